@@ -1,0 +1,313 @@
+//! The scripted persona model: a deterministic stand-in for an LLM that
+//! answers in character from what the prompt says.
+
+use super::{ChatPort, ChatPurpose, ChatReply, ChatRequest};
+use crate::cost::{estimate_tokens, Price};
+use crate::error::Result;
+use crate::rng::Stream;
+use crate::BoxFuture;
+use std::fmt::Write;
+
+/// The scripted model.
+#[derive(Debug, Clone)]
+pub struct ScriptedPersonaModel {
+    /// Run seed; mixed into every request's stream.
+    pub seed: u64,
+    /// Probability of an unparseable reply.
+    pub malformed_rate: f64,
+    /// Nominal price billed per call.
+    pub price: Price,
+}
+
+/// The facts the model reads back out of a prompt.
+#[derive(Debug, Default)]
+struct Read<'a> {
+    interests: Vec<&'a str>,
+    price_sensitivity: f64,
+    brands: Vec<(&'a str, f64)>,
+    memories: Vec<(f64, &'a str)>,
+    kind: &'a str,
+    category: &'a str,
+    brand: Option<&'a str>,
+    price: Option<f64>,
+    title: &'a str,
+    exposure: u32,
+    recent: Vec<&'a str>,
+}
+
+fn read(prompt: &str) -> Read<'_> {
+    let mut r = Read { price_sensitivity: 0.5, exposure: 1, ..Default::default() };
+    for line in prompt.lines() {
+        if let Some(v) = line.strip_prefix("Interests: ") {
+            r.interests = v.split(", ").collect();
+        } else if let Some(v) = line.strip_prefix("Price sensitivity: ") {
+            r.price_sensitivity = v.trim().parse().unwrap_or(0.5);
+        } else if let Some(v) = line.strip_prefix("Brand attitudes: ") {
+            r.brands = v
+                .split(", ")
+                .filter_map(|b| b.rsplit_once(' ').map(|(n, a)| (n, a.parse().unwrap_or(0.0))))
+                .collect();
+        } else if let Some(v) = line.strip_prefix("- [tick ") {
+            if let Some((_, rest)) = v.split_once("(sentiment ") {
+                if let Some((s, text)) = rest.split_once(") ") {
+                    r.memories.push((s.parse().unwrap_or(0.0), text));
+                }
+            } else {
+                r.recent.push(v);
+            }
+        } else if let Some(v) = line.strip_prefix("- ") {
+            r.recent.push(v);
+        } else if let Some(v) = line.strip_prefix("Stimulus: ") {
+            for (i, part) in v.split(" | ").enumerate() {
+                if i == 0 {
+                    r.kind = part;
+                } else if let Some(c) = part.strip_prefix("category: ") {
+                    r.category = c;
+                } else if let Some(b) = part.strip_prefix("brand: ") {
+                    r.brand = Some(b);
+                } else if let Some(p) = part.strip_prefix("price: ") {
+                    r.price = p.parse().ok();
+                }
+            }
+        } else if let Some(v) = line.strip_prefix("Title: ") {
+            r.title = v;
+        } else if let Some(v) = line.strip_prefix("Exposure: ") {
+            r.exposure = v.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(1);
+        }
+    }
+    r
+}
+
+fn mentions(text: &str, word: &str) -> bool {
+    !word.is_empty() && text.to_lowercase().contains(&word.to_lowercase())
+}
+
+const MALFORMED: &[&str] = &[
+    "Sure! Honestly, it looks fine to me.",
+    "REACTION: Hmm, not sure.\nINTENT: maybe\n",
+    "I'd rather not say.",
+    "REACTION: It's okay I guess.\nSENTIMENT: 0.1\nINTENT: 7\nIMPORTANCE: 4\n",
+];
+
+impl ScriptedPersonaModel {
+    fn react(&self, r: &Read<'_>, s: &mut Stream) -> String {
+        let interested = r.interests.iter().any(|i| *i == r.category);
+        let attitude = r.brand.and_then(|b| r.brands.iter().find(|(n, _)| *n == b)).map_or(0.0, |(_, a)| *a);
+        let brand_memories: Vec<f64> = r
+            .memories
+            .iter()
+            .filter(|(_, t)| r.brand.is_some_and(|b| mentions(t, b)) || mentions(t, r.category))
+            .map(|(s, _)| *s)
+            .collect();
+        let recall = if brand_memories.is_empty() {
+            0.0
+        } else {
+            brand_memories.iter().sum::<f64>() / brand_memories.len() as f64
+        };
+        let mood = if r.memories.is_empty() {
+            0.0
+        } else {
+            r.memories.iter().map(|(s, _)| s).sum::<f64>() / r.memories.len() as f64
+        };
+        let price_term = r.price.map_or(0.0, |p| {
+            0.3 - 0.9 * r.price_sensitivity * ((1.0 + p).ln() / 2000f64.ln()).min(1.0)
+        });
+        let repeat_term = match r.exposure {
+            1 => 0.0,
+            2 => 0.1,
+            _ => -0.15,
+        };
+        let news_damp = if r.kind == "news" { 0.5 } else { 1.0 };
+        let appeal = news_damp
+            * (if interested { 0.55 } else { -0.25 } + 0.6 * attitude + price_term + repeat_term)
+            + 0.5 * recall
+            + 0.15 * mood
+            + 0.35 * s.normal();
+        let intent = (3.0 + 2.2 * appeal).round().clamp(1.0, 5.0) as u8;
+        let sentiment = ((1.3 * appeal).tanh() * 100.0).round() / 100.0;
+        let importance =
+            (3.0 + 5.0 * appeal.abs() + if r.kind == "news" { 1.0 } else { 0.0 } + s.normal()).round().clamp(1.0, 10.0)
+                as u8;
+
+        let mut text = String::with_capacity(200);
+        let openers: &[&str] = match appeal {
+            a if a > 0.6 => &["I love this", "This is exactly what I want", "Honestly, I'm sold"],
+            a if a > 0.2 => &["This looks promising", "I'm interested", "Not bad at all"],
+            a if a > -0.2 => &["I'm on the fence", "It's fine, I suppose", "Hard to say"],
+            a if a > -0.6 => &["I'm not convinced", "This doesn't do much for me", "I'm skeptical"],
+            _ => &["Hard pass", "This is not for me at all", "No thanks"],
+        };
+        let _ = write!(text, "{} - {}.", s.pick(openers), r.title);
+        if interested {
+            let _ = write!(text, " I'm into {}", r.category);
+        } else {
+            let _ = write!(text, " {} isn't really my thing", r.category);
+        }
+        match r.price {
+            Some(p) if r.price_sensitivity > 0.6 => {
+                let _ = write!(text, ", and ${p:.0} is a lot for my budget.");
+            }
+            Some(p) => {
+                let _ = write!(text, ", and ${p:.0} seems reasonable.");
+            }
+            None => text.push('.'),
+        }
+        if let Some(b) = r.brand {
+            if attitude > 0.3 {
+                let _ = write!(text, " I've had good experiences with {b}.");
+            } else if attitude < -0.3 {
+                let _ = write!(text, " I don't really trust {b}.");
+            }
+        }
+        if !brand_memories.is_empty() {
+            text.push_str(if recall >= 0.0 {
+                " It reminds me of something I liked before."
+            } else {
+                " It reminds me of something that disappointed me."
+            });
+        }
+        if r.exposure > 2 {
+            text.push_str(" I keep seeing this everywhere.");
+        }
+        format!("REACTION: {text}\nSENTIMENT: {sentiment:.2}\nINTENT: {intent}\nIMPORTANCE: {importance}\n")
+    }
+
+    fn reflect(&self, r: &Read<'_>, s: &mut Stream) -> String {
+        let mut candidates: Vec<(String, u8)> = Vec::new();
+        let pricey = r.recent.iter().filter(|t| t.contains("a lot for my budget")).count();
+        if pricey > 0 {
+            candidates.push(("Price weighs heavily on what I buy".into(), 7));
+        }
+        for interest in &r.interests {
+            let n = r.recent.iter().filter(|t| mentions(t, interest)).count();
+            if n > 0 {
+                candidates.push((format!("I keep paying attention to {interest} products"), 6));
+            }
+        }
+        let positive = r.recent.iter().filter(|t| t.contains("I love") || t.contains("promising")).count();
+        let negative = r.recent.iter().filter(|t| t.contains("skeptical") || t.contains("not for me")).count();
+        if negative > positive {
+            candidates.push(("I am skeptical of most advertising I see".into(), 6));
+        } else if positive > 0 {
+            candidates.push(("I am open to trying new products when they fit my life".into(), 5));
+        }
+        candidates.push(("I want proof that a product delivers on its claims".into(), 5));
+        // Shuffle deterministically, then keep the first few.
+        for i in (1..candidates.len()).rev() {
+            let j = s.below(i + 1);
+            candidates.swap(i, j);
+        }
+        let mut out = String::new();
+        for (text, imp) in candidates.into_iter().take(3) {
+            let _ = writeln!(out, "INSIGHT: {text} (importance {imp})");
+        }
+        out
+    }
+
+    fn answer(&self, r: &Read<'_>, s: &mut Stream) -> String {
+        let mood = if r.memories.is_empty() {
+            0.0
+        } else {
+            r.memories.iter().map(|(s, _)| s).sum::<f64>() / r.memories.len() as f64
+        };
+        let answer = (3.0 + 2.0 * mood + 0.6 * s.normal()).round().clamp(1.0, 5.0) as u8;
+        let why = match answer {
+            4 | 5 => "Some of what I saw fits my life well.",
+            3 => "Some things were interesting, but nothing stood out.",
+            _ => "Nothing I saw felt worth the money.",
+        };
+        format!("ANSWER: {answer}\nWHY: {why}\n")
+    }
+
+    /// The reply text for a request, without billing.
+    pub fn reply_text(&self, request: &ChatRequest) -> String {
+        let mut key = blake3::Hasher::new_derive_key("scripted persona model v1");
+        key.update(&self.seed.to_le_bytes());
+        key.update(&request.digest().0);
+        let mut s = Stream::from_key(*key.finalize().as_bytes());
+        if s.unit() < self.malformed_rate {
+            return s.pick(MALFORMED).to_string();
+        }
+        let r = read(&request.prompt);
+        match request.purpose {
+            ChatPurpose::Reaction => self.react(&r, &mut s),
+            ChatPurpose::Reflection => self.reflect(&r, &mut s),
+            ChatPurpose::Probe => self.answer(&r, &mut s),
+        }
+    }
+}
+
+impl ChatPort for ScriptedPersonaModel {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+        let text = self.reply_text(request);
+        let spend = self.price.bill(estimate_tokens(&request.prompt), estimate_tokens(&text));
+        Box::pin(std::future::ready(Ok(ChatReply { text, spend })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persona::reply::{parse_insights, parse_probe, parse_reaction};
+
+    fn model(malformed_rate: f64) -> ScriptedPersonaModel {
+        ScriptedPersonaModel { seed: 9, malformed_rate, price: Price::from_usd_per_mtok(0.15, 0.6) }
+    }
+
+    fn prompt(interests: &str, sensitivity: f64, price: f64) -> String {
+        format!(
+            "You are X.\nInterests: {interests}\nPrice sensitivity: {sensitivity:.2}\nBrand attitudes: Acme +0.50, Nimbus -0.40\n\
+             \nMemories you recall:\n(none)\n\nStimulus: product | category: fitness | brand: Acme | price: {price:.2}\n\
+             Title: Shoe\nText: A shoe.\nExposure: 1 of this stimulus this tick\n"
+        )
+    }
+
+    fn req(purpose: ChatPurpose, prompt: String, attempt: u32) -> ChatRequest {
+        ChatRequest { model: "scripted".into(), purpose, prompt, attempt }
+    }
+
+    #[test]
+    fn replies_parse_and_follow_traits() {
+        let m = model(0.0);
+        let mean_intent = |interests: &str, sens: f64, price: f64| {
+            (0..200)
+                .map(|a| {
+                    let text = m.reply_text(&req(ChatPurpose::Reaction, prompt(interests, sens, price), a));
+                    f64::from(parse_reaction(&text).expect("well formed").intent)
+                })
+                .sum::<f64>()
+                / 200.0
+        };
+        let fan = mean_intent("fitness, music", 0.1, 20.0);
+        let indifferent = mean_intent("cooking, music", 0.9, 1500.0);
+        assert!(fan > indifferent + 1.0, "fan {fan} vs indifferent {indifferent}");
+    }
+
+    #[test]
+    fn same_request_same_reply_and_attempts_differ() {
+        let m = model(0.5);
+        let a = m.reply_text(&req(ChatPurpose::Reaction, prompt("fitness", 0.5, 50.0), 0));
+        assert_eq!(a, m.reply_text(&req(ChatPurpose::Reaction, prompt("fitness", 0.5, 50.0), 0)));
+        let distinct: std::collections::BTreeSet<String> =
+            (0..20).map(|i| m.reply_text(&req(ChatPurpose::Reaction, prompt("fitness", 0.5, 50.0), i))).collect();
+        assert!(distinct.len() > 2);
+    }
+
+    #[test]
+    fn malformed_rate_is_respected() {
+        let m = model(0.3);
+        let bad = (0..2000)
+            .filter(|i| parse_reaction(&m.reply_text(&req(ChatPurpose::Reaction, prompt("x", 0.5, 5.0), *i))).is_err())
+            .count();
+        assert!((450..750).contains(&bad), "{bad} of 2000 malformed");
+    }
+
+    #[test]
+    fn reflections_and_probes_parse() {
+        let m = model(0.0);
+        let p = "Interests: fitness\n\nRecent experiences:\n- I love this - Shoe. I'm into fitness.\n";
+        assert!(parse_insights(&m.reply_text(&req(ChatPurpose::Reflection, p.into(), 0)), 3).is_ok());
+        let p = "Memories you recall:\n- [tick 1] (sentiment +0.80) good\n\nSurvey question: ok?\n";
+        assert!(parse_probe(&m.reply_text(&req(ChatPurpose::Probe, p.into(), 0))).is_ok());
+    }
+}

@@ -1,0 +1,329 @@
+//! Configuration, in two steps.
+//!
+//! [`RawConfig`] is what a TOML file (or the defaults) says, parsed with no
+//! I/O and with unknown fields rejected. [`RawConfig::resolve`] validates it
+//! into the [`Config`] the engine uses. A resolved config serialises
+//! canonically and has a [`Config::hash`], which identifies a run.
+
+use crate::cost::Price;
+use crate::digest::{Digest, DigestWriter};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// Simulated-time settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunSection {
+    /// Simulated hours per tick. Default 24: a tick is a day of a panel
+    /// study, long enough for recency to matter between ticks.
+    pub hours_per_tick: u32,
+}
+
+impl Default for RunSection {
+    fn default() -> Self {
+        RunSection { hours_per_tick: 24 }
+    }
+}
+
+/// Memory retrieval: the recency, importance and relevance score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetrievalSection {
+    /// Memories retrieved per job. Zero or less skips retrieval (and its
+    /// embedding) entirely. Default 5.
+    pub k: i64,
+    /// Weight of the normalised recency component. Default 1.
+    pub recency_weight: f64,
+    /// Weight of the normalised importance component. Default 1.
+    pub importance_weight: f64,
+    /// Weight of the normalised relevance component. Default 1.
+    pub relevance_weight: f64,
+    /// Recency decay factor per simulated hour since last access. Default
+    /// 0.995, as in the generative-agents memory stream.
+    pub recency_decay_per_hour: f64,
+}
+
+impl Default for RetrievalSection {
+    fn default() -> Self {
+        RetrievalSection {
+            k: 5,
+            recency_weight: 1.0,
+            importance_weight: 1.0,
+            relevance_weight: 1.0,
+            recency_decay_per_hour: 0.995,
+        }
+    }
+}
+
+/// The embedding model and how work is sent to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddingSection {
+    /// Model name; part of the embedding key. Default `local-hash-v1`, the
+    /// embedded deterministic embedder.
+    pub model: String,
+    /// Vector dimension. Default 256: enough buckets that hashed word
+    /// features of short texts rarely collide, at 1 KiB per memory.
+    pub dim: usize,
+    /// Texts per physical request. Default 64.
+    pub batch_size: usize,
+}
+
+impl Default for EmbeddingSection {
+    fn default() -> Self {
+        EmbeddingSection { model: "local-hash-v1".into(), dim: 256, batch_size: 64 }
+    }
+}
+
+/// The chat model and the guardrails around it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChatSection {
+    /// Model name. Default `scripted-persona-v1`, the embedded scripted model.
+    pub model: String,
+    /// Chat requests in flight at once. Default 64.
+    pub concurrency: usize,
+    /// Probability that the scripted model returns an unparseable reply, to
+    /// exercise guardrail retries. Default 0.03.
+    pub malformed_rate: f64,
+    /// Retries after an unparseable reply before the job fails. Default 2.
+    pub max_guardrail_retries: u32,
+    /// Prompt tokens above which a job is refused before any chat call.
+    /// Default 2048.
+    pub context_budget_tokens: u64,
+}
+
+impl Default for ChatSection {
+    fn default() -> Self {
+        ChatSection {
+            model: "scripted-persona-v1".into(),
+            concurrency: 64,
+            malformed_rate: 0.03,
+            max_guardrail_retries: 2,
+            context_budget_tokens: 2048,
+        }
+    }
+}
+
+/// When personas reflect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReflectionSection {
+    /// Accumulated importance (1-10 per memory) that triggers a reflection.
+    /// Default 20: a persona reflects every three or four strong reactions.
+    pub importance_threshold: u32,
+    /// Insights kept from one reflection. Default 3.
+    pub max_insights: usize,
+    /// Recent memories shown in a reflection prompt. Default 8.
+    pub recent_memories: usize,
+}
+
+impl Default for ReflectionSection {
+    fn default() -> Self {
+        ReflectionSection { importance_threshold: 20, max_insights: 3, recent_memories: 8 }
+    }
+}
+
+/// The price table. The defaults are nominal hosted-provider prices, labelled
+/// as simulated: the embedded models cost nothing, but every run shows what
+/// it would have cost and exercises the cost accounting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PricesSection {
+    /// Shown next to every cost figure.
+    pub label: String,
+    /// USD per million embedding input tokens. Default 0.02.
+    pub embedding_usd_per_mtok: f64,
+    /// USD per million chat prompt tokens. Default 0.15.
+    pub chat_input_usd_per_mtok: f64,
+    /// USD per million chat completion tokens. Default 0.60.
+    pub chat_output_usd_per_mtok: f64,
+}
+
+impl Default for PricesSection {
+    fn default() -> Self {
+        PricesSection {
+            label: "simulated nominal prices (no provider was billed)".into(),
+            embedding_usd_per_mtok: 0.02,
+            chat_input_usd_per_mtok: 0.15,
+            chat_output_usd_per_mtok: 0.60,
+        }
+    }
+}
+
+/// A persona handler panic injected at one tick, for failure-isolation
+/// tests and demonstrations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PanicFault {
+    /// Persona index.
+    pub persona: u32,
+    /// Tick (1-based) at which its handler panics.
+    pub tick: u32,
+}
+
+/// Injected faults. Empty by default.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FaultsSection {
+    /// Persona handlers that panic.
+    pub panic: Vec<PanicFault>,
+}
+
+/// A configuration as written: every section optional, unknown fields are
+/// errors.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawConfig {
+    /// `[run]`
+    pub run: RunSection,
+    /// `[retrieval]`
+    pub retrieval: RetrievalSection,
+    /// `[embedding]`
+    pub embedding: EmbeddingSection,
+    /// `[chat]`
+    pub chat: ChatSection,
+    /// `[reflection]`
+    pub reflection: ReflectionSection,
+    /// `[prices]`
+    pub prices: PricesSection,
+    /// `[faults]`
+    pub faults: FaultsSection,
+}
+
+/// The resolved, validated configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// The sections as validated.
+    pub raw: RawConfig,
+    /// Embedding price, resolved to integers.
+    pub embedding_price: Price,
+    /// Chat price, resolved to integers.
+    pub chat_price: Price,
+}
+
+impl RawConfig {
+    /// Parses TOML. `source_name` names the file in errors.
+    pub fn from_toml(text: &str, source_name: &str) -> Result<Self> {
+        toml::from_str(text).map_err(|e| Error::Parse {
+            source_name: source_name.to_string(),
+            cause: e.to_string().trim_end().to_string(),
+        })
+    }
+
+    /// Validates and resolves. `source_name` names the file in errors.
+    pub fn resolve(self, source_name: &str) -> Result<Config> {
+        let bad = |field: &str, cause: String| Error::Config {
+            source_name: source_name.to_string(),
+            field: field.to_string(),
+            cause,
+        };
+        if self.run.hours_per_tick == 0 {
+            return Err(bad("run.hours_per_tick", "must be at least 1".into()));
+        }
+        let r = &self.retrieval;
+        for (name, w) in [
+            ("retrieval.recency_weight", r.recency_weight),
+            ("retrieval.importance_weight", r.importance_weight),
+            ("retrieval.relevance_weight", r.relevance_weight),
+        ] {
+            if !(w.is_finite() && w >= 0.0) {
+                return Err(bad(name, format!("must be a finite number >= 0, got {w}")));
+            }
+        }
+        if !(r.recency_decay_per_hour > 0.0 && r.recency_decay_per_hour <= 1.0) {
+            return Err(bad(
+                "retrieval.recency_decay_per_hour",
+                format!("must be in (0, 1], got {}", r.recency_decay_per_hour),
+            ));
+        }
+        let e = &self.embedding;
+        if !(8..=65_536).contains(&e.dim) {
+            return Err(bad("embedding.dim", format!("must be between 8 and 65536, got {}", e.dim)));
+        }
+        if e.batch_size == 0 {
+            return Err(bad("embedding.batch_size", "must be at least 1".into()));
+        }
+        if e.model.trim().is_empty() {
+            return Err(bad("embedding.model", "must not be empty".into()));
+        }
+        let c = &self.chat;
+        if c.concurrency == 0 {
+            return Err(bad("chat.concurrency", "must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&c.malformed_rate) {
+            return Err(bad("chat.malformed_rate", format!("must be in [0, 1], got {}", c.malformed_rate)));
+        }
+        if c.model.trim().is_empty() {
+            return Err(bad("chat.model", "must not be empty".into()));
+        }
+        if self.reflection.importance_threshold == 0 {
+            return Err(bad("reflection.importance_threshold", "must be at least 1".into()));
+        }
+        let p = &self.prices;
+        for (name, v) in [
+            ("prices.embedding_usd_per_mtok", p.embedding_usd_per_mtok),
+            ("prices.chat_input_usd_per_mtok", p.chat_input_usd_per_mtok),
+            ("prices.chat_output_usd_per_mtok", p.chat_output_usd_per_mtok),
+        ] {
+            if !(v.is_finite() && (0.0..=1_000_000.0).contains(&v)) {
+                return Err(bad(name, format!("must be between 0 and 1000000 USD, got {v}")));
+            }
+        }
+        Ok(Config {
+            embedding_price: Price::from_usd_per_mtok(p.embedding_usd_per_mtok, 0.0),
+            chat_price: Price::from_usd_per_mtok(p.chat_input_usd_per_mtok, p.chat_output_usd_per_mtok),
+            raw: self,
+        })
+    }
+}
+
+impl Config {
+    /// The embedded defaults, resolved.
+    pub fn defaults() -> Config {
+        RawConfig::default().resolve("<defaults>").expect("the defaults are valid; this is a bug")
+    }
+
+    /// Canonical TOML of the resolved sections (what a run records).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(&self.raw).expect("a resolved config serialises; this is a bug")
+    }
+
+    /// Hash of the canonical form; identifies the configuration of a run.
+    pub fn hash(&self) -> Digest {
+        DigestWriter::new("config v1").str(&self.to_toml()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = RawConfig::from_toml("", "c.toml").and_then(|r| r.resolve("c.toml"));
+        assert_eq!(c.map(|c| c.hash()).ok(), Some(Config::defaults().hash()));
+    }
+
+    #[test]
+    fn unknown_field_is_named_with_its_line() {
+        let err = RawConfig::from_toml("[chat]\nconcurency = 3\n", "my.toml").unwrap_err().to_string();
+        assert!(err.contains("my.toml"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+        assert!(err.contains("concurency"), "{err}");
+    }
+
+    #[test]
+    fn invalid_value_names_file_and_field() {
+        let raw = RawConfig::from_toml("[embedding]\ndim = 2\n", "my.toml").expect("parses");
+        let err = raw.resolve("my.toml").unwrap_err().to_string();
+        assert!(err.contains("my.toml") && err.contains("embedding.dim"), "{err}");
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let c = Config::defaults();
+        let again = RawConfig::from_toml(&c.to_toml(), "x").and_then(|r| r.resolve("x"));
+        assert_eq!(again.map(|c| c.hash()).ok(), Some(c.hash()));
+    }
+}

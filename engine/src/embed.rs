@@ -1,0 +1,16 @@
+//! Embeddings: the port, the embedded local embedder, and the batch plan
+//! that deduplicates a stage's texts and allocates what they cost.
+//!
+//! A stage (retrieval or memory) gathers `(consumer, text)` requests, builds
+//! a [`Plan`], submits the plan's unique texts through an
+//! [`EmbeddingPort`] in one invocation ([`Strategy::Batched`]) and maps the
+//! vectors back. [`Strategy::PerConsumer`] is the baseline: one invocation
+//! per request, no dedup, awaited in turn.
+
+pub mod local;
+pub mod plan;
+pub mod port;
+
+pub use local::LocalEmbedder;
+pub use plan::{embed_stage, Plan, StageResult, StageStats, Strategy};
+pub use port::{EmbedBatch, EmbedCall, EmbedKey, EmbedRole, EmbeddingPort};

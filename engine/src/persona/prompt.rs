@@ -1,0 +1,103 @@
+//! What the chat model sees.
+//!
+//! Prompts are plain text with labelled lines, so a real model can answer
+//! them and the scripted model can read the same facts back out of them
+//! (it sees nothing a real model would not).
+
+use super::memory::MemoryRecord;
+use super::profile::Profile;
+use crate::scenario::Stimulus;
+use std::fmt::Write;
+
+/// The persona block that opens every prompt.
+pub fn persona_header(p: &Profile) -> String {
+    let mut s = String::with_capacity(400);
+    let _ = writeln!(s, "You are {}, {}, a {} in {}. {}", p.name, p.age, p.occupation, p.city, p.bio);
+    let _ = writeln!(s, "Interests: {}", p.interests.join(", "));
+    let _ = writeln!(s, "Household income: {}", p.income);
+    let _ = writeln!(s, "Price sensitivity: {:.2}", p.price_sensitivity);
+    s.push_str("Brand attitudes:");
+    for (i, (brand, att)) in p.brand_attitudes.iter().enumerate() {
+        let _ = write!(s, "{}{} {:+.2}", if i == 0 { " " } else { ", " }, brand, att);
+    }
+    s.push('\n');
+    s
+}
+
+/// The recalled-memories block.
+pub fn memories_block(out: &mut String, memories: &[&MemoryRecord]) {
+    out.push_str("\nMemories you recall:\n");
+    if memories.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for m in memories {
+        let _ = writeln!(out, "- [tick {}] (sentiment {:+.2}) {}", m.tick, m.sentiment, m.description);
+    }
+}
+
+/// The stimulus block.
+pub fn stimulus_block(out: &mut String, s: &Stimulus, exposure: u32) {
+    let _ = write!(out, "\nStimulus: {} | category: {}", s.kind.as_str(), s.category);
+    if let Some(b) = &s.brand {
+        let _ = write!(out, " | brand: {b}");
+    }
+    if let Some(p) = s.price {
+        let _ = write!(out, " | price: {p:.2}");
+    }
+    let _ = writeln!(out, "\nTitle: {}", s.title);
+    let _ = writeln!(out, "Text: {}", s.text);
+    if !s.claims.is_empty() {
+        let _ = writeln!(out, "Claims: {}", s.claims.join("; "));
+    }
+    let _ = writeln!(out, "Exposure: {} of this stimulus this tick", exposure + 1);
+}
+
+/// The reaction prompt of one job.
+pub fn reaction_prompt(header: &str, memories: &[&MemoryRecord], stimulus: &Stimulus, exposure: u32) -> String {
+    let mut s = String::with_capacity(header.len() + 900);
+    s.push_str(header);
+    memories_block(&mut s, memories);
+    stimulus_block(&mut s, stimulus, exposure);
+    s.push_str(
+        "\nReact in character. Reply exactly in this format:\n\
+         REACTION: <one or two sentences in your own voice>\n\
+         SENTIMENT: <number from -1 to 1>\n\
+         INTENT: <integer 1-5, how likely you are to buy>\n\
+         IMPORTANCE: <integer 1-10, how memorable this is to you>\n",
+    );
+    s
+}
+
+/// The reflection prompt: the persona's recent memories plus what it just
+/// experienced.
+pub fn reflection_prompt(header: &str, recent: &[String], latest: &str, max_insights: usize) -> String {
+    let mut s = String::with_capacity(header.len() + 200 + recent.iter().map(|r| r.len() + 3).sum::<usize>());
+    s.push_str(header);
+    s.push_str("\nRecent experiences:\n");
+    for r in recent {
+        let _ = writeln!(s, "- {r}");
+    }
+    let _ = writeln!(s, "- {latest}");
+    let _ = write!(
+        s,
+        "\nWhat are up to {max_insights} high-level insights about yourself that these experiences suggest?\n\
+         Reply with one line per insight:\n\
+         INSIGHT: <insight> (importance <1-10>)\n"
+    );
+    s
+}
+
+/// A survey probe's prompt.
+pub fn probe_prompt(header: &str, memories: &[&MemoryRecord], question: &str) -> String {
+    let mut s = String::with_capacity(header.len() + 600);
+    s.push_str(header);
+    memories_block(&mut s, memories);
+    let _ = write!(
+        s,
+        "\nSurvey question: {question}\n\
+         Reply exactly in this format:\n\
+         ANSWER: <integer 1-5>\n\
+         WHY: <one sentence>\n"
+    );
+    s
+}

@@ -1,0 +1,148 @@
+//! Parsing model replies, strictly. A reply that does not parse triggers a
+//! guardrail retry (reactions, probes) or a fallback (reflections).
+
+use serde::{Deserialize, Serialize};
+
+/// Why a reply was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    /// A required line is missing.
+    #[error("reply has no {0} line")]
+    Missing(&'static str),
+    /// A line is present but its value is out of range or not a number.
+    #[error("reply has an invalid {field}: {value:?}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What it said.
+        value: String,
+    },
+}
+
+/// A parsed reaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reaction {
+    /// The persona's words.
+    pub text: String,
+    /// Sentiment in [-1, 1].
+    pub sentiment: f32,
+    /// Purchase intent 1-5.
+    pub intent: u8,
+    /// Importance 1-10.
+    pub importance: u8,
+}
+
+/// A parsed probe answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeReply {
+    /// Answer 1-5.
+    pub answer: u8,
+    /// The stated reason.
+    pub why: String,
+}
+
+fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let l = l.trim();
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(key).then(|| v.trim())
+    })
+}
+
+fn int_in(text: &str, key: &'static str, lo: u8, hi: u8) -> Result<u8, ReplyError> {
+    let v = field(text, key).ok_or(ReplyError::Missing(key))?;
+    match v.parse::<u8>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(ReplyError::Invalid { field: key, value: v.to_string() }),
+    }
+}
+
+/// Parses a reaction reply.
+pub fn parse_reaction(text: &str) -> Result<Reaction, ReplyError> {
+    let reaction = field(text, "REACTION").ok_or(ReplyError::Missing("REACTION"))?;
+    if reaction.is_empty() {
+        return Err(ReplyError::Invalid { field: "REACTION", value: String::new() });
+    }
+    let s = field(text, "SENTIMENT").ok_or(ReplyError::Missing("SENTIMENT"))?;
+    let sentiment = match s.parse::<f32>() {
+        Ok(v) if (-1.0..=1.0).contains(&v) => v,
+        _ => return Err(ReplyError::Invalid { field: "SENTIMENT", value: s.to_string() }),
+    };
+    Ok(Reaction {
+        text: reaction.to_string(),
+        sentiment,
+        intent: int_in(text, "INTENT", 1, 5)?,
+        importance: int_in(text, "IMPORTANCE", 1, 10)?,
+    })
+}
+
+/// Parses a reflection reply into (insight, importance) pairs, at most
+/// `max`. A reply with no valid insight line is an error.
+pub fn parse_insights(text: &str, max: usize) -> Result<Vec<(String, u8)>, ReplyError> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((k, v)) = line.trim().split_once(':') else { continue };
+        if !k.trim().eq_ignore_ascii_case("INSIGHT") {
+            continue;
+        }
+        let v = v.trim();
+        let Some(open) = v.rfind("(importance ") else { continue };
+        let insight = v[..open].trim();
+        let imp = v[open + 12..].trim_end_matches(')').trim().parse::<u8>();
+        if let (false, Ok(i @ 1..=10)) = (insight.is_empty(), imp) {
+            out.push((insight.to_string(), i));
+        }
+        if out.len() == max {
+            break;
+        }
+    }
+    if out.is_empty() {
+        return Err(ReplyError::Missing("INSIGHT"));
+    }
+    Ok(out)
+}
+
+/// Parses a probe reply.
+pub fn parse_probe(text: &str) -> Result<ProbeReply, ReplyError> {
+    let answer = int_in(text, "ANSWER", 1, 5)?;
+    let why = field(text, "WHY").ok_or(ReplyError::Missing("WHY"))?;
+    Ok(ProbeReply { answer, why: why.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_well_formed_reaction() {
+        let r = parse_reaction("REACTION: Nice: but pricey.\nSENTIMENT: -0.25\nINTENT: 2\nIMPORTANCE: 7\n");
+        assert_eq!(
+            r,
+            Ok(Reaction { text: "Nice: but pricey.".into(), sentiment: -0.25, intent: 2, importance: 7 })
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_reactions() {
+        assert_eq!(parse_reaction("Sure, I like it!"), Err(ReplyError::Missing("REACTION")));
+        let e = parse_reaction("REACTION: ok\nSENTIMENT: 0.1\nINTENT: 9\nIMPORTANCE: 3");
+        assert_eq!(e, Err(ReplyError::Invalid { field: "INTENT", value: "9".into() }));
+        let e = parse_reaction("REACTION: ok\nSENTIMENT: lots\nINTENT: 3\nIMPORTANCE: 3");
+        assert!(matches!(e, Err(ReplyError::Invalid { field: "SENTIMENT", .. })));
+    }
+
+    #[test]
+    fn insights_are_capped_and_validated() {
+        let text = "INSIGHT: I like tea (importance 6)\nINSIGHT: broken\nINSIGHT: Price matters (importance 8)\nINSIGHT: extra (importance 2)";
+        let got = parse_insights(text, 2).expect("two valid");
+        assert_eq!(got, vec![("I like tea".to_string(), 6), ("Price matters".to_string(), 8)]);
+        assert!(parse_insights("I have no idea.", 3).is_err());
+    }
+
+    #[test]
+    fn probe_needs_answer_and_reason() {
+        assert_eq!(parse_probe("ANSWER: 4\nWHY: fine").map(|p| p.answer), Ok(4));
+        assert!(parse_probe("ANSWER: 4").is_err());
+        assert!(parse_probe("ANSWER: 0\nWHY: x").is_err());
+    }
+}

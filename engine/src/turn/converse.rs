@@ -1,0 +1,136 @@
+//! Stage 4 for one job: the reaction with guardrail retries, then a
+//! reflection and the probes where due.
+
+use super::stage::{observation_description, Prepared};
+use crate::chat::{ChatPort, ChatPurpose, ChatRequest};
+use crate::config::Config;
+use crate::cost::Spend;
+use crate::digest::Digest;
+use crate::persona::prompt::reflection_prompt;
+use crate::persona::reply::{parse_insights, parse_probe, parse_reaction, ProbeReply, Reaction};
+use crate::scenario::Scenario;
+use serde::{Deserialize, Serialize};
+
+/// One chat call, as made and billed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatCallRecord {
+    /// Why.
+    pub purpose: ChatPurpose,
+    /// Guardrail attempt, from 0.
+    pub attempt: u32,
+    /// The request digest.
+    pub request: Digest,
+    /// The reply text (empty when the provider failed).
+    pub reply: String,
+    /// What it was billed.
+    pub spend: Spend,
+}
+
+/// A reflection's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReflectionResult {
+    /// Parsed insights with importance.
+    pub insights: Vec<(String, u8)>,
+    /// True when the reply did not parse and the fallback description is
+    /// used instead.
+    pub fallback: bool,
+}
+
+/// What a successful conversation produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conversed {
+    /// The parsed reaction.
+    pub reaction: Reaction,
+    /// The reflection, if one was due.
+    pub reflection: Option<ReflectionResult>,
+    /// Probe answers: (probe id, parsed reply or `None` when every attempt
+    /// was unparseable).
+    pub probes: Vec<(String, Option<ProbeReply>)>,
+}
+
+/// Stage 4's result for one job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    /// Every call made, in order.
+    pub calls: Vec<ChatCallRecord>,
+    /// The result, or why the job failed.
+    pub result: Result<Conversed, String>,
+}
+
+async fn call(
+    port: &dyn ChatPort,
+    model: &str,
+    purpose: ChatPurpose,
+    prompt: &str,
+    attempt: u32,
+    calls: &mut Vec<ChatCallRecord>,
+) -> Result<String, String> {
+    let request = ChatRequest { model: model.to_string(), purpose, prompt: prompt.to_string(), attempt };
+    let digest = request.digest();
+    match port.complete(&request).await {
+        Ok(reply) => {
+            calls.push(ChatCallRecord { purpose, attempt, request: digest, reply: reply.text.clone(), spend: reply.spend });
+            Ok(reply.text)
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Runs the chat stage of one prepared job.
+pub async fn converse(port: &dyn ChatPort, prepared: &Prepared, cfg: &Config, scenario: &Scenario, tick: u32) -> Conversation {
+    let chat = &cfg.raw.chat;
+    let mut calls = Vec::new();
+    let mut reaction = None;
+    let mut last_error = String::new();
+    for attempt in 0..=chat.max_guardrail_retries {
+        match call(port, &chat.model, ChatPurpose::Reaction, &prepared.prompt, attempt, &mut calls).await {
+            Ok(text) => match parse_reaction(&text) {
+                Ok(r) => {
+                    reaction = Some(r);
+                    break;
+                }
+                Err(e) => last_error = e.to_string(),
+            },
+            Err(e) => return Conversation { calls, result: Err(format!("chat provider failed: {e}")) },
+        }
+    }
+    let Some(reaction) = reaction else {
+        let tries = chat.max_guardrail_retries + 1;
+        return Conversation { calls, result: Err(format!("no valid reply after {tries} attempts: {last_error}")) };
+    };
+
+    let mut reflection = None;
+    if let Some(plan) = prepared.reflect.as_ref().filter(|p| u32::from(reaction.importance) >= p.remaining) {
+        let stimulus = &scenario.stimuli[prepared.job.stimulus as usize];
+        let latest = observation_description(tick, stimulus, &reaction.text);
+        let prompt = reflection_prompt(&plan.header, &plan.recent, &latest, cfg.raw.reflection.max_insights);
+        // Reflections get no guardrail retry: an unparseable reply falls back
+        // to a plain description, so the persona still records that it
+        // reflected.
+        reflection = Some(match call(port, &chat.model, ChatPurpose::Reflection, &prompt, 0, &mut calls).await {
+            Ok(text) => match parse_insights(&text, cfg.raw.reflection.max_insights) {
+                Ok(insights) => ReflectionResult { insights, fallback: false },
+                Err(_) => ReflectionResult { insights: Vec::new(), fallback: true },
+            },
+            Err(_) => ReflectionResult { insights: Vec::new(), fallback: true },
+        });
+    }
+
+    let mut probes = Vec::with_capacity(prepared.probes.len());
+    for (id, prompt) in &prepared.probes {
+        let mut answer = None;
+        for attempt in 0..=chat.max_guardrail_retries {
+            match call(port, &chat.model, ChatPurpose::Probe, prompt, attempt, &mut calls).await {
+                Ok(text) => {
+                    if let Ok(p) = parse_probe(&text) {
+                        answer = Some(p);
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        probes.push((id.clone(), answer));
+    }
+    Conversation { calls, result: Ok(Conversed { reaction, reflection, probes }) }
+}

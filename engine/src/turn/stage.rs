@@ -1,0 +1,150 @@
+//! Persona-side stage functions: retrieval need, preparation, drafting.
+
+use crate::clock::SimTime;
+use crate::config::Config;
+use crate::cost::estimate_tokens;
+use crate::persona::memory::{MemoryId, MemoryKind, MemoryRecord};
+use crate::persona::prompt::{probe_prompt, reaction_prompt};
+use crate::persona::state::NewMemory;
+use crate::persona::PersonaState;
+use crate::scenario::{Job, Scenario, Stimulus};
+use crate::turn::converse::Conversed;
+
+/// What every stage of one tick needs to know.
+#[derive(Debug, Clone, Copy)]
+pub struct TickContext<'a> {
+    /// Resolved configuration.
+    pub cfg: &'a Config,
+    /// The scenario.
+    pub scenario: &'a Scenario,
+    /// Tick number, from 1.
+    pub tick: u32,
+    /// Its simulated time.
+    pub now: SimTime,
+}
+
+/// The retrieval text of an exposure: the stimulus as seen, marked when it
+/// is a repeat within the tick.
+pub fn retrieval_text(s: &Stimulus, exposure: u32) -> String {
+    if exposure == 0 {
+        format!("{}. {}", s.title, s.text)
+    } else {
+        format!("Seen again ({}x): {}. {}", exposure + 1, s.title, s.text)
+    }
+}
+
+/// Stage 2: the text this job needs embedded for retrieval, or `None` when
+/// the embedding could not change the ranking: no memories, `k <= 0`, or no
+/// memory with a vector.
+pub fn retrieval_need(state: &PersonaState, job: &Job, ctx: &TickContext<'_>) -> Option<String> {
+    if ctx.cfg.raw.retrieval.k <= 0 || state.memory.is_empty() || !state.memory.any_vector() {
+        return None;
+    }
+    Some(retrieval_text(&ctx.scenario.stimuli[job.stimulus as usize], job.exposure))
+}
+
+/// What a reflection needs if this job turns out to cross the threshold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReflectPlan {
+    /// Importance still needed before a reflection.
+    pub remaining: u32,
+    /// Descriptions of the persona's most recent memories.
+    pub recent: Vec<String>,
+    /// The persona header.
+    pub header: String,
+}
+
+/// A job ready for chat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// The job.
+    pub job: Job,
+    /// Retrieved memories, best first.
+    pub retrieved: Vec<MemoryId>,
+    /// The reaction prompt.
+    pub prompt: String,
+    /// Its estimated tokens.
+    pub prompt_tokens: u64,
+    /// Present when a strong enough reaction would trigger a reflection.
+    pub reflect: Option<ReflectPlan>,
+    /// Probe prompts due this tick: (probe id, prompt).
+    pub probes: Vec<(String, String)>,
+}
+
+/// Stage 3: ranks the persona's own memories with `query` and builds the
+/// prompts. Refuses (with the reason) when the prompt exceeds the context
+/// budget.
+pub fn prepare(state: &PersonaState, job: &Job, query: Option<&[f32]>, ctx: &TickContext<'_>) -> Result<Prepared, String> {
+    let cfg = &ctx.cfg.raw;
+    let scored = state.memory.retrieve(query, ctx.now, &cfg.retrieval);
+    let recalled: Vec<&MemoryRecord> = scored.iter().filter_map(|s| state.memory.get(s.id)).collect();
+    let stimulus = &ctx.scenario.stimuli[job.stimulus as usize];
+    let prompt = reaction_prompt(&state.header, &recalled, stimulus, job.exposure);
+    let prompt_tokens = estimate_tokens(&prompt);
+    if prompt_tokens > cfg.chat.context_budget_tokens {
+        return Err(format!(
+            "prompt needs {prompt_tokens} tokens, over the context budget of {}",
+            cfg.chat.context_budget_tokens
+        ));
+    }
+    let remaining = cfg.reflection.importance_threshold.saturating_sub(state.importance_since_reflection);
+    // A single reaction adds at most 10 importance.
+    let reflect = (remaining <= 10).then(|| ReflectPlan {
+        remaining,
+        recent: state.memory.recent(cfg.reflection.recent_memories).iter().map(|m| m.description.clone()).collect(),
+        header: state.header.clone(),
+    });
+    let probes = ctx
+        .scenario
+        .probes_at(ctx.tick)
+        .filter(|_| job.exposure == 0)
+        .map(|p| (p.id.clone(), probe_prompt(&state.header, &recalled, &p.question)))
+        .collect();
+    Ok(Prepared { job: *job, retrieved: scored.iter().map(|s| s.id).collect(), prompt, prompt_tokens, reflect, probes })
+}
+
+/// The description of the memory a reaction leaves.
+pub fn observation_description(tick: u32, s: &Stimulus, reaction_text: &str) -> String {
+    format!("Tick {tick}: saw the {} \"{}\". {}", s.kind.as_str(), s.title, reaction_text)
+}
+
+/// Stage 5: the job's new memories, in order, without vectors.
+pub fn drafts(job: &Job, ctx: &TickContext<'_>, conversed: &Conversed) -> Vec<NewMemory> {
+    let s = &ctx.scenario.stimuli[job.stimulus as usize];
+    let r = &conversed.reaction;
+    let mut out = vec![NewMemory {
+        kind: MemoryKind::Observation,
+        description: observation_description(ctx.tick, s, &r.text),
+        importance: r.importance,
+        sentiment: r.sentiment,
+        sources: vec![s.id.clone()],
+        vector: None,
+    }];
+    if let Some(reflection) = &conversed.reflection {
+        if reflection.fallback {
+            out.push(NewMemory {
+                kind: MemoryKind::Reflection,
+                description: format!(
+                    "Tick {}: I thought over my recent experiences, up to \"{}\", without reaching a clear conclusion.",
+                    ctx.tick, s.title
+                ),
+                importance: 3,
+                sentiment: 0.0,
+                sources: vec!["reflection-fallback".into()],
+                vector: None,
+            });
+        } else {
+            for (insight, importance) in &reflection.insights {
+                out.push(NewMemory {
+                    kind: MemoryKind::Reflection,
+                    description: insight.clone(),
+                    importance: *importance,
+                    sentiment: 0.0,
+                    sources: vec!["reflection".into()],
+                    vector: None,
+                });
+            }
+        }
+    }
+    out
+}
