@@ -1,1 +1,33 @@
-//! x
+#![warn(missing_docs)]
+//! ractor actors that own state and sequence the stages of a tick.
+//!
+//! - [`persona::PersonaActor`] owns one persona's
+//!   [`engine::persona::PersonaState`] and answers stage messages
+//!   ([`persona::PersonaMsg`]).
+//! - [`coordinator::TurnCoordinator`] runs each tick: validation, the
+//!   retrieval-embedding stage, preparation, bounded concurrent chat,
+//!   drafting, the memory-embedding stage and the commit, and returns a
+//!   [`coordinator::TickReport`] with outcomes in job order.
+//! - [`supervisor::PanelSupervisor`] is the parent of the persona actors; a
+//!   persona that panics fails its own jobs, not the run.
+//! - [`run::run`] spawns them all, drives the ticks, stops at the budget and
+//!   tears down.
+//!
+//! ```
+//! use actors::{progress::Silent, run::{run, RunSpec}};
+//! use std::sync::Arc;
+//!
+//! let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+//! let result = rt.block_on(run(RunSpec::defaults(7, 4, 2), Arc::new(Silent), false, |_| Ok(()))).unwrap();
+//! assert_eq!(result.summary.jobs.total, 8);
+//! ```
+
+pub mod coordinator;
+pub mod error;
+pub mod persona;
+pub mod progress;
+pub mod run;
+pub mod shared;
+pub mod supervisor;
+
+pub use error::{Error, Result};

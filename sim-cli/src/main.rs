@@ -1,1 +1,57 @@
-fn main(){}
+//! `sim-cli`: run persona panels on the simulation engine.
+
+mod output;
+mod progress;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Deterministic, actor-based simulation of LLM personas with memory.
+///
+/// Every command runs on embedded defaults: a deterministic local embedder
+/// and a scripted persona chat model. No network, no keys, and no live model
+/// is ever called unless you configure one.
+#[derive(Parser)]
+#[command(name = "sim-cli", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a persona panel through the ticks of a scenario.
+    Run(run::RunArgs),
+    /// List the built-in scenarios.
+    Scenarios,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Scenarios => {
+            output::list_scenarios();
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings). A panic
+/// inside an actor is logged as an error rather than printed raw, because
+/// the engine turns it into a job failure and carries on.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    std::panic::set_hook(Box::new(|info| tracing::error!("panic: {info}")));
+}

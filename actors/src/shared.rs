@@ -1,0 +1,29 @@
+//! Read-only inputs shared by every actor of a run.
+
+use engine::chat::ChatPort;
+use engine::config::Config;
+use engine::embed::{EmbeddingPort, Strategy};
+use engine::persona::Traits;
+use engine::scenario::Scenario;
+use std::sync::Arc;
+
+/// What every actor of a run reads and nobody writes.
+pub struct RunShared {
+    /// Resolved configuration.
+    pub config: Config,
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The trait table personas are drawn from.
+    pub traits: Traits,
+    /// Run seed.
+    pub seed: u64,
+    /// Panel size.
+    pub personas: u32,
+    /// The embedding port; `None` runs without embeddings (relevance is
+    /// then zero and both embedding stages are skipped).
+    pub embedder: Option<Arc<dyn EmbeddingPort>>,
+    /// The chat port.
+    pub chat: Arc<dyn ChatPort>,
+    /// How embedding stages submit texts.
+    pub strategy: Strategy,
+}

@@ -1,0 +1,187 @@
+//! Run directories and what is printed.
+
+use actors::coordinator::TickReport;
+use anyhow::{bail, Context, Result};
+use engine::config::Config;
+use engine::report::RunSummary;
+use engine::scenario::{Scenario, BUILTIN};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// A run directory that this run owns.
+pub struct OutputDir {
+    path: PathBuf,
+}
+
+fn is_empty_dir(p: &Path) -> bool {
+    std::fs::read_dir(p).map(|mut d| d.next().is_none()).unwrap_or(false)
+}
+
+impl OutputDir {
+    /// Creates the run directory: `out` if given (it must not exist or be
+    /// empty), else the first free `runs/<scenario>-s<seed>-<N>x<T>[-k]`.
+    pub fn create(out: Option<&Path>, scenario: &str, seed: u64, personas: u32, ticks: u32) -> Result<OutputDir> {
+        let path = match out {
+            Some(p) => {
+                if p.exists() && !(p.is_dir() && is_empty_dir(p)) {
+                    bail!(
+                        "output directory {} already exists and is not empty; a run is never overwritten. Choose another --out or remove it",
+                        p.display()
+                    );
+                }
+                p.to_path_buf()
+            }
+            None => {
+                let base = format!("runs/{scenario}-s{seed}-{personas}x{ticks}");
+                let mut candidate = PathBuf::from(&base);
+                let mut k = 2;
+                while candidate.exists() {
+                    candidate = PathBuf::from(format!("{base}-{k}"));
+                    k += 1;
+                }
+                candidate
+            }
+        };
+        std::fs::create_dir_all(&path).with_context(|| format!("cannot create output directory {}", path.display()))?;
+        let probe = path.join(".write-test");
+        File::create(&probe).with_context(|| format!("output directory {} is not writable", path.display()))?;
+        let _ = std::fs::remove_file(&probe);
+        Ok(OutputDir { path })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes the resolved configuration as `config.toml`.
+    pub fn write_config(&self, config: &Config) -> Result<()> {
+        let p = self.path.join("config.toml");
+        let text = format!("# Resolved configuration of this run; hash {}\n{}", config.hash(), config.to_toml());
+        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))
+    }
+
+    /// Writes `summary.json`.
+    pub fn write_summary(&self, summary: &RunSummary) -> Result<()> {
+        let p = self.path.join("summary.json");
+        let text = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
+        std::fs::write(&p, text + "\n").with_context(|| format!("cannot write {}", p.display()))
+    }
+
+    /// Opens `outcomes.jsonl`, one JSON outcome per line, written per tick.
+    pub fn outcome_writer(&self) -> Result<OutcomeWriter> {
+        let path = self.path.join("outcomes.jsonl");
+        let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(OutcomeWriter { path, file: BufWriter::new(file) })
+    }
+}
+
+/// Streams outcomes to `outcomes.jsonl`.
+pub struct OutcomeWriter {
+    path: PathBuf,
+    file: BufWriter<File>,
+}
+
+impl OutcomeWriter {
+    /// Appends one tick's outcomes and flushes.
+    pub fn write_tick(&mut self, report: &TickReport) -> std::result::Result<(), String> {
+        let err = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", self.path.display());
+        for o in &report.outcomes {
+            serde_json::to_writer(&mut self.file, o).map_err(|e| err(&e))?;
+            self.file.write_all(b"\n").map_err(|e| err(&e))?;
+        }
+        self.file.flush().map_err(|e| err(&e))
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn bar(count: u64, max: u64, width: usize) -> String {
+    let n = if max == 0 { 0 } else { ((count as f64 / max as f64) * width as f64).round() as usize };
+    "#".repeat(n)
+}
+
+/// Prints the readable summary.
+pub fn print_summary(s: &RunSummary) {
+    println!("Run of {} personas x {} ticks, scenario {:?}, seed {}", s.personas, s.ticks, s.scenario, s.seed);
+    if let Some(stop) = &s.stopped {
+        println!(
+            "STOPPED after tick {} of {}: {} reached (spent {} of {} nano-USD)",
+            stop.after_tick, s.ticks, stop.reason, thousands(stop.spent_nano_usd), thousands(stop.budget_nano_usd)
+        );
+    }
+    let j = &s.jobs;
+    println!("\nJobs: {} total, {} ok, {} failed, {} refused", j.total, j.ok, j.failed, j.refused);
+    println!("\nPurchase intent (1-5) per stimulus:");
+    println!("  {:<24} {:>6} {:>5}   {:>5} {:>5} {:>5} {:>5} {:>5}", "stimulus", "n", "mean", "1", "2", "3", "4", "5");
+    for (id, d) in &s.intent {
+        let h = d.histogram;
+        println!(
+            "  {:<24} {:>6} {:>5.2}   {:>5} {:>5} {:>5} {:>5} {:>5}  {}",
+            id, d.n, d.mean, h[0], h[1], h[2], h[3], h[4], bar_row(&h)
+        );
+    }
+    if !s.probes.is_empty() {
+        println!("\nProbes (1-5):");
+        for (id, d) in &s.probes {
+            let h = d.histogram;
+            println!(
+                "  {:<24} {:>6} {:>5.2}   {:>5} {:>5} {:>5} {:>5} {:>5}  unparsed {}",
+                id, d.n, d.mean, h[0], h[1], h[2], h[3], h[4], d.unparsed
+            );
+        }
+    }
+    let e = &s.embedding;
+    println!(
+        "\nEmbedding ({:?}): {} port invocations ({} retrieval, {} memory), {} upstream requests,\n  {} texts requested, {} unique texts submitted, {} cache hits",
+        e.strategy, e.port_invocations, e.retrieval_port_invocations, e.memory_port_invocations, e.upstream_requests,
+        thousands(e.texts_requested), thousands(e.unique_texts_submitted), e.cache_hits
+    );
+    let c = &s.chat;
+    println!(
+        "Chat: {} calls, {} guardrail retries, {} reflections ({} fallbacks)",
+        thousands(c.calls), c.guardrail_retries, c.reflections, c.reflection_fallbacks
+    );
+    let t = &s.tokens;
+    println!(
+        "Tokens: {} chat in, {} chat out, {} embedding, {} total",
+        thousands(t.chat_input), thousands(t.chat_output), thousands(t.embedding), thousands(t.total)
+    );
+    let k = &s.cost;
+    println!(
+        "Cost: ${:.6} provider total ({} nano-USD; chat {}, embedding {}); allocated to jobs {} nano-USD\n  {}; per-job embedding shares are estimates",
+        k.provider_total_usd, thousands(k.provider_total_nano_usd), thousands(k.chat_nano_usd),
+        thousands(k.embedding_nano_usd), thousands(k.allocated_total_nano_usd), k.price_label
+    );
+    let m = &s.timings_ms;
+    println!(
+        "Timings: total {:.0} ms; preparation {:.0} ms, chat {:.0} ms, memory finalisation {:.0} ms",
+        m.total, m.preparation, m.chat, m.memory_finalisation
+    );
+    println!("\nDigest:      {}\nFull digest: {}\nWritten to:  {}", s.digest, s.full_digest, s.out_dir);
+}
+
+fn bar_row(h: &[u64; 5]) -> String {
+    let max = h.iter().copied().max().unwrap_or(0);
+    h.iter().map(|c| format!("{:<6}", bar(*c, max, 5))).collect::<Vec<_>>().join("").trim_end().to_string()
+}
+
+/// Prints the built-in scenarios.
+pub fn list_scenarios() {
+    for (name, _) in BUILTIN {
+        if let Some(s) = Scenario::builtin(name) {
+            println!("{name:<18} {} ({} stimuli, {} ticks)", s.description, s.stimuli.len(), s.ticks.len());
+        }
+    }
+}
