@@ -8,11 +8,45 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A 32-byte BLAKE3 digest.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+/// A 32-byte BLAKE3 digest. Human-readable formats (JSON) see it as hex;
+/// binary formats as 32 bytes.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Digest(pub [u8; 32]);
 
+impl Serialize for Digest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            s.serialize_str(&self.hex())
+        } else {
+            self.0.serialize(s)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if d.is_human_readable() {
+            let s = String::deserialize(d)?;
+            Digest::from_hex(&s).ok_or_else(|| serde::de::Error::custom(format!("not a 64-digit hex digest: {s:?}")))
+        } else {
+            <[u8; 32]>::deserialize(d).map(Digest)
+        }
+    }
+}
+
 impl Digest {
+    /// Parses 64 hex digits.
+    pub fn from_hex(s: &str) -> Option<Digest> {
+        if s.len() != 64 || !s.is_ascii() {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Digest(out))
+    }
+
     /// Lower-case hex.
     pub fn hex(&self) -> String {
         let mut s = String::with_capacity(64);
@@ -115,5 +149,8 @@ mod tests {
         let b = DigestWriter::new("t").str("a").str("bc").finish();
         assert_ne!(a, b);
         assert_eq!(a.hex().len(), 64);
+        assert_eq!(Digest::from_hex(&a.hex()), Some(a));
+        let json = serde_json::to_string(&a).expect("serialises");
+        assert_eq!(json, format!("\"{}\"", a.hex()));
     }
 }

@@ -1,1 +1,12 @@
-//! Integration tests of the actors crate.
+//! Integration tests of the actors crate: whole runs through the actors.
+
+mod support;
+
+// Same seed, same digests at any thread count; different seeds differ.
+mod determinism;
+// Failures stay with their job: panics, unparseable replies, refusals.
+mod isolation;
+// Embedding stages: skip rules, dedup, strategies, running without a port.
+mod embedding;
+// Memory visibility across ticks, persona isolation, budget stops.
+mod ticks;

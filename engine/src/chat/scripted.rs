@@ -141,7 +141,9 @@ impl ScriptedPersonaModel {
         if interested {
             let _ = write!(text, " I'm into {}", r.category);
         } else {
-            let _ = write!(text, " {} isn't really my thing", r.category);
+            let mut cat = r.category.chars();
+            let first = cat.next().map(|c| c.to_uppercase().collect::<String>()).unwrap_or_default();
+            let _ = write!(text, " {first}{} isn't really my thing", cat.as_str());
         }
         match r.price {
             Some(p) if r.price_sensitivity > 0.6 => {
