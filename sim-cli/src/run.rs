@@ -54,7 +54,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Stop at the first tick boundary where recorded spend reaches this many USD.
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub budget_usd: Option<f64>,
     /// How embedding work is submitted: batched (default) or per-persona (the baseline for comparison).
     #[arg(long, value_enum, default_value_t = EmbedStrategy::Batched)]

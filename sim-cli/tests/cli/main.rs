@@ -1,1 +1,8 @@
-//! CLI tests.
+//! Tests of the `sim-cli` binary: what a user types and sees.
+
+mod support;
+
+// `sim-cli run`: the JSON summary contract, the readable summary, run directories.
+mod run;
+// Bad input: each case names the input and the cause and exits non-zero.
+mod bad_input;

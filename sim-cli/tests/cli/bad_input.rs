@@ -1,0 +1,63 @@
+use crate::support::{scratch, sim, stderr};
+
+fn fails_with(args: &[&str], needles: &[&str]) {
+    let dir = scratch(&format!("bad-{}", args.join("-").replace(['/', ' ', '.'], "_")));
+    std::fs::write(dir.join("bad-scenario.toml"), "name = \"x\"\nstimuli = [\n  { id = \"a\", kind = \"ad\" \n").expect("write");
+    std::fs::write(dir.join("bad-config.toml"), "[retrieval]\nk = 5\n\n[chat]\nconcurency = 8\n").expect("write");
+    std::fs::write(dir.join("bad-value.toml"), "[embedding]\ndim = 0\n").expect("write");
+    std::fs::write(dir.join("a-file"), "x").expect("write");
+    let out = sim(&dir, args);
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = stderr(&out);
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: stderr lacks {n:?}:\n{err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing on stdout for a failed run");
+}
+
+#[test]
+fn unknown_flag() {
+    fails_with(&["run", "--personaz", "3"], &["--personaz"]);
+}
+
+#[test]
+fn zero_personas_and_ticks() {
+    fails_with(&["run", "--personas", "0"], &["--personas", "0"]);
+    fails_with(&["run", "--ticks", "0"], &["--ticks", "0"]);
+}
+
+#[test]
+fn missing_and_malformed_scenario() {
+    fails_with(&["run", "--scenario", "nope.toml"], &["nope.toml", "not a built-in"]);
+    fails_with(&["run", "--scenario", "bad-scenario.toml"], &["bad-scenario.toml", "line"]);
+}
+
+#[test]
+fn missing_and_malformed_config() {
+    fails_with(&["run", "--config", "absent.toml"], &["absent.toml"]);
+    fails_with(&["run", "--config", "bad-config.toml"], &["bad-config.toml", "line 5", "concurency"]);
+    fails_with(&["run", "--config", "bad-value.toml"], &["bad-value.toml", "embedding.dim"]);
+}
+
+#[test]
+fn unwritable_or_existing_out() {
+    fails_with(&["run", "--out", "a-file/run"], &["a-file/run"]);
+    fails_with(&["run", "--out", "a-file"], &["a-file", "not empty"]);
+}
+
+#[test]
+fn existing_run_is_never_overwritten() {
+    let dir = scratch("no-overwrite");
+    assert!(sim(&dir, &["run", "--personas", "3", "--ticks", "1", "--out", "r"]).status.success());
+    let before = std::fs::read(dir.join("r/summary.json")).expect("summary");
+    let again = sim(&dir, &["run", "--personas", "4", "--ticks", "1", "--out", "r"]);
+    assert!(!again.status.success());
+    assert!(stderr(&again).contains("never overwritten"));
+    assert_eq!(std::fs::read(dir.join("r/summary.json")).expect("summary"), before);
+}
+
+#[test]
+fn bad_budget() {
+    fails_with(&["run", "--budget-usd", "-1"], &["--budget-usd"]);
+}

@@ -1,0 +1,51 @@
+use crate::support::{scratch, sim, stderr};
+
+#[test]
+fn json_summary_has_the_stable_keys() {
+    let dir = scratch("json");
+    let out = sim(&dir, &["run", "--personas", "50", "--ticks", "3", "--json", "--out", "r"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+    for key in [
+        "/digest", "/full_digest", "/personas", "/ticks", "/jobs/ok", "/jobs/failed", "/jobs/refused", "/intent",
+        "/embedding/port_invocations", "/embedding/upstream_requests", "/embedding/texts_requested",
+        "/embedding/unique_texts_submitted", "/embedding/cache_hits", "/embedding/retrieval_port_invocations",
+        "/embedding/memory_port_invocations", "/tokens", "/cost/provider_total_nano_usd",
+        "/cost/allocated_total_nano_usd", "/timings_ms", "/out_dir",
+    ] {
+        assert!(v.pointer(key).is_some(), "missing {key}");
+    }
+    assert_eq!(v.pointer("/jobs/total").and_then(|x| x.as_u64()), Some(150));
+    assert_eq!(v["cost"]["allocated_total_nano_usd"], v["cost"]["provider_total_nano_usd"]);
+    assert_eq!(v["digest"].as_str().map(str::len), Some(64));
+    let dir_out = v["out_dir"].as_str().expect("out_dir");
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(dir_out).join("summary.json")).expect("summary.json")).expect("json");
+    assert_eq!(saved["digest"], v["digest"]);
+    let lines = std::fs::read_to_string(dir.join(dir_out).join("outcomes.jsonl")).expect("outcomes.jsonl");
+    assert_eq!(lines.lines().count(), 150);
+}
+
+#[test]
+fn readable_summary_and_fresh_run_directories() {
+    let dir = scratch("text");
+    let first = sim(&dir, &["run", "--personas", "5", "--ticks", "2"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let text = String::from_utf8_lossy(&first.stdout);
+    for part in ["Jobs: 10 total", "Purchase intent", "Embedding", "Tokens:", "Cost:", "Timings:", "Digest:", "Written to:"] {
+        assert!(text.contains(part), "missing {part:?} in\n{text}");
+    }
+    assert!(first.stderr.is_empty(), "piped stderr stays quiet: {}", stderr(&first));
+    let second = sim(&dir, &["run", "--personas", "5", "--ticks", "2"]);
+    assert!(second.status.success());
+    assert!(dir.join("runs/default-s42-5x2/summary.json").exists());
+    assert!(dir.join("runs/default-s42-5x2-2/summary.json").exists(), "a second run gets its own directory");
+}
+
+#[test]
+fn budget_stop_is_reported() {
+    let dir = scratch("budget");
+    let out = sim(&dir, &["run", "--personas", "50", "--ticks", "3", "--budget-usd", "0.000001", "--out", "b"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("STOPPED after tick 1 of 3: budget reached"));
+}

@@ -1,0 +1,22 @@
+//! Running the binary.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Runs `sim-cli` with `args` in `dir`.
+pub fn sim(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sim-cli")).args(args).current_dir(dir).output().expect("sim-cli runs")
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sim-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// Stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
