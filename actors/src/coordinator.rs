@@ -14,7 +14,6 @@ use engine::persona::{PersonaCommit, PersonaState};
 use engine::report::Timings;
 use engine::scenario::Job;
 use engine::turn::{converse, drafts, Conversation, Outcome, Prepared, ProbeAnswer, Stage, Status, TickContext, TickDigests};
-use engine::digest::DigestWriter;
 use futures::StreamExt;
 use tracing::Instrument;
 use ractor::concurrency::oneshot;
@@ -249,7 +248,7 @@ impl TurnCoordinator {
                 match prepared {
                     Ok(p) => {
                         outcomes[i].retrieved = p.retrieved.clone();
-                        outcomes[i].prompt = Some(DigestWriter::new("prompt v1").str(&p.prompt).finish());
+                        outcomes[i].prompt = Some(p.reaction.prompt_digest());
                         ready.push(p);
                     }
                     Err(reason) => outcomes[i].status = Status::Refused { reason },

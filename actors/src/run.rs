@@ -16,6 +16,7 @@ use engine::scenario::Scenario;
 use engine::turn::TickDigests;
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorRef};
+use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -131,19 +132,31 @@ pub async fn run(
     let (supervisor, _) = Actor::spawn(None, PanelSupervisor { failures }, ())
         .await
         .map_err(|e| Error::Spawn { actor: "supervisor".into(), cause: e.to_string() })?;
-    let mut personas = Vec::with_capacity(spec.personas as usize);
+    // Persona actors start concurrently (a sequential spawn waits for each
+    // actor's start-up in turn); `buffered` keeps them in persona order.
     let mut interests = Vec::with_capacity(spec.personas as usize);
+    let mut starting = Vec::with_capacity(spec.personas as usize);
     for id in 0..spec.personas {
-        if id % 8192 == 0 {
-            progress.stage(0, "spawning personas", u64::from(id), u64::from(spec.personas));
-        }
         let profile = generate(&shared.traits, shared.seed, id);
         interests.push(profile.interests.clone());
-        let (actor, _) = Actor::spawn_linked(None, PersonaActor { shared: Arc::clone(&shared) }, profile, supervisor.get_cell())
-            .await
-            .map_err(|e| Error::Spawn { actor: engine::persona::profile::label(id), cause: e.to_string() })?;
+        starting.push((id, profile));
+    }
+    let cell = supervisor.get_cell();
+    let mut spawned = futures::stream::iter(starting.into_iter().map(|(id, profile)| {
+        let actor = PersonaActor { shared: Arc::clone(&shared) };
+        let cell = cell.clone();
+        async move { (id, Actor::spawn_linked(None, actor, profile, cell).await) }
+    }))
+    .buffered(256);
+    let mut personas = Vec::with_capacity(spec.personas as usize);
+    while let Some((id, started)) = spawned.next().await {
+        if id % 4096 == 0 {
+            progress.stage(0, "starting personas", u64::from(id), u64::from(spec.personas));
+        }
+        let (actor, _) = started.map_err(|e| Error::Spawn { actor: engine::persona::profile::label(id), cause: e.to_string() })?;
         personas.push(actor);
     }
+    drop(spawned);
     let coordinator_args = CoordinatorArgs { personas, interests, genesis };
     let (coordinator, _) = Actor::spawn(None, TurnCoordinator { shared: Arc::clone(&shared), progress }, coordinator_args)
         .await

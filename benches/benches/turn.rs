@@ -12,6 +12,10 @@ use std::time::Duration;
 
 const TICKS: u32 = 3;
 
+/// The same allocator as `sim-cli`, so the bench measures what users run.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn turns(c: &mut Criterion) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().expect("runtime");

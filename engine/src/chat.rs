@@ -15,6 +15,7 @@ use crate::digest::{Digest, DigestWriter};
 use crate::error::Result;
 use crate::BoxFuture;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Why a chat request is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,27 +28,46 @@ pub enum ChatPurpose {
     Probe,
 }
 
-/// One chat request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One chat request. The prompt is shared and hashed once, when the
+/// request is built; retries reuse both.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ChatRequest {
     /// Model name.
     pub model: String,
     /// Why it is made.
     pub purpose: ChatPurpose,
     /// The prompt.
-    pub prompt: String,
+    pub prompt: Arc<str>,
     /// 0 for the first try, then 1, 2... for guardrail retries.
     pub attempt: u32,
+    prompt_digest: Digest,
 }
 
 impl ChatRequest {
+    /// A first attempt.
+    pub fn new(model: &str, purpose: ChatPurpose, prompt: impl Into<Arc<str>>) -> ChatRequest {
+        let prompt = prompt.into();
+        let prompt_digest = DigestWriter::new("prompt v1").str(&prompt).finish();
+        ChatRequest { model: model.to_string(), purpose, prompt, attempt: 0, prompt_digest }
+    }
+
+    /// The same request, as attempt `attempt`.
+    pub fn attempt(&self, attempt: u32) -> ChatRequest {
+        ChatRequest { attempt, ..self.clone() }
+    }
+
+    /// Digest of the prompt alone.
+    pub fn prompt_digest(&self) -> Digest {
+        self.prompt_digest
+    }
+
     /// The request digest: what a replay cassette and the scripted model's
-    /// seed are keyed by.
+    /// seed are keyed by. Covers model, purpose, prompt and attempt.
     pub fn digest(&self) -> Digest {
         DigestWriter::new("chat request v1")
             .str(&self.model)
             .u8(self.purpose as u8)
-            .str(&self.prompt)
+            .digest(&self.prompt_digest)
             .u32(self.attempt)
             .finish()
     }

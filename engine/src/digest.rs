@@ -49,9 +49,11 @@ impl Digest {
 
     /// Lower-case hex.
     pub fn hex(&self) -> String {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut s = String::with_capacity(64);
         for b in self.0 {
-            s.push_str(&format!("{b:02x}"));
+            s.push(char::from(DIGITS[usize::from(b >> 4)]));
+            s.push(char::from(DIGITS[usize::from(b & 15)]));
         }
         s
     }

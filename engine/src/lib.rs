@@ -25,7 +25,7 @@
 //! // A persona with no memories needs no retrieval embedding.
 //! assert_eq!(retrieval_need(&state, &jobs[0], &ctx), None);
 //! let prepared = prepare(&state, &jobs[0], None, &ctx).unwrap();
-//! assert!(prepared.prompt.contains("REACTION:"));
+//! assert!(prepared.reaction.prompt.contains("REACTION:"));
 //! ```
 
 pub mod chat;

@@ -3,6 +3,7 @@
 
 use super::{ChatPort, ChatPurpose, ChatReply, ChatRequest};
 use crate::cost::{estimate_tokens, Price};
+use crate::digest::DigestWriter;
 use crate::error::Result;
 use crate::rng::Stream;
 use crate::BoxFuture;
@@ -78,8 +79,10 @@ fn read(prompt: &str) -> Read<'_> {
     r
 }
 
+/// ASCII-case-insensitive substring test, without allocating.
 fn mentions(text: &str, word: &str) -> bool {
-    !word.is_empty() && text.to_lowercase().contains(&word.to_lowercase())
+    let (t, w) = (text.as_bytes(), word.as_bytes());
+    !w.is_empty() && t.windows(w.len()).any(|win| win.eq_ignore_ascii_case(w))
 }
 
 const MALFORMED: &[&str] = &[
@@ -223,10 +226,8 @@ impl ScriptedPersonaModel {
 
     /// The reply text for a request, without billing.
     pub fn reply_text(&self, request: &ChatRequest) -> String {
-        let mut key = blake3::Hasher::new_derive_key("scripted persona model v1");
-        key.update(&self.seed.to_le_bytes());
-        key.update(&request.digest().0);
-        let mut s = Stream::from_key(*key.finalize().as_bytes());
+        let key = DigestWriter::new("scripted persona model v1").u64(self.seed).digest(&request.digest()).finish();
+        let mut s = Stream::from_key(key.0);
         if s.unit() < self.malformed_rate {
             return s.pick(MALFORMED).to_string();
         }
@@ -265,7 +266,7 @@ mod tests {
     }
 
     fn req(purpose: ChatPurpose, prompt: String, attempt: u32) -> ChatRequest {
-        ChatRequest { model: "scripted".into(), purpose, prompt, attempt }
+        ChatRequest::new("scripted", purpose, prompt).attempt(attempt)
     }
 
     #[test]

@@ -57,19 +57,16 @@ pub struct Conversation {
     pub result: Result<Conversed, String>,
 }
 
-async fn call(
-    port: &dyn ChatPort,
-    model: &str,
-    purpose: ChatPurpose,
-    prompt: &str,
-    attempt: u32,
-    calls: &mut Vec<ChatCallRecord>,
-) -> Result<String, String> {
-    let request = ChatRequest { model: model.to_string(), purpose, prompt: prompt.to_string(), attempt };
-    let digest = request.digest();
-    match port.complete(&request).await {
+async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCallRecord>) -> Result<String, String> {
+    match port.complete(request).await {
         Ok(reply) => {
-            calls.push(ChatCallRecord { purpose, attempt, request: digest, reply: reply.text.clone(), spend: reply.spend });
+            calls.push(ChatCallRecord {
+                purpose: request.purpose,
+                attempt: request.attempt,
+                request: request.digest(),
+                reply: reply.text.clone(),
+                spend: reply.spend,
+            });
             Ok(reply.text)
         }
         Err(e) => Err(e.to_string()),
@@ -83,7 +80,7 @@ pub async fn converse(port: &dyn ChatPort, prepared: &Prepared, cfg: &Config, sc
     let mut reaction = None;
     let mut last_error = String::new();
     for attempt in 0..=chat.max_guardrail_retries {
-        match call(port, &chat.model, ChatPurpose::Reaction, &prepared.prompt, attempt, &mut calls).await {
+        match call(port, &prepared.reaction.attempt(attempt), &mut calls).await {
             Ok(text) => match parse_reaction(&text) {
                 Ok(r) => {
                     reaction = Some(r);
@@ -107,7 +104,8 @@ pub async fn converse(port: &dyn ChatPort, prepared: &Prepared, cfg: &Config, sc
         // Reflections get no guardrail retry: an unparseable reply falls back
         // to a plain description, so the persona still records that it
         // reflected.
-        reflection = Some(match call(port, &chat.model, ChatPurpose::Reflection, &prompt, 0, &mut calls).await {
+        let request = ChatRequest::new(&chat.model, ChatPurpose::Reflection, prompt);
+        reflection = Some(match call(port, &request, &mut calls).await {
             Ok(text) => match parse_insights(&text, cfg.raw.reflection.max_insights) {
                 Ok(insights) => ReflectionResult { insights, fallback: false },
                 Err(_) => ReflectionResult { insights: Vec::new(), fallback: true },
@@ -119,8 +117,9 @@ pub async fn converse(port: &dyn ChatPort, prepared: &Prepared, cfg: &Config, sc
     let mut probes = Vec::with_capacity(prepared.probes.len());
     for (id, prompt) in &prepared.probes {
         let mut answer = None;
+        let request = ChatRequest::new(&chat.model, ChatPurpose::Probe, prompt.as_str());
         for attempt in 0..=chat.max_guardrail_retries {
-            match call(port, &chat.model, ChatPurpose::Probe, prompt, attempt, &mut calls).await {
+            match call(port, &request.attempt(attempt), &mut calls).await {
                 Ok(text) => {
                     if let Ok(p) = parse_probe(&text) {
                         answer = Some(p);

@@ -1,5 +1,6 @@
 //! Persona-side stage functions: retrieval need, preparation, drafting.
 
+use crate::chat::{ChatPurpose, ChatRequest};
 use crate::clock::SimTime;
 use crate::config::Config;
 use crate::cost::estimate_tokens;
@@ -61,9 +62,9 @@ pub struct Prepared {
     pub job: Job,
     /// Retrieved memories, best first.
     pub retrieved: Vec<MemoryId>,
-    /// The reaction prompt.
-    pub prompt: String,
-    /// Its estimated tokens.
+    /// The reaction request (first attempt), with its prompt.
+    pub reaction: ChatRequest,
+    /// Estimated tokens of the prompt.
     pub prompt_tokens: u64,
     /// Present when a strong enough reaction would trigger a reflection.
     pub reflect: Option<ReflectPlan>,
@@ -100,7 +101,14 @@ pub fn prepare(state: &PersonaState, job: &Job, query: Option<&[f32]>, ctx: &Tic
         .filter(|_| job.exposure == 0)
         .map(|p| (p.id.clone(), probe_prompt(&state.header, &recalled, &p.question)))
         .collect();
-    Ok(Prepared { job: *job, retrieved: scored.iter().map(|s| s.id).collect(), prompt, prompt_tokens, reflect, probes })
+    Ok(Prepared {
+        job: *job,
+        retrieved: scored.iter().map(|s| s.id).collect(),
+        reaction: ChatRequest::new(&cfg.chat.model, ChatPurpose::Reaction, prompt),
+        prompt_tokens,
+        reflect,
+        probes,
+    })
 }
 
 /// The description of the memory a reaction leaves.
