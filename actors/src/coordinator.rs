@@ -221,7 +221,7 @@ impl TurnCoordinator {
         let retrieval = self.stage_embed(EmbedRole::Retrieval, requests).await;
         let mut query: Vec<Option<Arc<[f32]>>> = vec![None; jobs.len()];
         for (r, pos) in positions.iter().enumerate() {
-            query[*pos as usize] = retrieval.vectors[r].clone();
+            query[*pos as usize] = retrieval.vectors[r].as_ref().map(|e| e.vector.clone());
         }
         for (pos, spend) in &retrieval.allocation {
             outcomes[*pos as usize].spend.retrieval_embedding_estimate = *spend;

@@ -12,5 +12,5 @@ pub mod plan;
 pub mod port;
 
 pub use local::LocalEmbedder;
-pub use plan::{embed_stage, Plan, StageResult, StageStats, Strategy};
+pub use plan::{embed_stage, Embedding, Plan, StageResult, StageStats, Strategy};
 pub use port::{EmbedBatch, EmbedCall, EmbedKey, EmbedRole, EmbeddingPort};

@@ -4,6 +4,7 @@
 
 use super::port::{EmbedCall, EmbedKey, EmbeddingPort};
 use crate::cost::{estimate_tokens, split_proportional, Spend};
+use crate::digest::{Digest, DigestWriter};
 use crate::error::Error;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -108,11 +109,29 @@ impl StageStats {
     }
 }
 
+/// A vector with the digest of its values, computed once per unique text so
+/// that every state digest covering it hashes 32 bytes, not the vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embedding {
+    /// The values, shared by every consumer of the text.
+    pub vector: Arc<[f32]>,
+    /// Digest of the values.
+    pub digest: Digest,
+}
+
+impl Embedding {
+    /// Wraps a vector, hashing its values.
+    pub fn new(vector: Arc<[f32]>) -> Embedding {
+        let digest = DigestWriter::new("vector v1").floats(&vector).finish();
+        Embedding { vector, digest }
+    }
+}
+
 /// What a stage produced.
 #[derive(Debug, Clone, Default)]
 pub struct StageResult {
-    /// Per request, its vector; `None` if its invocation failed.
-    pub vectors: Vec<Option<Arc<[f32]>>>,
+    /// Per request, its embedding; `None` if its invocation failed.
+    pub vectors: Vec<Option<Embedding>>,
     /// Estimated share of the billed spend per consumer. Sums exactly to
     /// `provider_spend` (money and input tokens).
     pub allocation: BTreeMap<u32, Spend>,
@@ -190,8 +209,9 @@ async fn submit(
             match validate(texts.len(), key.dim, &batch.vectors) {
                 Ok(()) => {
                     for (u, v) in batch.vectors.into_iter().enumerate() {
+                        let e = Embedding::new(v);
                         for r in &requests_of[u] {
-                            out.vectors[*r] = Some(v.clone());
+                            out.vectors[*r] = Some(e.clone());
                         }
                     }
                 }

@@ -9,9 +9,9 @@ use super::memory::{MemoryId, MemoryKind, MemoryRecord, MemoryStream};
 use super::profile::Profile;
 use crate::clock::SimTime;
 use crate::digest::{Digest, DigestWriter};
+use crate::embed::Embedding;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// What a persona currently believes about one stimulus.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,8 +39,8 @@ pub struct NewMemory {
     pub sentiment: f32,
     /// Where it came from.
     pub sources: Vec<String>,
-    /// Its vector, if an embedding port is configured.
-    pub vector: Option<Arc<[f32]>>,
+    /// Its embedding, if an embedding port is configured.
+    pub vector: Option<Embedding>,
 }
 
 /// One job's contribution to a persona's commit.
@@ -128,7 +128,7 @@ impl PersonaState {
                     w.str(s);
                 }
                 match &m.vector {
-                    Some(v) => w.u8(1).floats(v),
+                    Some(e) => w.u8(1).digest(&e.digest),
                     None => w.u8(0),
                 };
                 self.memory.push(MemoryRecord {
@@ -141,7 +141,7 @@ impl PersonaState {
                     created: commit.now,
                     last_access: commit.now,
                     sources: m.sources,
-                    vector: m.vector,
+                    vector: m.vector.map(|e| e.vector),
                 });
                 job_ids.push(id);
             }
