@@ -111,6 +111,10 @@ fn is_ok(o: &Outcome) -> bool {
     matches!(o.status, Status::Ok)
 }
 
+fn stage_span(name: &'static str) -> tracing::Span {
+    tracing::debug_span!("stage", name)
+}
+
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
@@ -122,10 +126,20 @@ impl TurnCoordinator {
     }
 
     async fn stage_embed(&self, role: EmbedRole, requests: Vec<(u32, String)>) -> StageResult {
-        match &self.shared.embedder {
+        let result = match &self.shared.embedder {
             Some(port) => embed_stage(&**port, &self.key(role), &Plan::new(requests), self.shared.strategy).await,
             None => StageResult { vectors: vec![None; requests.len()], ..Default::default() },
-        }
+        };
+        let s = &result.stats;
+        tracing::debug!(
+            texts = s.texts_requested,
+            unique = s.unique_texts_submitted,
+            invocations = s.port_invocations,
+            upstream = s.upstream_requests,
+            failed = result.failed.len(),
+            "embedding stage done"
+        );
+        result
     }
 
     /// Sends one message per live persona with jobs, then collects the
@@ -207,6 +221,7 @@ impl TurnCoordinator {
             .ask(state, &mut outcomes, &groups, Stage::RetrievalEmbedding, tick, |_, range, reply| {
                 Some(PersonaMsg::RetrievalNeeds { tick, jobs: jobs[range].to_vec(), reply })
             })
+            .instrument(stage_span("retrieval-needs"))
             .await;
         let mut requests = Vec::new();
         for ((_, range), need) in groups.iter().zip(&needs) {
@@ -218,7 +233,7 @@ impl TurnCoordinator {
             }
         }
         let positions: Vec<u32> = requests.iter().map(|(i, _)| *i).collect();
-        let retrieval = self.stage_embed(EmbedRole::Retrieval, requests).await;
+        let retrieval = self.stage_embed(EmbedRole::Retrieval, requests).instrument(stage_span("retrieval-embedding")).await;
         let mut query: Vec<Option<Arc<[f32]>>> = vec![None; jobs.len()];
         for (r, pos) in positions.iter().enumerate() {
             query[*pos as usize] = retrieval.vectors[r].as_ref().map(|e| e.vector.clone());
@@ -237,6 +252,7 @@ impl TurnCoordinator {
                 let batch = range.map(|i| (jobs[i], query[i].clone())).collect();
                 Some(PersonaMsg::Prepare { tick, now, jobs: batch, reply })
             })
+            .instrument(stage_span("retrieve-and-prompt"))
             .await;
         let mut ready: Vec<Prepared> = Vec::with_capacity(jobs.len());
         for ((_, range), reply) in groups.iter().zip(prepared_replies) {
@@ -274,7 +290,8 @@ impl TurnCoordinator {
         }))
         .buffered(concurrency);
         let mut done = 0u64;
-        while let Some((position, joined)) = stream.next().await {
+        let chat_span = stage_span("chat");
+        while let Some((position, joined)) = stream.next().instrument(chat_span.clone()).await {
             done += 1;
             if done % 1024 == 0 || done == total {
                 self.progress.stage(tick, "chat", done, total);
@@ -286,6 +303,7 @@ impl TurnCoordinator {
         }
         drop(stream);
         let chat_ms = ms(chat_started);
+        chat_span.in_scope(|| tracing::debug!(jobs = total, "chat stage done"));
 
         // 5. Draft memories.
         let finalise_started = Instant::now();
@@ -323,7 +341,7 @@ impl TurnCoordinator {
 
         // 6. Memory embedding.
         let owners: Vec<u32> = requests.iter().map(|(i, _)| *i).collect();
-        let memory = self.stage_embed(EmbedRole::Memory, requests).await;
+        let memory = self.stage_embed(EmbedRole::Memory, requests).instrument(stage_span("memory-embedding")).await;
         let mut next = vec![0usize; jobs.len()];
         for (r, owner) in owners.iter().enumerate() {
             let i = *owner as usize;
@@ -353,6 +371,7 @@ impl TurnCoordinator {
                 committed[g] = ok;
                 Some(PersonaMsg::Commit { commit: PersonaCommit { tick, now, jobs: jobs_commit }, reply })
             })
+            .instrument(stage_span("commit"))
             .await;
         for (g, reply) in commits.into_iter().enumerate() {
             let Some((ids, digest)) = reply else { continue };

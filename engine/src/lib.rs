@@ -39,6 +39,8 @@ pub mod persona;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod turn;
 
 pub use error::{Error, Result};

@@ -94,7 +94,7 @@ const MALFORMED: &[&str] = &[
 
 impl ScriptedPersonaModel {
     fn react(&self, r: &Read<'_>, s: &mut Stream) -> String {
-        let interested = r.interests.iter().any(|i| *i == r.category);
+        let interested = r.interests.contains(&r.category);
         let attitude = r.brand.and_then(|b| r.brands.iter().find(|(n, _)| *n == b)).map_or(0.0, |(_, a)| *a);
         let brand_memories: Vec<f64> = r
             .memories

@@ -265,20 +265,10 @@ mod tests {
     use super::*;
     use crate::cost::Price;
     use crate::embed::{EmbedRole, LocalEmbedder};
+    use crate::testing::block_on_ready as block_on;
 
     fn key() -> EmbedKey {
         EmbedKey { role: EmbedRole::Memory, model: "local-hash-v1".into(), dim: 32 }
-    }
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        // The local embedder is ready immediately; one poll suffices.
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        let mut f = std::pin::pin!(f);
-        match f.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(v) => v,
-            std::task::Poll::Pending => panic!("local embedding never waits"),
-        }
     }
 
     #[test]

@@ -1,1 +1,5 @@
-//! Integration tests of the engine crate.
+//! Integration tests of the engine: the turn stages of one persona, run
+//! without a runtime against fixed chat replies.
+
+// The chat stage: guardrail retries, reflections and their fallback, probes.
+mod converse;
