@@ -13,6 +13,7 @@ use engine::persona::state::JobCommit;
 use engine::persona::{PersonaCommit, PersonaState};
 use engine::report::Timings;
 use engine::scenario::Job;
+use engine::trace::{EmbedExchange, MemoryEvent, TickFrame};
 use engine::turn::{converse, drafts, Conversation, Outcome, Prepared, ProbeAnswer, Stage, Status, TickContext, TickDigests};
 use futures::StreamExt;
 use tracing::Instrument;
@@ -39,6 +40,27 @@ pub struct TickReport {
     pub memory: (StageStats, Spend, Vec<EmbedCall>),
     /// Wall-clock stage timings in milliseconds (reporting only).
     pub timings: Timings,
+    /// Every embedding port invocation of the tick, as answered.
+    pub embeddings: Vec<EmbedExchange>,
+    /// Memories created at the commit, in job order.
+    pub memories: Vec<MemoryEvent>,
+    /// Stimulus ids shown, in first-exposure order.
+    pub stimuli: Vec<String>,
+}
+
+impl TickReport {
+    /// The trace frame of this tick.
+    pub fn frame(&self) -> TickFrame {
+        TickFrame {
+            tick: self.tick,
+            stimuli: self.stimuli.clone(),
+            outcomes: self.outcomes.clone(),
+            embeddings: self.embeddings.clone(),
+            memories: self.memories.clone(),
+            persona_digests: self.persona_digests.clone(),
+            digests: self.digests,
+        }
+    }
 }
 
 /// Messages to the coordinator.
@@ -361,6 +383,8 @@ impl TurnCoordinator {
         // 7. Commit at the tick boundary, persona by persona.
         self.progress.stage(tick, "commit", 0, jobs.len() as u64);
         let mut committed: Vec<Vec<usize>> = vec![Vec::new(); groups.len()];
+        let drafted: Vec<Option<Vec<engine::persona::state::NewMemory>>> =
+            parts.iter().map(|p| p.as_ref().map(|p| p.memories.clone())).collect();
         let commits = self
             .ask(state, &mut outcomes, &groups, Stage::Commit, tick, |g, range, reply| {
                 let ok: Vec<usize> = range.filter(|i| parts[*i].is_some()).collect();
@@ -384,6 +408,27 @@ impl TurnCoordinator {
         for o in outcomes.iter_mut().filter(|o| !is_ok(o)) {
             o.memories.clear();
         }
+        let mut memories = Vec::new();
+        for (o, drafts) in outcomes.iter().zip(&drafted) {
+            let Some(drafts) = drafts else { continue };
+            for (id, m) in o.memories.iter().zip(drafts) {
+                memories.push(MemoryEvent {
+                    id: *id,
+                    position: o.position,
+                    kind: m.kind,
+                    description: m.description.clone(),
+                    importance: m.importance,
+                    sentiment: m.sentiment,
+                    sources: m.sources.clone(),
+                });
+            }
+        }
+        let mut stimuli: Vec<String> = Vec::new();
+        for o in &outcomes {
+            if stimuli.last() != Some(&o.stimulus) && !stimuli.contains(&o.stimulus) {
+                stimuli.push(o.stimulus.clone());
+            }
+        }
         let tick_digests = state.digests.chain(
             tick,
             &outcomes,
@@ -400,6 +445,9 @@ impl TurnCoordinator {
             retrieval: (retrieval.stats, retrieval.provider_spend, retrieval.calls),
             memory: (memory.stats, memory.provider_spend, memory.calls),
             timings: Timings { total: ms(started), preparation: preparation_ms, chat: chat_ms, memory_finalisation: finalise_ms },
+            embeddings: shared.recorder.as_ref().map(|r| r.take()).unwrap_or_default(),
+            memories,
+            stimuli,
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod coordinator;
 pub mod error;
 pub mod persona;
 pub mod progress;
+pub mod replay;
 pub mod run;
 pub mod shared;
 pub mod supervisor;

@@ -13,6 +13,7 @@ use engine::embed::{EmbeddingPort, LocalEmbedder, Strategy};
 use engine::persona::{generate, PersonaState, Traits};
 use engine::report::{EmbeddingTotals, RunSummary, Stopped};
 use engine::scenario::Scenario;
+use engine::trace::EmbedRecorder;
 use engine::turn::TickDigests;
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorRef};
@@ -79,6 +80,15 @@ pub struct RunResult {
 /// The model an embedding port name stands for.
 pub const NO_EMBEDDINGS: &str = "none";
 
+/// The embedded default ports for a config: the local embedder (none when
+/// the embedding model is `none`) and the scripted persona model.
+pub fn default_ports(cfg: &Config, seed: u64) -> (Option<Arc<dyn EmbeddingPort>>, Arc<dyn ChatPort>) {
+    let embedder: Option<Arc<dyn EmbeddingPort>> = (cfg.raw.embedding.model != NO_EMBEDDINGS)
+        .then(|| Arc::new(LocalEmbedder { batch_size: cfg.raw.embedding.batch_size, price: cfg.embedding_price }) as _);
+    let chat = Arc::new(ScriptedPersonaModel { seed, malformed_rate: cfg.raw.chat.malformed_rate, price: cfg.chat_price });
+    (embedder, chat)
+}
+
 /// Runs a simulation. `on_tick` sees every committed tick in order (to
 /// write it out); an error from it stops the run. When `keep_states` is set
 /// the final persona states are returned.
@@ -96,14 +106,12 @@ pub async fn run(
     }
     let started = Instant::now();
     let cfg = &spec.config;
-    let embedder: Option<Arc<dyn EmbeddingPort>> = match spec.embedder {
+    let (default_embedder, default_chat) = default_ports(cfg, spec.seed);
+    let embedder = match spec.embedder {
         Some(e) => Some(e),
-        None if cfg.raw.embedding.model == NO_EMBEDDINGS => None,
-        None => Some(Arc::new(LocalEmbedder { batch_size: cfg.raw.embedding.batch_size, price: cfg.embedding_price })),
+        None => default_embedder,
     };
-    let chat: Arc<dyn ChatPort> = spec.chat.unwrap_or_else(|| {
-        Arc::new(ScriptedPersonaModel { seed: spec.seed, malformed_rate: cfg.raw.chat.malformed_rate, price: cfg.chat_price })
-    });
+    let chat = spec.chat.unwrap_or(default_chat);
     let genesis = TickDigests::genesis(&cfg.hash(), &spec.scenario.source_hash, spec.seed, spec.personas);
     let mut summary = RunSummary {
         digest: genesis.digest.hex(),
@@ -117,13 +125,15 @@ pub async fn run(
     };
     summary.cost.price_label = cfg.raw.prices.label.clone();
     summary.cost.allocations_are_estimates = true;
+    let recorder = embedder.map(|e| Arc::new(EmbedRecorder::new(e)));
     let shared = Arc::new(RunShared {
         config: spec.config,
         scenario: spec.scenario,
         traits: spec.traits,
         seed: spec.seed,
         personas: spec.personas,
-        embedder,
+        embedder: recorder.clone().map(|r| r as Arc<dyn EmbeddingPort>),
+        recorder,
         chat,
         strategy: spec.strategy,
     });

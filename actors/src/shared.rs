@@ -5,6 +5,7 @@ use engine::config::Config;
 use engine::embed::{EmbeddingPort, Strategy};
 use engine::persona::Traits;
 use engine::scenario::Scenario;
+use engine::trace::EmbedRecorder;
 use std::sync::Arc;
 
 /// What every actor of a run reads and nobody writes.
@@ -22,6 +23,9 @@ pub struct RunShared {
     /// The embedding port; `None` runs without embeddings (relevance is
     /// then zero and both embedding stages are skipped).
     pub embedder: Option<Arc<dyn EmbeddingPort>>,
+    /// The recorder wrapped around the embedding port; each tick takes its
+    /// invocations for the trace.
+    pub recorder: Option<Arc<EmbedRecorder>>,
     /// The chat port.
     pub chat: Arc<dyn ChatPort>,
     /// How embedding stages submit texts.

@@ -68,6 +68,51 @@ pub enum Error {
         /// The provider's message.
         cause: String,
     },
+    /// A trace could not be read or written.
+    #[error("trace {path}: {cause}")]
+    TraceIo {
+        /// The trace file.
+        path: String,
+        /// The operating system's message.
+        cause: String,
+    },
+    /// A trace is not a trace of this engine, or of a format it reads.
+    #[error("trace format: {cause}")]
+    TraceFormat {
+        /// What is wrong.
+        cause: String,
+    },
+    /// A frame of a trace is damaged.
+    #[error("trace frame {frame} at byte offset {offset}: {cause}")]
+    TraceCorrupt {
+        /// Frame index (0 is the header).
+        frame: u64,
+        /// Byte offset of the frame's start.
+        offset: u64,
+        /// What is wrong.
+        cause: String,
+    },
+    /// The last frame of a trace is incomplete: the run was killed while
+    /// writing it.
+    #[error("trace frame {frame} at byte offset {offset} is torn: it needs {needed} bytes, {available} remain")]
+    TraceTorn {
+        /// Frame index.
+        frame: u64,
+        /// Byte offset of the frame's start.
+        offset: u64,
+        /// Bytes the frame needs.
+        needed: u64,
+        /// Bytes left in the file.
+        available: u64,
+    },
+    /// Replay asked the cassette for an answer the trace does not hold.
+    #[error("cassette miss: no recorded answer for {what} request {digest}")]
+    CassetteMiss {
+        /// `chat` or `embedding`.
+        what: &'static str,
+        /// The request digest.
+        digest: String,
+    },
 }
 
 /// Result with the engine's [`Error`].

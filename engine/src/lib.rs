@@ -41,6 +41,7 @@ pub mod rng;
 pub mod scenario;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod trace;
 pub mod turn;
 
 pub use error::{Error, Result};

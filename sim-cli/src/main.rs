@@ -1,7 +1,9 @@
 //! `sim-cli`: run persona panels on the simulation engine.
 
+mod inspect;
 mod output;
 mod progress;
+mod replay;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +30,10 @@ struct Cli {
 enum Command {
     /// Run a persona panel through the ticks of a scenario.
     Run(run::RunArgs),
+    /// Re-run a recorded run from its trace, with no model calls, and compare digests tick by tick.
+    Replay(replay::ReplayArgs),
+    /// Show a recorded run: its header, each tick, one tick or one persona over time.
+    Inspect(inspect::InspectArgs),
     /// List the built-in scenarios.
     Scenarios,
 }
@@ -37,6 +43,8 @@ fn main() -> ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Replay(args) => replay::replay(args),
+        Command::Inspect(args) => inspect::inspect(args),
         Command::Scenarios => {
             output::list_scenarios();
             Ok(())

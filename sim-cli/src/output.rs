@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use engine::config::Config;
 use engine::report::RunSummary;
 use engine::scenario::{Scenario, BUILTIN};
+use engine::trace::{Header, TraceWriter};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -48,6 +49,16 @@ impl OutputDir {
         File::create(&probe).with_context(|| format!("output directory {} is not writable", path.display()))?;
         let _ = std::fs::remove_file(&probe);
         Ok(OutputDir { path })
+    }
+
+    /// A run directory that already exists (for resume).
+    pub fn existing(path: &Path) -> OutputDir {
+        OutputDir { path: path.to_path_buf() }
+    }
+
+    /// Creates `trace.bin` with its header.
+    pub fn create_trace(&self, header: &Header) -> Result<TraceWriter> {
+        Ok(TraceWriter::create(&self.path.join("trace.bin"), header)?)
     }
 
     /// The directory.

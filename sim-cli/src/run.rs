@@ -1,6 +1,15 @@
 //! `sim-cli run`.
 
 use crate::output::{print_summary, OutputDir};
+use actors::replay::rerun;
+use engine::digest::Digest;
+use engine::persona::profile::DEFAULT_TRAITS;
+use engine::report::RunSummary;
+use engine::trace::frame::read_trace_file;
+use engine::trace::record::FORMAT_VERSION;
+use engine::trace::{Header, Record, RunEnd, TraceWriter};
+use engine::turn::TickDigests;
+use std::path::Path;
 use crate::progress::TerminalProgress;
 use actors::progress::{Progress, Silent};
 use actors::run::{RunSpec, MAX_PERSONAS, MAX_TICKS};
@@ -62,19 +71,32 @@ pub struct RunArgs {
     /// Print the summary as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Continue the killed run in DIR from its last committed tick (its trace
+    /// holds every other setting). A finished run is left unchanged.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy"])]
+    pub resume: Option<PathBuf>,
 }
 
-fn load_scenario(arg: &str) -> Result<Scenario> {
+/// A scenario with where it came from and its source text.
+struct LoadedScenario {
+    scenario: Scenario,
+    origin: String,
+    source: String,
+}
+
+fn load_scenario(arg: &str) -> Result<LoadedScenario> {
     let path = PathBuf::from(arg);
     if !path.exists() {
-        if let Some(s) = Scenario::builtin(arg) {
-            return Ok(s);
+        if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == arg) {
+            let scenario = Scenario::from_toml(text, &format!("built-in scenario {name}"))?;
+            return Ok(LoadedScenario { scenario, origin: format!("built-in:{name}"), source: text.to_string() });
         }
         let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
         bail!("scenario {arg:?}: no such file, and not a built-in scenario (built-ins: {})", names.join(", "));
     }
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read scenario {}", path.display()))?;
-    Ok(Scenario::from_toml(&text, &path.display().to_string())?)
+    let scenario = Scenario::from_toml(&text, &path.display().to_string())?;
+    Ok(LoadedScenario { scenario, origin: path.display().to_string(), source: text })
 }
 
 fn load_config(path: Option<&PathBuf>) -> Result<Config> {
@@ -84,8 +106,39 @@ fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     Ok(RawConfig::from_toml(&text, &name)?.resolve(&name)?)
 }
 
+/// A tokio runtime with `threads` workers (default: one per core).
+pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads {
+        builder.worker_threads(n as usize);
+    }
+    builder.enable_all().build().context("cannot start the async runtime")
+}
+
+/// Terminal progress when stderr is a terminal, else silence.
+pub fn progress(ticks: u32) -> (Option<Arc<TerminalProgress>>, Arc<dyn Progress>) {
+    let terminal = TerminalProgress::new(ticks).map(Arc::new);
+    let progress: Arc<dyn Progress> = match &terminal {
+        Some(t) => t.clone(),
+        None => Arc::new(Silent),
+    };
+    (terminal, progress)
+}
+
+fn finish(summary: &RunSummary, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(summary).context("cannot encode the summary")?);
+    } else {
+        print_summary(summary);
+    }
+    Ok(())
+}
+
 /// Runs `sim-cli run`.
 pub fn run(args: RunArgs) -> Result<()> {
+    if let Some(dir) = &args.resume {
+        return resume(dir, args.threads, args.json);
+    }
     let budget_nano_usd = match args.budget_usd {
         None => None,
         Some(b) if b.is_finite() && b > 0.0 && b < 1e9 => Some((b * NANO_PER_USD as f64).round() as u64),
@@ -93,47 +146,140 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     // Step 1: every input is read and validated before anything is written.
     let config = load_config(args.config.as_ref())?;
-    let scenario = load_scenario(&args.scenario)?;
-    let out = OutputDir::create(args.out.as_deref(), &scenario.name, args.seed, args.personas, args.ticks)?;
-    out.write_config(&config)?;
-
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = args.threads {
-        builder.worker_threads(n as usize);
-    }
-    let runtime = builder.enable_all().build().context("cannot start the async runtime")?;
-    let terminal = TerminalProgress::new(args.ticks).map(Arc::new);
-    let progress: Arc<dyn Progress> = match &terminal {
-        Some(t) => t.clone(),
-        None => Arc::new(Silent),
+    let loaded = load_scenario(&args.scenario)?;
+    let strategy = match args.embed_strategy {
+        EmbedStrategy::Batched => Strategy::Batched,
+        EmbedStrategy::PerPersona => Strategy::PerConsumer,
     };
+    let header = Header {
+        format_version: FORMAT_VERSION,
+        engine_version: env!("CARGO_PKG_VERSION").to_string(),
+        config_toml: config.to_toml(),
+        config_hash: config.hash(),
+        seed: args.seed,
+        personas: args.personas,
+        ticks: args.ticks,
+        budget_nano_usd,
+        strategy,
+        scenario_origin: loaded.origin,
+        scenario_hash: loaded.scenario.source_hash.clone(),
+        scenario_source: loaded.source,
+        traits_hash: blake3::hash(DEFAULT_TRAITS.as_bytes()).to_hex().to_string(),
+        traits_source: DEFAULT_TRAITS.to_string(),
+    };
+    let out = OutputDir::create(args.out.as_deref(), &loaded.scenario.name, args.seed, args.personas, args.ticks)?;
+    out.write_config(&config)?;
+    let mut trace = out.create_trace(&header)?;
+    let runtime = runtime(args.threads)?;
+    let (terminal, progress) = progress(args.ticks);
     let spec = RunSpec {
         config,
-        scenario,
+        scenario: loaded.scenario,
         traits: Traits::builtin(),
         seed: args.seed,
         personas: args.personas,
         ticks: args.ticks,
         budget_nano_usd,
-        strategy: match args.embed_strategy {
-            EmbedStrategy::Batched => Strategy::Batched,
-            EmbedStrategy::PerPersona => Strategy::PerConsumer,
-        },
+        strategy,
         embedder: None,
         chat: None,
     };
     let mut writer = out.outcome_writer()?;
-    let result = runtime.block_on(actors::run::run(spec, progress, false, |report| writer.write_tick(report)));
+    let result = runtime.block_on(actors::run::run(spec, progress, false, |report| {
+        trace.append(&Record::Tick(Box::new(report.frame()))).map_err(|e| e.to_string())?;
+        writer.write_tick(report)
+    }));
     if let Some(t) = &terminal {
         t.finish();
     }
     let mut summary = result?.summary;
+    trace.append(&Record::End(run_end(&summary)?))?;
     summary.out_dir = out.path().display().to_string();
     out.write_summary(&summary)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary).context("cannot encode the summary")?);
-    } else {
-        print_summary(&summary);
+    finish(&summary, args.json)
+}
+
+fn run_end(summary: &RunSummary) -> Result<RunEnd> {
+    let parse = |hex: &str| Digest::from_hex(hex).context("the run produced a malformed digest; this is a bug");
+    Ok(RunEnd {
+        ticks_completed: summary.ticks_completed,
+        stopped: summary.stopped.clone(),
+        digests: TickDigests { digest: parse(&summary.digest)?, full_digest: parse(&summary.full_digest)? },
+    })
+}
+
+/// The trace file of a run directory (or the file itself).
+pub fn trace_path(arg: &Path) -> Result<PathBuf> {
+    let p = if arg.is_dir() { arg.join("trace.bin") } else { arg.to_path_buf() };
+    if !p.exists() {
+        bail!("{}: no trace here (expected a run directory holding trace.bin, or a trace file)", arg.display());
     }
-    Ok(())
+    Ok(p)
+}
+
+/// `sim-cli run --resume DIR`: continues a killed run from its last
+/// committed tick; a finished run is left as it is.
+fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
+    let path = trace_path(dir)?;
+    let run_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let read = read_trace_file(&path, true).with_context(|| format!("cannot resume from {}", path.display()))?;
+    let runtime = runtime(threads)?;
+    let (terminal, progress) = progress(read.header.ticks);
+    if read.end.is_some() {
+        // Finished: rebuild the summary from the trace; touch nothing.
+        let rerun = runtime.block_on(rerun(&read, false, progress, |_, _| Ok(())))?;
+        if let Some(t) = &terminal {
+            t.finish();
+        }
+        if let Some(d) = rerun.divergence {
+            bail!("the finished run in {} does not replay: {d}", path.display());
+        }
+        eprintln!("{}: the run already finished; nothing to resume", path.display());
+        let mut summary = rerun.result.summary;
+        summary.out_dir = run_dir.display().to_string();
+        return finish(&summary, json);
+    }
+    if let Some(t) = &read.torn {
+        let kept = cut_torn_tail(&path, read.valid_len)?;
+        eprintln!(
+            "{}: frame {} at byte offset {} is torn ({} of {} bytes); cut off, its bytes kept in {}",
+            path.display(),
+            t.frame,
+            t.offset,
+            t.available,
+            t.needed,
+            kept.display()
+        );
+    }
+    eprintln!("{}: resuming after tick {} of {}", path.display(), read.ticks.len(), read.header.ticks);
+    let mut trace = TraceWriter::reopen(&path, read.valid_len)?;
+    let out = OutputDir::existing(&run_dir);
+    let mut writer = out.outcome_writer()?;
+    let rerun = runtime.block_on(rerun(&read, true, progress, |report, recorded| {
+        if recorded.is_none() {
+            trace.append(&Record::Tick(Box::new(report.frame()))).map_err(|e| e.to_string())?;
+        }
+        writer.write_tick(report)
+    }));
+    if let Some(t) = &terminal {
+        t.finish();
+    }
+    let rerun = rerun?;
+    if let Some(d) = rerun.divergence {
+        bail!("cannot resume {}: re-running the recorded ticks diverged at {d}", path.display());
+    }
+    let mut summary = rerun.result.summary;
+    trace.append(&Record::End(run_end(&summary)?))?;
+    summary.out_dir = run_dir.display().to_string();
+    out.write_summary(&summary)?;
+    finish(&summary, json)
+}
+
+/// Moves the bytes after `valid_len` to a side file and returns its path.
+fn cut_torn_tail(path: &Path, valid_len: u64) -> Result<PathBuf> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let side = path.with_extension(format!("bin.torn-{valid_len}"));
+    let tail = bytes.get(valid_len as usize..).unwrap_or_default();
+    std::fs::write(&side, tail).with_context(|| format!("cannot write {}", side.display()))?;
+    Ok(side)
 }

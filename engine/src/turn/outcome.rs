@@ -26,9 +26,10 @@ pub enum Stage {
     Commit,
 }
 
-/// How a job ended.
+/// How a job ended. In JSON: `"ok"`, `{"failed": {"stage", "reason"}}` or
+/// `{"refused": {"reason"}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
 pub enum Status {
     /// Reacted and remembered.
     Ok,
@@ -91,7 +92,6 @@ pub struct Outcome {
     /// Exposure number within the tick, from 0.
     pub exposure: u32,
     /// How it ended.
-    #[serde(flatten)]
     pub status: Status,
     /// Memories retrieved, best first.
     pub retrieved: Vec<MemoryId>,

@@ -3,3 +3,5 @@
 
 // The chat stage: guardrail retries, reflections and their fallback, probes.
 mod converse;
+// The trace file: round trip, damage, truncation, limits, versions.
+mod trace;

@@ -1,0 +1,219 @@
+//! Re-running a recorded run: replay (every answer from the trace) and
+//! resume (the recorded ticks from the trace, the rest live).
+
+use crate::coordinator::TickReport;
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+use crate::run::{default_ports, run, RunResult, RunSpec, NO_EMBEDDINGS};
+use engine::chat::ChatPort;
+use engine::config::RawConfig;
+use engine::embed::EmbeddingPort;
+use engine::persona::profile::label;
+use engine::persona::Traits;
+use engine::scenario::Scenario;
+use engine::trace::{CassetteChat, CassetteEmbedder, Header, ReadTrace, TickFrame};
+use engine::turn::Outcome;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The first place a re-run differs from its trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// Tick.
+    pub tick: u32,
+    /// Persona, when the difference is in one persona's state or outcomes.
+    pub persona: Option<u32>,
+    /// What differs.
+    pub what: String,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.persona {
+            Some(p) => write!(f, "tick {}, persona {}: {}", self.tick, label(p), self.what),
+            None => write!(f, "tick {}: {}", self.tick, self.what),
+        }
+    }
+}
+
+fn outcome_diff(a: &Outcome, b: &Outcome) -> Vec<&'static str> {
+    let mut d = Vec::new();
+    if a.stimulus != b.stimulus || a.exposure != b.exposure {
+        d.push("stimulus");
+    }
+    if a.status != b.status {
+        d.push("status");
+    }
+    if a.retrieved != b.retrieved {
+        d.push("retrieved memory ids");
+    }
+    if a.prompt != b.prompt {
+        d.push("prompt");
+    }
+    if a.reaction != b.reaction {
+        d.push("reaction");
+    }
+    if a.reflection != b.reflection {
+        d.push("reflection");
+    }
+    if a.probes != b.probes {
+        d.push("probe answers");
+    }
+    if a.memories != b.memories {
+        d.push("new memory ids");
+    }
+    if a.chat_calls.iter().map(|c| (&c.request, &c.reply)).ne(b.chat_calls.iter().map(|c| (&c.request, &c.reply))) {
+        d.push("chat calls");
+    }
+    if a.spend != b.spend {
+        d.push("costs");
+    }
+    d
+}
+
+/// Compares a re-run tick with its recorded frame.
+pub fn compare(recorded: &TickFrame, replayed: &TickReport) -> Option<Divergence> {
+    let tick = recorded.tick;
+    let div = |persona: Option<u32>, what: String| Some(Divergence { tick, persona, what });
+    if recorded.outcomes.len() != replayed.outcomes.len() {
+        return div(None, format!("{} jobs recorded, {} replayed", recorded.outcomes.len(), replayed.outcomes.len()));
+    }
+    for (a, b) in recorded.outcomes.iter().zip(&replayed.outcomes) {
+        let d = outcome_diff(a, b);
+        if !d.is_empty() {
+            return div(Some(a.persona), format!("job {} ({}) differs in: {}", a.position, a.stimulus, d.join(", ")));
+        }
+    }
+    for (p, (a, b)) in recorded.persona_digests.iter().zip(&replayed.persona_digests).enumerate() {
+        if a != b {
+            let show = |d: &Option<engine::digest::Digest>| d.map_or("none".to_string(), |d| d.hex()[..16].to_string());
+            return div(Some(p as u32), format!("state digest differs: recorded {}, replayed {}", show(a), show(b)));
+        }
+    }
+    if recorded.memories != replayed.memories {
+        return div(None, "memory events differ".into());
+    }
+    if recorded.embeddings.len() != replayed.embeddings.len()
+        || recorded.embeddings.iter().zip(&replayed.embeddings).any(|(a, b)| a.request != b.request)
+    {
+        return div(None, "embedding requests differ".into());
+    }
+    if recorded.digests.digest != replayed.digests.digest {
+        return div(None, "tick digest differs".into());
+    }
+    if recorded.digests.full_digest != replayed.digests.full_digest {
+        return div(None, "full digest differs (costs or request grouping)".into());
+    }
+    None
+}
+
+/// The run a header describes. Ports are left unset (embedded defaults).
+pub fn spec_from_header(h: &Header) -> Result<RunSpec> {
+    let config = RawConfig::from_toml(&h.config_toml, "trace header config")?.resolve("trace header config")?;
+    if config.hash() != h.config_hash {
+        return Err(Error::InvalidInput {
+            what: "trace header",
+            cause: "its configuration does not match its recorded hash".into(),
+        });
+    }
+    let scenario = Scenario::from_toml(&h.scenario_source, &format!("trace header scenario ({})", h.scenario_origin))?;
+    let traits = Traits::from_toml(&h.traits_source, "trace header trait table")?;
+    Ok(RunSpec {
+        config,
+        scenario,
+        traits,
+        seed: h.seed,
+        personas: h.personas,
+        ticks: h.ticks,
+        budget_nano_usd: h.budget_nano_usd,
+        strategy: h.strategy,
+        embedder: None,
+        chat: None,
+    })
+}
+
+/// Cassette counters after a re-run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CassetteCounts {
+    /// Answers served from the trace.
+    pub hits: u64,
+    /// Requests the trace did not hold.
+    pub misses: u64,
+    /// Calls made to a live provider.
+    pub provider_calls: u64,
+}
+
+/// The result of a re-run.
+pub struct Rerun {
+    /// The run's result (its summary covers every tick, recorded or not).
+    pub result: RunResult,
+    /// Ticks that matched their recorded frame.
+    pub ticks_matched: u32,
+    /// The first divergence, if any (the re-run stopped there).
+    pub divergence: Option<Divergence>,
+    /// Cassette counters.
+    pub cassette: CassetteCounts,
+    /// The first request the cassette did not hold.
+    pub first_miss: Option<String>,
+}
+
+/// Re-runs a trace. Recorded ticks are answered from the trace and compared
+/// with their frames; a divergence stops the re-run. With `live`, the ticks
+/// after the recorded ones run on the embedded default ports (resume);
+/// without, the re-run ends at the last recorded tick and a miss is never
+/// answered (replay). `on_tick` sees every tick with its recorded frame,
+/// if it has one.
+pub async fn rerun(
+    trace: &ReadTrace,
+    live: bool,
+    progress: Arc<dyn Progress>,
+    mut on_tick: impl FnMut(&TickReport, Option<&TickFrame>) -> std::result::Result<(), String>,
+) -> Result<Rerun> {
+    let mut spec = spec_from_header(&trace.header)?;
+    let (live_embedder, live_chat) = default_ports(&spec.config, spec.seed);
+    let chat = Arc::new(CassetteChat::new(&trace.ticks, live.then_some(live_chat)));
+    let embedder = Arc::new(CassetteEmbedder::new(&trace.ticks, if live { live_embedder } else { None }));
+    if !live && trace.end.is_none() {
+        spec.ticks = (trace.ticks.len() as u32).max(1);
+    }
+    spec.chat = Some(chat.clone() as Arc<dyn ChatPort>);
+    if spec.config.raw.embedding.model != NO_EMBEDDINGS {
+        spec.embedder = Some(embedder.clone() as Arc<dyn EmbeddingPort>);
+    }
+    let mut matched = 0u32;
+    let mut divergence = None;
+    let outcome = run(spec, progress, false, |report| {
+        let frame = trace.ticks.get(report.tick as usize - 1);
+        if let Some(frame) = frame {
+            if let Some(d) = compare(frame, report) {
+                divergence = Some(d);
+                return Err("diverged from the trace".into());
+            }
+            matched += 1;
+        } else if !live {
+            divergence = Some(Divergence { tick: report.tick, persona: None, what: "the trace has no such tick".into() });
+            return Err("diverged from the trace".into());
+        }
+        on_tick(report, frame)
+    })
+    .await;
+    let cassette = CassetteCounts {
+        hits: chat.stats.hits.load(Ordering::Relaxed) + embedder.stats.hits.load(Ordering::Relaxed),
+        misses: chat.stats.misses.load(Ordering::Relaxed) + embedder.stats.misses.load(Ordering::Relaxed),
+        provider_calls: chat.stats.live_calls.load(Ordering::Relaxed) + embedder.stats.live_calls.load(Ordering::Relaxed),
+    };
+    let first_miss = chat.stats.first_miss().or_else(|| embedder.stats.first_miss());
+    let result = match (outcome, &divergence) {
+        (Ok(r), _) => r,
+        (Err(Error::Observer { .. }), Some(_)) => RunResult { summary: Default::default(), final_states: Vec::new() },
+        (Err(e), _) => return Err(e),
+    };
+    if divergence.is_none() && trace.end.is_some() && result.summary.ticks_completed as usize != trace.ticks.len() {
+        divergence = Some(Divergence {
+            tick: result.summary.ticks_completed,
+            persona: None,
+            what: format!("the re-run committed {} ticks, the trace {}", result.summary.ticks_completed, trace.ticks.len()),
+        });
+    }
+    Ok(Rerun { result, ticks_matched: matched, divergence, cassette, first_miss })
+}

@@ -1,0 +1,22 @@
+//! Traces: the append-only record of a run, and the cassette that replays it.
+//!
+//! A trace file starts with an 8-byte magic and a 4-byte format version,
+//! then holds frames ([`frame`]): `length u32 | crc32 u32 | payload`, each
+//! payload one bincode-encoded [`record::Record`] ([`codec`]). The first
+//! frame is the [`record::Header`] (everything needed to re-run: resolved
+//! config, scenario and trait sources, seed, sizes), then one
+//! [`record::TickFrame`] per committed tick, and a [`record::RunEnd`] when
+//! the run finished. A tick is committed once its frame is written and
+//! synced.
+//!
+//! [`cassette`] serves model answers back from a trace keyed by request
+//! digest, so replay and resume make no model calls.
+
+pub mod cassette;
+pub mod codec;
+pub mod frame;
+pub mod record;
+
+pub use cassette::{CassetteChat, CassetteEmbedder, EmbedRecorder};
+pub use frame::{read_trace, read_trace_file, ReadTrace, Torn, TraceWriter};
+pub use record::{EmbedExchange, Header, MemoryEvent, Record, RunEnd, TickFrame};
