@@ -78,9 +78,16 @@ pub fn compare(recorded: &TickFrame, replayed: &TickReport) -> Option<Divergence
     if recorded.outcomes.len() != replayed.outcomes.len() {
         return div(None, format!("{} jobs recorded, {} replayed", recorded.outcomes.len(), replayed.outcomes.len()));
     }
-    for (a, b) in recorded.outcomes.iter().zip(&replayed.outcomes) {
-        let d = outcome_diff(a, b);
-        if !d.is_empty() {
+    // Stage by stage, so that the earliest cause is named rather than a
+    // later job that a shared embedding invocation dragged along.
+    let stages: [fn(&Outcome, &Outcome) -> bool; 3] = [
+        |a, b| a.stimulus == b.stimulus && a.exposure == b.exposure && a.retrieved == b.retrieved && a.prompt == b.prompt,
+        |a, b| a.reaction == b.reaction && a.reflection == b.reflection && a.probes == b.probes && a.chat_calls == b.chat_calls,
+        |a, b| outcome_diff(a, b).is_empty(),
+    ];
+    for same in stages {
+        if let Some((a, b)) = recorded.outcomes.iter().zip(&replayed.outcomes).find(|(a, b)| !same(a, b)) {
+            let d = outcome_diff(a, b);
             return div(Some(a.persona), format!("job {} ({}) differs in: {}", a.position, a.stimulus, d.join(", ")));
         }
     }

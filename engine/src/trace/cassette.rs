@@ -8,7 +8,7 @@
 //! model call; with one (resume), misses go to the live port and are
 //! counted.
 
-use super::record::{embed_request_digest, EmbedExchange, TickFrame};
+use super::record::{embed_request_digest, EmbedAnswer, EmbedExchange, TickFrame};
 use crate::chat::{ChatPort, ChatReply, ChatRequest};
 use crate::digest::Digest;
 use crate::embed::{EmbedBatch, EmbedKey, EmbeddingPort};
@@ -127,11 +127,9 @@ impl ChatPort for CassetteChat {
     }
 }
 
-type Answer = std::result::Result<(Vec<Arc<[f32]>>, Vec<crate::embed::EmbedCall>), (String, crate::cost::Spend)>;
-
 /// Embedding answers from a trace.
 pub struct CassetteEmbedder {
-    answers: BTreeMap<Digest, Answer>,
+    answers: BTreeMap<Digest, EmbedAnswer>,
     live: Option<Arc<dyn EmbeddingPort>>,
     /// Counters.
     pub stats: CassetteStats,

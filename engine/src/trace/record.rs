@@ -45,6 +45,10 @@ pub struct Header {
     pub traits_hash: String,
 }
 
+/// What an embedding invocation answered: the vectors with the physical
+/// calls, or the error message with what it had cost.
+pub type EmbedAnswer = Result<(Vec<Arc<[f32]>>, Vec<EmbedCall>), (String, Spend)>;
+
 /// One invocation of the embedding port, as answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EmbedExchange {
@@ -55,7 +59,7 @@ pub struct EmbedExchange {
     /// Texts submitted.
     pub texts: u32,
     /// Vectors and physical calls, or the error with what it cost.
-    pub result: Result<(Vec<Arc<[f32]>>, Vec<EmbedCall>), (String, Spend)>,
+    pub result: EmbedAnswer,
 }
 
 /// The digest of an embedding invocation.

@@ -6,3 +6,5 @@ mod support;
 mod run;
 // Bad input: each case names the input and the cause and exits non-zero.
 mod bad_input;
+// Traces: replay, divergence, inspect, damage, resume after SIGKILL, no secrets.
+mod trace;

@@ -1,0 +1,171 @@
+use crate::support::{scratch, sim, stderr};
+use engine::rng::{Purpose, Stream};
+use engine::trace::frame::read_trace_file;
+use engine::trace::{Record, TraceWriter};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn digest_of(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "{}", stderr(out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    v["digest"].as_str().expect("digest").to_string()
+}
+
+#[test]
+fn replay_matches_every_tick_with_no_provider_calls() {
+    let dir = scratch("replay");
+    assert!(sim(&dir, &["run", "--personas", "30", "--ticks", "3", "--out", "r"]).status.success());
+    let out = sim(&dir, &["replay", "r", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["ticks_matched"], 3);
+    assert_eq!(v["provider_calls"], 0);
+    assert_eq!(v["cassette_misses"], 0);
+    assert!(v["divergence"].is_null());
+    let text = sim(&dir, &["replay", "r/trace.bin"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("Replayed 3 of 3 recorded ticks"));
+}
+
+#[test]
+fn replay_names_the_first_divergence() {
+    let dir = scratch("diverge");
+    assert!(sim(&dir, &["run", "--personas", "20", "--ticks", "3", "--out", "r"]).status.success());
+    // Rewrite the trace with one recorded reply changed at tick 2, persona 5.
+    let path = dir.join("r/trace.bin");
+    let mut t = read_trace_file(&path, false).expect("reads");
+    let call = &mut t.ticks[1].outcomes[5].chat_calls[0];
+    call.reply = call.reply.replace("REACTION: ", "REACTION: Tampered. ");
+    let mut w = TraceWriter::create(&path, &t.header).expect("rewrite");
+    for f in &t.ticks {
+        w.append(&Record::Tick(Box::new(f.clone()))).expect("append");
+    }
+    let out = sim(&dir, &["replay", "r"]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("diverged after 1 matching ticks: tick 2, persona p-00005"), "{said}");
+    assert!(said.contains("reaction"), "{said}");
+}
+
+#[test]
+fn inspect_reconstructs_ticks_and_a_persona() {
+    let dir = scratch("inspect");
+    assert!(sim(&dir, &["run", "--personas", "10", "--ticks", "3", "--out", "r"]).status.success());
+    let out = sim(&dir, &["inspect", "r", "--tick", "2", "--persona", "p-00004", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["header"]["personas"], 10);
+    assert_eq!(v["ticks"].as_array().map(Vec::len), Some(3));
+    assert_eq!(v["tick_detail"]["tick"], 2);
+    let turns = v["persona"]["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), 3);
+    assert!(turns[0]["new_memories"][0]["description"].as_str().is_some_and(|d| d.starts_with("Tick 1: saw")));
+    assert!(!sim(&dir, &["inspect", "r", "--tick", "9"]).status.success());
+    let bad = sim(&dir, &["inspect", "r", "--persona", "p-00099"]);
+    assert!(stderr(&bad).contains("p-00099"));
+}
+
+#[test]
+fn damaged_traces_get_a_clear_error() {
+    let dir = scratch("damaged");
+    assert!(sim(&dir, &["run", "--personas", "5", "--ticks", "2", "--out", "r"]).status.success());
+    let path = dir.join("r/trace.bin");
+    let mut b = std::fs::read(&path).expect("read");
+    let mid = b.len() / 2;
+    b[mid] ^= 0x10;
+    std::fs::write(&path, &b).expect("write");
+    for cmd in ["replay", "inspect"] {
+        let out = sim(&dir, &[cmd, "r"]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(err.contains("trace frame") && err.contains("byte offset"), "{cmd}: {err}");
+        assert!(!err.contains("panicked"));
+    }
+    assert!(stderr(&sim(&dir, &["replay", "nowhere"])).contains("no trace here"));
+}
+
+#[test]
+fn resuming_a_finished_run_changes_nothing() {
+    let dir = scratch("resume-done");
+    let first = sim(&dir, &["run", "--personas", "12", "--ticks", "2", "--out", "r", "--json"]);
+    let files = ["trace.bin", "summary.json", "outcomes.jsonl", "config.toml"];
+    let before: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(dir.join("r").join(f)).expect("file")).collect();
+    let again = sim(&dir, &["run", "--resume", "r", "--json"]);
+    assert_eq!(digest_of(&first), digest_of(&again));
+    let after: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(dir.join("r").join(f)).expect("file")).collect();
+    assert!(before == after, "a finished run's files were changed");
+    assert!(stderr(&sim(&dir, &["run", "--resume", "r", "--personas", "3"])).contains("--personas"));
+}
+
+fn wait_for(path: &Path, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if path.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+/// Kills `sim-cli run` with SIGKILL at seeded random moments; each time the
+/// trace must read back to a prefix of committed ticks, and `--resume` must
+/// finish with the uninterrupted run's digest.
+#[test]
+fn killed_runs_resume_to_the_same_digest() {
+    let dir = scratch("kill");
+    let args = ["run", "--personas", "300", "--ticks", "6", "--seed", "9", "--json"];
+    let reference = sim(&dir, &[&args[..], &["--out", "reference"]].concat());
+    let expected = digest_of(&reference);
+    let mut s = Stream::derive(77, 0, 0, Purpose::Testing);
+    for case in 0..6 {
+        let run_dir = format!("killed-{case}");
+        let delay = Duration::from_millis(s.below(400) as u64);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+            .args([&args[..], &["--out", &run_dir]].concat())
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let trace = dir.join(&run_dir).join("trace.bin");
+        assert!(wait_for(&trace, Duration::from_secs(30)), "case {case}: no trace appeared");
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        let _ = child.wait();
+        let read = read_trace_file(&trace, true).unwrap_or_else(|e| panic!("case {case} (kill after {delay:?}): {e}"));
+        assert!(read.ticks.iter().enumerate().all(|(i, t)| t.tick as usize == i + 1), "case {case}: not a contiguous prefix");
+        let resumed = sim(&dir, &["run", "--resume", &run_dir, "--json"]);
+        assert_eq!(
+            digest_of(&resumed),
+            expected,
+            "case {case}: killed after {delay:?} with {} ticks committed (seed 77)",
+            read.ticks.len()
+        );
+        let replay = sim(&dir, &["replay", &run_dir]);
+        assert!(replay.status.success(), "case {case}: {}", String::from_utf8_lossy(&replay.stdout));
+    }
+}
+
+#[test]
+fn no_secret_from_the_environment_reaches_any_output() {
+    let dir = scratch("secrets");
+    let secret = "sk-test-5ecret-a1b2c3d4e5f6";
+    let out = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+        .args(["run", "--personas", "10", "--ticks", "2", "--out", "r", "--json"])
+        .current_dir(&dir)
+        .env("OPENAI_API_KEY", secret)
+        .env("SIM_EMBEDDING_API_KEY", secret)
+        .env("ANTHROPIC_API_KEY", secret)
+        .env("RUST_LOG", "debug")
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let mut seen = vec![out.stdout.clone(), out.stderr.clone()];
+    for entry in std::fs::read_dir(dir.join("r")).expect("run dir") {
+        seen.push(std::fs::read(entry.expect("entry").path()).expect("file"));
+    }
+    for bytes in seen {
+        assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "the key leaked");
+    }
+}
