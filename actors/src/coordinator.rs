@@ -50,14 +50,14 @@ pub struct TickReport {
 
 impl TickReport {
     /// The trace frame of this tick.
-    pub fn frame(&self) -> TickFrame {
+    pub fn into_frame(self) -> TickFrame {
         TickFrame {
             tick: self.tick,
-            stimuli: self.stimuli.clone(),
-            outcomes: self.outcomes.clone(),
-            embeddings: self.embeddings.clone(),
-            memories: self.memories.clone(),
-            persona_digests: self.persona_digests.clone(),
+            stimuli: self.stimuli,
+            outcomes: self.outcomes,
+            embeddings: self.embeddings,
+            memories: self.memories,
+            persona_digests: self.persona_digests,
             digests: self.digests,
         }
     }

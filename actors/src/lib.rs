@@ -29,6 +29,7 @@ pub mod progress;
 pub mod replay;
 pub mod run;
 pub mod shared;
+pub mod sink;
 pub mod supervisor;
 
 pub use error::{Error, Result};

@@ -174,7 +174,7 @@ pub async fn rerun(
     trace: &ReadTrace,
     live: bool,
     progress: Arc<dyn Progress>,
-    mut on_tick: impl FnMut(&TickReport, Option<&TickFrame>) -> std::result::Result<(), String>,
+    mut on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> std::result::Result<(), String>,
 ) -> Result<Rerun> {
     let mut spec = spec_from_header(&trace.header)?;
     let (live_embedder, live_chat) = default_ports(&spec.config, spec.seed);
@@ -192,7 +192,7 @@ pub async fn rerun(
     let outcome = run(spec, progress, false, |report| {
         let frame = trace.ticks.get(report.tick as usize - 1);
         if let Some(frame) = frame {
-            if let Some(d) = compare(frame, report) {
+            if let Some(d) = compare(frame, &report) {
                 divergence = Some(d);
                 return Err("diverged from the trace".into());
             }

@@ -89,14 +89,14 @@ pub fn default_ports(cfg: &Config, seed: u64) -> (Option<Arc<dyn EmbeddingPort>>
     (embedder, chat)
 }
 
-/// Runs a simulation. `on_tick` sees every committed tick in order (to
+/// Runs a simulation. `on_tick` receives every committed tick in order (to
 /// write it out); an error from it stops the run. When `keep_states` is set
 /// the final persona states are returned.
 pub async fn run(
     spec: RunSpec,
     progress: Arc<dyn Progress>,
     keep_states: bool,
-    mut on_tick: impl FnMut(&TickReport) -> std::result::Result<(), String>,
+    mut on_tick: impl FnMut(TickReport) -> std::result::Result<(), String>,
 ) -> Result<RunResult> {
     if spec.personas == 0 || spec.personas > MAX_PERSONAS {
         return Err(Error::InvalidInput { what: "personas", cause: format!("must be between 1 and {MAX_PERSONAS}, got {}", spec.personas) });
@@ -172,7 +172,7 @@ pub async fn run(
         .await
         .map_err(|e| Error::Spawn { actor: "coordinator".into(), cause: e.to_string() })?;
 
-    let outcome = drive(&coordinator, &shared, &mut summary, spec.ticks, spec.budget_nano_usd, &mut on_tick).await;
+    let outcome = drive(&coordinator, &mut summary, spec.ticks, spec.budget_nano_usd, &mut on_tick).await;
     let mut final_states = Vec::new();
     if outcome.is_ok() && keep_states {
         for p in 0..shared.personas {
@@ -193,11 +193,10 @@ pub async fn run(
 
 async fn drive(
     coordinator: &ActorRef<TurnMsg>,
-    shared: &RunShared,
     summary: &mut RunSummary,
     ticks: u32,
     budget: Option<u64>,
-    on_tick: &mut impl FnMut(&TickReport) -> std::result::Result<(), String>,
+    on_tick: &mut impl FnMut(TickReport) -> std::result::Result<(), String>,
 ) -> Result<()> {
     for tick in 1..=ticks {
         let (tx, rx) = oneshot();
@@ -205,13 +204,13 @@ async fn drive(
             .cast(TurnMsg::RunTick { tick, reply: tx.into() })
             .map_err(|e| Error::Coordinator { tick, cause: e.to_string() })?;
         let report = rx.await.map_err(|_| Error::Coordinator { tick, cause: "it stopped without replying".into() })?;
-        on_tick(&report).map_err(|cause| Error::Observer { tick, cause })?;
         summary.add_tick(&report.outcomes, (&report.retrieval.0, &report.retrieval.1), (&report.memory.0, &report.memory.1));
         summary.digest = report.digests.digest.hex();
         summary.full_digest = report.digests.full_digest.hex();
         summary.timings_ms.preparation += report.timings.preparation;
         summary.timings_ms.chat += report.timings.chat;
         summary.timings_ms.memory_finalisation += report.timings.memory_finalisation;
+        on_tick(report).map_err(|cause| Error::Observer { tick, cause })?;
         if let Some(b) = budget {
             let spent = summary.cost.provider_total_nano_usd;
             if spent >= b && tick < ticks {
@@ -221,6 +220,5 @@ async fn drive(
             }
         }
     }
-    let _ = shared;
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 use crate::output::{print_summary, OutputDir};
 use actors::replay::rerun;
+use actors::sink::TraceSink;
 use engine::digest::Digest;
 use engine::persona::profile::DEFAULT_TRAITS;
 use engine::report::RunSummary;
@@ -169,7 +170,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let out = OutputDir::create(args.out.as_deref(), &loaded.scenario.name, args.seed, args.personas, args.ticks)?;
     out.write_config(&config)?;
-    let mut trace = out.create_trace(&header)?;
+    let mut trace = TraceSink::new(out.create_trace(&header)?);
     let runtime = runtime(args.threads)?;
     let (terminal, progress) = progress(args.ticks);
     let spec = RunSpec {
@@ -186,14 +187,15 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let mut writer = out.outcome_writer()?;
     let result = runtime.block_on(actors::run::run(spec, progress, false, |report| {
-        trace.append(&Record::Tick(Box::new(report.frame()))).map_err(|e| e.to_string())?;
-        writer.write_tick(report)
+        writer.write_tick(&report)?;
+        trace.send(Record::Tick(Box::new(report.into_frame())))
     }));
     if let Some(t) = &terminal {
         t.finish();
     }
     let mut summary = result?.summary;
-    trace.append(&Record::End(run_end(&summary)?))?;
+    trace.send(Record::End(run_end(&summary)?)).map_err(anyhow::Error::msg)?;
+    trace.finish().map_err(anyhow::Error::msg)?;
     summary.out_dir = out.path().display().to_string();
     out.write_summary(&summary)?;
     finish(&summary, args.json)
@@ -252,14 +254,15 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
         );
     }
     eprintln!("{}: resuming after tick {} of {}", path.display(), read.ticks.len(), read.header.ticks);
-    let mut trace = TraceWriter::reopen(&path, read.valid_len)?;
+    let mut trace = TraceSink::new(TraceWriter::reopen(&path, read.valid_len)?);
     let out = OutputDir::existing(&run_dir);
     let mut writer = out.outcome_writer()?;
     let rerun = runtime.block_on(rerun(&read, true, progress, |report, recorded| {
-        if recorded.is_none() {
-            trace.append(&Record::Tick(Box::new(report.frame()))).map_err(|e| e.to_string())?;
+        writer.write_tick(&report)?;
+        match recorded {
+            Some(_) => Ok(()),
+            None => trace.send(Record::Tick(Box::new(report.into_frame()))),
         }
-        writer.write_tick(report)
     }));
     if let Some(t) = &terminal {
         t.finish();
@@ -269,7 +272,8 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
         bail!("cannot resume {}: re-running the recorded ticks diverged at {d}", path.display());
     }
     let mut summary = rerun.result.summary;
-    trace.append(&Record::End(run_end(&summary)?))?;
+    trace.send(Record::End(run_end(&summary)?)).map_err(anyhow::Error::msg)?;
+    trace.finish().map_err(anyhow::Error::msg)?;
     summary.out_dir = run_dir.display().to_string();
     out.write_summary(&summary)?;
     finish(&summary, json)

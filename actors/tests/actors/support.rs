@@ -18,7 +18,7 @@ pub fn run_with(spec: RunSpec, threads: usize) -> (RunResult, Vec<TickReport>) {
     let mut reports = Vec::new();
     let result = rt
         .block_on(run(spec, Arc::new(Silent), true, |r| {
-            reports.push(r.clone());
+            reports.push(r);
             Ok(())
         }))
         .expect("run succeeds");

@@ -8,7 +8,7 @@
 //! model call; with one (resume), misses go to the live port and are
 //! counted.
 
-use super::record::{embed_request_digest, EmbedAnswer, EmbedExchange, TickFrame};
+use super::record::{embed_request_digest, EmbedAnswer, EmbedExchange, TickFrame, Vectors};
 use crate::chat::{ChatPort, ChatReply, ChatRequest};
 use crate::digest::Digest;
 use crate::embed::{EmbedBatch, EmbedKey, EmbeddingPort};
@@ -41,7 +41,7 @@ impl EmbeddingPort for EmbedRecorder {
         Box::pin(async move {
             let result = self.inner.embed(key, texts).await;
             let recorded = match &result {
-                Ok(b) => Ok((b.vectors.clone(), b.calls.clone())),
+                Ok(b) => Ok((Vectors(b.vectors.clone()), b.calls.clone())),
                 Err(Error::Embedding { cause, incurred }) => Err((cause.clone(), *incurred)),
                 Err(other) => Err((other.to_string(), Default::default())),
             };
@@ -155,7 +155,7 @@ impl EmbeddingPort for CassetteEmbedder {
         if let Some(answer) = self.answers.get(&digest) {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
             let out = match answer {
-                Ok((vectors, calls)) => Ok(EmbedBatch { vectors: vectors.clone(), calls: calls.clone() }),
+                Ok((vectors, calls)) => Ok(EmbedBatch { vectors: vectors.0.clone(), calls: calls.clone() }),
                 Err((cause, incurred)) => Err(Error::Embedding { cause: cause.clone(), incurred: *incurred }),
             };
             return Box::pin(std::future::ready(out));

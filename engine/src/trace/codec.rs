@@ -13,9 +13,12 @@ fn config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<{ MAX_FRAME as usize }>()
 }
 
-/// Encodes a record.
-pub fn encode(record: &Record) -> Result<Vec<u8>> {
-    bincode::serde::encode_to_vec(record, config())
+/// Encodes a record into `buf` (cleared first), so that one buffer serves
+/// every frame of a trace.
+pub fn encode_into(record: &Record, buf: &mut Vec<u8>) -> Result<()> {
+    buf.clear();
+    bincode::serde::encode_into_std_write(record, buf, config())
+        .map(|_| ())
         .map_err(|e| Error::TraceFormat { cause: format!("cannot encode a record: {e}") })
 }
 

@@ -1,7 +1,7 @@
 //! The framed log: a preamble, then `length u32 | crc32 u32 | payload`
 //! frames, appended and synced one at a time.
 
-use super::codec::{decode, encode, MAX_FRAME};
+use super::codec::{decode, encode_into, MAX_FRAME};
 use super::record::{Header, Record, RunEnd, TickFrame, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
@@ -149,20 +149,22 @@ pub struct TraceWriter {
     file: File,
     path: PathBuf,
     len: u64,
+    /// The payload buffer, reused across frames.
+    buf: Vec<u8>,
 }
 
-fn frame_bytes(record: &Record) -> Result<Vec<u8>> {
-    let payload = encode(record)?;
-    if payload.len() as u64 > MAX_FRAME {
+/// Encodes `record` into `buf` and returns its frame head.
+fn frame_head(record: &Record, buf: &mut Vec<u8>) -> Result<[u8; FRAME_HEAD as usize]> {
+    encode_into(record, buf)?;
+    if buf.len() as u64 > MAX_FRAME {
         return Err(Error::TraceFormat {
-            cause: format!("a frame of {} bytes exceeds the {MAX_FRAME}-byte limit", payload.len()),
+            cause: format!("a frame of {} bytes exceeds the {MAX_FRAME}-byte limit", buf.len()),
         });
     }
-    let mut out = Vec::with_capacity(payload.len() + FRAME_HEAD as usize);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
-    Ok(out)
+    let mut head = [0u8; FRAME_HEAD as usize];
+    head[..4].copy_from_slice(&(buf.len() as u32).to_le_bytes());
+    head[4..].copy_from_slice(&crc32fast::hash(buf).to_le_bytes());
+    Ok(head)
 }
 
 impl TraceWriter {
@@ -171,10 +173,13 @@ impl TraceWriter {
     /// renamed), so a trace that exists always has a complete header.
     pub fn create(path: &Path, header: &Header) -> Result<TraceWriter> {
         let tmp = path.with_extension("bin.partial");
-        let mut bytes = Vec::with_capacity(4096);
+        let mut payload = Vec::with_capacity(4096);
+        let head = frame_head(&Record::Header(Box::new(header.clone())), &mut payload)?;
+        let mut bytes = Vec::with_capacity(payload.len() + 20);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        bytes.extend_from_slice(&frame_bytes(&Record::Header(Box::new(header.clone())))?);
+        bytes.extend_from_slice(&head);
+        bytes.extend_from_slice(&payload);
         let mut f = File::create(&tmp).map_err(|e| io(&tmp, e))?;
         f.write_all(&bytes).and_then(|_| f.sync_all()).map_err(|e| io(&tmp, e))?;
         drop(f);
@@ -185,7 +190,7 @@ impl TraceWriter {
             }
         }
         let file = OpenOptions::new().append(true).open(path).map_err(|e| io(path, e))?;
-        Ok(TraceWriter { file, path: path.to_path_buf(), len: bytes.len() as u64 })
+        Ok(TraceWriter { file, path: path.to_path_buf(), len: bytes.len() as u64, buf: payload })
     }
 
     /// Opens an existing trace for appending after its first `valid_len`
@@ -195,15 +200,20 @@ impl TraceWriter {
         file.set_len(valid_len).and_then(|_| file.sync_all()).map_err(|e| io(path, e))?;
         drop(file);
         let file = OpenOptions::new().append(true).open(path).map_err(|e| io(path, e))?;
-        Ok(TraceWriter { file, path: path.to_path_buf(), len: valid_len })
+        Ok(TraceWriter { file, path: path.to_path_buf(), len: valid_len, buf: Vec::new() })
     }
 
     /// Appends one record and syncs it; returns the bytes written.
     pub fn append(&mut self, record: &Record) -> Result<u64> {
-        let bytes = frame_bytes(record)?;
-        self.file.write_all(&bytes).and_then(|_| self.file.sync_data()).map_err(|e| io(&self.path, e))?;
-        self.len += bytes.len() as u64;
-        Ok(bytes.len() as u64)
+        let head = frame_head(record, &mut self.buf)?;
+        self.file
+            .write_all(&head)
+            .and_then(|_| self.file.write_all(&self.buf))
+            .and_then(|_| self.file.sync_data())
+            .map_err(|e| io(&self.path, e))?;
+        let written = FRAME_HEAD + self.buf.len() as u64;
+        self.len += written;
+        Ok(written)
     }
 
     /// Bytes in the file.

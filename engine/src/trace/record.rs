@@ -45,9 +45,86 @@ pub struct Header {
     pub traits_hash: String,
 }
 
+/// The vectors of one answer, encoded as one little-endian byte block
+/// (`count u32, dim u32, count * dim f32`) rather than float by float:
+/// vectors are most of a trace's bytes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Vectors(pub Vec<Arc<[f32]>>);
+
+impl Serialize for Vectors {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let dim = self.0.first().map_or(0, |v| v.len());
+        if self.0.iter().any(|v| v.len() != dim) {
+            return Err(serde::ser::Error::custom("vectors of one answer must share a dimension"));
+        }
+        let mut bytes = Vec::with_capacity(8 + self.0.len() * dim * 4);
+        bytes.extend_from_slice(&(self.0.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&(dim as u32).to_le_bytes());
+        for v in &self.0 {
+            for x in v.iter() {
+                bytes.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        s.serialize_bytes(&bytes)
+    }
+}
+
+impl<'de> Deserialize<'de> for Vectors {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let bytes: serde_bytes_buf::Buf = Deserialize::deserialize(d)?;
+        let b = bytes.0;
+        let bad = |m: &str| serde::de::Error::custom(format!("vector block: {m}"));
+        if b.len() < 8 {
+            return Err(bad("shorter than its header"));
+        }
+        let count = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        let dim = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize;
+        let need = count.checked_mul(dim).and_then(|n| n.checked_mul(4)).and_then(|n| n.checked_add(8));
+        if need != Some(b.len()) {
+            return Err(bad("length does not match count and dimension"));
+        }
+        let floats: Vec<f32> = b[8..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok(Vectors(if dim == 0 { vec![Arc::from(Vec::new()); count] } else { floats.chunks(dim).map(Arc::from).collect() }))
+    }
+}
+
+/// Owned bytes from any serde format (bincode gives a byte sequence).
+mod serde_bytes_buf {
+    use serde::de::{Deserializer, SeqAccess, Visitor};
+    use std::fmt;
+
+    pub struct Buf(pub Vec<u8>);
+
+    impl<'de> serde::Deserialize<'de> for Buf {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Buf;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a byte block")
+                }
+                fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Buf, E> {
+                    Ok(Buf(v.to_vec()))
+                }
+                fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Buf, E> {
+                    Ok(Buf(v))
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Buf, A::Error> {
+                    let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
+                    while let Some(b) = seq.next_element::<u8>()? {
+                        out.push(b);
+                    }
+                    Ok(Buf(out))
+                }
+            }
+            d.deserialize_byte_buf(V)
+        }
+    }
+}
+
 /// What an embedding invocation answered: the vectors with the physical
 /// calls, or the error message with what it had cost.
-pub type EmbedAnswer = Result<(Vec<Arc<[f32]>>, Vec<EmbedCall>), (String, Spend)>;
+pub type EmbedAnswer = Result<(Vectors, Vec<EmbedCall>), (String, Spend)>;
 
 /// One invocation of the embedding port, as answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

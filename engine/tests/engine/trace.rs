@@ -6,7 +6,7 @@ use engine::error::Error;
 use engine::persona::MemoryId;
 use engine::rng::{Purpose, Stream};
 use engine::trace::frame::{read_trace, PREAMBLE};
-use engine::trace::record::FORMAT_VERSION;
+use engine::trace::record::{Vectors, FORMAT_VERSION};
 use engine::trace::{read_trace_file, EmbedExchange, Header, Record, RunEnd, TickFrame, TraceWriter};
 use engine::turn::{Outcome, TickDigests};
 use std::path::PathBuf;
@@ -44,7 +44,7 @@ fn tick(t: u32) -> TickFrame {
             role: EmbedRole::Memory,
             request: d,
             texts: 1,
-            result: Ok((vec![Arc::from(vec![0.5f32; 8])], vec![EmbedCall { first: 0, len: 1, attempts: 1, spend: Spend::default() }])),
+            result: Ok((Vectors(vec![Arc::from(vec![0.5f32; 8])]), vec![EmbedCall { first: 0, len: 1, attempts: 1, spend: Spend::default() }])),
         }],
         memories: Vec::new(),
         persona_digests: vec![Some(d), None],

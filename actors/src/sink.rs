@@ -1,0 +1,59 @@
+//! Writing the trace off the tick loop.
+//!
+//! [`TraceSink`] owns a [`TraceWriter`] on a dedicated thread: encoding,
+//! checksumming, writing and syncing a tick's frame overlap with the next
+//! tick's work instead of stalling it. A tick is committed once its frame
+//! is synced; [`TraceSink::finish`] waits for every frame sent, so nothing
+//! is reported as done before it is durable. The channel holds at most two
+//! frames, so a slow disk slows the run rather than filling memory.
+
+use engine::trace::{Record, TraceWriter};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::thread::JoinHandle;
+
+/// A trace writer on its own thread.
+pub struct TraceSink {
+    tx: Option<SyncSender<Record>>,
+    handle: Option<JoinHandle<Result<u64, String>>>,
+}
+
+impl TraceSink {
+    /// Starts the writer thread.
+    pub fn new(mut writer: TraceWriter) -> TraceSink {
+        let (tx, rx) = sync_channel::<Record>(2);
+        let handle = std::thread::Builder::new()
+            .name("trace-writer".into())
+            .spawn(move || {
+                for record in rx {
+                    writer.append(&record).map_err(|e| e.to_string())?;
+                }
+                Ok(writer.len())
+            })
+            .ok();
+        TraceSink { tx: Some(tx), handle }
+    }
+
+    /// Queues a record. Fails (with the writer's error) once the writer has
+    /// stopped.
+    pub fn send(&mut self, record: Record) -> Result<(), String> {
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(record).is_ok());
+        if sent {
+            return Ok(());
+        }
+        Err(self.join().err().unwrap_or_else(|| "the trace writer stopped".into()))
+    }
+
+    fn join(&mut self) -> Result<u64, String> {
+        self.tx = None;
+        match self.handle.take() {
+            Some(h) => h.join().map_err(|_| "the trace writer panicked; this is a bug".to_string())?,
+            None => Err("the trace writer could not be started".into()),
+        }
+    }
+
+    /// Waits until every queued record is written and synced; returns the
+    /// trace's length in bytes.
+    pub fn finish(mut self) -> Result<u64, String> {
+        self.join()
+    }
+}
