@@ -177,7 +177,7 @@ pub async fn rerun(
     mut on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> std::result::Result<(), String>,
 ) -> Result<Rerun> {
     let mut spec = spec_from_header(&trace.header)?;
-    let (live_embedder, live_chat) = default_ports(&spec.config, spec.seed);
+    let (live_embedder, live_chat) = default_ports(&spec.config, spec.seed)?;
     let chat = Arc::new(CassetteChat::new(&trace.ticks, live.then_some(live_chat)));
     let embedder = Arc::new(CassetteEmbedder::new(&trace.ticks, if live { live_embedder } else { None }));
     if !live && trace.end.is_none() {

@@ -9,7 +9,7 @@ use crate::shared::RunShared;
 use crate::supervisor::PanelSupervisor;
 use engine::chat::{ChatPort, ScriptedPersonaModel};
 use engine::config::Config;
-use engine::embed::{EmbeddingPort, LocalEmbedder, Strategy};
+use engine::embed::{ClientSettings, EmbedProvider, EmbeddingPort, InferenceClient, LocalProvider, ModelledProvider, Strategy, TextCache};
 use engine::persona::{generate, PersonaState, Traits};
 use engine::report::{EmbeddingTotals, RunSummary, Stopped};
 use engine::scenario::Scenario;
@@ -80,13 +80,36 @@ pub struct RunResult {
 /// The model an embedding port name stands for.
 pub const NO_EMBEDDINGS: &str = "none";
 
-/// The embedded default ports for a config: the local embedder (none when
-/// the embedding model is `none`) and the scripted persona model.
-pub fn default_ports(cfg: &Config, seed: u64) -> (Option<Arc<dyn EmbeddingPort>>, Arc<dyn ChatPort>) {
-    let embedder: Option<Arc<dyn EmbeddingPort>> = (cfg.raw.embedding.model != NO_EMBEDDINGS)
-        .then(|| Arc::new(LocalEmbedder { batch_size: cfg.raw.embedding.batch_size, price: cfg.embedding_price }) as _);
+/// The default ports for a config: the inference client over the
+/// configured embedding provider (none when the embedding model is `none`)
+/// and the scripted persona model. Fails when a cache file cannot be read.
+pub fn default_ports(cfg: &Config, seed: u64) -> Result<(Option<Arc<dyn EmbeddingPort>>, Arc<dyn ChatPort>)> {
     let chat = Arc::new(ScriptedPersonaModel { seed, malformed_rate: cfg.raw.chat.malformed_rate, price: cfg.chat_price });
-    (embedder, chat)
+    let e = &cfg.raw.embedding;
+    if e.model == NO_EMBEDDINGS {
+        return Ok((None, chat));
+    }
+    let provider: Arc<dyn EmbedProvider> = match e.provider.as_str() {
+        "modelled" => Arc::new(ModelledProvider::new(e.modelled.clone())),
+        _ => Arc::new(LocalProvider),
+    };
+    let cache = match (e.cache, e.cache_file.as_str()) {
+        (false, _) => None,
+        (true, "") => Some(TextCache::in_memory()),
+        (true, file) => Some(TextCache::with_file(std::path::Path::new(file))?),
+    };
+    let settings = ClientSettings {
+        batch_size: e.batch_size,
+        max_tokens_per_request: e.max_tokens_per_request,
+        concurrency: e.concurrency,
+        requests_per_minute: e.requests_per_minute,
+        tokens_per_minute: e.tokens_per_minute,
+        max_retries: e.max_retries,
+        backoff_base_ms: e.backoff_base_ms,
+        backoff_max_ms: e.backoff_max_ms,
+    };
+    let client = InferenceClient::new(provider, settings, cfg.embedding_price, cache, seed);
+    Ok((Some(Arc::new(client)), chat))
 }
 
 /// Runs a simulation. `on_tick` receives every committed tick in order (to
@@ -106,7 +129,7 @@ pub async fn run(
     }
     let started = Instant::now();
     let cfg = &spec.config;
-    let (default_embedder, default_chat) = default_ports(cfg, spec.seed);
+    let (default_embedder, default_chat) = default_ports(cfg, spec.seed)?;
     let embedder = match spec.embedder {
         Some(e) => Some(e),
         None => default_embedder,
@@ -187,6 +210,9 @@ pub async fn run(
     supervisor.stop_children(None);
     supervisor.stop(None);
     outcome?;
+    if let Some(port) = &shared.embedder {
+        port.finish()?;
+    }
     summary.timings_ms.total = started.elapsed().as_secs_f64() * 1000.0;
     Ok(RunResult { summary, final_states })
 }

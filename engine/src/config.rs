@@ -60,18 +60,58 @@ impl Default for RetrievalSection {
 #[serde(default, deny_unknown_fields)]
 pub struct EmbeddingSection {
     /// Model name; part of the embedding key. Default `local-hash-v1`, the
-    /// embedded deterministic embedder.
+    /// embedded deterministic embedder; `none` runs without embeddings.
     pub model: String,
     /// Vector dimension. Default 256: enough buckets that hashed word
     /// features of short texts rarely collide, at 1 KiB per memory.
     pub dim: usize,
+    /// `local` (the embedded embedder, default) or `modelled` (the local
+    /// vectors behind a modelled hosted API: latency, concurrency, faults).
+    pub provider: String,
     /// Texts per physical request. Default 64.
     pub batch_size: usize,
+    /// Estimated tokens per physical request. Default 8192, a common
+    /// hosted limit.
+    pub max_tokens_per_request: u64,
+    /// Physical requests in flight. Default 4.
+    pub concurrency: usize,
+    /// Requests per minute, 0 for unlimited. Default 0.
+    pub requests_per_minute: u32,
+    /// Tokens per minute, 0 for unlimited. Default 0.
+    pub tokens_per_minute: u64,
+    /// Retries of a transient failure (429, 5xx, timeout). Default 3.
+    pub max_retries: u32,
+    /// First retry backoff in milliseconds; doubles per retry. Default 200.
+    pub backoff_base_ms: u64,
+    /// Longest backoff in milliseconds. Default 10000.
+    pub backoff_max_ms: u64,
+    /// Cache vectors by (model, dim, text) within a run. Default true.
+    pub cache: bool,
+    /// A file that keeps the cache across runs (warm-cache runs). Default
+    /// empty: none.
+    pub cache_file: String,
+    /// Settings of the `modelled` provider.
+    pub modelled: crate::embed::ModelledSettings,
 }
 
 impl Default for EmbeddingSection {
     fn default() -> Self {
-        EmbeddingSection { model: "local-hash-v1".into(), dim: 256, batch_size: 64 }
+        EmbeddingSection {
+            model: "local-hash-v1".into(),
+            dim: 256,
+            provider: "local".into(),
+            batch_size: 64,
+            max_tokens_per_request: 8192,
+            concurrency: 4,
+            requests_per_minute: 0,
+            tokens_per_minute: 0,
+            max_retries: 3,
+            backoff_base_ms: 200,
+            backoff_max_ms: 10_000,
+            cache: true,
+            cache_file: String::new(),
+            modelled: Default::default(),
+        }
     }
 }
 
@@ -243,6 +283,38 @@ impl RawConfig {
         }
         if e.batch_size == 0 {
             return Err(bad("embedding.batch_size", "must be at least 1".into()));
+        }
+        if e.concurrency == 0 {
+            return Err(bad("embedding.concurrency", "must be at least 1".into()));
+        }
+        if e.max_tokens_per_request == 0 {
+            return Err(bad("embedding.max_tokens_per_request", "must be at least 1".into()));
+        }
+        if !["local", "modelled"].contains(&e.provider.as_str()) {
+            return Err(bad("embedding.provider", format!("must be \"local\" or \"modelled\", got {:?}", e.provider)));
+        }
+        if e.backoff_base_ms > e.backoff_max_ms {
+            return Err(bad("embedding.backoff_base_ms", "must not exceed embedding.backoff_max_ms".into()));
+        }
+        let m = &e.modelled;
+        for (name, p) in [
+            ("embedding.modelled.rate_limited", m.rate_limited),
+            ("embedding.modelled.server_error", m.server_error),
+            ("embedding.modelled.timeout", m.timeout),
+            ("embedding.modelled.permanent", m.permanent),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(bad(name, format!("must be a probability in [0, 1], got {p}")));
+            }
+        }
+        if m.rate_limited + m.server_error + m.timeout + m.permanent > 1.0 {
+            return Err(bad("embedding.modelled", "fault probabilities must sum to at most 1".into()));
+        }
+        if !(m.latency_ms.is_finite() && m.latency_ms >= 0.0 && m.latency_per_token_us.is_finite() && m.latency_per_token_us >= 0.0) {
+            return Err(bad("embedding.modelled.latency_ms", "latencies must be finite and non-negative".into()));
+        }
+        if m.concurrency == 0 {
+            return Err(bad("embedding.modelled.concurrency", "must be at least 1".into()));
         }
         if e.model.trim().is_empty() {
             return Err(bad("embedding.model", "must not be empty".into()));

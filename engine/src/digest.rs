@@ -129,6 +129,12 @@ impl DigestWriter {
         self
     }
 
+    /// Adds raw bytes (fixed-length data only; strings go through `str`).
+    pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.0.update(b);
+        self
+    }
+
     /// Adds another digest.
     pub fn digest(&mut self, d: &Digest) -> &mut Self {
         self.0.update(&d.0);

@@ -7,10 +7,18 @@
 //! vectors back. [`Strategy::PerConsumer`] is the baseline: one invocation
 //! per request, no dedup, awaited in turn.
 
+pub mod cache;
+pub mod client;
 pub mod local;
+pub mod modelled;
 pub mod plan;
 pub mod port;
+pub mod provider;
 
-pub use local::LocalEmbedder;
+pub use cache::TextCache;
+pub use client::{ClientSettings, InferenceClient};
+pub use local::LocalProvider;
+pub use modelled::{ModelledProvider, ModelledSettings};
+pub use provider::EmbedProvider;
 pub use plan::{embed_stage, Embedding, Plan, StageResult, StageStats, Strategy};
 pub use port::{EmbedBatch, EmbedCall, EmbedKey, EmbedRole, EmbeddingPort};

@@ -1,21 +1,14 @@
 //! The embedded deterministic embedder: hashed word unigrams and bigrams,
 //! signed, L2-normalised. Texts that share words get similar vectors; the
-//! same text always gets the same vector.
+//! same text always gets the same vector. It answers at once, with no
+//! network and no key.
 
-use super::port::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
-use crate::cost::{estimate_tokens, Price};
-use crate::error::Result;
+use super::provider::{EmbedProvider, ProviderError, ProviderReply, ProviderRequest};
 use crate::BoxFuture;
-use std::sync::Arc;
 
-/// The local embedder.
-#[derive(Debug, Clone)]
-pub struct LocalEmbedder {
-    /// Texts per physical request.
-    pub batch_size: usize,
-    /// Nominal price billed per request.
-    pub price: Price,
-}
+/// The local embedding provider.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalProvider;
 
 fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
@@ -68,23 +61,10 @@ pub fn embed_text(text: &str, dim: usize) -> Vec<f32> {
     v
 }
 
-impl EmbeddingPort for LocalEmbedder {
-    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
-        let mut vectors = Vec::with_capacity(texts.len());
-        let mut calls = Vec::with_capacity(texts.len().div_ceil(self.batch_size.max(1)));
-        for (c, chunk) in texts.chunks(self.batch_size.max(1)).enumerate() {
-            let tokens: u64 = chunk.iter().map(|t| estimate_tokens(t)).sum();
-            for t in chunk {
-                vectors.push(Arc::<[f32]>::from(embed_text(t, key.dim)));
-            }
-            calls.push(EmbedCall {
-                first: c * self.batch_size.max(1),
-                len: chunk.len(),
-                attempts: 1,
-                spend: self.price.bill(tokens, 0),
-            });
-        }
-        Box::pin(std::future::ready(Ok(EmbedBatch { vectors, calls })))
+impl EmbedProvider for LocalProvider {
+    fn request<'a>(&'a self, req: ProviderRequest<'a>) -> BoxFuture<'a, Result<ProviderReply, ProviderError>> {
+        let vectors = req.texts.iter().map(|t| embed_text(t, req.dim)).collect();
+        Box::pin(std::future::ready(Ok(ProviderReply { vectors, billed_tokens: None })))
     }
 }
 

@@ -150,11 +150,11 @@ pub struct StageResult {
 /// consumers.
 fn allocate(texts: &[&str], consumers: &[&[u32]], calls: &[EmbedCall], out: &mut BTreeMap<u32, Spend>) {
     for call in calls {
-        let range = call.first..(call.first + call.len).min(texts.len());
-        let weights: Vec<u64> = texts[range.clone()].iter().map(|t| estimate_tokens(t).max(1)).collect();
+        let carried: Vec<usize> = call.texts.iter().map(|t| *t as usize).filter(|t| *t < texts.len()).collect();
+        let weights: Vec<u64> = carried.iter().map(|t| estimate_tokens(texts[*t]).max(1)).collect();
         let money = split_proportional(call.spend.nano_usd, &weights);
         let tokens = split_proportional(call.spend.input_tokens, &weights);
-        for (j, t) in range.enumerate() {
+        for (j, t) in carried.into_iter().enumerate() {
             let who = consumers[t];
             let ones = vec![1u64; who.len()];
             let m = split_proportional(money[j], &ones);
@@ -200,7 +200,8 @@ async fn submit(
     };
     match port.embed(key, &texts).await {
         Ok(batch) => {
-            out.stats.upstream_requests += batch.calls.len() as u64;
+            out.stats.upstream_requests += batch.calls.iter().map(|c| u64::from(c.attempts)).sum::<u64>();
+            out.stats.cache_hits += batch.cache_hits;
             for c in &batch.calls {
                 out.provider_spend.add(&c.spend);
             }
@@ -221,7 +222,9 @@ async fn submit(
         Err(e) => {
             if let Error::Embedding { incurred, .. } = &e {
                 out.provider_spend.add(incurred);
-                let whole = EmbedCall { first: 0, len: texts.len(), attempts: 0, spend: *incurred };
+                // Which texts the failed attempts carried is not known here:
+                // the incurred cost is spread over all of them.
+                let whole = EmbedCall { texts: (0..texts.len() as u32).collect(), attempts: 0, spend: *incurred };
                 allocate(&refs, &consumers, std::slice::from_ref(&whole), &mut out.allocation);
                 out.calls.push(whole);
             }
@@ -264,7 +267,8 @@ pub async fn embed_stage(port: &dyn EmbeddingPort, key: &EmbedKey, plan: &Plan, 
 mod tests {
     use super::*;
     use crate::cost::Price;
-    use crate::embed::{EmbedRole, LocalEmbedder};
+    use crate::embed::EmbedRole;
+    use crate::testing::local_client;
     use crate::testing::block_on_ready as block_on;
 
     fn key() -> EmbedKey {
@@ -288,7 +292,7 @@ mod tests {
 
     #[test]
     fn batched_stage_conserves_spend_and_maps_vectors() {
-        let port = LocalEmbedder { batch_size: 2, price: Price { input_nano_per_mtok: 333_333_333, output_nano_per_mtok: 0 } };
+        let port = local_client(2, Price { input_nano_per_mtok: 333_333_333, output_nano_per_mtok: 0 }, false);
         let texts = ["the same text", "unique one", "the same text", "x", "a much longer text than the rest"];
         let plan = Plan::new(texts.iter().enumerate().map(|(i, t)| (i as u32, t.to_string())).collect());
         let r = block_on(embed_stage(&port, &key(), &plan, Strategy::Batched));
@@ -306,7 +310,7 @@ mod tests {
 
     #[test]
     fn per_consumer_submits_every_request() {
-        let port = LocalEmbedder { batch_size: 64, price: Price::from_usd_per_mtok(0.02, 0.0) };
+        let port = local_client(64, Price::from_usd_per_mtok(0.02, 0.0), false);
         let plan = Plan::new(vec![(0, "a".into()), (1, "a".into()), (2, "b".into())]);
         let r = block_on(embed_stage(&port, &key(), &plan, Strategy::PerConsumer));
         assert_eq!((r.stats.port_invocations, r.stats.unique_texts_submitted), (3, 3));

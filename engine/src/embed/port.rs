@@ -28,16 +28,15 @@ pub struct EmbedKey {
     pub dim: usize,
 }
 
-/// One physical request: a contiguous run of the submitted texts.
+/// One physical request upstream, as billed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EmbedCall {
-    /// Index of its first text in the submitted list.
-    pub first: usize,
-    /// Number of texts it carried.
-    pub len: usize,
-    /// Attempts billed (1 when the first try succeeded).
+    /// Indices, in the submitted list, of the texts it carried.
+    pub texts: Vec<u32>,
+    /// Attempts made (1 when the first try succeeded).
     pub attempts: u32,
-    /// What the provider billed, all attempts included.
+    /// What the provider billed, failed attempts that returned usage
+    /// included.
     pub spend: Spend,
 }
 
@@ -46,8 +45,11 @@ pub struct EmbedCall {
 pub struct EmbedBatch {
     /// One vector per submitted text, in order.
     pub vectors: Vec<Arc<[f32]>>,
-    /// The physical requests that produced them.
+    /// The physical requests that produced them (texts served from a cache
+    /// belong to none, and cost nothing).
     pub calls: Vec<EmbedCall>,
+    /// Texts served from the cache.
+    pub cache_hits: u64,
 }
 
 /// Embeds an ordered list of texts under one key. Returns a complete ordered
@@ -56,4 +58,14 @@ pub struct EmbedBatch {
 pub trait EmbeddingPort: Send + Sync {
     /// Embeds `texts` under `key`.
     fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>>;
+
+    /// Called once at the end of a run, e.g. to save a cache file.
+    fn finish(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Offers vectors obtained elsewhere (a trace being resumed) to this
+    /// port's cache, so that the ticks after them see the cache they would
+    /// have seen in an uninterrupted run.
+    fn warm(&self, _key: &EmbedKey, _texts: &[String], _vectors: &[Arc<[f32]>]) {}
 }

@@ -14,7 +14,7 @@ use crate::digest::Digest;
 use crate::embed::{EmbedBatch, EmbedKey, EmbeddingPort};
 use crate::error::{Error, Result};
 use crate::BoxFuture;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -41,7 +41,7 @@ impl EmbeddingPort for EmbedRecorder {
         Box::pin(async move {
             let result = self.inner.embed(key, texts).await;
             let recorded = match &result {
-                Ok(b) => Ok((Vectors(b.vectors.clone()), b.calls.clone())),
+                Ok(b) => Ok((Vectors(b.vectors.clone()), b.calls.clone(), b.cache_hits)),
                 Err(Error::Embedding { cause, incurred }) => Err((cause.clone(), *incurred)),
                 Err(other) => Err((other.to_string(), Default::default())),
             };
@@ -127,9 +127,13 @@ impl ChatPort for CassetteChat {
     }
 }
 
-/// Embedding answers from a trace.
+/// Embedding answers from a trace. The same request can be answered
+/// differently over a run (a later one may be served from the cache), so
+/// each request digest keeps its answers in recorded order and serves them
+/// in turn; embedding invocations happen in a fixed order, so turn order
+/// is the recorded order.
 pub struct CassetteEmbedder {
-    answers: BTreeMap<Digest, EmbedAnswer>,
+    answers: Mutex<BTreeMap<Digest, VecDeque<EmbedAnswer>>>,
     live: Option<Arc<dyn EmbeddingPort>>,
     /// Counters.
     pub stats: CassetteStats,
@@ -139,24 +143,28 @@ impl CassetteEmbedder {
     /// A cassette of every embedding invocation in `ticks`, with an optional
     /// live fallback.
     pub fn new(ticks: &[TickFrame], live: Option<Arc<dyn EmbeddingPort>>) -> Self {
-        let mut answers = BTreeMap::new();
+        let mut answers: BTreeMap<Digest, VecDeque<EmbedAnswer>> = BTreeMap::new();
         for t in ticks {
             for e in &t.embeddings {
-                answers.entry(e.request).or_insert_with(|| e.result.clone());
+                answers.entry(e.request).or_default().push_back(e.result.clone());
             }
         }
-        CassetteEmbedder { answers, live, stats: CassetteStats::default() }
+        CassetteEmbedder { answers: Mutex::new(answers), live, stats: CassetteStats::default() }
     }
 }
 
 impl EmbeddingPort for CassetteEmbedder {
     fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
         let digest = embed_request_digest(key, texts);
-        if let Some(answer) = self.answers.get(&digest) {
+        let next = self.answers.lock().ok().and_then(|mut a| a.get_mut(&digest).and_then(VecDeque::pop_front));
+        if let Some(answer) = next {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            if let (Some(live), Ok((vectors, _, _))) = (&self.live, &answer) {
+                live.warm(key, texts, &vectors.0);
+            }
             let out = match answer {
-                Ok((vectors, calls)) => Ok(EmbedBatch { vectors: vectors.0.clone(), calls: calls.clone() }),
-                Err((cause, incurred)) => Err(Error::Embedding { cause: cause.clone(), incurred: *incurred }),
+                Ok((vectors, calls, cache_hits)) => Ok(EmbedBatch { vectors: vectors.0, calls, cache_hits }),
+                Err((cause, incurred)) => Err(Error::Embedding { cause, incurred }),
             };
             return Box::pin(std::future::ready(out));
         }

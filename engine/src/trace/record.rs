@@ -123,8 +123,8 @@ mod serde_bytes_buf {
 }
 
 /// What an embedding invocation answered: the vectors with the physical
-/// calls, or the error message with what it had cost.
-pub type EmbedAnswer = Result<(Vectors, Vec<EmbedCall>), (String, Spend)>;
+/// calls and the cache hits, or the error message with what it had cost.
+pub type EmbedAnswer = Result<(Vectors, Vec<EmbedCall>, u64), (String, Spend)>;
 
 /// One invocation of the embedding port, as answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -238,7 +238,11 @@ impl TickDigests {
             f.u64(stats.port_invocations).u64(stats.upstream_requests).u64(stats.texts_requested);
             f.u64(stats.unique_texts_submitted).u64(stats.cache_hits);
             for c in *calls {
-                f.u64(c.first as u64).u64(c.len as u64).u32(c.attempts);
+                f.u64(c.texts.len() as u64);
+                for t in &c.texts {
+                    f.u32(*t);
+                }
+                f.u32(c.attempts);
                 f.u64(c.spend.input_tokens).u64(c.spend.output_tokens).u64(c.spend.nano_usd);
             }
         }

@@ -44,7 +44,7 @@ fn tick(t: u32) -> TickFrame {
             role: EmbedRole::Memory,
             request: d,
             texts: 1,
-            result: Ok((Vectors(vec![Arc::from(vec![0.5f32; 8])]), vec![EmbedCall { first: 0, len: 1, attempts: 1, spend: Spend::default() }])),
+            result: Ok((Vectors(vec![Arc::from(vec![0.5f32; 8])]), vec![EmbedCall { texts: vec![0], attempts: 1, spend: Spend::default() }], 0)),
         }],
         memories: Vec::new(),
         persona_digests: vec![Some(d), None],

@@ -6,10 +6,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn digest_of(out: &std::process::Output) -> String {
+/// Both digests of a `--json` summary.
+fn digest_of(out: &std::process::Output) -> (String, String) {
     assert!(out.status.success(), "{}", stderr(out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    v["digest"].as_str().expect("digest").to_string()
+    let get = |k: &str| v[k].as_str().expect("digest").to_string();
+    (get("digest"), get("full_digest"))
 }
 
 #[test]
