@@ -10,3 +10,5 @@ mod isolation;
 mod embedding;
 // Memory visibility across ticks, persona isolation, budget stops.
 mod ticks;
+// Embedding failures at each stage, seeded provider faults, the cache file.
+mod failures;

@@ -308,6 +308,42 @@ mod tests {
         assert!(r.failed.is_empty());
     }
 
+    /// Conservation, as a property: random plans (shared texts, several
+    /// drafts per consumer, empty texts), random physical chunks with random
+    /// bills, cached texts in no chunk. Money and tokens always add up.
+    #[test]
+    fn allocation_conserves_money_and_tokens() {
+        use crate::rng::{Purpose, Stream};
+        let mut s = Stream::derive(99, 0, 0, Purpose::Testing);
+        let words = ["", "a", "bb", "the same text", "a rather longer text than most", "x"];
+        for case in 0..2_000 {
+            let mut requests = Vec::new();
+            for consumer in 0..1 + s.below(12) as u32 {
+                for _ in 0..1 + s.below(3) {
+                    requests.push((consumer, s.pick(&words).to_string()));
+                }
+            }
+            let plan = Plan::new(requests);
+            let texts = plan.unique_texts();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let consumers: Vec<&[u32]> = (0..texts.len()).map(|u| plan.consumers_of(u)).collect();
+            let mut calls = Vec::new();
+            let mut carried: Vec<u32> = (0..texts.len() as u32).filter(|_| s.below(4) > 0).collect();
+            while !carried.is_empty() {
+                let n = 1 + s.below(carried.len());
+                let chunk: Vec<u32> = carried.drain(..n).collect();
+                let spend = Spend { input_tokens: s.below(500) as u64, output_tokens: 0, nano_usd: s.next_u64() % 1_000_000 };
+                calls.push(EmbedCall { texts: chunk, attempts: 1 + s.below(3) as u32, spend });
+            }
+            let mut out = BTreeMap::new();
+            allocate(&refs, &consumers, &calls, &mut out);
+            let billed: u64 = calls.iter().map(|c| c.spend.nano_usd).sum();
+            let tokens: u64 = calls.iter().map(|c| c.spend.input_tokens).sum();
+            assert_eq!(out.values().map(|v| v.nano_usd).sum::<u64>(), billed, "case {case} (seed 99)");
+            assert_eq!(out.values().map(|v| v.input_tokens).sum::<u64>(), tokens, "case {case} (seed 99)");
+        }
+    }
+
     #[test]
     fn per_consumer_submits_every_request() {
         let port = local_client(64, Price::from_usd_per_mtok(0.02, 0.0), false);

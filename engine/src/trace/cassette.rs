@@ -57,6 +57,14 @@ impl EmbeddingPort for EmbedRecorder {
             result
         })
     }
+
+    fn finish(&self) -> Result<()> {
+        self.inner.finish()
+    }
+
+    fn warm(&self, key: &EmbedKey, texts: &[String], vectors: &[Arc<[f32]>]) {
+        self.inner.warm(key, texts, vectors);
+    }
 }
 
 /// Counters of a cassette.
@@ -176,5 +184,9 @@ impl EmbeddingPort for CassetteEmbedder {
             }
             None => Box::pin(std::future::ready(Err(Error::CassetteMiss { what: "embedding", digest: digest.hex() }))),
         }
+    }
+
+    fn finish(&self) -> Result<()> {
+        self.live.as_ref().map_or(Ok(()), |l| l.finish())
     }
 }

@@ -5,3 +5,5 @@
 mod converse;
 // The trace file: round trip, damage, truncation, limits, versions.
 mod trace;
+// The inference client: chunking, cache hits, retries, billing, failures.
+mod client;
