@@ -1,5 +1,6 @@
 //! `sim-cli`: run persona panels on the simulation engine.
 
+mod bench;
 mod inspect;
 mod output;
 mod progress;
@@ -34,6 +35,9 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Show a recorded run: its header, each tick, one tick or one persona over time.
     Inspect(inspect::InspectArgs),
+    /// Measure: `bench embed` compares batched with per-persona embedding end to end.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// List the built-in scenarios.
     Scenarios,
 }
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Replay(args) => replay::replay(args),
         Command::Inspect(args) => inspect::inspect(args),
+        Command::Bench(cmd) => bench::bench(cmd),
         Command::Scenarios => {
             output::list_scenarios();
             Ok(())

@@ -1,0 +1,170 @@
+//! `sim-cli bench embed`: both embedding strategies end to end, cold and
+//! warm cache, side by side in one process, against the modelled provider.
+
+use crate::run::runtime;
+use actors::progress::Silent;
+use actors::run::{run, RunSpec};
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use engine::config::RawConfig;
+use engine::embed::Strategy;
+use engine::report::RunSummary;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Batched against per-persona embedding, end to end, cold and warm cache.
+    Embed(EmbedBenchArgs),
+}
+
+/// Options of `sim-cli bench embed`.
+#[derive(Debug, Args)]
+#[command(after_help = "The per-persona baseline makes one port call per text and awaits each in turn,\n\
+    as the original system's embedding calls blocked each loop. Chat uses the scripted model,\n\
+    so the difference is the embedding work. Every workload is reported, neutral or not.")]
+pub struct EmbedBenchArgs {
+    /// Personas.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub personas: u32,
+    /// Ticks.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub ticks: u32,
+    /// Repetitions per strategy and cache condition.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub reps: u32,
+    /// Modelled latency per upstream request, in milliseconds.
+    #[arg(long, default_value_t = 40.0)]
+    pub latency_ms: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the report as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+struct Cell {
+    strategy: &'static str,
+    cache: &'static str,
+    ms: Vec<f64>,
+    last: RunSummary,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// Runs `sim-cli bench embed`.
+pub fn bench(cmd: BenchCommand) -> Result<()> {
+    let BenchCommand::Embed(args) = cmd;
+    if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
+        anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);
+    }
+    let dir = std::env::temp_dir().join(format!("sim-bench-embed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let rt = runtime(None)?;
+    let mut cells = Vec::new();
+    for (strategy, name) in [(Strategy::Batched, "batched"), (Strategy::PerConsumer, "per-persona")] {
+        let cache_file = dir.join(format!("{name}.cache"));
+        let _ = std::fs::remove_file(&cache_file);
+        for cache in ["cold", "warm"] {
+            let file = if cache == "warm" { cache_file.display().to_string() } else { String::new() };
+            let toml = format!(
+                "[embedding]\nprovider = \"modelled\"\nbatch_size = 64\nconcurrency = 4\ncache_file = {file:?}\n\
+                 [embedding.modelled]\nlatency_ms = {}\nconcurrency = 4\n",
+                args.latency_ms
+            );
+            let config = RawConfig::from_toml(&toml, "bench config")?.resolve("bench config")?;
+            let make = || {
+                let mut spec = RunSpec::defaults(args.seed, args.personas, args.ticks);
+                spec.config = config.clone();
+                spec.strategy = strategy;
+                spec
+            };
+            if cache == "warm" {
+                // Warm the cache with this strategy's own execution shape.
+                eprintln!("bench embed: warming the {name} cache");
+                rt.block_on(run(make(), Arc::new(Silent), false, |_| Ok(())))?;
+            }
+            let mut ms = Vec::new();
+            let mut last = RunSummary::default();
+            for rep in 1..=args.reps {
+                eprintln!("bench embed: {name}, {cache} cache, repetition {rep} of {}", args.reps);
+                let started = Instant::now();
+                last = rt.block_on(run(make(), Arc::new(Silent), false, |_| Ok(())))?.summary;
+                ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            }
+            cells.push(Cell { strategy: name, cache, ms, last });
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let cell = |s: &str, c: &str| cells.iter().find(|x| x.strategy == s && x.cache == c).map(|x| median(&x.ms));
+    let ratio = |c: &str| match (cell("per-persona", c), cell("batched", c)) {
+        (Some(p), Some(b)) if b > 0.0 => p / b,
+        _ => 0.0,
+    };
+    let rows: Vec<Value> = cells
+        .iter()
+        .map(|c| {
+            let s = &c.last;
+            json!({
+                "strategy": c.strategy, "cache": c.cache,
+                "median_ms": median(&c.ms),
+                "min_ms": c.ms.iter().copied().fold(f64::INFINITY, f64::min),
+                "max_ms": c.ms.iter().copied().fold(0.0, f64::max),
+                "port_invocations": s.embedding.port_invocations, "upstream_requests": s.embedding.upstream_requests,
+                "unique_texts_submitted": s.embedding.unique_texts_submitted, "texts_requested": s.embedding.texts_requested,
+                "cache_hits": s.embedding.cache_hits, "embedding_tokens": s.tokens.embedding,
+                "billed_nano_usd": s.cost.provider_total_nano_usd, "allocated_nano_usd": s.cost.allocated_total_nano_usd,
+                "digest": s.digest,
+            })
+        })
+        .collect();
+    let report = json!({
+        "workload": {"personas": args.personas, "ticks": args.ticks, "reps": args.reps, "latency_ms": args.latency_ms,
+                     "batch_size": 64, "concurrency": 4, "scenario": "default", "seed": args.seed},
+        "baseline": "per-persona: one port call per text, no dedup, each awaited in turn (the original blocking loop)",
+        "results": rows,
+        "speedup_ratio": ratio("cold"),
+        "warm_speedup_ratio": ratio("warm"),
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "Embedding strategies, end to end: {} personas x {} ticks, {} reps, modelled provider at {} ms per request,\n\
+         batch 64, concurrency 4. Baseline: {}.\n",
+        args.personas, args.ticks, args.reps, args.latency_ms, report["baseline"].as_str().unwrap_or_default()
+    );
+    println!(
+        "  {:<12} {:<5} {:>10} {:>10} {:>10} {:>8} {:>9} {:>7} {:>6} {:>8} {:>12} {:>12}",
+        "strategy", "cache", "median ms", "min ms", "max ms", "port", "upstream", "unique", "hits", "tokens", "billed nUSD", "alloc nUSD"
+    );
+    for r in &rows {
+        println!(
+            "  {:<12} {:<5} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>9} {:>7} {:>6} {:>8} {:>12} {:>12}",
+            r["strategy"].as_str().unwrap_or_default(), r["cache"].as_str().unwrap_or_default(),
+            r["median_ms"].as_f64().unwrap_or(0.0), r["min_ms"].as_f64().unwrap_or(0.0), r["max_ms"].as_f64().unwrap_or(0.0),
+            r["port_invocations"].to_string(), r["upstream_requests"].to_string(), r["unique_texts_submitted"].to_string(),
+            r["cache_hits"].to_string(), r["embedding_tokens"].to_string(), r["billed_nano_usd"].to_string(),
+            r["allocated_nano_usd"].to_string()
+        );
+    }
+    println!(
+        "\nper-persona / batched median time: cold {:.2}x, warm {:.2}x",
+        report["speedup_ratio"].as_f64().unwrap_or(0.0),
+        report["warm_speedup_ratio"].as_f64().unwrap_or(0.0)
+    );
+    Ok(())
+}
