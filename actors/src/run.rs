@@ -135,7 +135,7 @@ pub async fn run(
         None => default_embedder,
     };
     let chat = spec.chat.unwrap_or(default_chat);
-    let genesis = TickDigests::genesis(&cfg.hash(), &spec.scenario.source_hash, spec.seed, spec.personas);
+    let genesis = TickDigests::genesis(cfg, &spec.scenario.source_hash, spec.seed, spec.personas);
     let mut summary = RunSummary {
         digest: genesis.digest.hex(),
         full_digest: genesis.full_digest.hex(),

@@ -365,6 +365,25 @@ impl Config {
     pub fn hash(&self) -> Digest {
         DigestWriter::new("config v1").str(&self.to_toml()).finish()
     }
+
+    /// Hash of the settings that decide content: simulated time, retrieval,
+    /// the embedding model and dimension, the chat model and its guardrails,
+    /// reflection and injected faults. Batching, concurrency, rate limits,
+    /// retries, the cache, the modelled provider and prices change only
+    /// costs and timing, so they are left out.
+    pub fn content_hash(&self) -> Digest {
+        let r = &self.raw;
+        let content = (
+            &r.run,
+            &r.retrieval,
+            (&r.embedding.model, r.embedding.dim),
+            (&r.chat.model, r.chat.malformed_rate, r.chat.max_guardrail_retries, r.chat.context_budget_tokens),
+            &r.reflection,
+            &r.faults,
+        );
+        let text = serde_json::to_string(&content).expect("config values serialise; this is a bug");
+        DigestWriter::new("config content v1").str(&text).finish()
+    }
 }
 
 #[cfg(test)]
@@ -390,6 +409,18 @@ mod tests {
         let raw = RawConfig::from_toml("[embedding]\ndim = 2\n", "my.toml").expect("parses");
         let err = raw.resolve("my.toml").unwrap_err().to_string();
         assert!(err.contains("my.toml") && err.contains("embedding.dim"), "{err}");
+    }
+
+    #[test]
+    fn content_hash_ignores_operational_settings() {
+        let with = |t: &str| RawConfig::from_toml(t, "t").and_then(|r| r.resolve("t")).expect("valid");
+        let base = Config::defaults();
+        let ops = with("[embedding]\nbatch_size = 3\nconcurrency = 9\ncache = false\n[chat]\nconcurrency = 2\n[prices]\nchat_input_usd_per_mtok = 9.0\n");
+        assert_eq!(ops.content_hash(), base.content_hash());
+        assert_ne!(ops.hash(), base.hash());
+        for content in ["[retrieval]\nk = 2\n", "[embedding]\ndim = 64\n", "[chat]\nmalformed_rate = 0.5\n", "[run]\nhours_per_tick = 1\n"] {
+            assert_ne!(with(content).content_hash(), base.content_hash(), "{content}");
+        }
     }
 
     #[test]

@@ -63,3 +63,15 @@ fn runs_without_an_embedding_port() {
     let state = result.final_states[0].as_ref().expect("alive");
     assert!(state.memory.records().iter().all(|m| m.vector.is_none()));
 }
+
+#[test]
+fn upstream_requests_are_unique_texts_over_the_batch_size() {
+    let mut spec = RunSpec::defaults(5, 60, 3);
+    spec.config = config("[embedding]\nbatch_size = 16\ncache = false\n");
+    let (_, reports) = run_with(spec, 2);
+    for r in &reports {
+        for (stats, _, _) in [&r.retrieval, &r.memory] {
+            assert_eq!(stats.upstream_requests, stats.unique_texts_submitted.div_ceil(16), "tick {}: {stats:?}", r.tick);
+        }
+    }
+}

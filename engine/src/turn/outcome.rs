@@ -200,11 +200,15 @@ pub struct TickDigests {
 }
 
 impl TickDigests {
-    /// The digests before the first tick: they depend only on the run's
-    /// identity (config hash, scenario, seed, panel size).
-    pub fn genesis(config_hash: &Digest, scenario_hash: &str, seed: u64, personas: u32) -> TickDigests {
-        let d = DigestWriter::new("run v1").digest(config_hash).str(scenario_hash).u64(seed).u32(personas).finish();
-        TickDigests { digest: d, full_digest: d }
+    /// The digests before the first tick. `digest` starts from what decides
+    /// content (the config's content hash, scenario, seed, panel size);
+    /// `full_digest` from the whole config as well, so operational settings
+    /// (batching, concurrency, limits, cache, prices) reach only
+    /// `full_digest`.
+    pub fn genesis(config: &crate::config::Config, scenario_hash: &str, seed: u64, personas: u32) -> TickDigests {
+        let digest = DigestWriter::new("run v1").digest(&config.content_hash()).str(scenario_hash).u64(seed).u32(personas).finish();
+        let full_digest = DigestWriter::new("run full v1").digest(&digest).digest(&config.hash()).finish();
+        TickDigests { digest, full_digest }
     }
 
     /// Chains one committed tick onto `self`. `personas` holds each

@@ -49,3 +49,21 @@ fn budget_stop_is_reported() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("STOPPED after tick 1 of 3: budget reached"));
 }
+
+#[test]
+fn bench_embed_reports_both_strategies_and_the_ratio() {
+    let dir = scratch("bench-embed");
+    let out = sim(&dir, &["bench", "embed", "--personas", "6", "--ticks", "2", "--reps", "1", "--latency-ms", "0", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rows = v["results"].as_array().expect("results");
+    assert_eq!(rows.len(), 4);
+    let get = |s: &str, c: &str, k: &str| {
+        rows.iter().find(|r| r["strategy"] == s && r["cache"] == c).and_then(|r| r[k].as_u64()).expect("row")
+    };
+    assert!(get("per-persona", "cold", "port_invocations") > get("batched", "cold", "port_invocations"));
+    assert_eq!(get("batched", "warm", "upstream_requests"), 0);
+    assert!(v["speedup_ratio"].as_f64().is_some());
+    let digests: Vec<&str> = rows.iter().filter_map(|r| r["digest"].as_str()).collect();
+    assert!(digests.windows(2).all(|w| w[0] == w[1]), "strategy and cache never change content");
+}
