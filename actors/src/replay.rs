@@ -177,9 +177,16 @@ pub async fn rerun(
     mut on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> std::result::Result<(), String>,
 ) -> Result<Rerun> {
     let mut spec = spec_from_header(&trace.header)?;
-    let (live_embedder, live_chat) = default_ports(&spec.config, spec.seed)?;
-    let chat = Arc::new(CassetteChat::new(&trace.ticks, live.then_some(live_chat)));
-    let embedder = Arc::new(CassetteEmbedder::new(&trace.ticks, if live { live_embedder } else { None }));
+    // Live ports exist only when resuming; replay never builds one.
+    let (live_embedder, live_chat) = match live {
+        true => {
+            let (e, c) = default_ports(&spec.config, spec.seed)?;
+            (e, Some(c))
+        }
+        false => (None, None),
+    };
+    let chat = Arc::new(CassetteChat::new(&trace.ticks, live_chat));
+    let embedder = Arc::new(CassetteEmbedder::new(&trace.ticks, live_embedder));
     if !live && trace.end.is_none() {
         spec.ticks = (trace.ticks.len() as u32).max(1);
     }

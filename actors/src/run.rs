@@ -9,7 +9,7 @@ use crate::shared::RunShared;
 use crate::supervisor::PanelSupervisor;
 use engine::chat::{ChatPort, ScriptedPersonaModel};
 use engine::config::Config;
-use engine::embed::{ClientSettings, EmbedProvider, EmbeddingPort, InferenceClient, LocalProvider, ModelledProvider, Strategy, TextCache};
+use engine::embed::{ClientSettings, EmbedProvider, HttpProvider, EmbeddingPort, InferenceClient, LocalProvider, ModelledProvider, Strategy, TextCache};
 use engine::persona::{generate, PersonaState, Traits};
 use engine::report::{EmbeddingTotals, RunSummary, Stopped};
 use engine::scenario::Scenario;
@@ -91,6 +91,7 @@ pub fn default_ports(cfg: &Config, seed: u64) -> Result<(Option<Arc<dyn Embeddin
     }
     let provider: Arc<dyn EmbedProvider> = match e.provider.as_str() {
         "modelled" => Arc::new(ModelledProvider::new(e.modelled.clone())),
+        "openai" => Arc::new(HttpProvider::new(&e.http)?),
         _ => Arc::new(LocalProvider),
     };
     let cache = match (e.cache, e.cache_file.as_str()) {
@@ -129,12 +130,15 @@ pub async fn run(
     }
     let started = Instant::now();
     let cfg = &spec.config;
-    let (default_embedder, default_chat) = default_ports(cfg, spec.seed)?;
-    let embedder = match spec.embedder {
-        Some(e) => Some(e),
-        None => default_embedder,
+    // Default ports are built only for what the caller did not supply: a
+    // replay never constructs a live provider (nor reads its key).
+    let (embedder, chat) = match (spec.embedder, spec.chat) {
+        (Some(e), Some(c)) => (Some(e), c),
+        (e, c) => {
+            let (default_embedder, default_chat) = default_ports(cfg, spec.seed)?;
+            (e.or(default_embedder), c.unwrap_or(default_chat))
+        }
     };
-    let chat = spec.chat.unwrap_or(default_chat);
     let genesis = TickDigests::genesis(cfg, &spec.scenario.source_hash, spec.seed, spec.personas);
     let mut summary = RunSummary {
         digest: genesis.digest.hex(),

@@ -65,8 +65,9 @@ pub struct EmbeddingSection {
     /// Vector dimension. Default 256: enough buckets that hashed word
     /// features of short texts rarely collide, at 1 KiB per memory.
     pub dim: usize,
-    /// `local` (the embedded embedder, default) or `modelled` (the local
-    /// vectors behind a modelled hosted API: latency, concurrency, faults).
+    /// `local` (the embedded embedder, default), `modelled` (the local
+    /// vectors behind a modelled hosted API: latency, concurrency, faults)
+    /// or `openai` (an OpenAI-compatible endpoint; see `[embedding.http]`).
     pub provider: String,
     /// Texts per physical request. Default 64.
     pub batch_size: usize,
@@ -92,6 +93,8 @@ pub struct EmbeddingSection {
     pub cache_file: String,
     /// Settings of the `modelled` provider.
     pub modelled: crate::embed::ModelledSettings,
+    /// Settings of the `openai` provider (an OpenAI-compatible endpoint).
+    pub http: crate::embed::HttpSettings,
 }
 
 impl Default for EmbeddingSection {
@@ -111,6 +114,7 @@ impl Default for EmbeddingSection {
             cache: true,
             cache_file: String::new(),
             modelled: Default::default(),
+            http: Default::default(),
         }
     }
 }
@@ -290,8 +294,11 @@ impl RawConfig {
         if e.max_tokens_per_request == 0 {
             return Err(bad("embedding.max_tokens_per_request", "must be at least 1".into()));
         }
-        if !["local", "modelled"].contains(&e.provider.as_str()) {
-            return Err(bad("embedding.provider", format!("must be \"local\" or \"modelled\", got {:?}", e.provider)));
+        if !["local", "modelled", "openai"].contains(&e.provider.as_str()) {
+            return Err(bad("embedding.provider", format!("must be \"local\", \"modelled\" or \"openai\", got {:?}", e.provider)));
+        }
+        if e.provider == "openai" && e.http.base_url.trim().is_empty() {
+            return Err(bad("embedding.http.base_url", "the openai provider needs a base URL".into()));
         }
         if e.backoff_base_ms > e.backoff_max_ms {
             return Err(bad("embedding.backoff_base_ms", "must not exceed embedding.backoff_max_ms".into()));

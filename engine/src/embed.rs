@@ -9,6 +9,7 @@
 
 pub mod cache;
 pub mod client;
+pub mod http;
 pub mod local;
 pub mod modelled;
 pub mod plan;
@@ -17,6 +18,7 @@ pub mod provider;
 
 pub use cache::TextCache;
 pub use client::{ClientSettings, InferenceClient};
+pub use http::{HttpProvider, HttpSettings};
 pub use local::LocalProvider;
 pub use modelled::{ModelledProvider, ModelledSettings};
 pub use provider::EmbedProvider;

@@ -71,7 +71,7 @@ impl TextCache {
         let Some(path) = &self.file else { return Ok(()) };
         let mut items: Vec<(Digest, Arc<[f32]>)> =
             self.entries.lock().map(|m| m.iter().map(|(k, v)| (*k, v.clone())).collect()).unwrap_or_default();
-        items.sort_by(|a, b| a.0.cmp(&b.0));
+        items.sort_by_key(|a| a.0);
         let mut out = Vec::with_capacity(16 + items.len() * 300);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&(items.len() as u64).to_le_bytes());

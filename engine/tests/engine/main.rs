@@ -1,4 +1,5 @@
 //! Integration tests of the engine: the turn stages of one persona, run
+#![allow(clippy::wildcard_enum_match_arm)] // a test names the variant it expects and reports any other
 //! without a runtime against fixed chat replies.
 
 // The chat stage: guardrail retries, reflections and their fallback, probes.
@@ -7,3 +8,5 @@ mod converse;
 mod trace;
 // The inference client: chunking, cache hits, retries, billing, failures.
 mod client;
+// The OpenAI-compatible HTTP provider, against a loopback server.
+mod http;
