@@ -80,10 +80,13 @@ pub struct RunResult {
 /// The model an embedding port name stands for.
 pub const NO_EMBEDDINGS: &str = "none";
 
+/// An embedding port (if any) and a chat port.
+pub type Ports = (Option<Arc<dyn EmbeddingPort>>, Arc<dyn ChatPort>);
+
 /// The default ports for a config: the inference client over the
 /// configured embedding provider (none when the embedding model is `none`)
 /// and the scripted persona model. Fails when a cache file cannot be read.
-pub fn default_ports(cfg: &Config, seed: u64) -> Result<(Option<Arc<dyn EmbeddingPort>>, Arc<dyn ChatPort>)> {
+pub fn default_ports(cfg: &Config, seed: u64) -> Result<Ports> {
     let chat = Arc::new(ScriptedPersonaModel { seed, malformed_rate: cfg.raw.chat.malformed_rate, price: cfg.chat_price });
     let e = &cfg.raw.embedding;
     if e.model == NO_EMBEDDINGS {

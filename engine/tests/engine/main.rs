@@ -1,6 +1,9 @@
 //! Integration tests of the engine: the turn stages of one persona, run
-#![allow(clippy::wildcard_enum_match_arm)] // a test names the variant it expects and reports any other
-//! without a runtime against fixed chat replies.
+//! without a runtime against fixed chat replies, the trace file, and the
+//! inference client with its providers.
+
+// A test names the variant it expects and reports any other.
+#![allow(clippy::wildcard_enum_match_arm)]
 
 // The chat stage: guardrail retries, reflections and their fallback, probes.
 mod converse;
