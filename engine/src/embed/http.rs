@@ -23,6 +23,8 @@ pub struct HttpSettings {
     pub api_key_env: String,
     /// Connect timeout in milliseconds. Default 5000.
     pub connect_timeout_ms: u64,
+    /// Longest wait between bytes of a reply, in milliseconds. Default 30000.
+    pub read_timeout_ms: u64,
     /// Whole-request timeout in milliseconds. Default 60000.
     pub request_timeout_ms: u64,
     /// Send `dimensions` with each request (models that can shorten their
@@ -36,6 +38,7 @@ impl Default for HttpSettings {
             base_url: String::new(),
             api_key_env: "OPENAI_API_KEY".into(),
             connect_timeout_ms: 5_000,
+            read_timeout_ms: 30_000,
             request_timeout_ms: 60_000,
             send_dimensions: false,
         }
@@ -111,6 +114,7 @@ impl HttpProvider {
         };
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(settings.connect_timeout_ms))
+            .read_timeout(Duration::from_millis(settings.read_timeout_ms))
             .timeout(Duration::from_millis(settings.request_timeout_ms))
             .build()
             .map_err(|e| config_err("base_url", format!("cannot build an HTTP client: {e}")))?;

@@ -80,6 +80,19 @@ fn chunks_by_count_and_tokens_with_uneven_texts_and_cache_hits() {
 }
 
 #[test]
+fn the_cache_never_crosses_models_or_dimensions() {
+    let provider = Arc::new(Scripted::default());
+    let client = InferenceClient::new(provider.clone(), settings(8, 100, 0), PRICE, Some(TextCache::in_memory()), 1);
+    let one = texts(&["same text"]);
+    let other_model = EmbedKey { model: "other".into(), ..key() };
+    let other_dim = EmbedKey { dim: 8, ..key() };
+    for k in [key(), other_model, other_dim, key()] {
+        let _ = rt().block_on(client.embed(&k, &one)).expect("ok");
+    }
+    assert_eq!(provider.seen.lock().map(|s| s.len()).unwrap_or(0), 3, "only the repeat of the first key is a hit");
+}
+
+#[test]
 fn transient_failures_are_retried_and_billed_permanent_ones_are_not() {
     let provider = Arc::new(Scripted {
         fail: vec![
