@@ -9,7 +9,8 @@ use super::cache::{cache_key, TextCache};
 use super::port::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
 use super::provider::{EmbedProvider, ProviderRequest};
 use crate::cost::{estimate_tokens, Price, Spend};
-use crate::digest::DigestWriter;
+use crate::digest::{Digest, DigestWriter};
+use std::borrow::Cow;
 use crate::error::{Error, Result};
 use crate::rng::Stream;
 use crate::BoxFuture;
@@ -142,11 +143,14 @@ impl InferenceClient {
         InferenceClient { provider, settings, price, cache, limiter, seed }
     }
 
-    async fn send(&self, key: &EmbedKey, texts: Vec<String>, indices: Vec<u32>) -> Sent {
+    /// Sends one physical request. `keys` are the texts' cache keys, which
+    /// already cover model, dimension and text: the request digest is taken
+    /// over them rather than over the texts again.
+    async fn send(&self, key: &EmbedKey, texts: Cow<'_, [String]>, keys: &[Digest], indices: Vec<u32>) -> Sent {
         let mut w = DigestWriter::new("embed physical request v1");
-        w.str(&key.model).u64(key.dim as u64);
-        for t in &texts {
-            w.str(t);
+        w.u64(keys.len() as u64);
+        for k in keys {
+            w.digest(k);
         }
         let digest = w.finish().0;
         let estimate: u64 = texts.iter().map(|t| estimate_tokens(t)).sum();
@@ -207,10 +211,18 @@ impl EmbeddingPort for InferenceClient {
             }
             let miss_texts: Vec<&str> = misses.iter().map(|i| texts[*i].as_str()).collect();
             let requests = split_requests(&miss_texts, self.settings.batch_size, self.settings.max_tokens_per_request);
+            let keys = &keys;
             let mut sent: Vec<(usize, Sent)> = futures::stream::iter(requests.into_iter().enumerate().map(|(r, members)| {
                 let idx: Vec<usize> = members.iter().map(|m| misses[*m]).collect();
-                let batch: Vec<String> = idx.iter().map(|i| texts[*i].clone()).collect();
-                async move { (r, self.send(key, batch, idx.iter().map(|i| *i as u32).collect()).await) }
+                // Without cache hits inside it, a request is a run of the
+                // input: borrow it instead of copying the texts.
+                let contiguous = idx.windows(2).all(|w| w[1] == w[0] + 1);
+                let batch: Cow<'_, [String]> = match (contiguous, idx.first(), idx.last()) {
+                    (true, Some(a), Some(b)) => Cow::Borrowed(&texts[*a..=*b]),
+                    _ => Cow::Owned(idx.iter().map(|i| texts[*i].clone()).collect()),
+                };
+                let batch_keys: Vec<Digest> = idx.iter().map(|i| keys[*i]).collect();
+                async move { (r, self.send(key, batch, &batch_keys, idx.iter().map(|i| *i as u32).collect()).await) }
             }))
             .buffer_unordered(self.settings.concurrency.max(1))
             .collect()

@@ -26,10 +26,12 @@ pub enum Strategy {
 /// A stage's requests, deduplicated by exact text (no normalisation).
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
-    requests: Vec<(u32, String)>,
-    unique: Vec<usize>,
+    /// The unique texts, in first-occurrence order: what a batched stage
+    /// submits, as is.
+    texts: Vec<String>,
+    /// Per request: its consumer and the unique text it maps to.
+    requests: Vec<(u32, usize)>,
     consumers: Vec<Vec<u32>>,
-    slot: Vec<usize>,
 }
 
 impl Plan {
@@ -38,23 +40,25 @@ impl Plan {
     /// with the same text make it one consumer of that text.
     pub fn new(requests: Vec<(u32, String)>) -> Plan {
         let mut index: HashMap<&str, usize> = HashMap::with_capacity(requests.len());
-        let mut unique = Vec::new();
+        let mut first = Vec::new();
         let mut consumers: Vec<Vec<u32>> = Vec::new();
-        let mut slot = Vec::with_capacity(requests.len());
+        let mut slots = Vec::with_capacity(requests.len());
         for (i, (consumer, text)) in requests.iter().enumerate() {
             let u = *index.entry(text.as_str()).or_insert_with(|| {
-                unique.push(i);
+                first.push(i);
                 consumers.push(Vec::new());
-                unique.len() - 1
+                first.len() - 1
             });
             if consumers[u].last() != Some(consumer) {
                 debug_assert!(!consumers[u].contains(consumer), "requests must be grouped by consumer; this is a bug");
                 consumers[u].push(*consumer);
             }
-            slot.push(u);
+            slots.push((*consumer, u));
         }
         drop(index);
-        Plan { requests, unique, consumers, slot }
+        let mut owned: Vec<Option<String>> = requests.into_iter().map(|(_, t)| Some(t)).collect();
+        let texts = first.iter().map(|i| owned[*i].take().unwrap_or_default()).collect();
+        Plan { texts, requests: slots, consumers }
     }
 
     /// Number of requests.
@@ -68,8 +72,8 @@ impl Plan {
     }
 
     /// The unique texts, in first-occurrence order.
-    pub fn unique_texts(&self) -> Vec<String> {
-        self.unique.iter().map(|i| self.requests[*i].1.clone()).collect()
+    pub fn unique_texts(&self) -> &[String] {
+        &self.texts
     }
 
     /// The consumers of unique text `u`, in request order.
@@ -79,7 +83,7 @@ impl Plan {
 
     /// The unique-text index that request `r` maps to.
     pub fn slot_of(&self, r: usize) -> usize {
-        self.slot[r]
+        self.requests[r].1
     }
 }
 
@@ -183,7 +187,7 @@ fn validate(expected: usize, dim: usize, vectors: &[Arc<[f32]>]) -> Result<(), E
 async fn submit(
     port: &dyn EmbeddingPort,
     key: &EmbedKey,
-    texts: Vec<String>,
+    texts: &[String],
     consumers: Vec<&[u32]>,
     requests_of: &[Vec<usize>],
     out: &mut StageResult,
@@ -198,7 +202,7 @@ async fn submit(
             }
         }
     };
-    match port.embed(key, &texts).await {
+    match port.embed(key, texts).await {
         Ok(batch) => {
             out.stats.upstream_requests += batch.calls.iter().map(|c| u64::from(c.attempts)).sum::<u64>();
             out.stats.cache_hits += batch.cache_hits;
@@ -246,17 +250,17 @@ pub async fn embed_stage(port: &dyn EmbeddingPort, key: &EmbedKey, plan: &Plan, 
     }
     match strategy {
         Strategy::Batched => {
-            let mut requests_of = vec![Vec::new(); plan.unique.len()];
-            for (r, u) in plan.slot.iter().enumerate() {
+            let mut requests_of = vec![Vec::new(); plan.texts.len()];
+            for (r, (_, u)) in plan.requests.iter().enumerate() {
                 requests_of[*u].push(r);
             }
             let consumers = plan.consumers.iter().map(Vec::as_slice).collect();
-            submit(port, key, plan.unique_texts(), consumers, &requests_of, &mut out).await;
+            submit(port, key, &plan.texts, consumers, &requests_of, &mut out).await;
         }
         Strategy::PerConsumer => {
-            for (r, (consumer, text)) in plan.requests.iter().enumerate() {
+            for (r, (consumer, u)) in plan.requests.iter().enumerate() {
                 let who = std::slice::from_ref(consumer);
-                submit(port, key, vec![text.clone()], vec![who], &[vec![r]], &mut out).await;
+                submit(port, key, std::slice::from_ref(&plan.texts[*u]), vec![who], &[vec![r]], &mut out).await;
             }
         }
     }
