@@ -9,7 +9,7 @@ use crate::shared::RunShared;
 use crate::supervisor::PanelSupervisor;
 use engine::chat::{ChatPort, ScriptedPersonaModel};
 use engine::config::Config;
-use engine::embed::{ClientSettings, EmbedProvider, HttpProvider, EmbeddingPort, InferenceClient, LocalProvider, ModelledProvider, Strategy, TextCache};
+use engine::embed::{EmbedProvider, HttpProvider, EmbeddingPort, InferenceClient, LocalProvider, ModelledProvider, Strategy, TextCache};
 use engine::persona::{generate, PersonaState, Traits};
 use engine::report::{EmbeddingTotals, RunSummary, Stopped};
 use engine::scenario::Scenario;
@@ -102,16 +102,7 @@ pub fn default_ports(cfg: &Config, seed: u64) -> Result<Ports> {
         (true, "") => Some(TextCache::in_memory()),
         (true, file) => Some(TextCache::with_file(std::path::Path::new(file))?),
     };
-    let settings = ClientSettings {
-        batch_size: e.batch_size,
-        max_tokens_per_request: e.max_tokens_per_request,
-        concurrency: e.concurrency,
-        requests_per_minute: e.requests_per_minute,
-        tokens_per_minute: e.tokens_per_minute,
-        max_retries: e.max_retries,
-        backoff_base_ms: e.backoff_base_ms,
-        backoff_max_ms: e.backoff_max_ms,
-    };
+    let settings = e.client_settings();
     let client = InferenceClient::new(provider, settings, cfg.embedding_price, cache, seed);
     Ok((Some(Arc::new(client)), chat))
 }

@@ -12,7 +12,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use engine::config::Config;
 use engine::embed::{
-    embed_stage, ClientSettings, EmbedKey, EmbedRole, InferenceClient, ModelledProvider, ModelledSettings, Plan, Strategy,
+    embed_stage, EmbedKey, EmbedRole, InferenceClient, ModelledProvider, ModelledSettings, Plan, Strategy,
     TextCache,
 };
 use std::sync::Arc;
@@ -23,16 +23,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn client() -> InferenceClient {
     let provider = Arc::new(ModelledProvider::new(ModelledSettings { latency_ms: 40.0, concurrency: 4, ..Default::default() }));
-    let settings = ClientSettings {
-        batch_size: 64,
-        max_tokens_per_request: 8192,
-        concurrency: 4,
-        requests_per_minute: 0,
-        tokens_per_minute: 0,
-        max_retries: 3,
-        backoff_base_ms: 200,
-        backoff_max_ms: 10_000,
-    };
+    // The defaults: batch size 64, concurrency 4, three retries.
+    let settings = Config::defaults().raw.embedding.client_settings();
     InferenceClient::new(provider, settings, Config::defaults().embedding_price, Some(TextCache::in_memory()), 0)
 }
 

@@ -97,6 +97,22 @@ pub struct EmbeddingSection {
     pub http: crate::embed::HttpSettings,
 }
 
+impl EmbeddingSection {
+    /// The inference client's settings from this section.
+    pub fn client_settings(&self) -> crate::embed::ClientSettings {
+        crate::embed::ClientSettings {
+            batch_size: self.batch_size,
+            max_tokens_per_request: self.max_tokens_per_request,
+            concurrency: self.concurrency,
+            requests_per_minute: self.requests_per_minute,
+            tokens_per_minute: self.tokens_per_minute,
+            max_retries: self.max_retries,
+            backoff_base_ms: self.backoff_base_ms,
+            backoff_max_ms: self.backoff_max_ms,
+        }
+    }
+}
+
 impl Default for EmbeddingSection {
     fn default() -> Self {
         EmbeddingSection {

@@ -48,16 +48,8 @@ impl ChatPort for FixedChat {
 /// The inference client over the local provider, with no limits, no
 /// retries' waiting and an in-memory cache when `cache` is set.
 pub fn local_client(batch_size: usize, price: crate::cost::Price, cache: bool) -> crate::embed::InferenceClient {
-    let settings = crate::embed::ClientSettings {
-        batch_size,
-        max_tokens_per_request: u64::MAX,
-        concurrency: 4,
-        requests_per_minute: 0,
-        tokens_per_minute: 0,
-        max_retries: 0,
-        backoff_base_ms: 0,
-        backoff_max_ms: 0,
-    };
+    let section = crate::config::EmbeddingSection { batch_size, max_tokens_per_request: u64::MAX, max_retries: 0, ..Default::default() };
+    let settings = section.client_settings();
     let cache = cache.then(crate::embed::TextCache::in_memory);
     crate::embed::InferenceClient::new(std::sync::Arc::new(crate::embed::LocalProvider), settings, price, cache, 0)
 }
