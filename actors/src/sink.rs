@@ -57,3 +57,13 @@ impl TraceSink {
         self.join()
     }
 }
+
+impl Drop for TraceSink {
+    /// A sink dropped on an error path still writes what it was given
+    /// before the process goes on: frames are never silently dropped.
+    fn drop(&mut self) {
+        if self.handle.is_some() {
+            let _ = self.join();
+        }
+    }
+}
