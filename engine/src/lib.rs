@@ -35,6 +35,7 @@ pub mod cost;
 pub mod digest;
 pub mod embed;
 pub mod error;
+pub mod memory;
 pub mod persona;
 pub mod report;
 pub mod rng;
