@@ -10,6 +10,8 @@ use engine::cost::Spend;
 use engine::digest::Digest;
 use engine::embed::{embed_stage, EmbedCall, EmbedKey, EmbedRole, Plan, StageResult, StageStats};
 use engine::persona::state::JobCommit;
+use engine::memory::Change;
+use engine::persona::state::Consolidate;
 use engine::persona::{PersonaCommit, PersonaState};
 use engine::report::Timings;
 use engine::scenario::Job;
@@ -46,6 +48,8 @@ pub struct TickReport {
     pub memories: Vec<MemoryEvent>,
     /// Stimulus ids shown, in first-exposure order.
     pub stimuli: Vec<String>,
+    /// Consolidation changes per persona (decays and accesses left out).
+    pub consolidation: Vec<(u32, Vec<Change>)>,
 }
 
 impl TickReport {
@@ -59,6 +63,7 @@ impl TickReport {
             memories: self.memories,
             persona_digests: self.persona_digests,
             digests: self.digests,
+            consolidation: self.consolidation,
         }
     }
 }
@@ -383,26 +388,36 @@ impl TurnCoordinator {
         // 7. Commit at the tick boundary, persona by persona.
         self.progress.stage(tick, "commit", 0, jobs.len() as u64);
         let mut committed: Vec<Vec<usize>> = vec![Vec::new(); groups.len()];
+        let section = &shared.config.raw.consolidation;
+        let consolidate = section.enabled.then(|| Consolidate {
+            rules: section.rules.clone(),
+            dry_run: section.dry_run,
+            end_session: tick == shared.session_end_tick,
+        });
         let drafted: Vec<Option<Vec<engine::persona::state::NewMemory>>> =
             parts.iter().map(|p| p.as_ref().map(|p| p.memories.clone())).collect();
         let commits = self
             .ask(state, &mut outcomes, &groups, Stage::Commit, tick, |g, range, reply| {
                 let ok: Vec<usize> = range.filter(|i| parts[*i].is_some()).collect();
-                if ok.is_empty() {
+                if ok.is_empty() && consolidate.is_none() {
                     return None;
                 }
                 let jobs_commit = ok.iter().filter_map(|i| parts[*i].take()).collect();
                 committed[g] = ok;
-                Some(PersonaMsg::Commit { commit: PersonaCommit { tick, now, jobs: jobs_commit }, reply })
+                Some(PersonaMsg::Commit { commit: PersonaCommit { tick, now, jobs: jobs_commit, consolidation: consolidate.clone() }, reply })
             })
             .instrument(stage_span("commit"))
             .await;
+        let mut consolidation = Vec::new();
         for (g, reply) in commits.into_iter().enumerate() {
-            let Some((ids, digest)) = reply else { continue };
+            let Some(applied) = reply else { continue };
             let (p, _) = &groups[g];
-            state.persona_digests[*p as usize] = Some(digest);
-            for (i, ids) in committed[g].iter().zip(ids) {
+            state.persona_digests[*p as usize] = Some(applied.digest);
+            for (i, ids) in committed[g].iter().zip(applied.ids) {
                 outcomes[*i].memories = ids;
+            }
+            if !applied.changes.is_empty() {
+                consolidation.push((*p, applied.changes));
             }
         }
         for o in outcomes.iter_mut().filter(|o| !is_ok(o)) {
@@ -448,6 +463,7 @@ impl TurnCoordinator {
             embeddings: shared.recorder.as_ref().map(|r| r.take()).unwrap_or_default(),
             memories,
             stimuli,
+            consolidation,
         }
     }
 }

@@ -3,8 +3,8 @@
 
 use crate::shared::RunShared;
 use engine::clock::SimTime;
-use engine::digest::Digest;
-use engine::persona::{MemoryId, PersonaCommit, PersonaState, Profile};
+use engine::persona::state::Applied;
+use engine::persona::{PersonaCommit, PersonaState, Profile};
 use engine::scenario::Job;
 use engine::turn::{prepare, retrieval_need, Prepared, TickContext};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -34,13 +34,14 @@ pub enum PersonaMsg {
         /// Reply: one entry per job.
         reply: RpcReplyPort<Vec<Result<Prepared, String>>>,
     },
-    /// Stage 7: apply the tick's results. Replies with the new memory ids
-    /// per job and the new state digest.
+    /// Stage 7: apply the tick's results and consolidate. Replies with the
+    /// new memory ids per job, the consolidation changes and the new state
+    /// digest.
     Commit {
         /// The commit.
         commit: PersonaCommit,
         /// Reply.
-        reply: RpcReplyPort<(Vec<Vec<MemoryId>>, Digest)>,
+        reply: RpcReplyPort<Applied>,
     },
     /// A copy of the persona's state, for inspection and tests.
     Snapshot {
@@ -96,8 +97,7 @@ impl Actor for PersonaActor {
                 let _ = reply.send(prepared);
             }
             PersonaMsg::Commit { commit, reply } => {
-                let ids = state.apply(commit);
-                let _ = reply.send((ids, state.digest));
+                let _ = reply.send(state.apply(commit));
             }
             PersonaMsg::Snapshot { reply } => {
                 let _ = reply.send(state.clone());

@@ -132,6 +132,7 @@ pub fn spec_from_header(h: &Header) -> Result<RunSpec> {
         seed: h.seed,
         personas: h.personas,
         ticks: h.ticks,
+        planned_ticks: None,
         budget_nano_usd: h.budget_nano_usd,
         strategy: h.strategy,
         embedder: None,
@@ -188,6 +189,7 @@ pub async fn rerun(
     let chat = Arc::new(CassetteChat::new(&trace.ticks, live_chat));
     let embedder = Arc::new(CassetteEmbedder::new(&trace.ticks, live_embedder));
     if !live && trace.end.is_none() {
+        spec.planned_ticks = Some(spec.ticks);
         spec.ticks = (trace.ticks.len() as u32).max(1);
     }
     spec.chat = Some(chat.clone() as Arc<dyn ChatPort>);

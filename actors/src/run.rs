@@ -40,6 +40,9 @@ pub struct RunSpec {
     pub personas: u32,
     /// Ticks, 1 to [`MAX_TICKS`].
     pub ticks: u32,
+    /// The length the run was planned with, when only part of it runs (a
+    /// replay of an unfinished trace); decides the session boundary.
+    pub planned_ticks: Option<u32>,
     /// Stop at the first tick boundary where recorded spend reaches this.
     pub budget_nano_usd: Option<u64>,
     /// How embedding stages submit texts.
@@ -61,6 +64,7 @@ impl RunSpec {
             seed,
             personas,
             ticks,
+            planned_ticks: None,
             budget_nano_usd: None,
             strategy: Strategy::Batched,
             embedder: None,
@@ -147,12 +151,17 @@ pub async fn run(
     summary.cost.price_label = cfg.raw.prices.label.clone();
     summary.cost.allocations_are_estimates = true;
     let recorder = embedder.map(|e| Arc::new(EmbedRecorder::new(e)));
+    let session_end_tick = match spec.config.raw.consolidation.session_end_tick {
+        0 => spec.planned_ticks.unwrap_or(spec.ticks),
+        t => t,
+    };
     let shared = Arc::new(RunShared {
         config: spec.config,
         scenario: spec.scenario,
         traits: spec.traits,
         seed: spec.seed,
         personas: spec.personas,
+        session_end_tick,
         embedder: recorder.clone().map(|r| r as Arc<dyn EmbeddingPort>),
         recorder,
         chat,
@@ -229,6 +238,7 @@ async fn drive(
             .map_err(|e| Error::Coordinator { tick, cause: e.to_string() })?;
         let report = rx.await.map_err(|_| Error::Coordinator { tick, cause: "it stopped without replying".into() })?;
         summary.add_tick(&report.outcomes, (&report.retrieval.0, &report.retrieval.1), (&report.memory.0, &report.memory.1));
+        summary.add_consolidation(&report.consolidation);
         summary.digest = report.digests.digest.hex();
         summary.full_digest = report.digests.full_digest.hex();
         summary.timings_ms.preparation += report.timings.preparation;

@@ -20,6 +20,9 @@ pub struct RunShared {
     pub seed: u64,
     /// Panel size.
     pub personas: u32,
+    /// The tick that ends the session (consolidation queues working
+    /// memories for promotion there).
+    pub session_end_tick: u32,
     /// The embedding port; `None` runs without embeddings (relevance is
     /// then zero and both embedding stages are skipped).
     pub embedder: Option<Arc<dyn EmbeddingPort>>,

@@ -14,14 +14,38 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunSection {
-    /// Simulated hours per tick. Default 24: a tick is a day of a panel
-    /// study, long enough for recency to matter between ticks.
+    /// Simulated hours per tick. Default 1: memory consolidation's decay
+    /// rates are per hour (working memories lose 40% of their energy an
+    /// hour); with day-long ticks every unpromoted memory would expire
+    /// between two ticks.
     pub hours_per_tick: u32,
 }
 
 impl Default for RunSection {
     fn default() -> Self {
-        RunSection { hours_per_tick: 24 }
+        RunSection { hours_per_tick: 1 }
+    }
+}
+
+/// Memory consolidation during a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsolidationSection {
+    /// Run consolidation at each tick commit. Default true.
+    pub enabled: bool,
+    /// Compute and record what consolidation would do, change nothing.
+    /// Default false.
+    pub dry_run: bool,
+    /// The tick that ends the session (working memories above the session
+    /// threshold are queued for promotion). Default 0: the run's last tick.
+    pub session_end_tick: u32,
+    /// Thresholds and rates, `[consolidation.rules]`.
+    pub rules: crate::memory::ConsolidationConfig,
+}
+
+impl Default for ConsolidationSection {
+    fn default() -> Self {
+        ConsolidationSection { enabled: true, dry_run: false, session_end_tick: 0, rules: Default::default() }
     }
 }
 
@@ -247,6 +271,8 @@ pub struct RawConfig {
     pub reflection: ReflectionSection,
     /// `[prices]`
     pub prices: PricesSection,
+    /// `[consolidation]`
+    pub consolidation: ConsolidationSection,
     /// `[faults]`
     pub faults: FaultsSection,
 }
@@ -352,6 +378,25 @@ impl RawConfig {
         if c.model.trim().is_empty() {
             return Err(bad("chat.model", "must not be empty".into()));
         }
+        let c = &self.consolidation.rules;
+        for (name, v) in [
+            ("consolidation.rules.working_to_short", c.working_to_short),
+            ("consolidation.rules.short_to_long", c.short_to_long),
+            ("consolidation.rules.working_decay", c.working_decay),
+            ("consolidation.rules.short_term_decay", c.short_term_decay),
+            ("consolidation.rules.long_term_decay", c.long_term_decay),
+            ("consolidation.rules.expire_below", c.expire_below),
+            ("consolidation.rules.access_boost", c.access_boost),
+            ("consolidation.rules.initial_energy", c.initial_energy),
+            ("consolidation.rules.session_threshold", c.session_threshold),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(bad(name, format!("must be a finite number >= 0, got {v}")));
+            }
+        }
+        if !(-1.0..=1.0).contains(&c.similarity_threshold) {
+            return Err(bad("consolidation.rules.similarity_threshold", format!("must be in [-1, 1], got {}", c.similarity_threshold)));
+        }
         if self.reflection.importance_threshold == 0 {
             return Err(bad("reflection.importance_threshold", "must be at least 1".into()));
         }
@@ -403,6 +448,7 @@ impl Config {
             (&r.chat.model, r.chat.malformed_rate, r.chat.max_guardrail_retries, r.chat.context_budget_tokens),
             &r.reflection,
             &r.faults,
+            &r.consolidation,
         );
         let text = serde_json::to_string(&content).expect("config values serialise; this is a bug");
         DigestWriter::new("config content v1").str(&text).finish()
@@ -441,7 +487,7 @@ mod tests {
         let ops = with("[embedding]\nbatch_size = 3\nconcurrency = 9\ncache = false\n[chat]\nconcurrency = 2\n[prices]\nchat_input_usd_per_mtok = 9.0\n");
         assert_eq!(ops.content_hash(), base.content_hash());
         assert_ne!(ops.hash(), base.hash());
-        for content in ["[retrieval]\nk = 2\n", "[embedding]\ndim = 64\n", "[chat]\nmalformed_rate = 0.5\n", "[run]\nhours_per_tick = 1\n"] {
+        for content in ["[retrieval]\nk = 2\n", "[embedding]\ndim = 64\n", "[chat]\nmalformed_rate = 0.5\n", "[run]\nhours_per_tick = 2\n", "[consolidation]\nenabled = false\n"] {
             assert_ne!(with(content).content_hash(), base.content_hash(), "{content}");
         }
     }

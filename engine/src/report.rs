@@ -112,6 +112,21 @@ pub struct CostTotals {
     pub allocations_are_estimates: bool,
 }
 
+/// Memory consolidation over the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsolidationTotals {
+    /// Records promoted (working to short-term, short-term to long-term).
+    pub promoted: u64,
+    /// Records expired.
+    pub expired: u64,
+    /// Promotions held back by the batch size.
+    pub blocked: u64,
+    /// Working records queued at the session boundary.
+    pub queued: u64,
+    /// Cluster links formed.
+    pub clustered: u64,
+}
+
 /// Why a run stopped before its last tick.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stopped {
@@ -167,6 +182,8 @@ pub struct RunSummary {
     pub embedding: EmbeddingTotals,
     /// Chat work.
     pub chat: ChatTotals,
+    /// Memory consolidation.
+    pub consolidation: ConsolidationTotals,
     /// Tokens.
     pub tokens: TokenTotals,
     /// Money.
@@ -178,6 +195,26 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
+    /// Counts one tick's consolidation changes.
+    pub fn add_consolidation(&mut self, changes: &[(u32, Vec<crate::memory::Change>)]) {
+        use crate::memory::Change;
+        for c in changes.iter().flat_map(|(_, c)| c) {
+            let t = &mut self.consolidation;
+            match c {
+                Change::Promoted { .. } => t.promoted += 1,
+                Change::Expired { .. } => t.expired += 1,
+                Change::PromotionBlocked { .. } => t.blocked += 1,
+                Change::Queued { .. } => t.queued += 1,
+                Change::Clustered { .. } => t.clustered += 1,
+                Change::Created { .. }
+                | Change::Decayed { .. }
+                | Change::Accessed { .. }
+                | Change::Reset { .. }
+                | Change::Closed { .. } => {}
+            }
+        }
+    }
+
     /// Adds one committed tick.
     pub fn add_tick(&mut self, outcomes: &[Outcome], retrieval: (&StageStats, &Spend), memory: (&StageStats, &Spend)) {
         self.ticks_completed += 1;

@@ -164,6 +164,11 @@ pub fn print_summary(s: &RunSummary) {
         "Chat: {} calls, {} guardrail retries, {} reflections ({} fallbacks)",
         thousands(c.calls), c.guardrail_retries, c.reflections, c.reflection_fallbacks
     );
+    let m = &s.consolidation;
+    println!(
+        "Memory consolidation: {} promoted, {} expired, {} promotions blocked by the batch size, {} queued at the session end, {} cluster links",
+        m.promoted, m.expired, m.blocked, m.queued, m.clustered
+    );
     let t = &s.tokens;
     println!(
         "Tokens: {} chat in, {} chat out, {} embedding, {} total",

@@ -180,6 +180,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         seed: args.seed,
         personas: args.personas,
         ticks: args.ticks,
+        planned_ticks: None,
         budget_nano_usd,
         strategy,
         embedder: None,

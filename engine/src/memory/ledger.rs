@@ -170,7 +170,7 @@ impl Scope {
 
 /// What an operation did (or, in a dry run, would do).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "change", rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub enum Change {
     /// A record was created.
     Created {

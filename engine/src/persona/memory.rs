@@ -156,17 +156,21 @@ impl MemoryStream {
     }
 
     /// Ranks this persona's memories against `query` and returns the top
-    /// `k`, best first. With no query vector, relevance is zero for all.
-    pub fn retrieve(&self, query: Option<&[f32]>, now: SimTime, cfg: &RetrievalSection) -> Vec<Scored> {
+    /// `k`, best first. Only memories marked visible take part (a memory
+    /// past the end of `visible` counts as visible); expired and archived
+    /// ones are never ranked. With no query vector, relevance is zero.
+    pub fn retrieve(&self, query: Option<&[f32]>, now: SimTime, cfg: &RetrievalSection, visible: &[bool]) -> Vec<Scored> {
         let k = usize::try_from(cfg.k).unwrap_or(0);
-        if k == 0 || self.records.is_empty() {
+        let candidates: Vec<&MemoryRecord> =
+            self.records.iter().filter(|r| visible.get(r.id.seq as usize).copied().unwrap_or(true)).collect();
+        if k == 0 || candidates.is_empty() {
             return Vec::new();
         }
-        let n = self.records.len();
+        let n = candidates.len();
         let mut recency = Vec::with_capacity(n);
         let mut importance = Vec::with_capacity(n);
         let mut relevance = Vec::with_capacity(n);
-        for r in &self.records {
+        for r in &candidates {
             recency.push(cfg.recency_decay_per_hour.powf(now.hours_since(r.last_access)));
             importance.push(f64::from(r.importance));
             relevance.push(match (query, &r.vector) {
@@ -177,8 +181,7 @@ impl MemoryStream {
         normalise(&mut recency);
         normalise(&mut importance);
         normalise(&mut relevance);
-        let mut scored: Vec<Scored> = self
-            .records
+        let mut scored: Vec<Scored> = candidates
             .iter()
             .enumerate()
             .map(|(i, r)| Scored {
@@ -225,12 +228,12 @@ mod tests {
         s.push(rec(2, 5, 50, Some(vec![0.7, 0.7])));
         let now = SimTime(100 * 3600);
         let q = [0.0f32, 1.0];
-        let ids = |c: RetrievalSection| s.retrieve(Some(&q), now, &c).iter().map(|x| x.id.seq).collect::<Vec<_>>();
+        let ids = |c: RetrievalSection| s.retrieve(Some(&q), now, &c, &[]).iter().map(|x| x.id.seq).collect::<Vec<_>>();
         assert_eq!(ids(cfg(3, 0.0, 1.0, 0.0)), vec![0, 2, 1], "importance only");
         assert_eq!(ids(cfg(3, 1.0, 0.0, 0.0)), vec![1, 2, 0], "recency only");
         assert_eq!(ids(cfg(1, 0.0, 0.0, 1.0)), vec![1], "relevance only, top 1");
         // Each component is scaled to [0, 1]: memory 1 scores 1 + 0 + 1.
-        let top = s.retrieve(Some(&q), now, &cfg(1, 1.0, 1.0, 1.0));
+        let top = s.retrieve(Some(&q), now, &cfg(1, 1.0, 1.0, 1.0), &[]);
         assert!((top[0].score - 2.0).abs() < 1e-12);
     }
 
@@ -240,10 +243,12 @@ mod tests {
         for seq in 0..4 {
             s.push(rec(seq, 5, 0, None));
         }
-        let got = s.retrieve(None, SimTime(0), &cfg(2, 1.0, 1.0, 1.0));
+        let got = s.retrieve(None, SimTime(0), &cfg(2, 1.0, 1.0, 1.0), &[]);
         assert_eq!(got.iter().map(|x| x.id.seq).collect::<Vec<_>>(), vec![0, 1]);
-        assert!(s.retrieve(None, SimTime(0), &cfg(0, 1.0, 1.0, 1.0)).is_empty());
-        assert!(s.retrieve(None, SimTime(0), &cfg(-3, 1.0, 1.0, 1.0)).is_empty());
+        let hidden = s.retrieve(None, SimTime(0), &cfg(2, 1.0, 1.0, 1.0), &[false, true, false]);
+        assert_eq!(hidden.iter().map(|x| x.id.seq).collect::<Vec<_>>(), vec![1, 3], "invisible memories are never ranked");
+        assert!(s.retrieve(None, SimTime(0), &cfg(0, 1.0, 1.0, 1.0), &[]).is_empty());
+        assert!(s.retrieve(None, SimTime(0), &cfg(-3, 1.0, 1.0, 1.0), &[]).is_empty());
     }
 
     #[test]
@@ -252,7 +257,7 @@ mod tests {
         s.push(rec(0, 5, 0, None));
         s.push(rec(1, 5, 10, None));
         s.touch(&[MemoryId { persona: 1, seq: 0 }], SimTime(20 * 3600));
-        let got = s.retrieve(None, SimTime(20 * 3600), &cfg(1, 1.0, 0.0, 0.0));
+        let got = s.retrieve(None, SimTime(20 * 3600), &cfg(1, 1.0, 0.0, 0.0), &[]);
         assert_eq!(got[0].id.seq, 0);
     }
 }

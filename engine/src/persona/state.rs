@@ -10,6 +10,7 @@ use super::profile::Profile;
 use crate::clock::SimTime;
 use crate::digest::{Digest, DigestWriter};
 use crate::embed::Embedding;
+use crate::memory::{Change, ConsolidationConfig, Ledger, Scope, Tier};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -67,6 +68,52 @@ pub struct PersonaCommit {
     pub now: SimTime,
     /// The parts of the persona's successful jobs, in job order.
     pub jobs: Vec<JobCommit>,
+    /// Consolidation to run after the jobs are applied, if enabled.
+    pub consolidation: Option<Consolidate>,
+}
+
+/// One consolidation pass at a commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Consolidate {
+    /// Thresholds and rates.
+    pub rules: ConsolidationConfig,
+    /// Compute the changes without making them.
+    pub dry_run: bool,
+    /// This commit ends the session.
+    pub end_session: bool,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The new memories' ids, per job.
+    pub ids: Vec<Vec<MemoryId>>,
+    /// Consolidation changes, decays left out (they follow from the rates).
+    pub changes: Vec<Change>,
+    /// The state digest after the commit.
+    pub digest: Digest,
+}
+
+fn write_change(w: &mut DigestWriter, c: &Change) {
+    match c {
+        Change::Created { record, version } => w.u8(0).str(record).u64(*version),
+        Change::Decayed { record, from, to } => w.u8(1).str(record).f64(*from).f64(*to),
+        Change::Accessed { record, energy } => w.u8(2).str(record).f64(*energy),
+        Change::Promoted { record, from_version, to_version, tier, energy } => {
+            w.u8(3).str(record).u64(*from_version).u64(*to_version).u8(*tier as u8).f64(*energy)
+        }
+        Change::PromotionBlocked { record, energy } => w.u8(4).str(record).f64(*energy),
+        Change::Expired { record, from_version, to_version } => w.u8(5).str(record).u64(*from_version).u64(*to_version),
+        Change::Reset { record, to_version, energy } => w.u8(6).str(record).u64(*to_version).f64(*energy),
+        Change::Queued { record } => w.u8(7).str(record),
+        Change::Closed { record, version } => w.u8(8).str(record).u64(*version),
+        Change::Clustered { a, b, similarity } => w.u8(9).str(a).str(b).f64(*similarity),
+    };
+}
+
+/// The memory id a ledger record names (`m-PPPPP-SSSS`).
+fn seq_of(record: &str) -> Option<usize> {
+    record.rsplit('-').next().and_then(|s| s.parse().ok())
 }
 
 /// Everything one persona owns.
@@ -84,6 +131,11 @@ pub struct PersonaState {
     pub digest: Digest,
     /// The persona header of its prompts, rendered once.
     pub header: String,
+    /// Tiers and energy of its memories, every version kept.
+    pub ledger: Ledger,
+    /// Per memory (by sequence number): whether retrieval may see it, i.e.
+    /// its current version is in a live tier.
+    pub visible: Vec<bool>,
 }
 
 impl PersonaState {
@@ -106,20 +158,44 @@ impl PersonaState {
             importance_since_reflection: 0,
             digest: w.finish(),
             header,
+            ledger: Ledger::default(),
+            visible: Vec::new(),
         }
     }
 
-    /// Applies a tick's commit; returns the ids of the new memories, per job.
-    pub fn apply(&mut self, commit: PersonaCommit) -> Vec<Vec<MemoryId>> {
+    /// True when retrieval can use a query vector: some visible memory has
+    /// a vector.
+    pub fn has_visible_vector(&self) -> bool {
+        self.memory.records().iter().zip(&self.visible).any(|(r, v)| *v && r.vector.is_some())
+    }
+
+    /// Applies a tick's commit: decay up to now, the jobs' accesses and
+    /// new memories, then (if enabled) the session boundary, promotion,
+    /// clustering and expiry.
+    pub fn apply(&mut self, commit: PersonaCommit) -> Applied {
         let mut w = DigestWriter::new("persona commit v1");
         w.digest(&self.digest).u32(commit.tick).u64(commit.now.0);
         let mut ids = Vec::with_capacity(commit.jobs.len());
+        let mut changes = Vec::new();
+        let scope = Scope::All;
+        if let Some(c) = &commit.consolidation {
+            changes.extend(self.ledger.decay(&c.rules, commit.now, scope, c.dry_run));
+        }
+        let boost = commit.consolidation.as_ref().map_or(0.0, |c| c.rules.access_boost);
+        let initial = commit.consolidation.as_ref().map_or(1.0, |c| c.rules.initial_energy);
         for job in commit.jobs {
             w.u32(job.touched.len() as u32);
             for t in &job.touched {
                 w.u32(t.seq);
             }
             self.memory.touch(&job.touched, commit.now);
+            let touched: Vec<String> = job.touched.iter().map(|t| t.to_string()).collect();
+            for t in &touched {
+                if let Ok(c) = self.ledger.access(t, commit.now, boost) {
+                    changes.push(c);
+                }
+            }
+            self.ledger.coactivate(&touched);
             let mut job_ids = Vec::with_capacity(job.memories.len());
             for m in job.memories {
                 let id = MemoryId { persona: self.profile.id, seq: self.memory.next_seq() };
@@ -143,6 +219,10 @@ impl PersonaState {
                     sources: m.sources,
                     vector: m.vector.map(|e| e.vector),
                 });
+                if let Ok(c) = self.ledger.create(&id.to_string(), commit.now, initial, Tier::Working, false, None) {
+                    changes.push(c);
+                }
+                self.visible.push(true);
                 job_ids.push(id);
             }
             if let Some((stimulus, intent, sentiment)) = job.belief {
@@ -165,7 +245,25 @@ impl PersonaState {
             w.u32(self.importance_since_reflection);
             ids.push(job_ids);
         }
+        if let Some(c) = &commit.consolidation {
+            if c.end_session {
+                changes.extend(self.ledger.end_session(&c.rules, None, scope, c.dry_run));
+            }
+            changes.extend(self.ledger.promote(&c.rules, commit.now, scope, c.dry_run));
+            let records = self.memory.records();
+            let vector = |r: &str| seq_of(r).and_then(|s| records.get(s)).and_then(|m| m.vector.as_deref());
+            changes.extend(self.ledger.cluster(&c.rules, scope, c.dry_run, vector));
+            changes.extend(self.ledger.expire(&c.rules, commit.now, scope, c.dry_run));
+        }
+        for c in &changes {
+            write_change(&mut w, c);
+        }
+        for (seq, visible) in self.visible.iter_mut().enumerate() {
+            let record = MemoryId { persona: self.profile.id, seq: seq as u32 }.to_string();
+            *visible = self.ledger.current(&record).is_none_or(|v| v.tier.live());
+        }
         self.digest = w.finish();
-        ids
+        changes.retain(|c| !matches!(c, Change::Decayed { .. } | Change::Accessed { .. } | Change::Created { .. }));
+        Applied { ids, changes, digest: self.digest }
     }
 }

@@ -186,6 +186,9 @@ pub struct TickFrame {
     pub persona_digests: Vec<Option<Digest>>,
     /// Tick digests.
     pub digests: TickDigests,
+    /// Consolidation changes per persona: promotions, expiries, blocked
+    /// promotions, session queueing, clusters.
+    pub consolidation: Vec<(u32, Vec<crate::memory::Change>)>,
 }
 
 /// The last frame of a finished run.

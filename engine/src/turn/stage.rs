@@ -35,10 +35,10 @@ pub fn retrieval_text(s: &Stimulus, exposure: u32) -> String {
 }
 
 /// Stage 2: the text this job needs embedded for retrieval, or `None` when
-/// the embedding could not change the ranking: no memories, `k <= 0`, or no
-/// memory with a vector.
+/// the embedding could not change the ranking: no memories (expired ones
+/// do not count), `k <= 0`, or no memory with a vector.
 pub fn retrieval_need(state: &PersonaState, job: &Job, ctx: &TickContext<'_>) -> Option<String> {
-    if ctx.cfg.raw.retrieval.k <= 0 || state.memory.is_empty() || !state.memory.any_vector() {
+    if ctx.cfg.raw.retrieval.k <= 0 || !state.has_visible_vector() {
         return None;
     }
     Some(retrieval_text(&ctx.scenario.stimuli[job.stimulus as usize], job.exposure))
@@ -77,7 +77,7 @@ pub struct Prepared {
 /// budget.
 pub fn prepare(state: &PersonaState, job: &Job, query: Option<&[f32]>, ctx: &TickContext<'_>) -> Result<Prepared, String> {
     let cfg = &ctx.cfg.raw;
-    let scored = state.memory.retrieve(query, ctx.now, &cfg.retrieval);
+    let scored = state.memory.retrieve(query, ctx.now, &cfg.retrieval, &state.visible);
     let recalled: Vec<&MemoryRecord> = scored.iter().filter_map(|s| state.memory.get(s.id)).collect();
     let stimulus = &ctx.scenario.stimuli[job.stimulus as usize];
     let prompt = reaction_prompt(&state.header, &recalled, stimulus, job.exposure);
@@ -92,7 +92,12 @@ pub fn prepare(state: &PersonaState, job: &Job, query: Option<&[f32]>, ctx: &Tic
     // A single reaction adds at most 10 importance.
     let reflect = (remaining <= 10).then(|| ReflectPlan {
         remaining,
-        recent: state.memory.recent(cfg.reflection.recent_memories).iter().map(|m| m.description.clone()).collect(),
+        recent: {
+            let visible = state.memory.records().iter().filter(|m| state.visible.get(m.id.seq as usize).copied().unwrap_or(true));
+            let mut recent: Vec<String> = visible.rev().take(cfg.reflection.recent_memories).map(|m| m.description.clone()).collect();
+            recent.reverse();
+            recent
+        },
         header: state.header.clone(),
     });
     let probes = ctx

@@ -3,6 +3,7 @@ use engine::cost::Spend;
 use engine::digest::DigestWriter;
 use engine::embed::{EmbedCall, EmbedRole, Strategy};
 use engine::error::Error;
+use engine::memory::Change;
 use engine::persona::MemoryId;
 use engine::rng::{Purpose, Stream};
 use engine::trace::frame::{read_trace, PREAMBLE};
@@ -49,6 +50,7 @@ fn tick(t: u32) -> TickFrame {
         memories: Vec::new(),
         persona_digests: vec![Some(d), None],
         digests: TickDigests { digest: d, full_digest: d },
+        consolidation: vec![(1, vec![Change::Queued { record: "m-00001-0000".into() }])],
     }
 }
 
