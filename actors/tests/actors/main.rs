@@ -12,3 +12,5 @@ mod embedding;
 mod ticks;
 // Embedding failures at each stage, seeded provider faults, the cache file.
 mod failures;
+// Memory consolidation at each commit: expiry hides memories, dry runs, promotion.
+mod consolidation;

@@ -178,8 +178,11 @@ impl PersonaState {
         let mut ids = Vec::with_capacity(commit.jobs.len());
         let mut changes = Vec::new();
         let scope = Scope::All;
+        // A dry run plays the whole pass on a copy and reports the copy's
+        // changes; the real ledger only records accesses and new memories.
+        let mut scratch = commit.consolidation.as_ref().filter(|c| c.dry_run).map(|_| self.ledger.clone());
         if let Some(c) = &commit.consolidation {
-            changes.extend(self.ledger.decay(&c.rules, commit.now, scope, c.dry_run));
+            changes.extend(scratch.as_mut().unwrap_or(&mut self.ledger).decay(&c.rules, commit.now, scope, false));
         }
         let boost = commit.consolidation.as_ref().map_or(0.0, |c| c.rules.access_boost);
         let initial = commit.consolidation.as_ref().map_or(1.0, |c| c.rules.initial_energy);
@@ -194,8 +197,14 @@ impl PersonaState {
                 if let Ok(c) = self.ledger.access(t, commit.now, boost) {
                     changes.push(c);
                 }
+                if let Some(l) = scratch.as_mut() {
+                    let _ = l.access(t, commit.now, boost);
+                }
             }
             self.ledger.coactivate(&touched);
+            if let Some(l) = scratch.as_mut() {
+                l.coactivate(&touched);
+            }
             let mut job_ids = Vec::with_capacity(job.memories.len());
             for m in job.memories {
                 let id = MemoryId { persona: self.profile.id, seq: self.memory.next_seq() };
@@ -222,6 +231,9 @@ impl PersonaState {
                 if let Ok(c) = self.ledger.create(&id.to_string(), commit.now, initial, Tier::Working, false, None) {
                     changes.push(c);
                 }
+                if let Some(l) = scratch.as_mut() {
+                    let _ = l.create(&id.to_string(), commit.now, initial, Tier::Working, false, None);
+                }
                 self.visible.push(true);
                 job_ids.push(id);
             }
@@ -246,14 +258,15 @@ impl PersonaState {
             ids.push(job_ids);
         }
         if let Some(c) = &commit.consolidation {
+            let ledger = scratch.as_mut().unwrap_or(&mut self.ledger);
             if c.end_session {
-                changes.extend(self.ledger.end_session(&c.rules, None, scope, c.dry_run));
+                changes.extend(ledger.end_session(&c.rules, None, scope, false));
             }
-            changes.extend(self.ledger.promote(&c.rules, commit.now, scope, c.dry_run));
+            changes.extend(ledger.promote(&c.rules, commit.now, scope, false));
             let records = self.memory.records();
             let vector = |r: &str| seq_of(r).and_then(|s| records.get(s)).and_then(|m| m.vector.as_deref());
-            changes.extend(self.ledger.cluster(&c.rules, scope, c.dry_run, vector));
-            changes.extend(self.ledger.expire(&c.rules, commit.now, scope, c.dry_run));
+            changes.extend(ledger.cluster(&c.rules, scope, false, vector));
+            changes.extend(ledger.expire(&c.rules, commit.now, scope, false));
         }
         for c in &changes {
             write_change(&mut w, c);
