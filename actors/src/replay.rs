@@ -175,6 +175,22 @@ pub async fn rerun(
     trace: &ReadTrace,
     live: bool,
     progress: Arc<dyn Progress>,
+    on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> std::result::Result<(), String>,
+) -> Result<Rerun> {
+    rerun_with(trace, live, false, progress, on_tick).await
+}
+
+/// Replays a trace and returns the final persona states with it (for
+/// commands that show state, such as `sim-cli memory`).
+pub async fn replay_states(trace: &ReadTrace, progress: Arc<dyn Progress>) -> Result<Rerun> {
+    rerun_with(trace, false, true, progress, |_, _| Ok(())).await
+}
+
+async fn rerun_with(
+    trace: &ReadTrace,
+    live: bool,
+    keep_states: bool,
+    progress: Arc<dyn Progress>,
     mut on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> std::result::Result<(), String>,
 ) -> Result<Rerun> {
     let mut spec = spec_from_header(&trace.header)?;
@@ -198,7 +214,7 @@ pub async fn rerun(
     }
     let mut matched = 0u32;
     let mut divergence = None;
-    let outcome = run(spec, progress, false, |report| {
+    let outcome = run(spec, progress, keep_states, |report| {
         let frame = trace.ticks.get(report.tick as usize - 1);
         if let Some(frame) = frame {
             if let Some(d) = compare(frame, &report) {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod inspect;
+mod memory;
 mod output;
 mod progress;
 mod replay;
@@ -35,6 +36,9 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Show a recorded run: its header, each tick, one tick or one persona over time.
     Inspect(inspect::InspectArgs),
+    /// Memory consolidation in a recorded run: `memory status`, `memory inspect ID`.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
     /// Measure: `bench embed` compares batched with per-persona embedding end to end.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::replay(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::Bench(cmd) => bench::bench(cmd),
+        Command::Memory(cmd) => memory::memory(cmd),
         Command::Scenarios => {
             output::list_scenarios();
             Ok(())

@@ -8,3 +8,5 @@ mod run;
 mod bad_input;
 // Traces: replay, divergence, inspect, damage, resume after SIGKILL, no secrets.
 mod trace;
+// Memory commands on a recorded run.
+mod memory;
