@@ -8,11 +8,15 @@
 //! operation returns the [`Change`]s it made, and has a dry run that
 //! returns the same changes and alters nothing.
 //!
-//! Not wired into runs yet: the persona memory stream, the trace and the
-//! `sim-cli memory` commands are the next step (see the consolidation
-//! issue).
+//! Each persona owns a ledger of its memories
+//! ([`crate::persona::PersonaState::ledger`]); consolidation runs at each
+//! tick commit. After a run, [`ops::MemoryWorld`] replays the operations of
+//! the `sim-cli memory` commands (test memories, manual consolidation) over
+//! the state a trace reconstructs.
 
 pub mod ledger;
+pub mod ops;
 pub mod scenarios;
 
 pub use ledger::{Change, ConsolidationConfig, Ledger, LedgerError, Scope, Tier, Version};
+pub use ops::{MemoryWorld, Op};

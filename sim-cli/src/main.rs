@@ -76,5 +76,12 @@ fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
-    std::panic::set_hook(Box::new(|info| tracing::error!("panic: {info}")));
+    std::panic::set_hook(Box::new(|info| {
+        // Output piped into a reader that stopped early (`| head`) is not an
+        // error worth a report.
+        if info.to_string().contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        tracing::error!("panic: {info}")
+    }));
 }

@@ -20,7 +20,7 @@ fn status_and_inspect_on_a_real_run() {
     let one = sim(&dir, &["memory", "inspect", "m-00002-0000", "--run", "r", "--json"]);
     assert!(one.status.success(), "{}", stderr(&one));
     let m: serde_json::Value = serde_json::from_slice(&one.stdout).expect("json");
-    assert_eq!(m["persona"], "p-00002");
+    assert_eq!(m["owner"], "p-00002");
     assert!(m["versions"].as_array().is_some_and(|v| !v.is_empty()));
     let test_only = sim(&dir, &["memory", "status", "--run", "r", "--json", "--test-only"]);
     let t: serde_json::Value = serde_json::from_slice(&test_only.stdout).expect("json");
@@ -33,8 +33,74 @@ fn bad_memory_input_is_named() {
     assert!(sim(&dir, &["run", "--personas", "3", "--ticks", "1", "--out", "r"]).status.success());
     for (args, needle) in [
         (vec!["memory", "inspect", "m-00009-0000", "--run", "r"], "no such memory"),
-        (vec!["memory", "inspect", "banana", "--run", "r"], "m-PPPPP-SSSS"),
+        (vec!["memory", "inspect", "banana", "--run", "r"], "banana"),
         (vec!["memory", "status", "--run", "missing-dir"], "missing-dir"),
+    ] {
+        let out = sim(&dir, &args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+#[test]
+fn test_memories_persist_and_never_touch_real_ones() {
+    let dir = scratch("memory-test");
+    assert!(sim(&dir, &["run", "--personas", "8", "--ticks", "3", "--out", "r"]).status.success());
+    let real_before = json(&sim(&dir, &["memory", "status", "--run", "r", "--json"]))["real"].clone();
+    assert!(sim(&dir, &["memory", "test", "create", "remember the mug", "--energy", "1.5", "--run", "r"]).status.success());
+    assert!(sim(&dir, &["memory", "test", "boost", "t-0001", "--amount", "1", "--run", "r"]).status.success());
+    assert!(sim(&dir, &["memory", "test", "scenario", "gradual-decay", "--run", "r"]).status.success());
+    let listed = json(&sim(&dir, &["memory", "test", "list", "--run", "r", "--json"]));
+    assert_eq!(listed["test_memories"].as_array().map(Vec::len), Some(6), "survives a reload");
+    assert_eq!(listed["test_memories"][0]["energy"], 2.5);
+
+    // A dry run writes nothing at all.
+    let files = |d: &std::path::Path| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<_> = std::fs::read_dir(d).expect("dir").map(|e| e.expect("entry").path()).map(|p| (p.display().to_string(), std::fs::read(&p).expect("read"))).collect();
+        v.sort();
+        v
+    };
+    let before = files(&dir.join("r"));
+    let dry = json(&sim(&dir, &["memory", "consolidate", "--dry-run", "--hours", "100", "--run", "r", "--json"]));
+    assert!(!dry["changes"].as_array().is_some_and(Vec::is_empty));
+    assert!(before == files(&dir.join("r")), "a dry run changed a file");
+
+    // A test-only pass over a long time expires test memories and no real one.
+    assert!(sim(&dir, &["memory", "consolidate", "--test-only", "--hours", "100", "--run", "r"]).status.success());
+    let after = json(&sim(&dir, &["memory", "status", "--run", "r", "--json"]));
+    assert_eq!(after["real"], real_before, "--test-only never changes a real memory");
+    assert_eq!(after["test"]["expired"], 6);
+
+    assert!(sim(&dir, &["memory", "test", "delete", "t-0001", "--run", "r"]).status.success());
+    let gone = json(&sim(&dir, &["memory", "inspect", "t-0001", "--run", "r", "--json"]));
+    let versions = gone["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 2, "deleting closes the version; nothing is destroyed");
+    assert!(versions.iter().all(|v| !v["validTo"].is_null()));
+}
+
+#[test]
+fn monitoring_commands_answer_in_json() {
+    let dir = scratch("memory-monitor");
+    assert!(sim(&dir, &["run", "--personas", "10", "--ticks", "4", "--out", "r"]).status.success());
+    let e = json(&sim(&dir, &["memory", "energy", "--tier", "working", "--run", "r", "--json"]));
+    assert!(e["histogram"].is_array());
+    let p = json(&sim(&dir, &["memory", "promotions", "--last-ticks", "2", "--run", "r", "--json"]));
+    assert!(p["promoted"].as_u64().is_some_and(|n| n > 0));
+    let h = json(&sim(&dir, &["memory", "health", "--run", "r", "--json"]));
+    assert_eq!(h["config"]["rules"]["working_to_short"], 2.0);
+    let pr = json(&sim(&dir, &["memory", "predict", "--hours", "48", "--run", "r", "--json"]));
+    let total = pr["will_expire"].as_u64().unwrap_or(0) + pr["will_survive"].as_u64().unwrap_or(0);
+    assert_eq!(total as usize, pr["records"].as_array().map_or(0, Vec::len));
+    for (args, needle) in [
+        (vec!["memory", "energy", "--tier", "attic", "--run", "r"], "attic"),
+        (vec!["memory", "test", "boost", "t-9999", "--run", "r"], "t-9999"),
+        (vec!["memory", "test", "create", "x", "--energy", "-2", "--run", "r"], "--energy"),
+        (vec!["memory", "test", "scenario", "nope", "--run", "r"], "nope"),
     ] {
         let out = sim(&dir, &args);
         assert!(!out.status.success(), "{args:?}");

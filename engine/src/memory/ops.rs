@@ -1,0 +1,211 @@
+//! Operations on memory after a run, as recorded in a run directory's
+//! `memory-ops.jsonl`: test memories and manual consolidation. Replaying the
+//! log over the state a trace reconstructs gives the current state, so
+//! every change survives a reload, and a dry run writes nothing.
+
+use super::ledger::{Change, ConsolidationConfig, Ledger, LedgerError, Scope, Tier};
+use super::scenarios;
+use crate::clock::SimTime;
+use crate::embed::local::embed_text;
+use crate::persona::PersonaState;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One recorded operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Op {
+    /// Create a test memory.
+    TestCreate {
+        /// Its id.
+        id: String,
+        /// Its text.
+        content: String,
+        /// Starting energy.
+        energy: f64,
+        /// Starting tier.
+        tier: Tier,
+        /// When.
+        at: SimTime,
+    },
+    /// Access a test memory.
+    TestBoost {
+        /// Which.
+        id: String,
+        /// Energy added.
+        amount: f64,
+        /// When.
+        at: SimTime,
+    },
+    /// Close test memories (one, or all with `None`).
+    TestDelete {
+        /// Which.
+        id: Option<String>,
+        /// When.
+        at: SimTime,
+    },
+    /// Create a test scenario.
+    TestScenario {
+        /// Its name.
+        name: String,
+        /// When.
+        at: SimTime,
+    },
+    /// A manual consolidation pass.
+    Consolidate {
+        /// Decay energy.
+        decay: bool,
+        /// Promote.
+        promote: bool,
+        /// Form clusters.
+        cluster: bool,
+        /// Expire records below the threshold.
+        clean_expired: bool,
+        /// Touch test memories only.
+        test_only: bool,
+        /// When.
+        at: SimTime,
+    },
+}
+
+impl Op {
+    /// When the operation happens.
+    pub fn at(&self) -> SimTime {
+        match self {
+            Op::TestCreate { at, .. }
+            | Op::TestBoost { at, .. }
+            | Op::TestDelete { at, .. }
+            | Op::TestScenario { at, .. }
+            | Op::Consolidate { at, .. } => *at,
+        }
+    }
+
+    /// A short name for reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::TestCreate { .. } => "test create",
+            Op::TestBoost { .. } => "test boost",
+            Op::TestDelete { .. } => "test delete",
+            Op::TestScenario { .. } => "test scenario",
+            Op::Consolidate { .. } => "consolidate",
+        }
+    }
+}
+
+/// The memory of a run: every persona's ledger and the test ledger.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryWorld {
+    /// Persona states, as the trace reconstructs them.
+    pub personas: Vec<PersonaState>,
+    /// Test memories, which belong to no persona.
+    pub test: Ledger,
+    /// Test memories' texts (and so their vectors).
+    pub test_content: BTreeMap<String, String>,
+}
+
+impl MemoryWorld {
+    /// Every ledger with its owner's label (`test` for the test ledger).
+    pub fn ledgers(&self) -> impl Iterator<Item = (String, &Ledger)> {
+        self.personas.iter().map(|p| (p.profile.label(), &p.ledger)).chain(std::iter::once(("test".to_string(), &self.test)))
+    }
+
+    /// Applies an operation; on a dry run, to a copy. Returns the changes
+    /// with the owner of each.
+    pub fn apply(&mut self, op: &Op, cfg: &ConsolidationConfig, dry_run: bool) -> Result<Vec<(String, Change)>, LedgerError> {
+        if dry_run {
+            let mut copy = self.clone();
+            return copy.apply(op, cfg, false);
+        }
+        let test = |c: Change| ("test".to_string(), c);
+        match op {
+            Op::TestCreate { id, content, energy, tier, at } => {
+                let c = self.test.create(id, *at, *energy, *tier, true, None)?;
+                self.test_content.insert(id.clone(), content.clone());
+                Ok(vec![test(c)])
+            }
+            Op::TestBoost { id, amount, at } => Ok(vec![test(self.test.access(id, *at, *amount)?)]),
+            Op::TestDelete { id: Some(id), at } => Ok(vec![test(self.test.delete_test(id, *at)?)]),
+            Op::TestDelete { id: None, at } => {
+                let ids: Vec<String> = self.test.currents().map(|v| v.record.clone()).collect();
+                ids.iter().map(|id| self.test.delete_test(id, *at).map(test)).collect()
+            }
+            Op::TestScenario { name, at } => {
+                let made = scenarios::create(&mut self.test, name, *at).ok_or_else(|| LedgerError::UnknownRecord(format!("scenario {name}")))??;
+                for (id, text) in scenarios::CLUSTER_TEXTS {
+                    if name == "cluster-formation" {
+                        self.test_content.insert(id.to_string(), text.to_string());
+                    }
+                }
+                Ok(made.into_iter().map(test).collect())
+            }
+            Op::Consolidate { decay, promote, cluster, clean_expired, test_only, at } => {
+                let scope = if *test_only { Scope::TestOnly } else { Scope::All };
+                let mut out = Vec::new();
+                let mut pass = |owner: String, ledger: &mut Ledger, vector: &dyn Fn(&str) -> Option<Vec<f32>>| {
+                    if *decay {
+                        out.extend(ledger.decay(cfg, *at, scope, false).into_iter().map(|c| (owner.clone(), c)));
+                    }
+                    if *promote {
+                        out.extend(ledger.promote(cfg, *at, scope, false).into_iter().map(|c| (owner.clone(), c)));
+                    }
+                    if *cluster {
+                        let owned: BTreeMap<String, Vec<f32>> =
+                            ledger.currents().filter_map(|v| vector(&v.record).map(|x| (v.record.clone(), x))).collect();
+                        let changes = ledger.cluster(cfg, scope, false, |r| owned.get(r).map(Vec::as_slice));
+                        out.extend(changes.into_iter().map(|c| (owner.clone(), c)));
+                    }
+                    if *clean_expired {
+                        out.extend(ledger.expire(cfg, *at, scope, false).into_iter().map(|c| (owner.clone(), c)));
+                    }
+                };
+                if !*test_only {
+                    for p in &mut self.personas {
+                        let records = p.memory.records().to_vec();
+                        let vector = |r: &str| {
+                            let seq: usize = r.rsplit('-').next()?.parse().ok()?;
+                            records.get(seq)?.vector.as_deref().map(<[f32]>::to_vec)
+                        };
+                        pass(p.profile.label(), &mut p.ledger, &vector);
+                    }
+                }
+                let content = self.test_content.clone();
+                let dim = self.personas.first().and_then(|p| p.memory.records().iter().find_map(|m| m.vector.as_ref().map(|v| v.len()))).unwrap_or(256);
+                pass("test".into(), &mut self.test, &|r: &str| content.get(r).map(|t| embed_text(t, dim)));
+                Ok(out)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(x: u64) -> SimTime {
+        SimTime(x * 3600)
+    }
+
+    #[test]
+    fn ops_round_trip_as_json_and_dry_runs_change_nothing() {
+        let cfg = ConsolidationConfig::default();
+        let mut w = MemoryWorld::default();
+        let ops = vec![
+            Op::TestCreate { id: "t-1".into(), content: "hello".into(), energy: 2.5, tier: Tier::Working, at: h(1) },
+            Op::TestBoost { id: "t-1".into(), amount: 1.0, at: h(1) },
+            Op::Consolidate { decay: false, promote: true, cluster: false, clean_expired: false, test_only: true, at: h(1) },
+        ];
+        for op in &ops {
+            let line = serde_json::to_string(op).expect("json");
+            assert_eq!(&serde_json::from_str::<Op>(&line).expect("parses"), op);
+        }
+        w.apply(&ops[0], &cfg, false).expect("create");
+        w.apply(&ops[1], &cfg, false).expect("boost");
+        let before = w.test.clone();
+        let dry = w.apply(&ops[2], &cfg, true).expect("dry");
+        assert!(matches!(&dry[..], [(_, Change::Promoted { .. })]));
+        assert_eq!(w.test, before);
+        w.apply(&ops[2], &cfg, false).expect("real");
+        assert_eq!(w.test.current("t-1").map(|v| v.tier), Some(Tier::ShortTerm));
+        assert!(w.apply(&Op::TestBoost { id: "nope".into(), amount: 1.0, at: h(2) }, &cfg, false).is_err());
+    }
+}
