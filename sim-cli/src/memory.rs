@@ -147,6 +147,8 @@ struct Loaded {
     rules: ConsolidationConfig,
     trace: ReadTrace,
     ops: Vec<Op>,
+    /// What the recorded operations changed, with when.
+    op_changes: Vec<(SimTime, String, Change)>,
     ops_path: PathBuf,
     now: SimTime,
 }
@@ -170,17 +172,19 @@ fn load(dir: &RunDir) -> Result<Loaded> {
     let mut world = MemoryWorld { personas: out.result.final_states.into_iter().flatten().collect(), ..Default::default() };
     let ops_path = path.parent().map(|p| p.join("memory-ops.jsonl")).unwrap_or_else(|| "memory-ops.jsonl".into());
     let mut ops = Vec::new();
+    let mut op_changes = Vec::new();
     if ops_path.exists() {
         let text = std::fs::read_to_string(&ops_path).with_context(|| format!("cannot read {}", ops_path.display()))?;
         for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let op: Op = serde_json::from_str(line).with_context(|| format!("{} line {}: not a memory operation", ops_path.display(), n + 1))?;
-            world.apply(&op, &rules, false).with_context(|| format!("{} line {}: cannot be applied", ops_path.display(), n + 1))?;
+            let changes = world.apply(&op, &rules, false).with_context(|| format!("{} line {}: cannot be applied", ops_path.display(), n + 1))?;
+            op_changes.extend(changes.into_iter().map(|(owner, c)| (op.at(), owner, c)));
             ops.push(op);
         }
     }
     let end = SimTime(u64::from(trace.ticks.last().map_or(0, |t| t.tick)) * hours * 3600);
     let now = ops.iter().map(Op::at).fold(end, SimTime::max);
-    Ok(Loaded { world, rules, trace, ops, ops_path, now })
+    Ok(Loaded { world, rules, trace, ops, op_changes, ops_path, now })
 }
 
 fn emit(json: bool, v: &Value, text: impl FnOnce(&Value)) -> Result<()> {
@@ -300,13 +304,26 @@ fn promotions(last_ticks: Option<u32>, dir: &RunDir) -> Result<()> {
     if dir.test_only {
         rows.clear();
     }
+    // Manual passes (`memory consolidate`), with their simulated hour.
+    for (at, owner, c) in &l.op_changes {
+        if dir.test_only && owner != "test" {
+            continue;
+        }
+        let hour = at.0 as f64 / 3600.0;
+        if let Change::Promoted { record, tier, energy, .. } = c {
+            rows.push(json!({"tick": null, "hour": hour, "persona": owner, "record": record, "to": tier.as_str(), "energy": energy}));
+        } else if let Change::PromotionBlocked { record, energy } = c {
+            rows.push(json!({"tick": null, "hour": hour, "persona": owner, "record": record, "blocked": true, "energy": energy}));
+        }
+    }
     let promoted = rows.iter().filter(|r| r.get("to").is_some()).count();
     let v = json!({"from_tick": from, "to_tick": last, "promoted": promoted, "blocked": rows.len() - promoted, "events": rows});
     emit(dir.json, &v, |v| {
         println!("Promotions in ticks {from} to {last}: {} promoted, {} blocked by the batch size", v["promoted"], v["blocked"]);
         for r in v["events"].as_array().into_iter().flatten().take(40) {
             let what = if r.get("blocked").is_some() { "blocked".to_string() } else { format!("-> {}", n(&r["to"])) };
-            println!("  tick {:>4} {} {:<14} {what:<13} energy {}", n(&r["tick"]), n(&r["persona"]), n(&r["record"]), n(&r["energy"]));
+            let when = if r["tick"].is_null() { format!("hour {}", n(&r["hour"])) } else { format!("tick {}", n(&r["tick"])) };
+            println!("  {when:<10} {:<8} {:<24} {what:<13} energy {}", n(&r["persona"]), n(&r["record"]), n(&r["energy"]));
         }
     })
 }
