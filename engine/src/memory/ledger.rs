@@ -299,6 +299,8 @@ pub enum LedgerError {
 pub struct Ledger {
     versions: Vec<Version>,
     current: BTreeMap<String, usize>,
+    /// Every record ever created, current or not.
+    known: BTreeSet<String>,
     coactivations: BTreeMap<(String, String), u32>,
     clusters: BTreeSet<(String, String)>,
 }
@@ -347,7 +349,7 @@ impl Ledger {
     fn current_index(&self, record: &str) -> Result<usize, LedgerError> {
         match self.current.get(record) {
             Some(i) => Ok(*i),
-            None if self.versions.iter().any(|v| v.record == record) => Err(LedgerError::Closed(record.into())),
+            None if self.known.contains(record) => Err(LedgerError::Closed(record.into())),
             None => Err(LedgerError::UnknownRecord(record.into())),
         }
     }
@@ -357,7 +359,7 @@ impl Ledger {
         if !(energy.is_finite() && energy >= 0.0) {
             return Err(LedgerError::BadEnergy(energy));
         }
-        if self.versions.iter().any(|v| v.record == record) {
+        if !self.known.insert(record.to_string()) {
             return Err(LedgerError::Exists(record.into()));
         }
         let version = self.push(Version {

@@ -271,9 +271,16 @@ impl PersonaState {
         for c in &changes {
             write_change(&mut w, c);
         }
-        for (seq, visible) in self.visible.iter_mut().enumerate() {
-            let record = MemoryId { persona: self.profile.id, seq: seq as u32 }.to_string();
-            *visible = self.ledger.current(&record).is_none_or(|v| v.tier.live());
+        // Only expiry takes a memory out of retrieval (promotion keeps it
+        // live); a dry run's expiries happened on the copy.
+        if scratch.is_none() {
+            for c in &changes {
+                if let Change::Expired { record, .. } = c {
+                    if let Some(v) = seq_of(record).and_then(|s| self.visible.get_mut(s)) {
+                        *v = false;
+                    }
+                }
+            }
         }
         self.digest = w.finish();
         changes.retain(|c| !matches!(c, Change::Decayed { .. } | Change::Accessed { .. } | Change::Created { .. }));
