@@ -575,11 +575,14 @@ impl Ledger {
         vector: impl Fn(&str) -> Option<&'v [f32]>,
     ) -> Vec<Change> {
         let mut out = Vec::new();
-        let pairs: Vec<((String, String), u32)> = self.coactivations.iter().map(|(k, n)| (k.clone(), *n)).collect();
-        for ((a, b), n) in pairs {
-            if n < cfg.coactivation_threshold || self.clusters.contains(&(a.clone(), b.clone())) {
-                continue;
-            }
+        // Only pairs past the threshold and not yet clustered are copied out.
+        let pairs: Vec<(String, String)> = self
+            .coactivations
+            .iter()
+            .filter(|(k, n)| **n >= cfg.coactivation_threshold && !self.clusters.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (a, b) in pairs {
             let (Some(va), Some(vb)) = (self.current(&a), self.current(&b)) else { continue };
             if !(va.tier.live() && vb.tier.live() && scope.admits(va) && scope.admits(vb)) {
                 continue;
