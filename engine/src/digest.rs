@@ -72,78 +72,101 @@ impl fmt::Display for Digest {
 }
 
 /// Incremental digest with an explicit encoding.
-pub struct DigestWriter(blake3::Hasher);
+///
+/// Values are gathered in a buffer and hashed in large pieces: feeding
+/// BLAKE3 a few bytes at a time costs more in copying than in hashing.
+pub struct DigestWriter {
+    hasher: blake3::Hasher,
+    buf: Vec<u8>,
+}
+
+/// Bytes gathered before they are hashed.
+const CHUNK: usize = 16 * 1024;
 
 impl DigestWriter {
     /// A writer whose output is separated from other domains by `domain`.
     pub fn new(domain: &str) -> Self {
-        let mut h = blake3::Hasher::new();
-        h.update(&(domain.len() as u64).to_le_bytes());
-        h.update(domain.as_bytes());
-        DigestWriter(h)
+        let mut w = DigestWriter { hasher: blake3::Hasher::new(), buf: Vec::with_capacity(256) };
+        w.put(&(domain.len() as u64).to_le_bytes());
+        w.put(domain.as_bytes());
+        w
+    }
+
+    fn put(&mut self, b: &[u8]) {
+        if self.buf.len() + b.len() > CHUNK {
+            self.hasher.update(&self.buf);
+            self.buf.clear();
+            if b.len() > CHUNK {
+                self.hasher.update(b);
+                return;
+            }
+        }
+        self.buf.extend_from_slice(b);
     }
 
     /// Adds a `u64`.
     pub fn u64(&mut self, v: u64) -> &mut Self {
-        self.0.update(&v.to_le_bytes());
+        self.put(&v.to_le_bytes());
         self
     }
 
     /// Adds a `u32`.
     pub fn u32(&mut self, v: u32) -> &mut Self {
-        self.0.update(&v.to_le_bytes());
+        self.put(&v.to_le_bytes());
         self
     }
 
     /// Adds a byte.
     pub fn u8(&mut self, v: u8) -> &mut Self {
-        self.0.update(&[v]);
+        self.put(&[v]);
         self
     }
 
     /// Adds a float by its bit pattern.
     pub fn f32(&mut self, v: f32) -> &mut Self {
-        self.0.update(&v.to_bits().to_le_bytes());
+        self.put(&v.to_bits().to_le_bytes());
         self
     }
 
     /// Adds a float by its bit pattern.
     pub fn f64(&mut self, v: f64) -> &mut Self {
-        self.0.update(&v.to_bits().to_le_bytes());
+        self.put(&v.to_bits().to_le_bytes());
         self
     }
 
     /// Adds a length-prefixed string.
     pub fn str(&mut self, s: &str) -> &mut Self {
-        self.0.update(&(s.len() as u64).to_le_bytes());
-        self.0.update(s.as_bytes());
+        self.put(&(s.len() as u64).to_le_bytes());
+        self.put(s.as_bytes());
         self
     }
 
     /// Adds a length-prefixed float vector.
     pub fn floats(&mut self, v: &[f32]) -> &mut Self {
-        self.0.update(&(v.len() as u64).to_le_bytes());
+        self.put(&(v.len() as u64).to_le_bytes());
         for x in v {
-            self.0.update(&x.to_bits().to_le_bytes());
+            self.put(&x.to_bits().to_le_bytes());
         }
         self
     }
 
     /// Adds raw bytes (fixed-length data only; strings go through `str`).
     pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
-        self.0.update(b);
+        self.put(b);
         self
     }
 
     /// Adds another digest.
     pub fn digest(&mut self, d: &Digest) -> &mut Self {
-        self.0.update(&d.0);
+        self.put(&d.0);
         self
     }
 
     /// Finishes the digest.
     pub fn finish(&self) -> Digest {
-        Digest(*self.0.finalize().as_bytes())
+        let mut h = self.hasher.clone();
+        h.update(&self.buf);
+        Digest(*h.finalize().as_bytes())
     }
 }
 
