@@ -22,7 +22,7 @@ use std::process::ExitCode;
 /// and a scripted persona chat model. No network, no keys, and no live model
 /// is ever called unless you configure one.
 #[derive(Parser)]
-#[command(name = "sim-cli", version, about, long_about = None, propagate_version = true)]
+#[command(name = "sim-cli", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,7 +36,7 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Show a recorded run: its header, each tick, one tick or one persona over time.
     Inspect(inspect::InspectArgs),
-    /// Memory consolidation in a recorded run: `memory status`, `memory inspect ID`.
+    /// Memory consolidation in a recorded run: status, energy, promotions, health, inspect, predict, test memories, consolidate.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
     /// Measure: `bench embed` compares batched with per-persona embedding end to end.
