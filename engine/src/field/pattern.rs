@@ -1,0 +1,438 @@
+//! Patterns, the index and the five operations.
+
+use crate::clock::SimTime;
+use crate::digest::{Digest, DigestWriter};
+use faiss::index::IndexImpl;
+use faiss::{index_factory, Idx, Index, MetricType};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Field parameters; the defaults are the source's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FieldConfig {
+    /// Decay constant per simulated hour. Default 0.1 (a 6.9 h half-life).
+    pub lambda: f64,
+    /// Score boost per access. Default 0.05.
+    pub boost_per_access: f64,
+    /// Cap of the access boost factor. Default 2.
+    pub boost_cap: f64,
+    /// Strength bonus for each pattern returned together with others.
+    /// Default 0.02.
+    pub co_access_bonus: f64,
+    /// Patterns whose decayed strength falls below this are archived (left
+    /// out of queries). Default 0.05.
+    pub archive_below: f64,
+    /// Boundary permeability applied at injection. Default 1.
+    pub permeability: f64,
+}
+
+impl Default for FieldConfig {
+    fn default() -> Self {
+        FieldConfig { lambda: 0.1, boost_per_access: 0.05, boost_cap: 2.0, co_access_bonus: 0.02, archive_below: 0.05, permeability: 1.0 }
+    }
+}
+
+/// One pattern.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pattern {
+    /// Id, also its FAISS id.
+    pub id: u64,
+    /// The agent that injected it.
+    pub agent: String,
+    /// Its key.
+    pub key: String,
+    /// Its value.
+    pub value: String,
+    /// Digest of key and value: re-injecting it reinforces.
+    pub content_hash: Digest,
+    /// Effective strength at injection, `strength x permeability`.
+    pub strength: f64,
+    /// Simulated creation time.
+    pub created: SimTime,
+    /// Simulated time of the last access (resets the decay clock).
+    pub last_access: SimTime,
+    /// Accesses.
+    pub accesses: u32,
+    /// Accumulated co-access bonus.
+    pub bonus: f64,
+    /// The normalised vector.
+    pub vector: Vec<f32>,
+}
+
+impl Pattern {
+    /// `S0 x e^(-lambda t)`, t in hours since the last access.
+    pub fn decayed(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
+        self.strength * (-cfg.lambda * now.hours_since(self.last_access)).exp()
+    }
+
+    /// `min(1 + boost x accesses, cap)`.
+    pub fn boost(&self, cfg: &FieldConfig) -> f64 {
+        (1.0 + cfg.boost_per_access * f64::from(self.accesses)).min(cfg.boost_cap)
+    }
+
+    /// The query score for a cosine similarity.
+    pub fn score(&self, cfg: &FieldConfig, now: SimTime, cosine: f64) -> f64 {
+        cosine * self.decayed(cfg, now) * self.boost(cfg) + self.bonus
+    }
+}
+
+/// A query hit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    /// Pattern id.
+    pub id: u64,
+    /// Its score.
+    pub score: f64,
+    /// Its cosine similarity to the query.
+    pub cosine: f64,
+}
+
+/// What an injection did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Injected {
+    /// The pattern.
+    pub id: u64,
+    /// True when the content was already there and was reinforced.
+    pub reinforced: bool,
+}
+
+/// Field stability. *Attractor strength* is the share of the live field's
+/// decayed strength held by attractors, patterns accessed at least twice;
+/// *organisation* is one minus the normalised entropy of the live strength
+/// distribution (1 when one pattern holds everything, 0 when all are
+/// equal). `stability = 0.6 x attractor strength + 0.4 x organisation`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stability {
+    /// Attractor strength in [0, 1].
+    pub attractor_strength: f64,
+    /// Organisation in [0, 1].
+    pub organisation: f64,
+    /// The weighted sum.
+    pub stability: f64,
+}
+
+/// Why a field operation was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FieldError {
+    /// A vector of the wrong length.
+    #[error("vector has dimension {got}, the field has {expected}")]
+    WrongDimension {
+        /// The field's dimension.
+        expected: usize,
+        /// The vector's.
+        got: usize,
+    },
+    /// An all-zero or non-finite vector cannot be normalised.
+    #[error("vector cannot be normalised (zero or not finite)")]
+    BadVector,
+    /// A strength that is negative or not a number.
+    #[error("strength must be a finite number >= 0, got {0}")]
+    BadStrength(f64),
+    /// FAISS reported an error.
+    #[error("faiss: {0}")]
+    Faiss(String),
+}
+
+/// The field.
+pub struct Field {
+    cfg: FieldConfig,
+    dim: usize,
+    patterns: BTreeMap<u64, Pattern>,
+    by_hash: BTreeMap<Digest, u64>,
+    /// FAISS writes are not thread-safe; searches take the same lock.
+    index: Mutex<IndexImpl>,
+}
+
+fn normalised(v: &[f32]) -> Option<Vec<f32>> {
+    let norm = v.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt();
+    (norm.is_finite() && norm > 0.0).then(|| v.iter().map(|x| (f64::from(*x) / norm) as f32).collect())
+}
+
+/// Dot product in a fixed order, in f64: the one kernel every score uses,
+/// whatever kernel FAISS picked for the candidate search.
+fn dot(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum()
+}
+
+impl Field {
+    /// An empty field of dimension `dim`.
+    pub fn new(dim: usize, cfg: FieldConfig) -> Result<Field, FieldError> {
+        let index = index_factory(dim as u32, "IDMap,Flat", MetricType::InnerProduct).map_err(|e| FieldError::Faiss(e.to_string()))?;
+        Ok(Field { cfg, dim, patterns: BTreeMap::new(), by_hash: BTreeMap::new(), index: Mutex::new(index) })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FieldConfig {
+        &self.cfg
+    }
+
+    /// Every pattern, by id.
+    pub fn patterns(&self) -> &BTreeMap<u64, Pattern> {
+        &self.patterns
+    }
+
+    /// Injects a pattern with `strength x permeability`, or reinforces the
+    /// pattern with the same key and value.
+    pub fn inject(&mut self, agent: &str, key: &str, value: &str, vector: &[f32], strength: f64, now: SimTime) -> Result<Injected, FieldError> {
+        if vector.len() != self.dim {
+            return Err(FieldError::WrongDimension { expected: self.dim, got: vector.len() });
+        }
+        if !(strength.is_finite() && strength >= 0.0) {
+            return Err(FieldError::BadStrength(strength));
+        }
+        let content_hash = DigestWriter::new("field content v1").str(key).str(value).finish();
+        if let Some(id) = self.by_hash.get(&content_hash).copied() {
+            self.reinforce(&[id], now);
+            return Ok(Injected { id, reinforced: true });
+        }
+        let vector = normalised(vector).ok_or(FieldError::BadVector)?;
+        let id = self.patterns.keys().next_back().map_or(0, |k| k + 1);
+        self.index.lock().add_with_ids(&vector, &[Idx::new(id)]).map_err(|e| FieldError::Faiss(e.to_string()))?;
+        self.by_hash.insert(content_hash, id);
+        self.patterns.insert(
+            id,
+            Pattern {
+                id,
+                agent: agent.into(),
+                key: key.into(),
+                value: value.into(),
+                content_hash,
+                strength: strength * self.cfg.permeability,
+                created: now,
+                last_access: now,
+                accesses: 0,
+                bonus: 0.0,
+                vector,
+            },
+        );
+        Ok(Injected { id, reinforced: false })
+    }
+
+    /// Whether a pattern is archived at `now`.
+    pub fn archived(&self, p: &Pattern, now: SimTime) -> bool {
+        p.decayed(&self.cfg, now) < self.cfg.archive_below
+    }
+
+    /// The exact top-`k` live patterns for `query` at `now` (no side
+    /// effects; see [`Field::query_and_reinforce`]).
+    pub fn query(&self, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Hit>, FieldError> {
+        if query.len() != self.dim {
+            return Err(FieldError::WrongDimension { expected: self.dim, got: query.len() });
+        }
+        let q = normalised(query).ok_or(FieldError::BadVector)?;
+        let live: Vec<&Pattern> = self.patterns.values().filter(|p| !self.archived(p, now)).collect();
+        if k == 0 || live.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The largest and smallest factor any live pattern applies to its
+        // cosine, and the largest bonus: what bounds an unfetched score.
+        let factors = live.iter().map(|p| p.decayed(&self.cfg, now) * p.boost(&self.cfg));
+        let (min_f, max_f) = factors.fold((f64::INFINITY, 0.0f64), |(lo, hi), f| (lo.min(f), hi.max(f)));
+        let max_bonus = live.iter().map(|p| p.bonus).fold(0.0f64, f64::max);
+        let total = self.patterns.len();
+        let mut fetch = (4 * k).max(32).min(total);
+        loop {
+            let found = self.index.lock().search(&q, fetch).map_err(|e| FieldError::Faiss(e.to_string()))?;
+            let mut hits: Vec<Hit> = Vec::with_capacity(fetch);
+            let mut lowest = f64::INFINITY;
+            for (label, d) in found.labels.iter().zip(&found.distances) {
+                let Some(id) = label.get() else { continue };
+                lowest = lowest.min(f64::from(*d));
+                let Some(p) = self.patterns.get(&id) else { continue };
+                if self.archived(p, now) {
+                    continue;
+                }
+                let cosine = dot(&q, &p.vector);
+                hits.push(Hit { id, score: p.score(&self.cfg, now, cosine), cosine });
+            }
+            hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+            let complete = fetch >= total;
+            // An unfetched pattern has cosine <= `lowest` (up to FAISS's own
+            // rounding, covered by the margin).
+            let c = lowest + 1e-5;
+            let bound = if c >= 0.0 { c * max_f } else { c * min_f } + max_bonus;
+            if complete || (hits.len() >= k && hits[k - 1].score > bound) {
+                hits.truncate(k);
+                return Ok(hits);
+            }
+            fetch = (fetch * 2).min(total);
+        }
+    }
+
+    /// Queries, then reinforces what it returned.
+    pub fn query_and_reinforce(&mut self, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Hit>, FieldError> {
+        let hits = self.query(query, k, now)?;
+        self.reinforce(&hits.iter().map(|h| h.id).collect::<Vec<_>>(), now);
+        Ok(hits)
+    }
+
+    /// Counts an access to each pattern (resetting its decay clock); when
+    /// several are accessed together each gains the co-access bonus.
+    pub fn reinforce(&mut self, ids: &[u64], now: SimTime) {
+        let together = ids.len() > 1;
+        for id in ids {
+            if let Some(p) = self.patterns.get_mut(id) {
+                p.strength = p.decayed(&self.cfg, now);
+                p.accesses += 1;
+                p.last_access = now;
+                if together {
+                    p.bonus += self.cfg.co_access_bonus;
+                }
+            }
+        }
+    }
+
+    /// Patterns archived at `now` (decay is applied at score time; nothing
+    /// is removed).
+    pub fn decay(&self, now: SimTime) -> Vec<u64> {
+        self.patterns.values().filter(|p| self.archived(p, now)).map(|p| p.id).collect()
+    }
+
+    /// Resonance of two patterns at `now`: `cos^2 x s_A x s_B`.
+    pub fn resonance(&self, a: u64, b: u64, now: SimTime) -> Option<f64> {
+        let (pa, pb) = (self.patterns.get(&a)?, self.patterns.get(&b)?);
+        let c = dot(&pa.vector, &pb.vector);
+        Some(c * c * pa.decayed(&self.cfg, now) * pb.decayed(&self.cfg, now))
+    }
+
+    /// The source's classifications: a pattern is *resonant* with a query
+    /// when cosine > 0.7 and its decayed strength > 0.1; two patterns are
+    /// *strongly resonant* when their resonance exceeds 0.5.
+    pub fn is_resonant(&self, hit: &Hit, now: SimTime) -> bool {
+        self.patterns.get(&hit.id).is_some_and(|p| hit.cosine > 0.7 && p.decayed(&self.cfg, now) > 0.1)
+    }
+
+    /// See [`Field::is_resonant`].
+    pub fn strongly_resonant(&self, a: u64, b: u64, now: SimTime) -> bool {
+        self.resonance(a, b, now).is_some_and(|r| r > 0.5)
+    }
+
+    /// Stability at `now` (see [`Stability`]).
+    pub fn measure_stability(&self, now: SimTime) -> Stability {
+        let live: Vec<(f64, u32)> =
+            self.patterns.values().filter(|p| !self.archived(p, now)).map(|p| (p.decayed(&self.cfg, now), p.accesses)).collect();
+        let total: f64 = live.iter().map(|(s, _)| s).sum();
+        if live.is_empty() || total <= 0.0 {
+            return Stability { attractor_strength: 0.0, organisation: 0.0, stability: 0.0 };
+        }
+        let attractor_strength = live.iter().filter(|(_, a)| *a >= 2).map(|(s, _)| s).sum::<f64>() / total;
+        let organisation = if live.len() < 2 {
+            1.0
+        } else {
+            let h: f64 = live.iter().map(|(s, _)| s / total).filter(|p| *p > 0.0).map(|p| -p * p.ln()).sum();
+            1.0 - h / (live.len() as f64).ln()
+        };
+        Stability { attractor_strength, organisation, stability: 0.6 * attractor_strength + 0.4 * organisation }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{Purpose, Stream};
+
+    fn h(x: u64) -> SimTime {
+        SimTime(x * 3600)
+    }
+
+    fn random_vec(s: &mut Stream, dim: usize) -> Vec<f32> {
+        (0..dim).map(|_| s.normal() as f32).collect()
+    }
+
+    /// Exactness: over many random fields, with strong but decayed
+    /// patterns close to the query, the top-k equals a brute-force ranking.
+    #[test]
+    fn top_k_is_exact_against_brute_force() {
+        let mut s = Stream::derive(5, 0, 0, Purpose::Testing);
+        for case in 0..40 {
+            let dim = 16;
+            let mut f = Field::new(dim, FieldConfig::default()).expect("field");
+            let q = random_vec(&mut s, dim);
+            let n = 50 + s.below(200);
+            for i in 0..n {
+                // A third are near copies of the query, injected long ago.
+                let (v, at) = if s.below(3) == 0 {
+                    (q.iter().map(|x| x + 0.05 * s.normal() as f32).collect::<Vec<_>>(), h(s.below(40) as u64))
+                } else {
+                    (random_vec(&mut s, dim), h(40 + s.below(10) as u64))
+                };
+                f.inject("a", &format!("k{i}"), "v", &v, 0.2 + 3.0 * s.unit(), at).expect("inject");
+                if s.below(5) == 0 {
+                    f.reinforce(&[i as u64], h(45));
+                }
+            }
+            let now = h(50);
+            let k = 1 + s.below(10);
+            let got = f.query(&q, k, now).expect("query");
+            let qn = normalised(&q).expect("nonzero");
+            let mut brute: Vec<Hit> = f
+                .patterns()
+                .values()
+                .filter(|p| !f.archived(p, now))
+                .map(|p| {
+                    let c = dot(&qn, &p.vector);
+                    Hit { id: p.id, score: p.score(f.config(), now, c), cosine: c }
+                })
+                .collect();
+            brute.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+            brute.truncate(k);
+            assert_eq!(got, brute, "case {case} (seed 5)");
+        }
+    }
+
+    #[test]
+    fn decay_follows_the_closed_form_and_archives() {
+        let cfg = FieldConfig::default();
+        let mut f = Field::new(4, cfg.clone()).expect("field");
+        f.inject("a", "k", "v", &[1.0, 0.0, 0.0, 0.0], 2.0, h(0)).expect("inject");
+        let p = &f.patterns()[&0];
+        for t in [0u64, 1, 7, 30] {
+            let expected = 2.0 * (-0.1 * t as f64).exp();
+            assert!((p.decayed(&cfg, h(t)) - expected).abs() < 1e-12);
+        }
+        // 2 e^(-0.1 t) < 0.05 from t = ln(40)/0.1 = 36.9 h.
+        assert!(f.decay(h(36)).is_empty());
+        assert_eq!(f.decay(h(37)), vec![0]);
+        assert!(f.query(&[1.0, 0.0, 0.0, 0.0], 5, h(37)).expect("query").is_empty(), "archived patterns are left out");
+    }
+
+    #[test]
+    fn reinjection_reinforces_and_co_access_strengthens() {
+        let mut f = Field::new(4, FieldConfig { permeability: 0.5, ..Default::default() }).expect("field");
+        let a = f.inject("a", "k1", "v", &[1.0, 0.1, 0.0, 0.0], 2.0, h(0)).expect("inject");
+        assert!((f.patterns()[&a.id].strength - 1.0).abs() < 1e-12, "strength x permeability");
+        let again = f.inject("b", "k1", "v", &[0.0, 1.0, 0.0, 0.0], 2.0, h(1)).expect("inject");
+        assert_eq!(again, Injected { id: a.id, reinforced: true });
+        assert_eq!(f.patterns().len(), 1);
+        f.inject("a", "k2", "v", &[1.0, 0.2, 0.0, 0.0], 2.0, h(1)).expect("inject");
+        let before: f64 = f.patterns().values().map(|p| p.score(f.config(), h(2), 1.0)).sum();
+        for t in 2..5 {
+            let hits = f.query_and_reinforce(&[1.0, 0.15, 0.0, 0.0], 2, h(t)).expect("query");
+            assert_eq!(hits.len(), 2);
+        }
+        let after: f64 = f.patterns().values().map(|p| p.score(f.config(), h(4), 1.0)).sum();
+        assert!(after > before, "co-accessed patterns gain strength: {before} -> {after}");
+        assert!((f.patterns()[&1].bonus - 0.06).abs() < 1e-12);
+    }
+
+    #[test]
+    fn resonance_stability_and_bad_input() {
+        let mut f = Field::new(2, FieldConfig::default()).expect("field");
+        f.inject("a", "x", "1", &[1.0, 0.0], 1.0, h(0)).expect("inject");
+        f.inject("a", "y", "1", &[0.9, 0.1], 1.0, h(0)).expect("inject");
+        let r = f.resonance(0, 1, h(0)).expect("both exist");
+        assert!((r - 0.9f64.powi(2) / (0.81f64 + 0.01)).abs() < 1e-6, "{r}");
+        assert!(f.strongly_resonant(0, 1, h(0)));
+        let s0 = f.measure_stability(h(0));
+        assert!((s0.stability - (0.6 * s0.attractor_strength + 0.4 * s0.organisation)).abs() < 1e-12);
+        f.reinforce(&[0], h(0));
+        f.reinforce(&[0], h(0));
+        assert!(f.measure_stability(h(0)).attractor_strength > 0.4);
+        assert_eq!(f.inject("a", "z", "1", &[1.0, 0.0, 0.0], 1.0, h(0)), Err(FieldError::WrongDimension { expected: 2, got: 3 }));
+        assert_eq!(f.query(&[1.0], 1, h(0)), Err(FieldError::WrongDimension { expected: 2, got: 1 }));
+        assert_eq!(f.inject("a", "z", "1", &[0.0, 0.0], 1.0, h(0)), Err(FieldError::BadVector));
+        assert_eq!(f.inject("a", "z", "1", &[1.0, 0.0], -1.0, h(0)), Err(FieldError::BadStrength(-1.0)));
+    }
+}
