@@ -133,6 +133,14 @@ pub enum FieldError {
     /// FAISS reported an error.
     #[error("faiss: {0}")]
     Faiss(String),
+    /// A saved field could not be written or read.
+    #[error("field files {path}: {cause}")]
+    Files {
+        /// The directory.
+        path: String,
+        /// What went wrong.
+        cause: String,
+    },
 }
 
 /// The field.
@@ -208,6 +216,54 @@ impl Field {
             },
         );
         Ok(Injected { id, reinforced: false })
+    }
+
+    /// A digest of the whole field: every pattern with its vector.
+    pub fn digest(&self) -> Digest {
+        let mut w = DigestWriter::new("field v1");
+        w.u64(self.dim as u64);
+        for p in self.patterns.values() {
+            w.u64(p.id).str(&p.agent).str(&p.key).str(&p.value).digest(&p.content_hash).f64(p.strength);
+            w.u64(p.created.0).u64(p.last_access.0).u32(p.accesses).f64(p.bonus).floats(&p.vector);
+        }
+        w.finish()
+    }
+
+    /// Saves the field into `dir`: the index with FAISS's own writer
+    /// (`field.index`) and the pattern table beside it (`field.patterns`).
+    pub fn save(&self, dir: &std::path::Path) -> Result<(), FieldError> {
+        let err = |cause: String| FieldError::Files { path: dir.display().to_string(), cause };
+        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+        let index_path = dir.join("field.index");
+        let path = index_path.to_str().ok_or_else(|| err("the path is not valid UTF-8".into()))?;
+        faiss::write_index(&*self.index.lock(), path).map_err(|e| err(format!("writing the index: {e}")))?;
+        let table = (self.dim as u64, &self.cfg, self.patterns.values().collect::<Vec<_>>());
+        let bytes = bincode::serde::encode_to_vec(&table, bincode::config::standard()).map_err(|e| err(e.to_string()))?;
+        std::fs::write(dir.join("field.patterns"), bytes).map_err(|e| err(format!("writing the patterns: {e}")))
+    }
+
+    /// Loads a field saved by [`Field::save`], checking that the index and
+    /// the pattern table agree.
+    pub fn load(dir: &std::path::Path) -> Result<Field, FieldError> {
+        let err = |cause: String| FieldError::Files { path: dir.display().to_string(), cause };
+        let bytes = std::fs::read(dir.join("field.patterns")).map_err(|e| err(format!("reading the patterns: {e}")))?;
+        let limit = bincode::config::standard().with_limit::<{ 1 << 30 }>();
+        let ((dim, cfg, patterns), _): ((u64, FieldConfig, Vec<Pattern>), usize) =
+            bincode::serde::decode_from_slice(&bytes, limit).map_err(|e| err(format!("the pattern table is damaged: {e}")))?;
+        let index_path = dir.join("field.index");
+        let path = index_path.to_str().ok_or_else(|| err("the path is not valid UTF-8".into()))?;
+        let index = faiss::read_index(path).map_err(|e| err(format!("reading the index: {e}")))?;
+        if u64::from(index.d()) != dim || index.ntotal() != patterns.len() as u64 {
+            return Err(err(format!(
+                "the index holds {} vectors of dimension {}, the table {} of dimension {dim}",
+                index.ntotal(),
+                index.d(),
+                patterns.len()
+            )));
+        }
+        let by_hash = patterns.iter().map(|p| (p.content_hash, p.id)).collect();
+        let patterns = patterns.into_iter().map(|p| (p.id, p)).collect();
+        Ok(Field { cfg, dim: dim as usize, patterns, by_hash, index: Mutex::new(index) })
     }
 
     /// Whether a pattern is archived at `now`.
@@ -415,6 +471,24 @@ mod tests {
         let after: f64 = f.patterns().values().map(|p| p.score(f.config(), h(4), 1.0)).sum();
         assert!(after > before, "co-accessed patterns gain strength: {before} -> {after}");
         assert!((f.patterns()[&1].bonus - 0.06).abs() < 1e-12);
+    }
+
+    #[test]
+    fn save_and_load_round_trip() {
+        let mut s = Stream::derive(8, 0, 0, Purpose::Testing);
+        let mut f = Field::new(8, FieldConfig::default()).expect("field");
+        for i in 0..40 {
+            f.inject("a", &format!("k{i}"), "v", &random_vec(&mut s, 8), 1.0 + s.unit(), h(i)).expect("inject");
+        }
+        let q = random_vec(&mut s, 8);
+        f.query_and_reinforce(&q, 5, h(41)).expect("query");
+        let dir = std::env::temp_dir().join(format!("field-save-{}", std::process::id()));
+        f.save(&dir).expect("save");
+        let g = Field::load(&dir).expect("load");
+        assert_eq!(g.digest(), f.digest());
+        assert_eq!(g.query(&q, 7, h(42)).expect("query"), f.query(&q, 7, h(42)).expect("query"));
+        std::fs::write(dir.join("field.patterns"), b"garbage").expect("damage");
+        assert!(matches!(Field::load(&dir), Err(FieldError::Files { .. })));
     }
 
     #[test]
