@@ -16,10 +16,14 @@
 //! - **measure_stability** is `0.6 x attractor strength + 0.4 x organisation`
 //!   ([`Stability`] defines both).
 //!
-//! Not yet wired to agents: the field actor, the shared-context port and
-//! its adapters, persistence and the `field bench` command are the rest of
+//! [`port::SharedContextPort`] is what agents use; its adapters are the
+//! field ([`port::FieldContexts`]) and message passing
+//! ([`port::MessagePassing`]). Not yet wired to agents: the field actor,
+//! trace events, telemetry and the `field bench` command are the rest of
 //! the field issue.
 
 pub mod pattern;
+pub mod port;
 
 pub use pattern::{Field, FieldConfig, FieldError, Hit, Injected, Pattern, Stability};
+pub use port::{ContextId, Entry, FieldContexts, Found, Merge, MessagePassing, PortError, SharedContextPort};
