@@ -168,8 +168,7 @@ pub async fn run(
         strategy: spec.strategy,
     });
 
-    let failures = Arc::default();
-    let (supervisor, _) = Actor::spawn(None, PanelSupervisor { failures }, ())
+    let (supervisor, _) = Actor::spawn(None, PanelSupervisor, ())
         .await
         .map_err(|e| Error::Spawn { actor: "supervisor".into(), cause: e.to_string() })?;
     // Persona actors start concurrently (a sequential spawn waits for each

@@ -3,10 +3,7 @@
 //! rest of the panel carries on. The coordinator sees the failure as the
 //! dropped reply of the message in flight and turns it into job outcomes.
 
-use parking_lot::Mutex;
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 /// Messages to the supervisor.
 pub enum SupervisorMsg {
@@ -17,29 +14,23 @@ pub enum SupervisorMsg {
     },
 }
 
-/// Child failures by actor id, shared with whoever wants to read them.
-pub type FailureLog = Arc<Mutex<BTreeMap<ActorId, String>>>;
-
-/// The supervisor. `self` holds the shared failure log.
-pub struct PanelSupervisor {
-    /// Where failures are recorded. A `parking_lot::Mutex` because it is
-    /// held for one insert and never across an await.
-    pub failures: FailureLog,
-}
+/// The supervisor. It has no configuration; its state is the number of
+/// persona actors that failed.
+pub struct PanelSupervisor;
 
 impl Actor for PanelSupervisor {
     type Msg = SupervisorMsg;
-    type State = ();
+    type State = usize;
     type Arguments = ();
 
-    async fn pre_start(&self, _myself: ActorRef<Self::Msg>, _args: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
+    async fn pre_start(&self, _myself: ActorRef<Self::Msg>, _args: ()) -> Result<usize, ActorProcessingErr> {
+        Ok(0)
     }
 
-    async fn handle(&self, _myself: ActorRef<Self::Msg>, message: Self::Msg, _state: &mut ()) -> Result<(), ActorProcessingErr> {
+    async fn handle(&self, _myself: ActorRef<Self::Msg>, message: Self::Msg, failed: &mut usize) -> Result<(), ActorProcessingErr> {
         match message {
             SupervisorMsg::Failures { reply } => {
-                let _ = reply.send(self.failures.lock().len());
+                let _ = reply.send(*failed);
             }
         }
         Ok(())
@@ -49,11 +40,11 @@ impl Actor for PanelSupervisor {
         &self,
         _myself: ActorRef<Self::Msg>,
         event: SupervisionEvent,
-        _state: &mut (),
+        failed: &mut usize,
     ) -> Result<(), ActorProcessingErr> {
         if let SupervisionEvent::ActorFailed(cell, err) = event {
             tracing::warn!(actor = %cell.get_id(), error = %err, "persona actor failed; the rest of the panel continues");
-            self.failures.lock().insert(cell.get_id(), err.to_string());
+            *failed += 1;
         }
         Ok(())
     }

@@ -362,7 +362,8 @@ fn inspect(id: &str, dir: &RunDir) -> Result<()> {
     if dir.test_only && !history.iter().any(|v| v.is_test) {
         bail!("memory id {id} is not a test memory (--test-only)");
     }
-    let record = l.world.personas.iter().flat_map(|p| p.memory.records()).find(|m| m.id.to_string() == id);
+    let record = engine::persona::MemoryId::parse(id)
+        .and_then(|m| l.world.personas.iter().find(|p| p.profile.id == m.persona).and_then(|p| p.memory.get(m)));
     let text = record.map(|r| r.description.clone()).or_else(|| l.world.test_content.get(id).cloned());
     let v = json!({
         "id": id, "owner": owner, "description": text,

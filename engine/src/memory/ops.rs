@@ -160,12 +160,12 @@ impl MemoryWorld {
                 };
                 if !*test_only {
                     for p in &mut self.personas {
-                        let records = p.memory.records().to_vec();
+                        let PersonaState { profile, memory, ledger, .. } = p;
                         let vector = |r: &str| {
-                            let seq: usize = r.rsplit('-').next()?.parse().ok()?;
-                            records.get(seq)?.vector.as_deref().map(<[f32]>::to_vec)
+                            let id = crate::persona::MemoryId::parse(r)?;
+                            memory.get(id)?.vector.as_deref().map(<[f32]>::to_vec)
                         };
-                        pass(p.profile.label(), &mut p.ledger, &vector);
+                        pass(profile.label(), ledger, &vector);
                     }
                 }
                 let content = self.test_content.clone();

@@ -21,6 +21,14 @@ pub struct MemoryId {
     pub seq: u32,
 }
 
+impl MemoryId {
+    /// Parses the `m-PPPPP-SSSS` form that `Display` writes.
+    pub fn parse(s: &str) -> Option<MemoryId> {
+        let (p, q) = s.strip_prefix("m-")?.split_once('-')?;
+        Some(MemoryId { persona: p.parse().ok()?, seq: q.parse().ok()? })
+    }
+}
+
 impl fmt::Display for MemoryId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "m-{:05}-{:04}", self.persona, self.seq)
@@ -118,11 +126,6 @@ impl MemoryStream {
         self.records.is_empty()
     }
 
-    /// True when at least one memory has a vector.
-    pub fn any_vector(&self) -> bool {
-        self.records.iter().any(|r| r.vector.is_some())
-    }
-
     /// The sequence number the next memory gets.
     pub fn next_seq(&self) -> u32 {
         self.records.len() as u32
@@ -148,11 +151,6 @@ impl MemoryStream {
                 }
             }
         }
-    }
-
-    /// The `n` most recent memories, newest last.
-    pub fn recent(&self, n: usize) -> &[MemoryRecord] {
-        &self.records[self.records.len().saturating_sub(n)..]
     }
 
     /// Ranks this persona's memories against `query` and returns the top

@@ -111,9 +111,9 @@ fn write_change(w: &mut DigestWriter, c: &Change) {
     };
 }
 
-/// The memory id a ledger record names (`m-PPPPP-SSSS`).
+/// The sequence number of the memory a ledger record names.
 fn seq_of(record: &str) -> Option<usize> {
-    record.rsplit('-').next().and_then(|s| s.parse().ok())
+    MemoryId::parse(record).map(|id| id.seq as usize)
 }
 
 /// Everything one persona owns.
@@ -161,6 +161,19 @@ impl PersonaState {
             ledger: Ledger::default(),
             visible: Vec::new(),
         }
+    }
+
+    /// Whether retrieval may see memory `seq` (beyond the table: yes).
+    pub fn is_visible(&self, seq: u32) -> bool {
+        self.visible.get(seq as usize).copied().unwrap_or(true)
+    }
+
+    /// The descriptions of the `n` most recent visible memories, oldest first.
+    pub fn recent_visible(&self, n: usize) -> Vec<String> {
+        let mut recent: Vec<String> =
+            self.memory.records().iter().rev().filter(|m| self.is_visible(m.id.seq)).take(n).map(|m| m.description.clone()).collect();
+        recent.reverse();
+        recent
     }
 
     /// True when retrieval can use a query vector: some visible memory has

@@ -92,12 +92,7 @@ pub fn prepare(state: &PersonaState, job: &Job, query: Option<&[f32]>, ctx: &Tic
     // A single reaction adds at most 10 importance.
     let reflect = (remaining <= 10).then(|| ReflectPlan {
         remaining,
-        recent: {
-            let visible = state.memory.records().iter().filter(|m| state.visible.get(m.id.seq as usize).copied().unwrap_or(true));
-            let mut recent: Vec<String> = visible.rev().take(cfg.reflection.recent_memories).map(|m| m.description.clone()).collect();
-            recent.reverse();
-            recent
-        },
+        recent: state.recent_visible(cfg.reflection.recent_memories),
         header: state.header.clone(),
     });
     let probes = ctx
