@@ -18,12 +18,18 @@
 //!
 //! [`port::SharedContextPort`] is what agents use; its adapters are the
 //! field ([`port::FieldContexts`]) and message passing
-//! ([`port::MessagePassing`]). Not yet wired to agents: the field actor,
-//! trace events, telemetry and the `field bench` command are the rest of
-//! the field issue.
+//! ([`port::MessagePassing`]). Agents act in phases
+//! ([`port::SharedContextPort::phase`]): a phase applies its operations in
+//! `(agent, seq)` order, injections first, then every query against the
+//! same state, so the result does not depend on arrival order or thread
+//! count. The field adapter counts and samples every phase
+//! ([`telemetry`]) and can log it for step-by-step replay ([`log`]).
 
+pub mod log;
 pub mod pattern;
 pub mod port;
+pub mod telemetry;
 
 pub use pattern::{Field, FieldConfig, FieldError, Hit, Injected, Pattern, Stability};
-pub use port::{ContextId, Entry, FieldContexts, Found, Merge, MessagePassing, PortError, SharedContextPort};
+pub use port::{ContextId, Entry, FieldContexts, FieldSession, Found, Merge, MessagePassing, PortError, PortOp, PortReply, SharedContextPort, Submitted};
+pub use telemetry::{Telemetry, TelemetryReport};

@@ -6,7 +6,7 @@ use faiss::index::IndexImpl;
 use faiss::{index_factory, Idx, Index, MetricType};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Field parameters; the defaults are the source's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,6 +57,8 @@ pub struct Pattern {
     pub accesses: u32,
     /// Accumulated co-access bonus.
     pub bonus: f64,
+    /// The agents whose queries returned it (or who re-injected it).
+    pub accessed_by: BTreeSet<String>,
     /// The normalised vector.
     pub vector: Vec<f32>,
 }
@@ -171,6 +173,29 @@ impl Field {
         Ok(Field { cfg, dim, patterns: BTreeMap::new(), by_hash: BTreeMap::new(), index: Mutex::new(index) })
     }
 
+    /// A field holding `patterns` (their ids and vectors as they are).
+    pub fn from_patterns(dim: usize, cfg: FieldConfig, patterns: Vec<Pattern>) -> Result<Field, FieldError> {
+        let mut index = index_factory(dim as u32, "IDMap,Flat", MetricType::InnerProduct).map_err(|e| FieldError::Faiss(e.to_string()))?;
+        for p in &patterns {
+            if p.vector.len() != dim {
+                return Err(FieldError::WrongDimension { expected: dim, got: p.vector.len() });
+            }
+        }
+        let flat: Vec<f32> = patterns.iter().flat_map(|p| p.vector.iter().copied()).collect();
+        let ids: Vec<Idx> = patterns.iter().map(|p| Idx::new(p.id)).collect();
+        if !ids.is_empty() {
+            index.add_with_ids(&flat, &ids).map_err(|e| FieldError::Faiss(e.to_string()))?;
+        }
+        let by_hash = patterns.iter().map(|p| (p.content_hash, p.id)).collect();
+        let patterns = patterns.into_iter().map(|p| (p.id, p)).collect();
+        Ok(Field { cfg, dim, patterns, by_hash, index: Mutex::new(index) })
+    }
+
+    /// The vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
     /// The configuration.
     pub fn config(&self) -> &FieldConfig {
         &self.cfg
@@ -192,7 +217,7 @@ impl Field {
         }
         let content_hash = DigestWriter::new("field content v1").str(key).str(value).finish();
         if let Some(id) = self.by_hash.get(&content_hash).copied() {
-            self.reinforce(&[id], now);
+            self.reinforce(agent, &[id], now);
             return Ok(Injected { id, reinforced: true });
         }
         let vector = normalised(vector).ok_or(FieldError::BadVector)?;
@@ -212,6 +237,7 @@ impl Field {
                 last_access: now,
                 accesses: 0,
                 bonus: 0.0,
+                accessed_by: BTreeSet::new(),
                 vector,
             },
         );
@@ -224,7 +250,12 @@ impl Field {
         w.u64(self.dim as u64);
         for p in self.patterns.values() {
             w.u64(p.id).str(&p.agent).str(&p.key).str(&p.value).digest(&p.content_hash).f64(p.strength);
-            w.u64(p.created.0).u64(p.last_access.0).u32(p.accesses).f64(p.bonus).floats(&p.vector);
+            w.u64(p.created.0).u64(p.last_access.0).u32(p.accesses).f64(p.bonus);
+            w.u64(p.accessed_by.len() as u64);
+            for a in &p.accessed_by {
+                w.str(a);
+            }
+            w.floats(&p.vector);
         }
         w.finish()
     }
@@ -274,65 +305,92 @@ impl Field {
     /// The exact top-`k` live patterns for `query` at `now` (no side
     /// effects; see [`Field::query_and_reinforce`]).
     pub fn query(&self, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Hit>, FieldError> {
-        if query.len() != self.dim {
-            return Err(FieldError::WrongDimension { expected: self.dim, got: query.len() });
+        Ok(self.query_batch(&[query], k, now)?.pop().unwrap_or_default())
+    }
+
+    /// The exact top-`k` for each query, all against the same state: one
+    /// FAISS search for the whole batch per over-fetch round. Each answer is
+    /// identical to [`Field::query`] of that query alone (the candidates are
+    /// re-scored in the same fixed-order kernel, whatever kernel FAISS used).
+    pub fn query_batch(&self, queries: &[&[f32]], k: usize, now: SimTime) -> Result<Vec<Vec<Hit>>, FieldError> {
+        let mut normed = Vec::with_capacity(queries.len());
+        for q in queries {
+            if q.len() != self.dim {
+                return Err(FieldError::WrongDimension { expected: self.dim, got: q.len() });
+            }
+            normed.push(normalised(q).ok_or(FieldError::BadVector)?);
         }
-        let q = normalised(query).ok_or(FieldError::BadVector)?;
-        let live: Vec<&Pattern> = self.patterns.values().filter(|p| !self.archived(p, now)).collect();
-        if k == 0 || live.is_empty() {
-            return Ok(Vec::new());
-        }
+        let mut answers: Vec<Option<Vec<Hit>>> = vec![None; queries.len()];
         // The largest and smallest factor any live pattern applies to its
         // cosine, and the largest bonus: what bounds an unfetched score.
-        let factors = live.iter().map(|p| p.decayed(&self.cfg, now) * p.boost(&self.cfg));
-        let (min_f, max_f) = factors.fold((f64::INFINITY, 0.0f64), |(lo, hi), f| (lo.min(f), hi.max(f)));
-        let max_bonus = live.iter().map(|p| p.bonus).fold(0.0f64, f64::max);
+        let (mut min_f, mut max_f, mut max_bonus, mut live) = (f64::INFINITY, 0.0f64, 0.0f64, 0usize);
+        for p in self.patterns.values() {
+            let d = p.decayed(&self.cfg, now);
+            if d >= self.cfg.archive_below {
+                let f = d * p.boost(&self.cfg);
+                (min_f, max_f, max_bonus, live) = (min_f.min(f), max_f.max(f), max_bonus.max(p.bonus), live + 1);
+            }
+        }
+        if k == 0 || live == 0 {
+            return Ok(vec![Vec::new(); queries.len()]);
+        }
         let total = self.patterns.len();
         let mut fetch = (4 * k).max(32).min(total);
         loop {
-            let found = self.index.lock().search(&q, fetch).map_err(|e| FieldError::Faiss(e.to_string()))?;
-            let mut hits: Vec<Hit> = Vec::with_capacity(fetch);
-            let mut lowest = f64::INFINITY;
-            for (label, d) in found.labels.iter().zip(&found.distances) {
-                let Some(id) = label.get() else { continue };
-                lowest = lowest.min(f64::from(*d));
-                let Some(p) = self.patterns.get(&id) else { continue };
-                if self.archived(p, now) {
-                    continue;
-                }
-                let cosine = dot(&q, &p.vector);
-                hits.push(Hit { id, score: p.score(&self.cfg, now, cosine), cosine });
+            let pending: Vec<usize> = (0..queries.len()).filter(|i| answers[*i].is_none()).collect();
+            if pending.is_empty() {
+                return Ok(answers.into_iter().map(Option::unwrap_or_default).collect());
             }
-            hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
-            let complete = fetch >= total;
-            // An unfetched pattern has cosine <= `lowest` (up to FAISS's own
-            // rounding, covered by the margin).
-            let c = lowest + 1e-5;
-            let bound = if c >= 0.0 { c * max_f } else { c * min_f } + max_bonus;
-            if complete || (hits.len() >= k && hits[k - 1].score > bound) {
-                hits.truncate(k);
-                return Ok(hits);
+            let flat: Vec<f32> = pending.iter().flat_map(|i| normed[*i].iter().copied()).collect();
+            let found = self.index.lock().search(&flat, fetch).map_err(|e| FieldError::Faiss(e.to_string()))?;
+            for (row, i) in pending.iter().enumerate() {
+                let q = &normed[*i];
+                let span = row * fetch..(row + 1) * fetch;
+                let mut hits: Vec<Hit> = Vec::with_capacity(fetch);
+                let mut lowest = f64::INFINITY;
+                for (label, d) in found.labels[span.clone()].iter().zip(&found.distances[span]) {
+                    let Some(id) = label.get() else { continue };
+                    lowest = lowest.min(f64::from(*d));
+                    let Some(p) = self.patterns.get(&id) else { continue };
+                    if self.archived(p, now) {
+                        continue;
+                    }
+                    let cosine = dot(q, &p.vector);
+                    hits.push(Hit { id, score: p.score(&self.cfg, now, cosine), cosine });
+                }
+                hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+                // An unfetched pattern has cosine <= `lowest` (up to FAISS's
+                // own rounding, covered by the margin).
+                let c = lowest + 1e-5;
+                let bound = if c >= 0.0 { c * max_f } else { c * min_f } + max_bonus;
+                if fetch >= total || (hits.len() >= k && hits[k - 1].score > bound) {
+                    hits.truncate(k);
+                    answers[*i] = Some(hits);
+                }
             }
             fetch = (fetch * 2).min(total);
         }
     }
 
     /// Queries, then reinforces what it returned.
-    pub fn query_and_reinforce(&mut self, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Hit>, FieldError> {
+    pub fn query_and_reinforce(&mut self, agent: &str, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Hit>, FieldError> {
         let hits = self.query(query, k, now)?;
-        self.reinforce(&hits.iter().map(|h| h.id).collect::<Vec<_>>(), now);
+        self.reinforce(agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now);
         Ok(hits)
     }
 
-    /// Counts an access to each pattern (resetting its decay clock); when
-    /// several are accessed together each gains the co-access bonus.
-    pub fn reinforce(&mut self, ids: &[u64], now: SimTime) {
+    /// Counts `agent`'s access to each pattern (resetting its decay clock);
+    /// when several are accessed together each gains the co-access bonus.
+    pub fn reinforce(&mut self, agent: &str, ids: &[u64], now: SimTime) {
         let together = ids.len() > 1;
         for id in ids {
             if let Some(p) = self.patterns.get_mut(id) {
                 p.strength = p.decayed(&self.cfg, now);
                 p.accesses += 1;
                 p.last_access = now;
+                if !p.accessed_by.contains(agent) {
+                    p.accessed_by.insert(agent.to_string());
+                }
                 if together {
                     p.bonus += self.cfg.co_access_bonus;
                 }
@@ -398,7 +456,8 @@ mod tests {
     }
 
     /// Exactness: over many random fields, with strong but decayed
-    /// patterns close to the query, the top-k equals a brute-force ranking.
+    /// patterns close to the query, the top-k equals a brute-force ranking,
+    /// and a batch answers each query exactly as a single query does.
     #[test]
     fn top_k_is_exact_against_brute_force() {
         let mut s = Stream::derive(5, 0, 0, Purpose::Testing);
@@ -416,25 +475,31 @@ mod tests {
                 };
                 f.inject("a", &format!("k{i}"), "v", &v, 0.2 + 3.0 * s.unit(), at).expect("inject");
                 if s.below(5) == 0 {
-                    f.reinforce(&[i as u64], h(45));
+                    f.reinforce("a", &[i as u64], h(45));
                 }
             }
             let now = h(50);
             let k = 1 + s.below(10);
-            let got = f.query(&q, k, now).expect("query");
-            let qn = normalised(&q).expect("nonzero");
-            let mut brute: Vec<Hit> = f
-                .patterns()
-                .values()
-                .filter(|p| !f.archived(p, now))
-                .map(|p| {
-                    let c = dot(&qn, &p.vector);
-                    Hit { id: p.id, score: p.score(f.config(), now, c), cosine: c }
-                })
-                .collect();
-            brute.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
-            brute.truncate(k);
-            assert_eq!(got, brute, "case {case} (seed 5)");
+            let others: Vec<Vec<f32>> = (0..s.below(4)).map(|_| random_vec(&mut s, dim)).collect();
+            let mut batch: Vec<&[f32]> = vec![&q];
+            batch.extend(others.iter().map(Vec::as_slice));
+            let answers = f.query_batch(&batch, k, now).expect("batch");
+            for (b, query) in batch.iter().enumerate() {
+                let qn = normalised(query).expect("nonzero");
+                let mut brute: Vec<Hit> = f
+                    .patterns()
+                    .values()
+                    .filter(|p| !f.archived(p, now))
+                    .map(|p| {
+                        let c = dot(&qn, &p.vector);
+                        Hit { id: p.id, score: p.score(f.config(), now, c), cosine: c }
+                    })
+                    .collect();
+                brute.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+                brute.truncate(k);
+                assert_eq!(answers[b], brute, "case {case}, query {b} (seed 5)");
+                assert_eq!(f.query(query, k, now).expect("query"), answers[b], "batched = single, case {case}");
+            }
         }
     }
 
@@ -465,7 +530,7 @@ mod tests {
         f.inject("a", "k2", "v", &[1.0, 0.2, 0.0, 0.0], 2.0, h(1)).expect("inject");
         let before: f64 = f.patterns().values().map(|p| p.score(f.config(), h(2), 1.0)).sum();
         for t in 2..5 {
-            let hits = f.query_and_reinforce(&[1.0, 0.15, 0.0, 0.0], 2, h(t)).expect("query");
+            let hits = f.query_and_reinforce("c", &[1.0, 0.15, 0.0, 0.0], 2, h(t)).expect("query");
             assert_eq!(hits.len(), 2);
         }
         let after: f64 = f.patterns().values().map(|p| p.score(f.config(), h(4), 1.0)).sum();
@@ -481,7 +546,7 @@ mod tests {
             f.inject("a", &format!("k{i}"), "v", &random_vec(&mut s, 8), 1.0 + s.unit(), h(i)).expect("inject");
         }
         let q = random_vec(&mut s, 8);
-        f.query_and_reinforce(&q, 5, h(41)).expect("query");
+        f.query_and_reinforce("b", &q, 5, h(41)).expect("query");
         let dir = std::env::temp_dir().join(format!("field-save-{}", std::process::id()));
         f.save(&dir).expect("save");
         let g = Field::load(&dir).expect("load");
@@ -501,8 +566,8 @@ mod tests {
         assert!(f.strongly_resonant(0, 1, h(0)));
         let s0 = f.measure_stability(h(0));
         assert!((s0.stability - (0.6 * s0.attractor_strength + 0.4 * s0.organisation)).abs() < 1e-12);
-        f.reinforce(&[0], h(0));
-        f.reinforce(&[0], h(0));
+        f.reinforce("a", &[0], h(0));
+        f.reinforce("b", &[0], h(0));
         assert!(f.measure_stability(h(0)).attractor_strength > 0.4);
         assert_eq!(f.inject("a", "z", "1", &[1.0, 0.0, 0.0], 1.0, h(0)), Err(FieldError::WrongDimension { expected: 2, got: 3 }));
         assert_eq!(f.query(&[1.0], 1, h(0)), Err(FieldError::WrongDimension { expected: 2, got: 1 }));

@@ -2,7 +2,9 @@
 //! passing (the baseline). A mission picks one; both pass the same
 //! contract tests.
 
+use super::log::{EventLog, PhaseEvent};
 use super::pattern::{Field, FieldConfig, FieldError};
+use super::telemetry::Telemetry;
 use crate::clock::SimTime;
 use crate::persona::memory::cosine;
 use serde::{Deserialize, Serialize};
@@ -38,6 +40,42 @@ pub struct Found {
     pub score: f64,
 }
 
+/// One operation an agent submits for a phase.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PortOp {
+    /// Share an entry.
+    Inject(Entry),
+    /// Ask for the `k` best matches of a vector.
+    Query {
+        /// The query embedding.
+        vector: Vec<f32>,
+        /// How many results.
+        k: usize,
+    },
+}
+
+/// An operation with its author and the author's sequence number: a phase
+/// applies its operations in `(agent, seq)` order, whatever order they
+/// arrived in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    /// The agent.
+    pub agent: String,
+    /// The agent's own counter.
+    pub seq: u64,
+    /// What it asks.
+    pub op: PortOp,
+}
+
+/// The answer to one submitted operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PortReply {
+    /// The entry was shared.
+    Injected,
+    /// The query's results, best first.
+    Found(Vec<Found>),
+}
+
 /// Why a port call was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PortError {
@@ -55,9 +93,28 @@ pub enum PortError {
         /// Context.
         context: ContextId,
     },
+    /// Two operations of one phase carry the same `(agent, seq)`.
+    #[error("agent {agent:?} submitted sequence number {seq} twice in one phase")]
+    DuplicateSequence {
+        /// Agent.
+        agent: String,
+        /// The repeated number.
+        seq: u64,
+    },
     /// A field error (dimension, vector, strength).
     #[error(transparent)]
     Field(#[from] FieldError),
+}
+
+/// The order a phase applies `ops` in: indices sorted by `(agent, seq)`,
+/// with every operation whose key is not unique marked as a duplicate (all
+/// of them, so that arrival order cannot pick a winner).
+fn phase_order(ops: &[Submitted]) -> (Vec<usize>, Vec<bool>) {
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    order.sort_by(|a, b| (&ops[*a].agent, ops[*a].seq, a).cmp(&(&ops[*b].agent, ops[*b].seq, b)));
+    let same = |i: usize, j: usize| ops[order[i]].agent == ops[order[j]].agent && ops[order[i]].seq == ops[order[j]].seq;
+    let dup = (0..order.len()).map(|i| (i > 0 && same(i, i - 1)) || (i + 1 < order.len() && same(i, i + 1))).collect();
+    (order, dup)
 }
 
 /// Shared context between the agents of a team.
@@ -71,6 +128,34 @@ pub trait SharedContextPort {
     fn query(&mut self, ctx: ContextId, agent: &str, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Found>, PortError>;
     /// Closes a context; later calls on it fail.
     fn destroy_context(&mut self, ctx: ContextId) -> Result<(), PortError>;
+
+    /// Applies one phase of operations at `now`, in `(agent, seq)` order:
+    /// first every injection, then every query, all queries seeing the same
+    /// state (the field reinforces what they returned afterwards, in the
+    /// same order). Replies come back in submission order. An unknown or
+    /// destroyed context fails the whole phase; any other error fails only
+    /// its operation.
+    fn phase(&mut self, ctx: ContextId, ops: &[Submitted], now: SimTime) -> Result<Vec<Result<PortReply, PortError>>, PortError> {
+        self.check_context(ctx)?;
+        let (order, dup) = phase_order(ops);
+        let mut replies: Vec<Option<Result<PortReply, PortError>>> = vec![None; ops.len()];
+        for pass_injects in [true, false] {
+            for (pos, i) in order.iter().enumerate() {
+                let s = &ops[*i];
+                let reply = match (&s.op, pass_injects) {
+                    _ if dup[pos] => Err(PortError::DuplicateSequence { agent: s.agent.clone(), seq: s.seq }),
+                    (PortOp::Inject(e), true) => self.inject(ctx, &s.agent, e.clone(), now).map(|()| PortReply::Injected),
+                    (PortOp::Query { vector, k }, false) => self.query(ctx, &s.agent, vector, *k, now).map(PortReply::Found),
+                    (PortOp::Inject(_), false) | (PortOp::Query { .. }, true) => continue,
+                };
+                replies[*i] = Some(reply);
+            }
+        }
+        Ok(replies.into_iter().map(|r| r.unwrap_or(Err(PortError::UnknownContext(ctx)))).collect())
+    }
+
+    /// Fails when `ctx` is unknown or destroyed.
+    fn check_context(&mut self, ctx: ContextId) -> Result<(), PortError>;
 }
 
 struct Team {
@@ -88,11 +173,21 @@ fn check<'a, T>(ctxs: &'a mut BTreeMap<ContextId, Option<(Team, T)>>, ctx: Conte
     }
 }
 
+/// One context of the field adapter: its field, what it has seen, and
+/// where its events go.
+pub struct FieldSession {
+    /// The field.
+    pub field: Field,
+    /// Counters and the timeline.
+    pub telemetry: Telemetry,
+    log: Option<EventLog>,
+}
+
 /// The field adapter: one field per context.
 pub struct FieldContexts {
     dim: usize,
     cfg: FieldConfig,
-    contexts: BTreeMap<ContextId, Option<(Team, Field)>>,
+    contexts: BTreeMap<ContextId, Option<(Team, FieldSession)>>,
 }
 
 impl FieldContexts {
@@ -101,9 +196,40 @@ impl FieldContexts {
         FieldContexts { dim, cfg, contexts: BTreeMap::new() }
     }
 
+    /// A live context's field and telemetry.
+    pub fn session(&self, ctx: ContextId) -> Option<&FieldSession> {
+        self.contexts.get(&ctx).and_then(|c| c.as_ref()).map(|(_, f)| f)
+    }
+
     /// A context's field.
     pub fn field(&self, ctx: ContextId) -> Option<&Field> {
-        self.contexts.get(&ctx).and_then(|c| c.as_ref()).map(|(_, f)| f)
+        self.session(ctx).map(|s| &s.field)
+    }
+
+    /// Records the context's phases from now on into `log` (the field's
+    /// configuration first), so that its evolution can be replayed.
+    pub fn record(&mut self, ctx: ContextId, mut log: EventLog) -> Result<(), PortError> {
+        check(&mut self.contexts, ctx, None)?;
+        if let Some(Some((team, session))) = self.contexts.get_mut(&ctx) {
+            log.start(&team.members, &session.field)?;
+            session.log = Some(log);
+        }
+        Ok(())
+    }
+
+    /// Opens a context over an existing field (a loaded or replayed one).
+    pub fn adopt(&mut self, team: &[String], field: Field) -> ContextId {
+        let id = ContextId(self.contexts.len() as u64);
+        self.contexts.insert(id, Some((Team { members: team.to_vec() }, FieldSession { field, telemetry: Telemetry::default(), log: None })));
+        id
+    }
+
+    /// Closes a context and hands its field over.
+    pub fn take(&mut self, ctx: ContextId) -> Option<Field> {
+        match self.contexts.insert(ctx, None) {
+            Some(Some((_, s))) => Some(s.field),
+            Some(None) | None => None,
+        }
     }
 }
 
@@ -111,26 +237,28 @@ impl SharedContextPort for FieldContexts {
     fn create_context(&mut self, team: &[String], initial: Vec<Entry>, now: SimTime) -> Result<ContextId, PortError> {
         let id = ContextId(self.contexts.len() as u64);
         let mut field = Field::new(self.dim, self.cfg.clone())?;
+        let mut telemetry = Telemetry::default();
         let first = team.first().cloned().unwrap_or_default();
         for e in initial {
             field.inject(&first, &e.key, &e.value, &e.vector, e.strength, now)?;
+            telemetry.count_inject(&first);
         }
-        self.contexts.insert(id, Some((Team { members: team.to_vec() }, field)));
+        self.contexts.insert(id, Some((Team { members: team.to_vec() }, FieldSession { field, telemetry, log: None })));
         Ok(id)
     }
 
     fn inject(&mut self, ctx: ContextId, agent: &str, e: Entry, now: SimTime) -> Result<(), PortError> {
-        check(&mut self.contexts, ctx, Some(agent))?.inject(agent, &e.key, &e.value, &e.vector, e.strength, now)?;
+        let s = check(&mut self.contexts, ctx, Some(agent))?;
+        s.field.inject(agent, &e.key, &e.value, &e.vector, e.strength, now)?;
+        s.telemetry.count_inject(agent);
         Ok(())
     }
 
     fn query(&mut self, ctx: ContextId, agent: &str, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Found>, PortError> {
-        let field = check(&mut self.contexts, ctx, Some(agent))?;
-        let hits = field.query_and_reinforce(query, k, now)?;
-        Ok(hits
-            .iter()
-            .filter_map(|h| field.patterns().get(&h.id).map(|p| Found { agent: p.agent.clone(), key: p.key.clone(), value: p.value.clone(), score: h.score }))
-            .collect())
+        let s = check(&mut self.contexts, ctx, Some(agent))?;
+        let hits = s.field.query_and_reinforce(agent, query, k, now)?;
+        s.telemetry.count_query(agent);
+        Ok(found(&s.field, &hits))
     }
 
     fn destroy_context(&mut self, ctx: ContextId) -> Result<(), PortError> {
@@ -138,6 +266,86 @@ impl SharedContextPort for FieldContexts {
         self.contexts.insert(ctx, None);
         Ok(())
     }
+
+    fn check_context(&mut self, ctx: ContextId) -> Result<(), PortError> {
+        check(&mut self.contexts, ctx, None).map(|_| ())
+    }
+
+    /// The field's phase: injections in order, then one batched FAISS
+    /// search for every query against the same state, then reinforcement in
+    /// order; the phase is logged and a timeline point taken.
+    fn phase(&mut self, ctx: ContextId, ops: &[Submitted], now: SimTime) -> Result<Vec<Result<PortReply, PortError>>, PortError> {
+        let (order, dup) = phase_order(ops);
+        let Some(Some((team, s))) = self.contexts.get_mut(&ctx) else {
+            return Err(check(&mut self.contexts, ctx, None).err().unwrap_or(PortError::UnknownContext(ctx)));
+        };
+        let mut replies: Vec<Option<Result<PortReply, PortError>>> = vec![None; ops.len()];
+        let mut queries: Vec<(usize, &[f32], usize)> = Vec::new();
+        for (pos, i) in order.iter().enumerate() {
+            let sub = &ops[*i];
+            if dup[pos] {
+                replies[*i] = Some(Err(PortError::DuplicateSequence { agent: sub.agent.clone(), seq: sub.seq }));
+            } else if !team.members.iter().any(|m| *m == sub.agent) {
+                replies[*i] = Some(Err(PortError::NotInTeam { agent: sub.agent.clone(), context: ctx }));
+            } else {
+                match &sub.op {
+                    PortOp::Inject(e) => {
+                        let r = s.field.inject(&sub.agent, &e.key, &e.value, &e.vector, e.strength, now);
+                        if r.is_ok() {
+                            s.telemetry.count_inject(&sub.agent);
+                        }
+                        replies[*i] = Some(r.map(|_| PortReply::Injected).map_err(PortError::from));
+                    }
+                    PortOp::Query { vector, k } if vector.len() != s.field.dim() => {
+                        let e = FieldError::WrongDimension { expected: s.field.dim(), got: vector.len() };
+                        replies[*i] = Some(Err(e.into()));
+                    }
+                    PortOp::Query { vector, k } => queries.push((*i, vector, *k)),
+                }
+            }
+        }
+        // One batch per distinct k (agents usually share one k).
+        let mut ks: Vec<usize> = queries.iter().map(|q| q.2).collect();
+        ks.sort_unstable();
+        ks.dedup();
+        let mut hits_of: BTreeMap<usize, Result<Vec<super::Hit>, FieldError>> = BTreeMap::new();
+        for k in ks {
+            let group: Vec<&(usize, &[f32], usize)> = queries.iter().filter(|q| q.2 == k).collect();
+            let vectors: Vec<&[f32]> = group.iter().map(|q| q.1).collect();
+            match s.field.query_batch(&vectors, k, now) {
+                Ok(answers) => hits_of.extend(group.iter().map(|q| q.0).zip(answers.into_iter().map(Ok))),
+                // A batch fails only for a vector that cannot be normalised:
+                // answer each query alone so the others still succeed.
+                Err(_) => hits_of.extend(group.iter().map(|q| (q.0, s.field.query(q.1, k, now)))),
+            }
+        }
+        for i in &order {
+            if let Some(result) = hits_of.remove(i) {
+                replies[*i] = Some(match result {
+                    Ok(hits) => {
+                        s.field.reinforce(&ops[*i].agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now);
+                        s.telemetry.count_query(&ops[*i].agent);
+                        Ok(PortReply::Found(found(&s.field, &hits)))
+                    }
+                    Err(e) => Err(e.into()),
+                });
+            }
+        }
+        let replies: Vec<Result<PortReply, PortError>> = replies.into_iter().map(|r| r.unwrap_or(Err(PortError::UnknownContext(ctx)))).collect();
+        let point = s.telemetry.observe(&s.field, now);
+        if let Some(log) = &mut s.log {
+            let sorted: Vec<&Submitted> = order.iter().map(|i| &ops[*i]).collect();
+            let outcome: Vec<&Result<PortReply, PortError>> = order.iter().map(|i| &replies[*i]).collect();
+            log.append(&PhaseEvent::new(point.phase, now, &sorted, &outcome, s.field.digest()))?;
+        }
+        Ok(replies)
+    }
+}
+
+fn found(field: &Field, hits: &[super::Hit]) -> Vec<Found> {
+    hits.iter()
+        .filter_map(|h| field.patterns().get(&h.id).map(|p| Found { agent: p.agent.clone(), key: p.key.clone(), value: p.value.clone(), score: h.score }))
+        .collect()
 }
 
 /// How a receiver merges messages that share a key.
@@ -259,11 +467,16 @@ impl SharedContextPort for MessagePassing {
         self.contexts.insert(ctx, None);
         Ok(())
     }
+
+    fn check_context(&mut self, ctx: ContextId) -> Result<(), PortError> {
+        check(&mut self.contexts, ctx, None).map(|_| ())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::field::log::EventLog;
 
     fn e(key: &str, value: &str, v: [f32; 3]) -> Entry {
         Entry { key: key.into(), value: value.into(), vector: v.to_vec(), strength: 1.0 }
@@ -289,6 +502,99 @@ mod tests {
         port.destroy_context(ctx).expect("destroy");
         assert_eq!(port.query(ctx, "writer", &[1.0, 0.0, 0.0], 1, now), Err(PortError::Destroyed(ctx)));
         assert_eq!(port.destroy_context(ctx), Err(PortError::Destroyed(ctx)));
+    }
+
+    fn sub(agent: &str, seq: u64, op: PortOp) -> Submitted {
+        Submitted { agent: agent.into(), seq, op }
+    }
+
+    fn q(v: [f32; 3], k: usize) -> PortOp {
+        PortOp::Query { vector: v.to_vec(), k }
+    }
+
+    /// The phase contract: `(agent, seq)` order whatever the arrival order,
+    /// injections visible to the same phase's queries, replies in
+    /// submission order, duplicates and strangers refused one by one.
+    fn phase_contract(make: &dyn Fn() -> Box<dyn SharedContextPort>) {
+        let now = SimTime(0);
+        let ops = vec![
+            sub("writer", 1, q([1.0, 0.0, 0.0], 3)),
+            sub("researcher", 2, PortOp::Inject(e("f2", "second", [0.9, 0.1, 0.0]))),
+            sub("researcher", 1, PortOp::Inject(e("f1", "first", [1.0, 0.0, 0.0]))),
+            sub("analyst", 1, q([0.0, 1.0, 0.0], 1)),
+            sub("analyst", 1, q([0.0, 1.0, 0.0], 1)),
+            sub("stranger", 1, q([0.0, 1.0, 0.0], 1)),
+        ];
+        let mut reversed = ops.clone();
+        reversed.reverse();
+        let mut results = Vec::new();
+        for batch in [&ops, &reversed] {
+            let mut port = make();
+            let ctx = port.create_context(&team(), Vec::new(), now).expect("create");
+            let mut replies = port.phase(ctx, batch, now).expect("phase");
+            if std::ptr::eq(batch, &reversed) {
+                replies.reverse();
+            }
+            results.push(replies);
+        }
+        assert_eq!(results[0], results[1], "arrival order does not matter");
+        let r = &results[0];
+        let Ok(PortReply::Found(found)) = &r[0] else { panic!("writer's query failed: {:?}", r[0]) };
+        assert_eq!(found.iter().map(|f| f.key.as_str()).collect::<Vec<_>>(), vec!["f1", "f2"], "the phase's injections are visible");
+        assert_eq!(r[1], Ok(PortReply::Injected));
+        let duplicate = Err(PortError::DuplicateSequence { agent: "analyst".into(), seq: 1 });
+        assert_eq!((&r[3], &r[4]), (&duplicate, &duplicate), "neither copy of a repeated (agent, seq) runs");
+        assert!(matches!(r[5], Err(PortError::NotInTeam { .. })));
+        let mut port = make();
+        assert_eq!(port.phase(ContextId(7), &ops, now), Err(PortError::UnknownContext(ContextId(7))));
+    }
+
+    #[test]
+    fn both_adapters_meet_the_phase_contract() {
+        phase_contract(&|| Box::new(FieldContexts::new(3, FieldConfig::default())));
+        phase_contract(&|| Box::new(MessagePassing::new(3, Merge::Append)));
+    }
+
+    /// A logged field replays phase by phase to the same digests; telemetry
+    /// counts what happened and names the patterns two agents touched.
+    #[test]
+    fn field_phases_are_logged_replayed_and_counted() {
+        let dir = std::env::temp_dir().join(format!("field-log-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("field.events");
+        let mut port = FieldContexts::new(3, FieldConfig::default());
+        let ctx = port.create_context(&team(), vec![e("brief", "topic", [0.0, 0.0, 1.0])], SimTime(0)).expect("create");
+        port.record(ctx, EventLog::create(&path).expect("log")).expect("record");
+        for t in 0..6u64 {
+            let now = SimTime(t * 3600);
+            let ops = vec![
+                sub("researcher", 2 * t, PortOp::Inject(e(&format!("f{t}"), "finding", [1.0, t as f32 * 0.1, 0.0]))),
+                sub("analyst", t, q([1.0, 0.2, 0.1], 2)),
+                sub("writer", t, q([1.0, 0.1, 0.0], 2)),
+            ];
+            port.phase(ctx, &ops, now).expect("phase");
+        }
+        let session = port.session(ctx).expect("live");
+        let report = session.telemetry.report(&session.field, SimTime(5 * 3600));
+        assert_eq!((report.injects.total, report.queries.total), (7, 12), "the brief plus six findings; two queries a phase");
+        assert_eq!(report.queries.by_agent["writer"], 6);
+        assert!(!report.multi_agent_patterns.is_empty(), "analyst and writer read the same findings");
+        assert!(report.multi_agent_patterns.iter().all(|p| p.accessed_by == ["analyst", "writer"]));
+        assert_eq!(report.timeline.len(), 6);
+        assert_eq!(report.resonance.pairs, (report.resonance.patterns * (report.resonance.patterns - 1) / 2) as u64);
+        let (steps, replayed) = super::super::log::replay(&path).expect("replay");
+        assert_eq!(steps.len(), 6);
+        assert!(steps.iter().all(|s| s.matches), "{steps:?}");
+        assert_eq!(replayed.digest(), session.field.digest());
+        // A damaged log is refused with its frame.
+        let mut bytes = std::fs::read(&path).expect("read");
+        let last = bytes.len() - 3;
+        bytes[last] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        let Err(err) = super::super::log::replay(&path) else { panic!("a damaged log replayed") };
+        let err = err.to_string();
+        assert!(err.contains("frame 6") && err.contains("checksum"), "{err}");
     }
 
     impl Entry {
