@@ -40,6 +40,12 @@ pub enum Error {
         /// The observer's message.
         cause: String,
     },
+    /// The field actor stopped answering (an internal fault).
+    #[error("the field actor failed: {0}")]
+    FieldActor(String),
+    /// The field refused an operation.
+    #[error(transparent)]
+    Field(#[from] engine::field::PortError),
 }
 
 /// Result with this crate's [`Error`].

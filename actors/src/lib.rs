@@ -10,6 +10,9 @@
 //!   [`coordinator::TickReport`] with outcomes in job order.
 //! - [`supervisor::PanelSupervisor`] is the parent of the persona actors; a
 //!   persona that panics fails its own jobs, not the run.
+//! - [`field::FieldActor`] owns the shared memory field and applies agents'
+//!   operations in deterministic phases; [`field_sim`] drives it with a
+//!   seeded synthetic mission.
 //! - [`run::run`] spawns them all, drives the ticks, stops at the budget and
 //!   tears down.
 //!
@@ -24,6 +27,8 @@
 
 pub mod coordinator;
 pub mod error;
+pub mod field;
+pub mod field_sim;
 pub mod persona;
 pub mod progress;
 pub mod replay;

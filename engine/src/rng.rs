@@ -19,6 +19,10 @@ pub enum Purpose {
     Chat,
     /// Test builders.
     Testing,
+    /// Synthetic field workloads (`field simulate`, `field bench`).
+    Field,
+    /// The agent experiment's scripted agents.
+    Agent,
 }
 
 impl Purpose {
@@ -28,6 +32,8 @@ impl Purpose {
             Purpose::Exposure => 2,
             Purpose::Chat => 3,
             Purpose::Testing => 4,
+            Purpose::Field => 5,
+            Purpose::Agent => 6,
         }
     }
 }

@@ -14,3 +14,5 @@ mod ticks;
 mod failures;
 // Memory consolidation at each commit: expiry hides memories, dry runs, promotion.
 mod consolidation;
+// The field actor: phases independent of thread count, logs that replay, typed errors.
+mod field;

@@ -7,7 +7,7 @@
 //! every step.
 
 use super::pattern::{Field, FieldConfig, FieldError, Pattern};
-use super::port::{FieldContexts, PortError, PortOp, PortReply, SharedContextPort, Submitted};
+use super::port::{FieldContexts, FieldSession, PortError, PortOp, PortReply, SharedContextPort, Submitted};
 use crate::clock::SimTime;
 use crate::digest::Digest;
 use serde::{Deserialize, Serialize};
@@ -249,8 +249,9 @@ pub struct ReplayedPhase {
     pub live: usize,
 }
 
-/// Re-applies a log's phases to a fresh field, step by step.
-pub fn replay(path: &Path) -> Result<(Vec<ReplayedPhase>, Field), FieldError> {
+/// Re-applies a log's phases to a fresh field, step by step; returns the
+/// steps and the field with its rebuilt telemetry.
+pub fn replay(path: &Path) -> Result<(Vec<ReplayedPhase>, FieldSession), FieldError> {
     let log = read_log(path)?;
     let s = &log.start;
     let field = Field::from_patterns(s.dim as usize, s.config.clone(), s.patterns.clone())?;
@@ -292,6 +293,6 @@ pub fn replay(path: &Path) -> Result<(Vec<ReplayedPhase>, Field), FieldError> {
             live: point.as_ref().map_or(0, |t| t.live),
         });
     }
-    let field = port.take(ctx).ok_or_else(|| files_err(path, "the replayed context vanished".into()))?;
-    Ok((steps, field))
+    let session = port.take(ctx).ok_or_else(|| files_err(path, "the replayed context vanished".into()))?;
+    Ok((steps, session))
 }

@@ -224,10 +224,10 @@ impl FieldContexts {
         id
     }
 
-    /// Closes a context and hands its field over.
-    pub fn take(&mut self, ctx: ContextId) -> Option<Field> {
+    /// Closes a context and hands its field and telemetry over.
+    pub fn take(&mut self, ctx: ContextId) -> Option<FieldSession> {
         match self.contexts.insert(ctx, None) {
-            Some(Some((_, s))) => Some(s.field),
+            Some(Some((_, s))) => Some(s),
             Some(None) | None => None,
         }
     }
@@ -237,13 +237,13 @@ impl SharedContextPort for FieldContexts {
     fn create_context(&mut self, team: &[String], initial: Vec<Entry>, now: SimTime) -> Result<ContextId, PortError> {
         let id = ContextId(self.contexts.len() as u64);
         let mut field = Field::new(self.dim, self.cfg.clone())?;
-        let mut telemetry = Telemetry::default();
+        // Initial entries are the context's seed, not an agent's operation:
+        // telemetry counts only what agents do.
         let first = team.first().cloned().unwrap_or_default();
         for e in initial {
             field.inject(&first, &e.key, &e.value, &e.vector, e.strength, now)?;
-            telemetry.count_inject(&first);
         }
-        self.contexts.insert(id, Some((Team { members: team.to_vec() }, FieldSession { field, telemetry, log: None })));
+        self.contexts.insert(id, Some((Team { members: team.to_vec() }, FieldSession { field, telemetry: Telemetry::default(), log: None })));
         Ok(id)
     }
 
@@ -285,7 +285,7 @@ impl SharedContextPort for FieldContexts {
             let sub = &ops[*i];
             if dup[pos] {
                 replies[*i] = Some(Err(PortError::DuplicateSequence { agent: sub.agent.clone(), seq: sub.seq }));
-            } else if !team.members.iter().any(|m| *m == sub.agent) {
+            } else if !team.members.contains(&sub.agent) {
                 replies[*i] = Some(Err(PortError::NotInTeam { agent: sub.agent.clone(), context: ctx }));
             } else {
                 match &sub.op {
@@ -577,7 +577,7 @@ mod tests {
         }
         let session = port.session(ctx).expect("live");
         let report = session.telemetry.report(&session.field, SimTime(5 * 3600));
-        assert_eq!((report.injects.total, report.queries.total), (7, 12), "the brief plus six findings; two queries a phase");
+        assert_eq!((report.injects.total, report.queries.total), (6, 12), "six findings (the brief is the seed); two queries a phase");
         assert_eq!(report.queries.by_agent["writer"], 6);
         assert!(!report.multi_agent_patterns.is_empty(), "analyst and writer read the same findings");
         assert!(report.multi_agent_patterns.iter().all(|p| p.accessed_by == ["analyst", "writer"]));
@@ -586,7 +586,8 @@ mod tests {
         let (steps, replayed) = super::super::log::replay(&path).expect("replay");
         assert_eq!(steps.len(), 6);
         assert!(steps.iter().all(|s| s.matches), "{steps:?}");
-        assert_eq!(replayed.digest(), session.field.digest());
+        assert_eq!(replayed.field.digest(), session.field.digest());
+        assert_eq!(replayed.telemetry, session.telemetry, "replay rebuilds the telemetry");
         // A damaged log is refused with its frame.
         let mut bytes = std::fs::read(&path).expect("read");
         let last = bytes.len() - 3;
