@@ -1,6 +1,7 @@
 //! `sim-cli`: run persona panels on the simulation engine.
 
 mod bench;
+mod field;
 mod inspect;
 mod memory;
 mod output;
@@ -42,6 +43,9 @@ enum Command {
     /// Measure: `bench embed` compares batched with per-persona embedding end to end.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// The shared memory field: simulate a mission on the field actor, replay its log, telemetry, benchmarks.
+    #[command(subcommand)]
+    Field(field::FieldCommand),
     /// List the built-in scenarios.
     Scenarios,
 }
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::inspect(args),
         Command::Bench(cmd) => bench::bench(cmd),
         Command::Memory(cmd) => memory::memory(cmd),
+        Command::Field(cmd) => field::field(cmd),
         Command::Scenarios => {
             output::list_scenarios();
             Ok(())

@@ -321,9 +321,9 @@ impl SharedContextPort for FieldContexts {
         }
         for i in &order {
             if let Some(result) = hits_of.remove(i) {
-                replies[*i] = Some(match result {
+                let reinforced = result.and_then(|hits| s.field.reinforce(&ops[*i].agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now).map(|()| hits));
+                replies[*i] = Some(match reinforced {
                     Ok(hits) => {
-                        s.field.reinforce(&ops[*i].agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now);
                         s.telemetry.count_query(&ops[*i].agent);
                         Ok(PortReply::Found(found(&s.field, &hits)))
                     }

@@ -1,0 +1,437 @@
+//! `sim-cli field`: the shared memory field. `simulate` drives the field
+//! actor with a seeded synthetic mission and writes its event log, saved
+//! index and telemetry; `replay` re-applies a log step by step; `stats`
+//! prints the telemetry rebuilt from a log; `bench` measures the field
+//! against a plain FAISS flat scan in the same process.
+
+use crate::run::runtime;
+use actors::field_sim::{simulate, FieldSimSpec};
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use engine::clock::SimTime;
+use engine::field::log::replay as replay_log;
+use engine::field::{Field, FieldConfig};
+use engine::rng::{Purpose, Stream};
+use faiss::{index_factory, Index, MetricType};
+use serde_json::{json, Value};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The field's commands.
+#[derive(Debug, Subcommand)]
+pub enum FieldCommand {
+    /// Run a seeded synthetic mission on the field actor and write its event log, saved field and telemetry.
+    Simulate(SimulateArgs),
+    /// Re-apply a field event log phase by phase and check every digest.
+    Replay(LogArgs),
+    /// Telemetry of a logged field: counts, resonance, shared patterns, the strength and stability timeline.
+    Stats(StatsArgs),
+    /// Inject and query latency against a plain FAISS flat scan, per field size.
+    Bench(BenchArgs),
+}
+
+/// Options of `sim-cli field simulate`.
+#[derive(Debug, Args)]
+#[command(after_help = "Each phase, every agent submits its operations from its own task; the field applies\n\
+    them at the end of the phase in (agent, seq) order, injections first, then all queries against\n\
+    the same state. The digest depends on the seed alone, whatever --threads is.")]
+pub struct SimulateArgs {
+    /// Seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Agents (three are named researcher, analyst and writer).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub agents: u32,
+    /// Phases.
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub phases: u32,
+    /// Operations per agent per phase (about half injections, half queries).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub ops: u32,
+    /// Vector dimension.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub dim: u32,
+    /// Topic centres the vectors cluster around.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub topics: u32,
+    /// Results per query.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub k: u32,
+    /// Simulated hours between phases.
+    #[arg(long, default_value_t = 1.0)]
+    pub hours_per_phase: f64,
+    /// Decay constant per simulated hour.
+    #[arg(long, default_value_t = 0.1)]
+    pub lambda: f64,
+    /// Boundary permeability applied at injection.
+    #[arg(long, default_value_t = 1.0)]
+    pub permeability: f64,
+    /// Output directory (must not exist or be empty). Default: runs/field-s<seed>.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Tokio worker threads. Results do not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// Print the result as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A directory holding `field.events`.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Directory written by `field simulate` (or a field.events file).
+    #[arg(value_name = "DIR|LOG")]
+    pub dir: PathBuf,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `sim-cli field stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Directory written by `field simulate` (or a field.events file).
+    #[arg(value_name = "DIR|LOG")]
+    pub dir: PathBuf,
+    /// Leave the per-pattern strengths out of the timeline (they grow with the field).
+    #[arg(long)]
+    pub brief: bool,
+    /// Print the telemetry as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `sim-cli field bench`.
+#[derive(Debug, Args)]
+#[command(after_help = "Both sides run in this process on the same vectors: the field (FAISS IDMap,Flat\n\
+    inner product, exact top-k with score-time decay and boosts, reinforcement after each single\n\
+    query) and a bare FAISS Flat inner-product index. Batches hold 64 queries. To measure one core,\n\
+    pin the process: `taskset -c 0 sim-cli field bench`. Ratios are measured side by side; absolute\n\
+    figures move with the machine's load.")]
+pub struct BenchArgs {
+    /// Field sizes, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "100,500,1000,5000", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub vectors: Vec<u32>,
+    /// Vector dimension.
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub dim: u32,
+    /// Results per query.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub k: u32,
+    /// Minimum measuring time per figure, in milliseconds.
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub min_ms: u64,
+    /// Seed of the vectors.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the report as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `sim-cli field ...`.
+pub fn field(cmd: FieldCommand) -> Result<()> {
+    match cmd {
+        FieldCommand::Simulate(a) => simulate_cmd(a),
+        FieldCommand::Replay(a) => replay_cmd(a),
+        FieldCommand::Stats(a) => stats_cmd(a),
+        FieldCommand::Bench(a) => bench_cmd(a),
+    }
+}
+
+fn positive(name: &str, v: f64, allow_zero: bool) -> Result<()> {
+    if !v.is_finite() || v < 0.0 || (!allow_zero && v == 0.0) {
+        bail!("{name} {v}: must be a finite number {}", if allow_zero { ">= 0" } else { "> 0" });
+    }
+    Ok(())
+}
+
+fn simulate_cmd(a: SimulateArgs) -> Result<()> {
+    positive("--hours-per-phase", a.hours_per_phase, false)?;
+    positive("--lambda", a.lambda, true)?;
+    positive("--permeability", a.permeability, true)?;
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/field-s{}", a.seed)));
+    if out.exists() && std::fs::read_dir(&out).map(|mut d| d.next().is_some()).unwrap_or(true) {
+        bail!("output directory {} already exists and is not empty; choose another --out or remove it", out.display());
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create output directory {}", out.display()))?;
+    let spec = FieldSimSpec {
+        seed: a.seed,
+        agents: a.agents,
+        phases: a.phases,
+        ops: a.ops,
+        dim: a.dim as usize,
+        topics: a.topics,
+        hours_per_phase: a.hours_per_phase,
+        k: a.k as usize,
+        field: FieldConfig { lambda: a.lambda, permeability: a.permeability, ..FieldConfig::default() },
+        out: Some(out.clone()),
+    };
+    let terminal = std::io::stderr().is_terminal();
+    let phases = a.phases;
+    let result = runtime(a.threads)?.block_on(simulate(&spec, |p| {
+        if terminal {
+            eprint!("\r\x1b[2K[phase {p}/{phases}]");
+        }
+    }));
+    if terminal {
+        eprint!("\r\x1b[2K");
+    }
+    let result = result.context("field simulation failed")?;
+    let telemetry = serde_json::to_value(&result.telemetry)?;
+    write_json(&out.join("telemetry.json"), &telemetry)?;
+    let summary = json!({
+        "out": out.display().to_string(),
+        "digest": result.digest.hex(),
+        "operations": {"ok": result.ok, "failed": result.failed},
+        "patterns": result.telemetry.patterns,
+        "archived": result.telemetry.archived,
+        "multi_agent_patterns": result.telemetry.multi_agent_patterns.len(),
+        "stability": result.telemetry.stability.stability,
+        "convergence_phase": result.telemetry.convergence_phase,
+    });
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        let t = &result.telemetry;
+        println!("Field simulation: {} agents x {} phases x {} ops, seed {}", a.agents, a.phases, a.ops, a.seed);
+        println!("  operations   {} ok, {} refused ({} injections, {} queries)", result.ok, result.failed, t.injects.total, t.queries.total);
+        println!("  patterns     {} ({} archived), {} accessed by more than one agent", t.patterns, t.archived, t.multi_agent_patterns.len());
+        println!("  resonance    mean {:.4}, max {:.4}, {} strongly resonant pairs", t.resonance.mean, t.resonance.max, t.resonance.strongly_resonant_pairs);
+        let conv = t.convergence_phase.map_or("not reached".to_string(), |p| format!("phase {p}"));
+        println!("  stability    {:.3} (convergence > 0.75: {conv})", t.stability.stability);
+        println!("  digest       {}", result.digest.hex());
+        println!("Wrote {}: field.events, field.index, field.patterns, telemetry.json", out.display());
+    }
+    Ok(())
+}
+
+fn write_json(path: &Path, v: &Value) -> Result<()> {
+    std::fs::write(path, serde_json::to_vec_pretty(v)?).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn log_path(p: &Path) -> Result<PathBuf> {
+    let path = if p.is_dir() { p.join("field.events") } else { p.to_path_buf() };
+    if !path.is_file() {
+        bail!("{}: no field event log here (expected a directory written by `sim-cli field simulate`, or a field.events file)", path.display());
+    }
+    Ok(path)
+}
+
+fn replay_cmd(a: LogArgs) -> Result<()> {
+    let path = log_path(&a.dir)?;
+    let (steps, session) = replay_log(&path).with_context(|| format!("cannot replay {}", path.display()))?;
+    let diverged = steps.iter().find(|s| !s.matches).map(|s| s.phase);
+    if a.json {
+        let v = json!({"log": path.display().to_string(), "phases": steps, "matched": diverged.is_none(), "first_divergence": diverged, "digest": session.field.digest().hex()});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("{:>6} {:>8} {:>8} {:>8} {:>6} {:>10}  digest", "phase", "hours", "injects", "queries", "live", "stability");
+        for s in &steps {
+            let mark = if s.matches { "ok" } else { "DIVERGED" };
+            println!("{:>6} {:>8.2} {:>8} {:>8} {:>6} {:>10.4}  {} {mark}", s.phase, s.hours, s.injects, s.queries, s.live, s.stability, &s.replayed.hex()[..16]);
+        }
+        match diverged {
+            None => println!("Replayed {} phases: every digest and outcome matches.", steps.len()),
+            Some(p) => println!("Replay diverged at phase {p}."),
+        }
+    }
+    if let Some(p) = diverged {
+        bail!("{}: replay diverged at phase {p}", path.display());
+    }
+    Ok(())
+}
+
+fn stats_cmd(a: StatsArgs) -> Result<()> {
+    let path = log_path(&a.dir)?;
+    let (steps, session) = replay_log(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let end = engine::clock::SimTime((steps.last().map_or(0.0, |s| s.hours) * 3600.0).round() as u64);
+    let mut report = session.telemetry.report(&session.field, end);
+    if a.brief {
+        for p in &mut report.timeline {
+            p.strengths.clear();
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("Field {} ({} phases)", path.display(), report.timeline.len());
+    let by = |c: &engine::field::telemetry::Counts| c.by_agent.iter().map(|(a, n)| format!("{a} {n}")).collect::<Vec<_>>().join(", ");
+    println!("  injections   {} ({})", report.injects.total, by(&report.injects));
+    println!("  queries      {} ({})", report.queries.total, by(&report.queries));
+    println!("  patterns     {} ({} archived)", report.patterns, report.archived);
+    let r = &report.resonance;
+    println!("  resonance    {} pairs of {} live patterns: mean {:.4}, max {:.4}, {} strongly resonant", r.pairs, r.patterns, r.mean, r.max, r.strongly_resonant_pairs);
+    for b in &r.histogram {
+        let hi = if b.hi > b.lo { format!("{:.2}", b.hi) } else { "   +".into() };
+        println!("    [{:.2}, {hi})  {}", b.lo, b.count);
+    }
+    println!("  shared       {} patterns accessed by more than one agent", report.multi_agent_patterns.len());
+    for p in report.multi_agent_patterns.iter().take(10) {
+        println!("    #{} {} (by {}): {} accesses, {}", p.id, p.key, p.injected_by, p.accesses, p.accessed_by.join(", "));
+    }
+    let conv = report.convergence_phase.map_or("not reached".to_string(), |p| format!("phase {p}"));
+    println!("  stability    {:.3} = 0.6 x {:.3} attractor + 0.4 x {:.3} organisation; convergence: {conv}", report.stability.stability, report.stability.attractor_strength, report.stability.organisation);
+    println!("  timeline     phase: live, total strength, stability");
+    for p in &report.timeline {
+        println!("    {:>4}: {:>5} {:>9.3} {:>7.3}", p.phase, p.live, p.total_strength, p.stability.stability);
+    }
+    Ok(())
+}
+
+/// Calls `f` until `min` has passed (and at least three times); returns
+/// seconds per call.
+fn time_per_call(min: Duration, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let start = Instant::now();
+    let mut n = 0u64;
+    while n < 3 || start.elapsed() < min {
+        f()?;
+        n += 1;
+    }
+    Ok(start.elapsed().as_secs_f64() / n as f64)
+}
+
+fn unit_vectors(s: &mut Stream, n: usize, dim: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(n * dim);
+    for _ in 0..n {
+        let v: Vec<f64> = (0..dim).map(|_| s.normal()).collect();
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        out.extend(v.iter().map(|x| (x / norm) as f32));
+    }
+    out
+}
+
+/// Single-threaded sequential read bandwidth over `bytes` bytes, GB/s: the
+/// ceiling a one-query flat scan can approach.
+fn read_bandwidth(bytes: usize, min: Duration) -> f64 {
+    let buf: Vec<f32> = (0..bytes / 4).map(|i| (i % 7) as f32).collect();
+    let mut sink = 0.0f32;
+    let per = time_per_call(min, || {
+        let mut acc = [0.0f32; 16];
+        for chunk in buf.chunks_exact(16) {
+            for (a, x) in acc.iter_mut().zip(chunk) {
+                *a += x;
+            }
+        }
+        sink += acc.iter().sum::<f32>();
+        Ok(())
+    })
+    .unwrap_or(f64::INFINITY);
+    std::hint::black_box(sink);
+    bytes as f64 / per / 1e9
+}
+
+fn bench_cmd(a: BenchArgs) -> Result<()> {
+    let dim = a.dim as usize;
+    let k = a.k as usize;
+    let min = Duration::from_millis(a.min_ms);
+    let faiss_err = |e: faiss::error::Error| anyhow::anyhow!("faiss: {e}");
+    let mut sizes = Vec::new();
+    let terminal = std::io::stderr().is_terminal();
+    for &n in &a.vectors {
+        let n = n as usize;
+        if terminal {
+            eprint!("\r\x1b[2K[{n} x {dim}]");
+        }
+        let mut s = Stream::derive(a.seed, n as u32, 0, Purpose::Field);
+        let data = unit_vectors(&mut s, n, dim);
+        let queries = unit_vectors(&mut s, 64, dim);
+        // Inject: one at a time into the field, and into a bare index.
+        let started = Instant::now();
+        let mut field = Field::new(dim, FieldConfig::default())?;
+        for (i, v) in data.chunks_exact(dim).enumerate() {
+            let at = SimTime((i % 12) as u64 * 3600);
+            field.inject(&format!("agent-{}", i % 3), &format!("k{i}"), "v", v, 0.5 + (i % 5) as f64 * 0.25, at)?;
+        }
+        let inject_us = started.elapsed().as_secs_f64() * 1e6 / n as f64;
+        let started = Instant::now();
+        let mut plain = index_factory(dim as u32, "Flat", MetricType::InnerProduct).map_err(faiss_err)?;
+        for v in data.chunks_exact(dim) {
+            plain.add(v).map_err(faiss_err)?;
+        }
+        let plain_inject_us = started.elapsed().as_secs_f64() * 1e6 / n as f64;
+        let now = SimTime(12 * 3600);
+        let mut qi = 0usize;
+        let single = time_per_call(min, || {
+            let q = &queries[(qi % 64) * dim..(qi % 64 + 1) * dim];
+            qi += 1;
+            field.query_and_reinforce("bench", q, k, now)?;
+            Ok(())
+        })?;
+        let mut qi = 0usize;
+        let plain_single = time_per_call(min, || {
+            let q = &queries[(qi % 64) * dim..(qi % 64 + 1) * dim];
+            qi += 1;
+            plain.search(q, k).map_err(faiss_err)?;
+            Ok(())
+        })?;
+        let batch: Vec<&[f32]> = queries.chunks_exact(dim).collect();
+        let batched = time_per_call(min, || {
+            field.query_batch(&batch, k, now)?;
+            Ok(())
+        })? / 64.0;
+        let plain_batched = time_per_call(min, || {
+            plain.search(&queries, k).map_err(faiss_err)?;
+            Ok(())
+        })? / 64.0;
+        let bytes = (n * dim * 4) as f64;
+        sizes.push(json!({
+            "vectors": n,
+            "dim": dim,
+            "inject_us": inject_us,
+            "plain_inject_us": plain_inject_us,
+            "query_single_us": single * 1e6,
+            "query_single_qps": 1.0 / single,
+            "query_batched_qps": 1.0 / batched,
+            "plain_scan_single_qps": 1.0 / plain_single,
+            "plain_scan_batched_qps": 1.0 / plain_batched,
+            "single_overhead": single / plain_single,
+            "batched_overhead": batched / plain_batched,
+            "scanned_gb_per_s_single": bytes / single / 1e9,
+            "scanned_gb_per_s_batched": bytes / batched / 1e9,
+            "plain_scanned_gb_per_s_single": bytes / plain_single / 1e9,
+        }));
+    }
+    let largest = a.vectors.iter().max().copied().unwrap_or(1) as usize * dim * 4;
+    let bandwidth = read_bandwidth(largest.max(64 << 20), min);
+    if terminal {
+        eprint!("\r\x1b[2K");
+    }
+    let at_target = sizes.iter().find(|s| s["vectors"] == 5000 && s["dim"] == 2048).cloned();
+    let targets = at_target.map(|s| {
+        let f = |key: &str| s[key].as_f64().unwrap_or(0.0);
+        json!([
+            {"name": "single queries/s at 5000 x 2048", "threshold": 400.0, "value": f("query_single_qps"), "pass": f("query_single_qps") >= 400.0},
+            {"name": "share of read bandwidth, single", "threshold": 0.8, "value": f("scanned_gb_per_s_single") / bandwidth, "pass": f("scanned_gb_per_s_single") / bandwidth >= 0.8},
+            {"name": "batched queries/s at 5000 x 2048", "threshold": 3000.0, "value": f("query_batched_qps"), "pass": f("query_batched_qps") >= 3000.0},
+            {"name": "decay + reinforcement overhead over bare FAISS, single", "threshold": 1.10, "value": f("single_overhead"), "pass": f("single_overhead") <= 1.10},
+            {"name": "decay overhead over bare FAISS, batched", "threshold": 1.10, "value": f("batched_overhead"), "pass": f("batched_overhead") <= 1.10},
+        ])
+    });
+    let report = json!({"k": k, "batch": 64, "read_bandwidth_gb_per_s": bandwidth, "sizes": sizes, "targets": targets});
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("Field vs plain FAISS flat scan, dim {dim}, k {k}, batches of 64; single-thread read bandwidth {bandwidth:.1} GB/s");
+    println!("{:>8} {:>10} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>8}", "vectors", "inject us", "single q/s", "plain q/s", "batch q/s", "plain q/s", "single x", "batch x", "GB/s");
+    for s in &sizes {
+        let f = |key: &str| s[key].as_f64().unwrap_or(0.0);
+        println!(
+            "{:>8} {:>10.1} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>9.3} {:>9.3} {:>8.1}",
+            s["vectors"], f("inject_us"), f("query_single_qps"), f("plain_scan_single_qps"), f("query_batched_qps"), f("plain_scan_batched_qps"),
+            f("single_overhead"), f("batched_overhead"), f("scanned_gb_per_s_single")
+        );
+    }
+    if let Some(Value::Array(t)) = report.get("targets") {
+        println!("Targets at 5000 x 2048:");
+        for c in t {
+            let pass = if c["pass"].as_bool().unwrap_or(false) { "pass" } else { "FAIL" };
+            println!("  {:<55} {:>10.3} (threshold {}) {pass}", c["name"].as_str().unwrap_or(""), c["value"].as_f64().unwrap_or(0.0), c["threshold"]);
+        }
+    }
+    Ok(())
+}
