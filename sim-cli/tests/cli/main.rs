@@ -10,3 +10,5 @@ mod bad_input;
 mod trace;
 // Memory commands on a recorded run.
 mod memory;
+// `sim-cli field`: simulate, replay, stats, bench.
+mod field;

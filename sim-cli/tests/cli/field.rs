@@ -1,0 +1,67 @@
+use crate::support::{scratch, sim, stderr};
+use serde_json::Value;
+
+fn json(o: &std::process::Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).expect("json on stdout")
+}
+
+/// simulate writes the log, the saved field and telemetry; replay matches
+/// every phase; stats rebuilds the same telemetry from the log.
+#[test]
+fn simulate_replay_and_stats() {
+    let dir = scratch("field-sim");
+    let args = ["field", "simulate", "--seed", "9", "--phases", "8", "--dim", "16", "--out", "f", "--json"];
+    let sum = json(&sim(&dir, &args));
+    for f in ["field.events", "field.index", "field.patterns", "telemetry.json"] {
+        assert!(dir.join("f").join(f).is_file(), "{f} written");
+    }
+    assert_eq!(sum["operations"]["failed"], 0);
+    let replay = json(&sim(&dir, &["field", "replay", "f", "--json"]));
+    assert_eq!(replay["matched"], true);
+    assert_eq!(replay["phases"].as_array().map(Vec::len), Some(8));
+    assert_eq!(replay["digest"], sum["digest"]);
+    let stats = json(&sim(&dir, &["field", "stats", "f", "--json"]));
+    let written: Value = serde_json::from_slice(&std::fs::read(dir.join("f/telemetry.json")).expect("read")).expect("json");
+    assert_eq!(stats, written, "stats from the log equal the telemetry written at the end of the run");
+    for key in ["injects", "queries", "resonance", "multi_agent_patterns", "timeline", "stability", "convergence_phase"] {
+        assert!(stats.get(key).is_some(), "telemetry has {key}");
+    }
+    // Same seed, other thread count: same digest.
+    let again = json(&sim(&dir, &["field", "simulate", "--seed", "9", "--phases", "8", "--dim", "16", "--out", "g", "--threads", "1", "--json"]));
+    assert_eq!(again["digest"], sum["digest"]);
+}
+
+#[test]
+fn bench_reports_every_size_with_the_plain_scan() {
+    let dir = scratch("field-bench");
+    let v = json(&sim(&dir, &["field", "bench", "--vectors", "50,200", "--dim", "32", "--min-ms", "5", "--json"]));
+    let sizes = v["sizes"].as_array().expect("sizes");
+    assert_eq!(sizes.len(), 2);
+    for (s, n) in sizes.iter().zip([50, 200]) {
+        assert_eq!((s["vectors"].as_u64(), s["dim"].as_u64()), (Some(n), Some(32)));
+        for key in ["inject_us", "query_single_qps", "query_batched_qps", "plain_scan_single_qps", "plain_scan_batched_qps"] {
+            assert!(s[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {s}");
+        }
+    }
+}
+
+#[test]
+fn bad_field_input_is_named() {
+    let dir = scratch("field-bad");
+    let cases: [(&[&str], &str); 4] = [
+        (&["field", "replay", "nowhere"], "no field event log"),
+        (&["field", "simulate", "--lambda=-1", "--out", "x"], "--lambda"),
+        (&["field", "bench", "--vectors", "0"], "--vectors"),
+        (&["field", "simulate", "--phases", "0"], "--phases"),
+    ];
+    for (args, needle) in cases {
+        let o = sim(&dir, args);
+        assert!(!o.status.success(), "{args:?} must fail");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+    std::fs::write(dir.join("field.events"), b"SIMFIELD\x01\x00\x00\x00garbage").expect("write");
+    let o = sim(&dir, &["field", "replay", "field.events"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("field.events") && stderr(&o).contains("frame 0"), "{}", stderr(&o));
+}
