@@ -26,6 +26,8 @@ pub enum ChatPurpose {
     Reflection,
     /// A survey probe.
     Probe,
+    /// A research agent's step (researcher, analyst or writer).
+    Agent,
 }
 
 /// One chat request. The prompt is shared and hashed once, when the

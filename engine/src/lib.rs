@@ -35,6 +35,7 @@ pub mod cost;
 pub mod digest;
 pub mod embed;
 pub mod error;
+pub mod experiment;
 pub mod field;
 pub mod memory;
 pub mod persona;

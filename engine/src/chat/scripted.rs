@@ -236,6 +236,8 @@ impl ScriptedPersonaModel {
             ChatPurpose::Reaction => self.react(&r, &mut s),
             ChatPurpose::Reflection => self.reflect(&r, &mut s),
             ChatPurpose::Probe => self.answer(&r, &mut s),
+            // Agents have their own model (`experiment::ScriptedAgentModel`).
+            ChatPurpose::Agent => String::from("The persona model does not play research agents.\n"),
         }
     }
 }

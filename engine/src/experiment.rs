@@ -1,0 +1,13 @@
+//! The field-versus-message-passing experiment: research topics with gold
+//! findings ([`topic`]), the scripted research agents' model ([`model`]),
+//! the metrics of a final report ([`metrics`]) and the paired statistics
+//! ([`stats`]). The agents themselves and the missions are actors (see the
+//! `actors` crate); this module holds everything that is pure.
+
+pub mod metrics;
+pub mod model;
+pub mod stats;
+pub mod topic;
+
+pub use model::{Role, ScriptedAgentModel};
+pub use topic::Topic;

@@ -1,0 +1,190 @@
+//! The scripted research agents' model: a deterministic stand-in for a chat
+//! model with a context budget. The harness writes the prompt (role,
+//! output budget, question and the items the agent can see, cut to its
+//! context budget); the model answers one `- ` line per point, within the
+//! output budget:
+//!
+//! - the **researcher** extracts sentences from its source;
+//! - the **analyst** synthesises what it sees into short points (at most
+//!   [`ANALYST_WORDS`] words each);
+//! - the **writer** writes the report from what it sees, dropping points
+//!   that repeat a longer one.
+//!
+//! Which points make it is decided by salience: figures and substance
+//! count, plus noise seeded by (model seed, prompt digest), so the same
+//! prompt always gets the same answer and repetitions differ by seed.
+
+use crate::chat::{ChatPort, ChatReply, ChatRequest};
+use crate::cost::{estimate_tokens, Price};
+use crate::digest::DigestWriter;
+use crate::error::Result;
+use crate::rng::Stream;
+use crate::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+/// Words an analyst keeps per point.
+pub const ANALYST_WORDS: usize = 12;
+
+/// An agent's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Extracts findings from sources.
+    Researcher,
+    /// Synthesises.
+    Analyst,
+    /// Writes the report.
+    Writer,
+}
+
+impl Role {
+    /// Lower-case name (also the agent's name in the shared context).
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Researcher => "researcher",
+            Role::Analyst => "analyst",
+            Role::Writer => "writer",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Role> {
+        [Role::Researcher, Role::Analyst, Role::Writer].into_iter().find(|r| r.name() == s)
+    }
+}
+
+/// Builds an agent prompt. Items are added in the order given while they
+/// fit `context_budget` tokens; returns the prompt and how many fitted.
+pub fn prompt(role: Role, output_budget: u64, question: &str, items: &[String], context_budget: u64) -> (String, usize) {
+    let mut p = format!("ROLE: {}\nOUTPUT BUDGET: {output_budget} tokens\nQUESTION: {question}\nITEMS:\n", role.name());
+    let mut used = estimate_tokens(&p);
+    let mut fitted = 0;
+    for item in items {
+        let line = format!("- {}\n", item.replace('\n', " "));
+        let t = estimate_tokens(&line);
+        if used + t > context_budget {
+            break;
+        }
+        used += t;
+        p.push_str(&line);
+        fitted += 1;
+    }
+    (p, fitted)
+}
+
+/// The `- ` lines of a reply.
+pub fn parse_lines(reply: &str) -> Vec<String> {
+    reply.lines().filter_map(|l| l.trim().strip_prefix("- ")).map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
+}
+
+/// The scripted agent model.
+#[derive(Debug, Clone)]
+pub struct ScriptedAgentModel {
+    /// Seed (one per repetition).
+    pub seed: u64,
+    /// Nominal price billed.
+    pub price: Price,
+}
+
+fn condense(item: &str) -> String {
+    let words: Vec<&str> = item.split_whitespace().collect();
+    if words.len() <= ANALYST_WORDS {
+        return item.to_string();
+    }
+    let mut s = words[..ANALYST_WORDS].join(" ");
+    s = s.trim_end_matches([',', ';', ':']).to_string();
+    s.push('.');
+    s
+}
+
+impl ScriptedAgentModel {
+    /// The reply to a request, without billing.
+    pub fn reply_text(&self, request: &ChatRequest) -> String {
+        let key = DigestWriter::new("scripted agent model v1").u64(self.seed).digest(&request.digest()).finish();
+        let mut s = Stream::from_key(key.0);
+        let mut role = None;
+        let mut budget = 0u64;
+        let mut items = Vec::new();
+        for line in request.prompt.lines() {
+            if let Some(r) = line.strip_prefix("ROLE: ") {
+                role = Role::parse(r.trim());
+            } else if let Some(b) = line.strip_prefix("OUTPUT BUDGET: ") {
+                budget = b.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            } else if let Some(item) = line.strip_prefix("- ") {
+                items.push(item.trim().to_string());
+            }
+        }
+        let Some(role) = role else { return "I cannot tell which role to play.\n".into() };
+        let mut points: Vec<String> = match role {
+            Role::Analyst => items.iter().map(|i| condense(i)).collect(),
+            Role::Researcher | Role::Writer => items,
+        };
+        if role == Role::Writer {
+            let lower: Vec<String> = points.iter().map(|p| p.to_lowercase()).collect();
+            let repeats = |i: usize| lower.iter().enumerate().any(|(j, o)| j != i && o.contains(&lower[i]) && (o.len() > lower[i].len() || j < i));
+            points = points.iter().enumerate().filter(|(i, _)| !repeats(*i)).map(|(_, p)| p.clone()).collect();
+        }
+        let salience: Vec<f64> = points
+            .iter()
+            .map(|p| {
+                let digits = if p.chars().any(|c| c.is_ascii_digit()) { 0.5 } else { 0.0 };
+                digits + 0.02 * p.split_whitespace().count().min(25) as f64 + 0.6 * s.unit()
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..points.len()).collect();
+        order.sort_by(|a, b| salience[*b].total_cmp(&salience[*a]).then(a.cmp(b)));
+        let mut chosen = vec![false; points.len()];
+        let mut used = 0u64;
+        for i in order {
+            let t = estimate_tokens(&points[i]) + 1;
+            if used + t <= budget {
+                used += t;
+                chosen[i] = true;
+            }
+        }
+        points.iter().zip(chosen).filter(|(_, c)| *c).map(|(p, _)| format!("- {p}\n")).collect()
+    }
+}
+
+impl ChatPort for ScriptedAgentModel {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+        let text = self.reply_text(request);
+        let spend = self.price.bill(estimate_tokens(&request.prompt), estimate_tokens(&text));
+        Box::pin(std::future::ready(Ok(ChatReply { text, spend })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::ChatPurpose;
+
+    fn ask(m: &ScriptedAgentModel, role: Role, budget: u64, items: &[&str]) -> Vec<String> {
+        let items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+        let (p, _) = prompt(role, budget, "q?", &items, 10_000);
+        parse_lines(&m.reply_text(&ChatRequest::new("scripted-agent", ChatPurpose::Agent, p)))
+    }
+
+    #[test]
+    fn roles_keep_to_their_budget_and_style() {
+        let m = ScriptedAgentModel { seed: 1, price: Price::from_usd_per_mtok(0.15, 0.6) };
+        let long = "Interconnection queues are the main bottleneck, with projects waiting a median of five years for approval.";
+        let items = [long, "Prices fell by 90 percent.", "Crowds grow."];
+        let r = ask(&m, Role::Researcher, 1000, &items);
+        assert_eq!(r.len(), 3, "a large budget keeps everything");
+        let a = ask(&m, Role::Analyst, 1000, &items);
+        assert_eq!(a[0], "Interconnection queues are the main bottleneck, with projects waiting a median of.");
+        let tight = ask(&m, Role::Researcher, 10, &items);
+        assert!(tight.iter().map(|l| estimate_tokens(l) + 1).sum::<u64>() <= 10);
+        let w = ask(&m, Role::Writer, 1000, &[long, "Interconnection queues are the main bottleneck"]);
+        assert_eq!(w, vec![long.to_string()], "the writer drops a point a longer one repeats");
+        assert_eq!(ask(&m, Role::Writer, 40, &items), ask(&m, Role::Writer, 40, &items), "same prompt, same reply");
+    }
+
+    #[test]
+    fn the_prompt_cuts_items_at_the_context_budget() {
+        let items: Vec<String> = (0..50).map(|i| format!("item number {i} with some words")).collect();
+        let (p, fitted) = prompt(Role::Writer, 10, "q?", &items, 100);
+        assert!(fitted < 50 && estimate_tokens(&p) <= 100);
+        assert_eq!(parse_lines(&p).len(), fitted);
+    }
+}
