@@ -27,6 +27,7 @@
 
 pub mod coordinator;
 pub mod error;
+pub mod experiment;
 pub mod field;
 pub mod field_sim;
 pub mod persona;

@@ -7,6 +7,7 @@
 pub mod metrics;
 pub mod model;
 pub mod stats;
+pub mod summary;
 pub mod topic;
 
 pub use model::{Role, ScriptedAgentModel};

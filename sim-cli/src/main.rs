@@ -1,6 +1,7 @@
 //! `sim-cli`: run persona panels on the simulation engine.
 
 mod bench;
+mod experiment;
 mod field;
 mod inspect;
 mod memory;
@@ -46,6 +47,8 @@ enum Command {
     /// The shared memory field: simulate a mission on the field actor, replay its log, telemetry, benchmarks.
     #[command(subcommand)]
     Field(field::FieldCommand),
+    /// The controlled experiment: a researcher, an analyst and a writer sharing a field versus passing messages.
+    Experiment(experiment::ExperimentArgs),
     /// List the built-in scenarios.
     Scenarios,
 }
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::bench(cmd),
         Command::Memory(cmd) => memory::memory(cmd),
         Command::Field(cmd) => field::field(cmd),
+        Command::Experiment(args) => experiment::experiment(args),
         Command::Scenarios => {
             output::list_scenarios();
             Ok(())

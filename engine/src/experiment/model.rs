@@ -119,7 +119,7 @@ impl ScriptedAgentModel {
             Role::Researcher | Role::Writer => items,
         };
         if role == Role::Writer {
-            let lower: Vec<String> = points.iter().map(|p| p.to_lowercase()).collect();
+            let lower: Vec<String> = points.iter().map(|p| p.to_lowercase().trim_end_matches(['.', '!', '?']).to_string()).collect();
             let repeats = |i: usize| lower.iter().enumerate().any(|(j, o)| j != i && o.contains(&lower[i]) && (o.len() > lower[i].len() || j < i));
             points = points.iter().enumerate().filter(|(i, _)| !repeats(*i)).map(|(_, p)| p.clone()).collect();
         }
@@ -175,7 +175,7 @@ mod tests {
         assert_eq!(a[0], "Interconnection queues are the main bottleneck, with projects waiting a median of.");
         let tight = ask(&m, Role::Researcher, 10, &items);
         assert!(tight.iter().map(|l| estimate_tokens(l) + 1).sum::<u64>() <= 10);
-        let w = ask(&m, Role::Writer, 1000, &[long, "Interconnection queues are the main bottleneck"]);
+        let w = ask(&m, Role::Writer, 1000, &[long, "Interconnection queues are the main bottleneck."]);
         assert_eq!(w, vec![long.to_string()], "the writer drops a point a longer one repeats");
         assert_eq!(ask(&m, Role::Writer, 40, &items), ask(&m, Role::Writer, 40, &items), "same prompt, same reply");
     }

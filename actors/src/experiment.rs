@@ -1,0 +1,464 @@
+//! The agent team and its missions. Three [`AgentActor`]s (researcher,
+//! analyst, writer) think through the [`ChatPort`] and share context
+//! through the shared-context port: one field (the [`FieldActor`](crate::field::FieldActor))
+//! in the treatment condition, message passing in the control.
+//!
+//! A mission over a topic with P passages runs P + 2 iterations, each one
+//! simulated hour, each a read phase, the agents' work (concurrently), and a
+//! write phase:
+//!
+//! - iteration i <= P: the researcher reads passage i and shares its findings;
+//! - iterations 2..=P+1: the analyst reads what it can see and shares points;
+//! - iteration P+2: the writer reads what it can see and writes the report.
+//!
+//! With the field, every agent injects into and queries one context. With
+//! message passing, the researcher's findings go to the analyst's inbox and
+//! the analyst's points to the writer's (an inbox merges by key, so a point
+//! sent twice counts once). Both conditions use the same model, budgets,
+//! embedder, queries and latency model.
+
+use crate::field::FieldHandle;
+use crate::{Error, Result};
+use engine::chat::{ChatPort, ChatPurpose, ChatRequest};
+use engine::clock::SimTime;
+use engine::cost::{estimate_tokens, Price, Spend};
+use engine::digest::{Digest, DigestWriter};
+use engine::embed::local::embed_text;
+use engine::experiment::model::{parse_lines, prompt};
+use engine::experiment::summary::{Condition, RunRecord};
+use engine::experiment::topic::sentences;
+use engine::experiment::{metrics, Role, ScriptedAgentModel, Topic};
+use engine::field::telemetry::TimelinePoint;
+use engine::field::{ContextId, Entry, FieldConfig, Merge, MessagePassing, PortOp, PortReply, SharedContextPort, Submitted, TelemetryReport};
+use engine::rng::{Purpose, Stream};
+use ractor::concurrency::oneshot;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Token budgets of the team (identical in both conditions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Budgets {
+    /// Researcher's output per passage.
+    pub researcher_output: u64,
+    /// Analyst's context window.
+    pub analyst_context: u64,
+    /// Analyst's output per iteration.
+    pub analyst_output: u64,
+    /// Writer's context window.
+    pub writer_context: u64,
+    /// Writer's report.
+    pub writer_output: u64,
+    /// Results per query.
+    pub k: usize,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets { researcher_output: 60, analyst_context: 220, analyst_output: 60, writer_context: 260, writer_output: 150, k: 16 }
+    }
+}
+
+/// The modelled latency of a mission (deterministic, so reruns agree).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyModel {
+    /// Per chat call.
+    pub chat_ms: f64,
+    /// Per prompt token.
+    pub input_token_ms: f64,
+    /// Per completion token.
+    pub output_token_ms: f64,
+    /// Per embedding call (one per phase that embeds).
+    pub embed_call_ms: f64,
+    /// Per embedded token.
+    pub embed_token_ms: f64,
+}
+
+impl Default for LatencyModel {
+    fn default() -> Self {
+        LatencyModel { chat_ms: 400.0, input_token_ms: 0.05, output_token_ms: 10.0, embed_call_ms: 30.0, embed_token_ms: 0.01 }
+    }
+}
+
+impl LatencyModel {
+    fn chat(&self, s: &Spend) -> f64 {
+        self.chat_ms + self.input_token_ms * s.input_tokens as f64 + self.output_token_ms * s.output_tokens as f64
+    }
+}
+
+/// What an agent produced.
+#[derive(Debug, Clone)]
+pub struct AgentWork {
+    /// Its points, one per line of the reply.
+    pub lines: Vec<String>,
+    /// Tokens and cost of the call.
+    pub spend: Spend,
+    /// Items that fitted its context.
+    pub items_seen: usize,
+}
+
+/// Messages to an agent.
+pub enum AgentMsg {
+    /// Do one step: read `items` (cut to the context budget), answer within
+    /// the output budget.
+    Work {
+        /// The mission's question.
+        question: String,
+        /// What the agent can see, best first.
+        items: Vec<String>,
+        /// Context window in tokens.
+        context_budget: u64,
+        /// Output budget in tokens.
+        output_budget: u64,
+        /// Reply.
+        reply: RpcReplyPort<std::result::Result<AgentWork, String>>,
+    },
+}
+
+/// A researcher, analyst or writer. `self` is read-only.
+pub struct AgentActor {
+    /// Its role.
+    pub role: Role,
+    /// Its model.
+    pub chat: Arc<dyn ChatPort>,
+    /// The model's name in requests.
+    pub model: String,
+}
+
+impl Actor for AgentActor {
+    type Msg = AgentMsg;
+    /// Chat calls made.
+    type State = u64;
+    type Arguments = ();
+
+    async fn pre_start(&self, _myself: ActorRef<AgentMsg>, _: ()) -> std::result::Result<u64, ActorProcessingErr> {
+        Ok(0)
+    }
+
+    async fn handle(&self, _myself: ActorRef<AgentMsg>, msg: AgentMsg, calls: &mut u64) -> std::result::Result<(), ActorProcessingErr> {
+        let AgentMsg::Work { question, items, context_budget, output_budget, reply } = msg;
+        let (text, items_seen) = prompt(self.role, output_budget, &question, &items, context_budget);
+        let request = ChatRequest::new(&self.model, ChatPurpose::Agent, text);
+        *calls += 1;
+        let answer = self
+            .chat
+            .complete(&request)
+            .await
+            .map(|r| AgentWork { lines: parse_lines(&r.text), spend: r.spend, items_seen })
+            .map_err(|e| format!("{} chat call failed: {e}", self.role.name()));
+        let _ = reply.send(answer);
+        Ok(())
+    }
+}
+
+/// One mission.
+#[derive(Clone)]
+pub struct MissionSpec {
+    /// Topic.
+    pub topic: Topic,
+    /// Condition.
+    pub condition: Condition,
+    /// Field parameters (used by the field condition).
+    pub field: FieldConfig,
+    /// Budgets.
+    pub budgets: Budgets,
+    /// Latency model.
+    pub latency: LatencyModel,
+    /// Embedding dimension.
+    pub dim: usize,
+    /// The agents' model.
+    pub chat: Arc<dyn ChatPort>,
+    /// Model name.
+    pub model: String,
+}
+
+/// What a mission produced.
+#[derive(Debug, Clone)]
+pub struct MissionResult {
+    /// The final report.
+    pub report: String,
+    /// Chat spend.
+    pub chat: Spend,
+    /// Embedding input tokens.
+    pub embedding_tokens: u64,
+    /// Modelled latency.
+    pub latency_ms: f64,
+    /// The field's telemetry (field condition).
+    pub telemetry: Option<TelemetryReport>,
+    /// The field's digest (field condition).
+    pub field_digest: Option<Digest>,
+}
+
+enum Shared {
+    Field { handle: FieldHandle, ctx: ContextId, seq: u64 },
+    Messages { port: MessagePassing, research: ContextId, analysis: ContextId, seq: u64 },
+}
+
+/// A shared-context operation of one agent.
+struct Op {
+    role: Role,
+    op: PortOp,
+}
+
+impl Shared {
+    /// Applies one phase; replies in `ops` order.
+    async fn phase(&mut self, ops: Vec<Op>, now: SimTime) -> Result<Vec<PortReply>> {
+        let mut replies = Vec::with_capacity(ops.len());
+        match self {
+            Shared::Field { handle, ctx, seq } => {
+                let mut rx = Vec::with_capacity(ops.len());
+                for o in ops {
+                    *seq += 1;
+                    rx.push(handle.submit(*ctx, Submitted { agent: o.role.name().into(), seq: *seq, op: o.op })?);
+                }
+                handle.end_phase(*ctx, now).await?;
+                for r in rx {
+                    replies.push(r.await.map_err(|_| Error::FieldActor("a submission was never answered".into()))??);
+                }
+            }
+            Shared::Messages { port, research, analysis, seq } => {
+                for o in ops {
+                    *seq += 1;
+                    // Researcher -> analyst inbox; analyst -> writer inbox.
+                    let ctx = match (o.role, &o.op) {
+                        (Role::Researcher, _) | (Role::Analyst, PortOp::Query { .. }) => *research,
+                        (Role::Analyst, PortOp::Inject(_)) | (Role::Writer, _) => *analysis,
+                    };
+                    let sub = [Submitted { agent: o.role.name().into(), seq: *seq, op: o.op }];
+                    let mut r = port.phase(ctx, &sub, now)?;
+                    replies.push(r.pop().ok_or(Error::FieldActor("no reply".into()))??);
+                }
+            }
+        }
+        Ok(replies)
+    }
+}
+
+async fn work(agent: &ActorRef<AgentMsg>, question: &str, items: Vec<String>, context_budget: u64, output_budget: u64) -> Result<AgentWork> {
+    let (tx, rx) = oneshot();
+    let msg = AgentMsg::Work { question: question.into(), items, context_budget, output_budget, reply: tx.into() };
+    agent.cast(msg).map_err(|e| Error::FieldActor(format!("agent unreachable: {e}")))?;
+    rx.await.map_err(|_| Error::FieldActor("an agent stopped without replying".into()))?.map_err(Error::FieldActor)
+}
+
+fn key_of(role: Role, text: &str) -> String {
+    format!("{}:{}", role.name(), &DigestWriter::new("point key v1").str(text).finish().hex()[..12])
+}
+
+/// Runs one mission.
+pub async fn mission(spec: &MissionSpec) -> Result<MissionResult> {
+    let mut agents = Vec::new();
+    for role in [Role::Researcher, Role::Analyst, Role::Writer] {
+        let actor = AgentActor { role, chat: Arc::clone(&spec.chat), model: spec.model.clone() };
+        let (a, join) = Actor::spawn(None, actor, ()).await.map_err(|e| Error::Spawn { actor: role.name().into(), cause: e.to_string() })?;
+        agents.push((a, join));
+    }
+    let field = match spec.condition {
+        Condition::Field => Some(FieldHandle::spawn(spec.dim, spec.field.clone()).await?),
+        Condition::MessagePassing => None,
+    };
+    let result = run_mission(spec, &agents.iter().map(|(a, _)| a.clone()).collect::<Vec<_>>(), field.as_ref().map(|f| &f.0)).await;
+    for (a, join) in agents {
+        a.stop(None);
+        let _ = join.await;
+    }
+    if let Some((h, join)) = field {
+        h.stop();
+        let _ = join.await;
+    }
+    result
+}
+
+async fn run_mission(spec: &MissionSpec, agents: &[ActorRef<AgentMsg>], field: Option<&FieldHandle>) -> Result<MissionResult> {
+    let team: Vec<String> = [Role::Researcher, Role::Analyst, Role::Writer].iter().map(|r| r.name().to_string()).collect();
+    let mut shared = match field {
+        Some(h) => Shared::Field { handle: h.clone(), ctx: h.create(team, Vec::new(), SimTime(0), None).await?, seq: 0 },
+        None => {
+            let mut port = MessagePassing::new(spec.dim, Merge::Override);
+            let research = port.create_context(&team[..2], Vec::new(), SimTime(0))?;
+            let analysis = port.create_context(&team[1..], Vec::new(), SimTime(0))?;
+            Shared::Messages { port, research, analysis, seq: 0 }
+        }
+    };
+    let t = &spec.topic;
+    let b = &spec.budgets;
+    let question_vec = embed_text(&t.question, spec.dim);
+    let mut embedding_tokens = estimate_tokens(&t.question);
+    let (mut chat, mut latency_ms, mut report) = (Spend::default(), 0.0f64, String::new());
+    let p = t.passages.len();
+    for it in 1..=p + 2 {
+        let now = SimTime(it as u64 * 3600);
+        let analyst_works = (2..=p + 1).contains(&it);
+        let writer_works = it == p + 2;
+        // Read phase.
+        let mut reads = Vec::new();
+        if analyst_works {
+            reads.push(Op { role: Role::Analyst, op: PortOp::Query { vector: question_vec.clone(), k: b.k } });
+        }
+        if writer_works {
+            reads.push(Op { role: Role::Writer, op: PortOp::Query { vector: question_vec.clone(), k: b.k } });
+        }
+        let seen: Vec<Vec<String>> = if reads.is_empty() {
+            Vec::new()
+        } else {
+            shared
+                .phase(reads, now)
+                .await?
+                .into_iter()
+                .map(|r| match r {
+                    PortReply::Found(f) => f.into_iter().map(|f| f.value).collect(),
+                    PortReply::Injected => Vec::new(),
+                })
+                .collect()
+        };
+        let mut seen = seen.into_iter();
+        // Work, concurrently.
+        let researcher = (it <= p).then(|| sentences(&t.passages[it - 1].text));
+        let analyst_items = if analyst_works { seen.next() } else { None };
+        let writer_items = if writer_works { seen.next() } else { None };
+        let (r, a, w) = tokio::join!(
+            async {
+                match researcher {
+                    Some(items) => work(&agents[0], &t.question, items, u64::MAX, b.researcher_output).await.map(Some),
+                    None => Ok(None),
+                }
+            },
+            async {
+                match analyst_items {
+                    Some(items) => work(&agents[1], &t.question, items, b.analyst_context, b.analyst_output).await.map(Some),
+                    None => Ok(None),
+                }
+            },
+            async {
+                match writer_items {
+                    Some(items) => work(&agents[2], &t.question, items, b.writer_context, b.writer_output).await.map(Some),
+                    None => Ok(None),
+                }
+            },
+        );
+        let (r, a, w) = (r?, a?, w?);
+        let mut slowest = 0.0f64;
+        for done in [&r, &a, &w].into_iter().flatten() {
+            chat.add(&done.spend);
+            slowest = slowest.max(spec.latency.chat(&done.spend));
+        }
+        latency_ms += slowest;
+        if let Some(w) = w {
+            report = w.lines.join("\n");
+        }
+        // Write phase.
+        let mut writes = Vec::new();
+        for (role, lines) in [(Role::Researcher, r.map(|x| x.lines)), (Role::Analyst, a.map(|x| x.lines))] {
+            for line in lines.unwrap_or_default() {
+                embedding_tokens += estimate_tokens(&line);
+                let entry = Entry { key: key_of(role, &line), vector: embed_text(&line, spec.dim), value: line, strength: 1.0 };
+                writes.push(Op { role, op: PortOp::Inject(entry) });
+            }
+        }
+        if !writes.is_empty() {
+            let tokens: u64 = writes.iter().map(|o| if let PortOp::Inject(e) = &o.op { estimate_tokens(&e.value) } else { 0 }).sum();
+            latency_ms += spec.latency.embed_call_ms + spec.latency.embed_token_ms * tokens as f64;
+            shared.phase(writes, now).await?;
+        }
+    }
+    let end = SimTime((p as u64 + 2) * 3600);
+    let (telemetry, field_digest) = match &shared {
+        Shared::Field { handle, ctx, .. } => {
+            let (d, t) = handle.report(*ctx, end).await?;
+            handle.destroy(*ctx).await?;
+            (Some(t), Some(d))
+        }
+        Shared::Messages { .. } => (None, None),
+    };
+    Ok(MissionResult { report, chat, embedding_tokens, latency_ms, telemetry, field_digest })
+}
+
+/// The experiment.
+#[derive(Clone)]
+pub struct ExperimentSpec {
+    /// Topics.
+    pub topics: Vec<Topic>,
+    /// Repetitions per topic and condition.
+    pub reps: u32,
+    /// The field's lambdas (the sweep).
+    pub lambdas: Vec<f64>,
+    /// Seed.
+    pub seed: u64,
+    /// Budgets.
+    pub budgets: Budgets,
+    /// Latency model.
+    pub latency: LatencyModel,
+    /// Embedding dimension.
+    pub dim: usize,
+    /// The agents' model for a repetition's seed; `None` uses the
+    /// scripted agent model.
+    pub chat: Option<Arc<dyn ChatPort>>,
+}
+
+/// The scripted model's name.
+pub const SCRIPTED_MODEL: &str = "scripted-agent-v1";
+
+/// A record with what the charts need.
+#[derive(Debug, Clone)]
+pub struct Mission {
+    /// Measurements.
+    pub record: RunRecord,
+    /// The field timeline (field condition).
+    pub timeline: Vec<TimelinePoint>,
+}
+
+/// Runs every topic x repetition: message passing once, the field at each
+/// lambda; both conditions of a pair share the seed. `progress(done, total)`.
+pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usize, usize)) -> Result<Vec<Mission>> {
+    if spec.reps == 0 || spec.topics.is_empty() || spec.lambdas.is_empty() {
+        return Err(Error::InvalidInput { what: "experiment", cause: "needs at least one topic, one repetition and one lambda".into() });
+    }
+    let total = spec.topics.len() * spec.reps as usize * (1 + spec.lambdas.len());
+    let mut out = Vec::with_capacity(total);
+    for (ti, topic) in spec.topics.iter().enumerate() {
+        for rep in 1..=spec.reps {
+            let seed = Stream::derive(spec.seed, rep, ti as u64, Purpose::Agent).next_u64();
+            let chat: Arc<dyn ChatPort> = match &spec.chat {
+                Some(c) => Arc::clone(c),
+                None => Arc::new(ScriptedAgentModel { seed, price: Price::from_usd_per_mtok(0.15, 0.6) }),
+            };
+            let mut conditions = vec![(Condition::MessagePassing, None)];
+            conditions.extend(spec.lambdas.iter().map(|l| (Condition::Field, Some(*l))));
+            for (condition, lambda) in conditions {
+                let m = MissionSpec {
+                    topic: topic.clone(),
+                    condition,
+                    field: FieldConfig { lambda: lambda.unwrap_or(0.1), ..FieldConfig::default() },
+                    budgets: spec.budgets.clone(),
+                    latency: spec.latency.clone(),
+                    dim: spec.dim,
+                    chat: Arc::clone(&chat),
+                    model: SCRIPTED_MODEL.into(),
+                };
+                let r = mission(&m).await.map_err(|e| Error::InvalidInput { what: "mission", cause: format!("topic {}, repetition {rep}, {}: {e}", topic.name, condition.name()) })?;
+                let tel = r.telemetry.as_ref();
+                out.push(Mission {
+                    record: RunRecord {
+                        topic: topic.name.clone(),
+                        rep,
+                        condition,
+                        lambda,
+                        seed,
+                        retention: metrics::retention(&r.report, topic),
+                        quality: metrics::quality(&r.report, topic),
+                        tokens: r.chat.input_tokens + r.chat.output_tokens + r.embedding_tokens,
+                        latency_ms: r.latency_ms,
+                        cross_agent_resonance: tel.map(|t| t.multi_agent_patterns.len() as u64),
+                        stability: tel.map(|t| t.stability.stability),
+                        convergence_phase: tel.and_then(|t| t.convergence_phase),
+                        present: metrics::present(&r.report, topic),
+                        report: r.report.clone(),
+                    },
+                    timeline: tel.map(|t| t.timeline.clone()).unwrap_or_default(),
+                });
+                progress(out.len(), total);
+            }
+        }
+    }
+    Ok(out)
+}

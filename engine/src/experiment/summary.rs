@@ -1,0 +1,251 @@
+//! From mission records to the experiment's summary: paired comparisons of
+//! the field with message passing, the pass/fail criteria, Wilcoxon tests
+//! per metric and the lambda sweep.
+
+use super::stats::{wilcoxon, Wilcoxon};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A shared-context condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// Treatment: every agent injects into and queries one shared field.
+    Field,
+    /// Control: each agent passes messages to the next.
+    MessagePassing,
+}
+
+impl Condition {
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Condition::Field => "field",
+            Condition::MessagePassing => "message_passing",
+        }
+    }
+}
+
+/// One mission's measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Topic name.
+    pub topic: String,
+    /// Repetition, from 1.
+    pub rep: u32,
+    /// Condition.
+    pub condition: Condition,
+    /// The field's decay constant (`None` for message passing).
+    pub lambda: Option<f64>,
+    /// The mission's seed (shared by both conditions of a pair).
+    pub seed: u64,
+    /// Gold findings in the report over all gold findings.
+    pub retention: f64,
+    /// Importance-weighted rubric coverage on a 1 to 5 scale.
+    pub quality: f64,
+    /// Chat input + output tokens plus embedding input tokens.
+    pub tokens: u64,
+    /// Modelled mission latency in milliseconds.
+    pub latency_ms: f64,
+    /// Field patterns accessed by more than one agent.
+    pub cross_agent_resonance: Option<u64>,
+    /// Field stability at the end.
+    pub stability: Option<f64>,
+    /// First phase with stability above 0.75.
+    pub convergence_phase: Option<u64>,
+    /// Ids of the gold findings the report carries.
+    pub present: Vec<String>,
+    /// The final report.
+    pub report: String,
+}
+
+/// One pass/fail criterion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Criterion {
+    /// What is compared.
+    pub name: String,
+    /// The threshold, in the criterion's own terms.
+    pub threshold: f64,
+    /// The measured value.
+    pub value: f64,
+    /// Whether it passes.
+    pub pass: bool,
+}
+
+/// Means of one condition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Means {
+    /// Missions.
+    pub runs: usize,
+    /// Mean retention.
+    pub retention: f64,
+    /// Mean quality.
+    pub quality: f64,
+    /// Mean tokens.
+    pub tokens: f64,
+    /// Mean modelled latency.
+    pub latency_ms: f64,
+}
+
+/// The lambda sweep: the field at one lambda against message passing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// Lambda.
+    pub lambda: f64,
+    /// The field's means.
+    pub means: Means,
+    /// Mean cross-agent resonance.
+    pub cross_agent_resonance: f64,
+    /// Mean final stability.
+    pub stability: f64,
+    /// Share of missions that converged.
+    pub converged: f64,
+    /// Wilcoxon test of retention, field minus message passing.
+    pub retention_test: Wilcoxon,
+}
+
+/// The summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The lambda of the main comparison.
+    pub lambda: f64,
+    /// Paired comparisons.
+    pub pairs: usize,
+    /// Means per condition.
+    pub means: BTreeMap<String, Means>,
+    /// The source's criteria.
+    pub criteria: Vec<Criterion>,
+    /// Whether all criteria pass.
+    pub pass: bool,
+    /// Wilcoxon signed-rank test per metric, on field minus message passing.
+    pub wilcoxon: BTreeMap<String, Wilcoxon>,
+    /// The field at every lambda.
+    pub lambda_sweep: Vec<SweepPoint>,
+}
+
+fn means(runs: &[&RunRecord]) -> Means {
+    let n = runs.len().max(1) as f64;
+    Means {
+        runs: runs.len(),
+        retention: runs.iter().map(|r| r.retention).sum::<f64>() / n,
+        quality: runs.iter().map(|r| r.quality).sum::<f64>() / n,
+        tokens: runs.iter().map(|r| r.tokens as f64).sum::<f64>() / n,
+        latency_ms: runs.iter().map(|r| r.latency_ms).sum::<f64>() / n,
+    }
+}
+
+/// Field runs at `lambda` paired with the message-passing run of the same
+/// topic and repetition, in record order.
+pub fn pairs(records: &[RunRecord], lambda: f64) -> Vec<(&RunRecord, &RunRecord)> {
+    let control: BTreeMap<(&str, u32), &RunRecord> =
+        records.iter().filter(|r| r.condition == Condition::MessagePassing).map(|r| ((r.topic.as_str(), r.rep), r)).collect();
+    records
+        .iter()
+        .filter(|r| r.condition == Condition::Field && r.lambda == Some(lambda))
+        .filter_map(|f| control.get(&(f.topic.as_str(), f.rep)).map(|c| (f, *c)))
+        .collect()
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else if a > 0.0 {
+        f64::MAX
+    } else {
+        1.0
+    }
+}
+
+/// Summarises records; `lambda` is the main comparison's.
+pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary {
+    let p = pairs(records, lambda);
+    let field: Vec<&RunRecord> = p.iter().map(|(f, _)| *f).collect();
+    let control: Vec<&RunRecord> = p.iter().map(|(_, c)| *c).collect();
+    let (mf, mc) = (means(&field), means(&control));
+    let criterion = |name: &str, threshold: f64, value: f64, pass: bool| Criterion { name: name.into(), threshold, value, pass };
+    let retention = ratio(mf.retention, mc.retention);
+    let tokens = ratio(mf.tokens, mc.tokens);
+    let latency = ratio(mf.latency_ms, mc.latency_ms);
+    let criteria = vec![
+        criterion("retention ratio, field / message passing (>= 1.2: 20% more findings)", 1.2, retention, retention >= 1.2),
+        criterion("quality gain, field - message passing, 1-5 scale (>= 0.5)", 0.5, mf.quality - mc.quality, mf.quality - mc.quality >= 0.5),
+        criterion("token ratio, field / message passing (<= 1.2)", 1.2, tokens, tokens <= 1.2),
+        criterion("latency ratio, field / message passing (<= 1.5)", 1.5, latency, latency <= 1.5),
+    ];
+    let diff = |f: fn(&RunRecord) -> f64| p.iter().map(|(a, b)| f(a) - f(b)).collect::<Vec<f64>>();
+    let mut tests = BTreeMap::new();
+    tests.insert("retention".to_string(), wilcoxon(&diff(|r| r.retention)));
+    tests.insert("quality".to_string(), wilcoxon(&diff(|r| r.quality)));
+    tests.insert("tokens".to_string(), wilcoxon(&diff(|r| r.tokens as f64)));
+    tests.insert("latency_ms".to_string(), wilcoxon(&diff(|r| r.latency_ms)));
+    let lambda_sweep = lambdas
+        .iter()
+        .map(|l| {
+            let p = pairs(records, *l);
+            let field: Vec<&RunRecord> = p.iter().map(|(f, _)| *f).collect();
+            let n = field.len().max(1) as f64;
+            SweepPoint {
+                lambda: *l,
+                means: means(&field),
+                cross_agent_resonance: field.iter().map(|r| r.cross_agent_resonance.unwrap_or(0) as f64).sum::<f64>() / n,
+                stability: field.iter().map(|r| r.stability.unwrap_or(0.0)).sum::<f64>() / n,
+                converged: field.iter().filter(|r| r.convergence_phase.is_some()).count() as f64 / n,
+                retention_test: wilcoxon(&p.iter().map(|(a, b)| a.retention - b.retention).collect::<Vec<_>>()),
+            }
+        })
+        .collect();
+    let pass = criteria.iter().all(|c| c.pass);
+    let mut m = BTreeMap::new();
+    m.insert(Condition::Field.name().to_string(), mf);
+    m.insert(Condition::MessagePassing.name().to_string(), mc);
+    Summary { lambda, pairs: p.len(), means: m, criteria, pass, wilcoxon: tests, lambda_sweep }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(topic: &str, rep: u32, condition: Condition, lambda: Option<f64>, retention: f64, tokens: u64) -> RunRecord {
+        RunRecord {
+            topic: topic.into(),
+            rep,
+            condition,
+            lambda,
+            seed: u64::from(rep),
+            retention,
+            quality: 1.0 + 4.0 * retention,
+            tokens,
+            latency_ms: 1000.0,
+            cross_agent_resonance: None,
+            stability: None,
+            convergence_phase: None,
+            present: Vec::new(),
+            report: String::new(),
+        }
+    }
+
+    /// Pairs are matched on (topic, rep) exactly, whatever the record order,
+    /// and only at the requested lambda.
+    #[test]
+    fn pairing_is_exact_and_criteria_follow_the_means() {
+        let records = vec![
+            rec("b", 1, Condition::Field, Some(0.1), 0.9, 120),
+            rec("a", 2, Condition::MessagePassing, None, 0.4, 100),
+            rec("a", 1, Condition::Field, Some(0.1), 0.6, 110),
+            rec("a", 1, Condition::Field, Some(0.2), 0.0, 110),
+            rec("b", 1, Condition::MessagePassing, None, 0.5, 100),
+            rec("a", 1, Condition::MessagePassing, None, 0.5, 100),
+            rec("c", 1, Condition::Field, Some(0.1), 1.0, 100),
+        ];
+        let p = pairs(&records, 0.1);
+        let keys: Vec<(&str, u32, &str, u32)> = p.iter().map(|(f, c)| (f.topic.as_str(), f.rep, c.topic.as_str(), c.rep)).collect();
+        assert_eq!(keys, vec![("b", 1, "b", 1), ("a", 1, "a", 1)], "unpaired runs (a/2 control, c/1 field) are left out");
+        let s = summarise(&records, 0.1, &[0.1, 0.2]);
+        assert_eq!(s.pairs, 2);
+        let ret = &s.criteria[0];
+        assert!((ret.value - 0.75 / 0.5).abs() < 1e-12 && ret.pass);
+        assert!((s.criteria[2].value - 1.15).abs() < 1e-12 && s.criteria[2].pass);
+        assert_eq!(s.lambda_sweep[1].means.runs, 1);
+        assert_eq!(s.wilcoxon["retention"].n, 2);
+    }
+}

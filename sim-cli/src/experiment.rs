@@ -1,0 +1,424 @@
+//! `sim-cli experiment`: the shared field against message passing, on
+//! research topics, with a researcher, an analyst and a writer. Writes
+//! `results.json`, `report.md` and three SVG charts; optionally a blind
+//! rating kit.
+
+use crate::run::runtime;
+use actors::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel, Mission, SCRIPTED_MODEL};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use engine::experiment::summary::{summarise, Condition, RunRecord, Summary};
+use engine::experiment::topic::{Finding, Passage, BUILTIN_TOPICS};
+use engine::experiment::Topic;
+use engine::rng::{Purpose, Stream};
+use plotters::prelude::*;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// Options of `sim-cli experiment`.
+#[derive(Debug, Args)]
+#[command(after_help = "Each topic and repetition is one paired comparison: message passing and the field (at each\n\
+    lambda) run with the same seed, model, budgets and queries. The agents' text comes from the\n\
+    embedded scripted agent model; no live model is called. Latency is modelled (per call and per\n\
+    token), so that the same seed gives an identical results.json.\n\n\
+    Built-in topics: grid-storage, sleep-wearables, urban-heat, remote-work, antibiotic-resistance.")]
+pub struct ExperimentArgs {
+    /// How many built-in topics (1-5), or a comma list of built-in names and topic TOML files.
+    #[arg(long, default_value = "5")]
+    pub topics: String,
+    /// Repetitions per topic and condition.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub reps: u32,
+    /// The field's decay constants per simulated hour; the main comparison uses 0.1 when listed, else the first.
+    #[arg(long, value_delimiter = ',', default_value = "0.05,0.1,0.2")]
+    pub lambda: Vec<f64>,
+    /// Seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Output directory (must not exist or be empty). Default: runs/experiment-s<seed>.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also write the report pairs shuffled, with a separate key, for blind rating.
+    #[arg(long, value_name = "DIR")]
+    pub blind_export: Option<PathBuf>,
+    /// Write up a persona run instead: one topic built from its reactions (outcomes.jsonl).
+    #[arg(long, value_name = "DIR", conflicts_with = "topics")]
+    pub from_run: Option<PathBuf>,
+    /// Embedding dimension of the local embedder.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(8..=8192))]
+    pub dim: u32,
+    /// Tokio worker threads. Results do not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn empty_or_new(dir: &Path, flag: &str) -> Result<()> {
+    if dir.exists() && std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
+        bail!("{flag} {}: already exists and is not empty; choose another or remove it", dir.display());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("{flag} {}: cannot create it", dir.display()))
+}
+
+/// The topics `--topics` names.
+pub fn resolve_topics(arg: &str) -> Result<Vec<Topic>> {
+    if let Ok(n) = arg.trim().parse::<usize>() {
+        if !(1..=BUILTIN_TOPICS.len()).contains(&n) {
+            bail!("--topics {n}: between 1 and {} built-in topics", BUILTIN_TOPICS.len());
+        }
+        return Ok(Topic::builtins()?.into_iter().take(n).collect());
+    }
+    let mut out = Vec::new();
+    for item in arg.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if let Some(t) = Topic::builtin(item) {
+            out.push(t?);
+        } else if item.ends_with(".toml") || Path::new(item).is_file() {
+            let text = std::fs::read_to_string(item).with_context(|| format!("--topics: cannot read topic file {item}"))?;
+            out.push(Topic::from_toml(&text, item)?);
+        } else {
+            let names: Vec<&str> = BUILTIN_TOPICS.iter().map(|(n, _)| *n).collect();
+            bail!("--topics: unknown topic {item:?} (built-in: {}; or a path to a .toml topic file)", names.join(", "));
+        }
+    }
+    if out.is_empty() {
+        bail!("--topics: no topic given");
+    }
+    let mut names: Vec<&str> = out.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    if names.windows(2).any(|w| w[0] == w[1]) {
+        bail!("--topics: a topic is named twice");
+    }
+    Ok(out)
+}
+
+/// A topic built from a persona run's reactions: per stimulus, the panel's
+/// mean purchase intent and share of positive reactions are the gold
+/// findings; the reactions themselves are the rest of the source.
+pub fn topic_from_run(dir: &Path) -> Result<Topic> {
+    let path = dir.join("outcomes.jsonl");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("--from-run: cannot read {}", path.display()))?;
+    let mut by_stimulus: BTreeMap<String, Vec<(u8, String)>> = BTreeMap::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).with_context(|| format!("{}: line {} is not JSON", path.display(), i + 1))?;
+        let (Some(stimulus), Some(reaction)) = (v["stimulus"].as_str(), v.get("reaction").filter(|r| !r.is_null())) else { continue };
+        let intent = reaction["intent"].as_u64().and_then(|x| u8::try_from(x).ok());
+        let (Some(intent), Some(said)) = (intent, reaction["text"].as_str()) else {
+            bail!("{}: line {}: the reaction has no intent or text", path.display(), i + 1);
+        };
+        by_stimulus.entry(stimulus.to_string()).or_default().push((intent, said.to_string()));
+    }
+    if by_stimulus.is_empty() {
+        bail!("--from-run {}: outcomes.jsonl holds no successful reactions", dir.display());
+    }
+    let (mut passages, mut findings) = (Vec::new(), Vec::new());
+    for (si, (stimulus, reactions)) in by_stimulus.iter().enumerate() {
+        let n = reactions.len();
+        let mean = reactions.iter().map(|(i, _)| f64::from(*i)).sum::<f64>() / n as f64;
+        let positive = (100.0 * reactions.iter().filter(|(i, _)| *i >= 4).count() as f64 / n as f64).round();
+        let mean_s = format!("{mean:.1} of 5");
+        let share_s = format!("{positive}% of reactions to {stimulus}");
+        let mut text = format!("Mean purchase intent for {stimulus} was {mean_s} across {n} reactions. {share_s} showed intent of 4 or more.");
+        for (_, said) in reactions.iter().take(6) {
+            let said = said.trim().trim_end_matches(['.', '!', '?']);
+            text.push_str(&format!(" One panellist said: {said}."));
+        }
+        let pid = format!("p{}", si + 1);
+        findings.push(Finding { id: format!("{stimulus}-intent"), passage: pid.clone(), phrases: vec![format!("mean purchase intent for {stimulus}"), mean_s], importance: 3 });
+        findings.push(Finding { id: format!("{stimulus}-positive"), passage: pid.clone(), phrases: vec![share_s], importance: 2 });
+        passages.push(Passage { id: pid, text });
+    }
+    let topic = Topic {
+        name: "panel".into(),
+        title: format!("Persona panel {}", dir.display()),
+        question: "How did the persona panel react to each stimulus, and how likely are they to buy?".into(),
+        passages,
+        findings,
+    };
+    topic.validate(&path.display().to_string())?;
+    Ok(topic)
+}
+
+/// Runs `sim-cli experiment`.
+pub fn experiment(a: ExperimentArgs) -> Result<()> {
+    if a.lambda.is_empty() || a.lambda.iter().any(|l| !l.is_finite() || *l < 0.0) {
+        bail!("--lambda {:?}: each decay constant must be a finite number >= 0", a.lambda);
+    }
+    let topics = match &a.from_run {
+        Some(dir) => vec![topic_from_run(dir)?],
+        None => resolve_topics(&a.topics)?,
+    };
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/experiment-s{}", a.seed)));
+    empty_or_new(&out, "--out")?;
+    if let Some(b) = &a.blind_export {
+        empty_or_new(b, "--blind-export")?;
+    }
+    let main_lambda = if a.lambda.iter().any(|l| (l - 0.1).abs() < 1e-12) { 0.1 } else { a.lambda[0] };
+    let spec = ExperimentSpec {
+        topics: topics.clone(),
+        reps: a.reps,
+        lambdas: a.lambda.clone(),
+        seed: a.seed,
+        budgets: Budgets::default(),
+        latency: LatencyModel::default(),
+        dim: a.dim as usize,
+        chat: None,
+    };
+    let terminal = std::io::stderr().is_terminal();
+    let missions = runtime(a.threads)?.block_on(run_experiment(&spec, |done, total| {
+        if terminal {
+            eprint!("\r\x1b[2K[mission {done}/{total}]");
+        }
+    }));
+    if terminal {
+        eprint!("\r\x1b[2K");
+    }
+    let missions = missions.context("the experiment failed")?;
+    let records: Vec<RunRecord> = missions.iter().map(|m| m.record.clone()).collect();
+    let summary = summarise(&records, main_lambda, &a.lambda);
+    let results = json!({
+        "experiment": {
+            "seed": a.seed,
+            "reps": a.reps,
+            "topics": topics.iter().map(|t| json!({"name": t.name, "title": t.title, "findings": t.findings.len()})).collect::<Vec<_>>(),
+            "lambdas": a.lambda,
+            "main_lambda": main_lambda,
+            "dim": a.dim,
+            "budgets": spec.budgets,
+            "latency_model": spec.latency,
+            "model": {"name": SCRIPTED_MODEL, "kind": "scripted", "live": false},
+        },
+        "summary": summary,
+        "runs": records,
+    });
+    std::fs::write(out.join("results.json"), serde_json::to_vec_pretty(&results)?).with_context(|| format!("cannot write {}", out.display()))?;
+    charts(&out, &missions, &topics, main_lambda)?;
+    std::fs::write(out.join("report.md"), report_md(&a, &spec, &topics, &summary, &records, main_lambda))?;
+    if let Some(dir) = &a.blind_export {
+        blind_export(dir, &records, &topics, main_lambda, a.seed)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&json!({"out": out.display().to_string(), "summary": summary}))?);
+    } else {
+        print!("{}", criteria_table(&summary));
+        println!("\nWrote {}: report.md, results.json, decay.svg, retention.svg, stability.svg", out.display());
+        if let Some(dir) = &a.blind_export {
+            println!("Blind rating kit in {} (key.json holds the conditions).", dir.display());
+        }
+    }
+    Ok(())
+}
+
+fn criteria_table(s: &Summary) -> String {
+    let mut t = String::from("| criterion | threshold | value | result |\n|---|---:|---:|---|\n");
+    for c in &s.criteria {
+        t.push_str(&format!("| {} | {} | {:.3} | {} |\n", c.name, c.threshold, c.value, if c.pass { "pass" } else { "FAIL" }));
+    }
+    t.push_str(&format!("\nOverall: {} (lambda {}, {} paired comparisons)\n", if s.pass { "all criteria pass" } else { "not all criteria pass" }, s.lambda, s.pairs));
+    t
+}
+
+fn report_md(a: &ExperimentArgs, spec: &ExperimentSpec, topics: &[Topic], s: &Summary, records: &[RunRecord], main_lambda: f64) -> String {
+    let b = &spec.budgets;
+    let mut r = String::new();
+    r.push_str("# Shared field versus message passing\n\n");
+    r.push_str(&format!(
+        "**Which model wrote the agents' text:** the embedded scripted agent model `{SCRIPTED_MODEL}` (deterministic, seeded per repetition). \
+         No live language model was called. Its behaviour: the researcher extracts sentences from each source, the analyst condenses what it can \
+         see into points of at most {} words, the writer writes the report from what it can see; each picks points by salience (figures, length, \
+         seeded noise) within its output budget.\n\n",
+        engine::experiment::model::ANALYST_WORDS
+    ));
+    r.push_str("## Method\n\n");
+    r.push_str(&format!(
+        "- {} topics x {} repetitions; each (topic, repetition) runs message passing and the field (lambda {}) with the same seed: {} paired comparisons.\n",
+        topics.len(), a.reps, main_lambda, s.pairs
+    ));
+    r.push_str("- Agents act in phases, one simulated hour per iteration: the researcher reads one source per iteration, the analyst synthesises from the second iteration on, the writer writes at the end.\n");
+    r.push_str("- Field: every agent injects into and queries one shared field (exact top-k by decayed, boosted score). Message passing: the researcher's findings go to the analyst's inbox, the analyst's points to the writer's; inboxes are ranked by cosine to the question and merged by key.\n");
+    r.push_str(&format!(
+        "- Identical in both: model, question, embedder (local, dim {}), k = {}, budgets (researcher output {}, analyst context {} / output {}, writer context {} / output {} tokens), latency model.\n",
+        spec.dim, b.k, b.researcher_output, b.analyst_context, b.analyst_output, b.writer_context, b.writer_output
+    ));
+    r.push_str("- Metrics: retention = gold findings whose key phrases all appear in the report / all gold findings; quality = 1 + 4 x importance-weighted coverage (1-5); tokens = chat input + output + embedding input; latency = modelled (400 ms per call, 0.05 ms per prompt token, 10 ms per completion token, 30 ms + 0.01 ms/token per embedding call; concurrent agents overlap); cross-agent resonance = field patterns accessed by more than one agent; stability and its convergence phase (> 0.75).\n");
+    r.push_str("- Statistics: Wilcoxon signed-rank on field minus message passing per pair, exact null distribution; effect size = matched-pairs rank-biserial r.\n\n");
+    r.push_str("## Pass / fail\n\n");
+    r.push_str(&criteria_table(s));
+    r.push_str("\n## Wilcoxon signed-rank tests (field - message passing)\n\n| metric | n | T | p (exact, two-sided) | effect size r | median difference |\n|---|---:|---:|---:|---:|---:|\n");
+    for (m, w) in &s.wilcoxon {
+        r.push_str(&format!("| {m} | {} | {} | {:.4} | {:.3} | {:.3} |\n", w.n, w.statistic, w.p_value, w.effect_size, w.median_difference));
+    }
+    r.push_str("\n## Means\n\n| condition | runs | retention | quality | tokens | latency ms |\n|---|---:|---:|---:|---:|---:|\n");
+    for (c, m) in &s.means {
+        r.push_str(&format!("| {c} | {} | {:.3} | {:.2} | {:.0} | {:.0} |\n", m.runs, m.retention, m.quality, m.tokens, m.latency_ms));
+    }
+    r.push_str("\n## Per topic\n\n| topic | condition | retention | quality | tokens | latency ms | cross-agent resonance | stability |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for t in topics {
+        for (cond, lambda) in [(Condition::MessagePassing, None), (Condition::Field, Some(main_lambda))] {
+            let rs: Vec<&RunRecord> = records.iter().filter(|x| x.topic == t.name && x.condition == cond && x.lambda == lambda).collect();
+            let n = rs.len().max(1) as f64;
+            let mean = |f: &dyn Fn(&RunRecord) -> f64| rs.iter().map(|x| f(x)).sum::<f64>() / n;
+            let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+            let res = (cond == Condition::Field).then(|| mean(&|x| x.cross_agent_resonance.unwrap_or(0) as f64));
+            let stab = (cond == Condition::Field).then(|| mean(&|x| x.stability.unwrap_or(0.0)));
+            r.push_str(&format!(
+                "| {} | {} | {:.3} | {:.2} | {:.0} | {:.0} | {} | {} |\n",
+                t.name, cond.name(), mean(&|x| x.retention), mean(&|x| x.quality), mean(&|x| x.tokens as f64), mean(&|x| x.latency_ms), opt(res), opt(stab)
+            ));
+        }
+    }
+    r.push_str("\n## Lambda sensitivity (field at each lambda against the same message-passing runs)\n\n| lambda | retention | quality | tokens | cross-agent resonance | stability | converged | retention p |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for p in &s.lambda_sweep {
+        r.push_str(&format!(
+            "| {} | {:.3} | {:.2} | {:.0} | {:.1} | {:.3} | {:.0}% | {:.4} |\n",
+            p.lambda, p.means.retention, p.means.quality, p.means.tokens, p.cross_agent_resonance, p.stability, 100.0 * p.converged, p.retention_test.p_value
+        ));
+    }
+    r.push_str("\n## Charts\n\n- `decay.svg`: strength of every field pattern over time (first topic, repetition 1).\n- `retention.svg`: retention per topic and condition.\n- `stability.svg`: field stability per phase, per topic (repetition 1).\n\n");
+    r.push_str("The figures above are what this run measured, whichever condition they favour. With a live model the harness is the same; the numbers would not be.\n");
+    r
+}
+
+type Plot<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("drawing a chart: {e}")
+}
+
+fn charts(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) -> Result<()> {
+    let field_rep1 = |topic: &str| missions.iter().find(|m| m.record.topic == topic && m.record.rep == 1 && m.record.lambda == Some(main_lambda));
+    // Decay: every pattern's strength over time, first topic.
+    if let Some(m) = topics.first().and_then(|t| field_rep1(&t.name)) {
+        let path = out.join("decay.svg");
+        let root: Plot<'_> = SVGBackend::new(&path, (900, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let mut series: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+        for p in &m.timeline {
+            for (id, s) in &p.strengths {
+                series.entry(*id).or_default().push((p.hours, *s));
+            }
+        }
+        let max_x = m.timeline.last().map_or(1.0, |p| p.hours).max(1.0);
+        let max_y = series.values().flatten().map(|(_, s)| *s).fold(0.1f64, f64::max) * 1.1;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("Field pattern strength over time ({}, lambda {main_lambda})", m.record.topic), ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(48)
+            .build_cartesian_2d(0f64..max_x, 0f64..max_y)
+            .map_err(plot_err)?;
+        chart.configure_mesh().x_desc("simulated hours").y_desc("decayed strength").draw().map_err(plot_err)?;
+        for (i, (_, pts)) in series.iter().enumerate() {
+            chart.draw_series(LineSeries::new(pts.iter().copied(), Palette99::pick(i).stroke_width(1))).map_err(plot_err)?;
+        }
+        chart.draw_series(LineSeries::new([(0.0, 0.05), (max_x, 0.05)], BLACK.stroke_width(1))).map_err(plot_err)?.label("archival threshold 0.05");
+        chart.configure_series_labels().background_style(WHITE).border_style(BLACK).draw().map_err(plot_err)?;
+        root.present().map_err(plot_err)?;
+    }
+    // Retention per topic and condition.
+    {
+        let path = out.join("retention.svg");
+        let root: Plot<'_> = SVGBackend::new(&path, (900, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let names: Vec<String> = topics.iter().map(|t| t.name.clone()).collect();
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("Information retention per topic (mean over repetitions, field at lambda {main_lambda})"), ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(48)
+            .build_cartesian_2d(0f64..names.len() as f64, 0f64..1.05f64)
+            .map_err(plot_err)?;
+        let labels = names.clone();
+        chart
+            .configure_mesh()
+            .x_labels(names.len() * 2 + 1)
+            .x_label_formatter(&move |x| {
+                let i = x.floor() as usize;
+                if (x - i as f64 - 0.5).abs() < 0.01 { labels.get(i).cloned().unwrap_or_default() } else { String::new() }
+            })
+            .y_desc("retention")
+            .disable_x_mesh()
+            .draw()
+            .map_err(plot_err)?;
+        for (cond, lambda, offset, colour) in [(Condition::MessagePassing, None, 0.1, RGBColor(120, 120, 200)), (Condition::Field, Some(main_lambda), 0.5, RGBColor(220, 120, 60))] {
+            let bars: Vec<Rectangle<(f64, f64)>> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let rs: Vec<f64> = missions.iter().filter(|m| &m.record.topic == n && m.record.condition == cond && m.record.lambda == lambda).map(|m| m.record.retention).collect();
+                    let mean = rs.iter().sum::<f64>() / rs.len().max(1) as f64;
+                    Rectangle::new([(i as f64 + offset, 0.0), (i as f64 + offset + 0.38, mean)], colour.filled())
+                })
+                .collect();
+            chart
+                .draw_series(bars)
+                .map_err(plot_err)?
+                .label(cond.name())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
+        }
+        chart.configure_series_labels().background_style(WHITE).border_style(BLACK).draw().map_err(plot_err)?;
+        root.present().map_err(plot_err)?;
+    }
+    // Stability per phase.
+    {
+        let path = out.join("stability.svg");
+        let root: Plot<'_> = SVGBackend::new(&path, (900, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let max_phase = missions.iter().flat_map(|m| m.timeline.last()).map(|p| p.phase).max().unwrap_or(1) as f64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("Field stability per phase (repetition 1, lambda {main_lambda}; convergence above 0.75)"), ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(48)
+            .build_cartesian_2d(1f64..max_phase.max(2.0), 0f64..1f64)
+            .map_err(plot_err)?;
+        chart.configure_mesh().x_desc("phase").y_desc("stability").draw().map_err(plot_err)?;
+        for (i, t) in topics.iter().enumerate() {
+            if let Some(m) = field_rep1(&t.name) {
+                let colour = Palette99::pick(i);
+                chart
+                    .draw_series(LineSeries::new(m.timeline.iter().map(|p| (p.phase as f64, p.stability.stability)), colour.stroke_width(2)))
+                    .map_err(plot_err)?
+                    .label(t.name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], Palette99::pick(i).stroke_width(2)));
+            }
+        }
+        chart.draw_series(LineSeries::new([(1.0, 0.75), (max_phase.max(2.0), 0.75)], BLACK.stroke_width(1))).map_err(plot_err)?;
+        chart.configure_series_labels().background_style(WHITE).border_style(BLACK).draw().map_err(plot_err)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(())
+}
+
+/// Writes each pair's two reports as A and B in a seeded random order,
+/// the key (which is which) apart, and a ratings sheet to fill in.
+fn blind_export(dir: &Path, records: &[RunRecord], topics: &[Topic], main_lambda: f64, seed: u64) -> Result<()> {
+    let pairs = engine::experiment::summary::pairs(records, main_lambda);
+    let mut s = Stream::derive(seed, 0, 0, Purpose::Agent);
+    let mut order: Vec<usize> = (0..pairs.len()).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, s.below(i + 1));
+    }
+    let mut key = Vec::new();
+    let mut sheet = String::from("pair,report_a_score_1_to_5,report_b_score_1_to_5\n");
+    for (n, i) in order.iter().enumerate() {
+        let (field, control) = pairs[*i];
+        let swap = s.below(2) == 1;
+        let (a, b) = if swap { (control, field) } else { (field, control) };
+        let question = topics.iter().find(|t| t.name == field.topic).map_or("", |t| t.question.as_str());
+        let id = format!("pair-{:03}", n + 1);
+        for (label, r) in [("A", a), ("B", b)] {
+            let body = format!("# {id}, report {label}\n\nQuestion: {question}\n\n{}\n", r.report);
+            let path = dir.join(format!("{id}-{label}.md"));
+            std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        sheet.push_str(&format!("{id},,\n"));
+        key.push(json!({"pair": id, "topic": field.topic, "rep": field.rep, "A": a.condition.name(), "B": b.condition.name()}));
+    }
+    std::fs::write(dir.join("key.json"), serde_json::to_vec_pretty(&key)?)?;
+    std::fs::write(dir.join("ratings.csv"), sheet)?;
+    Ok(())
+}
