@@ -314,7 +314,11 @@ fn charts(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) 
         for (i, (_, pts)) in series.iter().enumerate() {
             chart.draw_series(LineSeries::new(pts.iter().copied(), Palette99::pick(i).stroke_width(1))).map_err(plot_err)?;
         }
-        chart.draw_series(LineSeries::new([(0.0, 0.05), (max_x, 0.05)], BLACK.stroke_width(1))).map_err(plot_err)?.label("archival threshold 0.05");
+        chart
+            .draw_series(LineSeries::new([(0.0, 0.05), (max_x, 0.05)], BLACK.stroke_width(1)))
+            .map_err(plot_err)?
+            .label("archival threshold 0.05")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(1)));
         chart.configure_series_labels().background_style(WHITE).border_style(BLACK).draw().map_err(plot_err)?;
         root.present().map_err(plot_err)?;
     }
@@ -387,7 +391,7 @@ fn charts(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) 
             }
         }
         chart.draw_series(LineSeries::new([(1.0, 0.75), (max_phase.max(2.0), 0.75)], BLACK.stroke_width(1))).map_err(plot_err)?;
-        chart.configure_series_labels().background_style(WHITE).border_style(BLACK).draw().map_err(plot_err)?;
+        chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).background_style(WHITE).border_style(BLACK).draw().map_err(plot_err)?;
         root.present().map_err(plot_err)?;
     }
     Ok(())

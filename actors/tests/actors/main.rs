@@ -16,3 +16,5 @@ mod failures;
 mod consolidation;
 // The field actor: phases independent of thread count, logs that replay, typed errors.
 mod field;
+// The agent experiment: failures name their mission, pairing, telemetry.
+mod experiment;

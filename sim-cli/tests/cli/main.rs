@@ -12,3 +12,5 @@ mod trace;
 mod memory;
 // `sim-cli field`: simulate, replay, stats, bench.
 mod field;
+// `sim-cli experiment`: determinism, outputs, blind export, persona write-up, bad input.
+mod experiment;

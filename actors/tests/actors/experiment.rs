@@ -1,0 +1,53 @@
+use actors::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel};
+use engine::chat::{ChatPort, ChatReply, ChatRequest};
+use engine::experiment::summary::Condition;
+use engine::experiment::Topic;
+use engine::BoxFuture;
+use std::sync::Arc;
+
+struct Down;
+
+impl ChatPort for Down {
+    fn complete<'a>(&'a self, _: &'a ChatRequest) -> BoxFuture<'a, engine::Result<ChatReply>> {
+        Box::pin(std::future::ready(Err(engine::Error::Parse { source_name: "chat".into(), cause: "provider unavailable".into() })))
+    }
+}
+
+fn spec(chat: Option<Arc<dyn ChatPort>>) -> ExperimentSpec {
+    ExperimentSpec {
+        topics: vec![Topic::builtin("urban-heat").expect("built in").expect("valid")],
+        reps: 1,
+        lambdas: vec![0.1],
+        seed: 1,
+        budgets: Budgets::default(),
+        latency: LatencyModel::default(),
+        dim: 64,
+        chat,
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+}
+
+/// A failing model fails the mission with a message naming topic,
+/// repetition, condition and agent.
+#[test]
+fn a_failing_model_names_the_mission() {
+    let err = runtime().block_on(run_experiment(&spec(Some(Arc::new(Down))), |_, _| {})).expect_err("the model is down").to_string();
+    assert!(err.contains("urban-heat") && err.contains("repetition 1") && err.contains("researcher chat call failed"), "{err}");
+}
+
+/// Both conditions of a pair share the seed; the field run reports its
+/// telemetry, message passing none.
+#[test]
+fn pairs_share_the_seed_and_only_the_field_has_telemetry() {
+    let missions = runtime().block_on(run_experiment(&spec(None), |_, _| {})).expect("runs");
+    let [mp, field] = [&missions[0].record, &missions[1].record];
+    assert_eq!((mp.condition, field.condition), (Condition::MessagePassing, Condition::Field));
+    assert_eq!(mp.seed, field.seed);
+    assert!(mp.cross_agent_resonance.is_none() && missions[0].timeline.is_empty());
+    assert!(field.cross_agent_resonance.is_some_and(|n| n > 0), "the analyst and the writer read the researcher's patterns");
+    // Three passages: iteration 1 writes; 2 to 4 read and write; 5 reads.
+    assert_eq!(missions[1].timeline.len(), 1 + 2 * 3 + 1);
+}

@@ -1,0 +1,96 @@
+use crate::support::{scratch, sim, stderr};
+use serde_json::Value;
+
+fn read_json(p: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).expect("read")).expect("json")
+}
+
+/// Same seed, any thread count: byte-identical results; every output is
+/// written; the criteria and tests are where scripts look for them.
+#[test]
+fn experiment_is_deterministic_and_writes_every_output() {
+    let dir = scratch("experiment");
+    let run = |out: &str, threads: &str| sim(&dir, &["experiment", "--topics", "2", "--reps", "2", "--lambda", "0.1,0.2", "--out", out, "--threads", threads]);
+    let o = run("a", "1");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("| criterion | threshold | value | result |"));
+    assert!(run("b", "4").status.success());
+    let a = std::fs::read(dir.join("a/results.json")).expect("results");
+    assert_eq!(a, std::fs::read(dir.join("b/results.json")).expect("results"), "same seed, same results.json at 1 and 4 threads");
+    for f in ["report.md", "decay.svg", "retention.svg", "stability.svg"] {
+        assert!(dir.join("a").join(f).is_file(), "{f}");
+    }
+    let v = read_json(&dir.join("a/results.json"));
+    let criteria = v["summary"]["criteria"].as_array().expect("criteria");
+    assert_eq!(criteria.len(), 4);
+    for c in criteria {
+        assert!(c["name"].is_string() && c["threshold"].is_number() && c["value"].is_number() && c["pass"].is_boolean(), "{c}");
+    }
+    for m in ["retention", "quality", "tokens", "latency_ms"] {
+        let w = &v["summary"]["wilcoxon"][m];
+        assert!(w["statistic"].is_number() && w["p_value"].is_number(), "{m}: {w}");
+    }
+    // 2 topics x 2 reps x (message passing + 2 lambdas).
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(12));
+    assert_eq!(v["summary"]["pairs"], 4);
+    let report = std::fs::read_to_string(dir.join("a/report.md")).expect("report");
+    assert!(report.contains("scripted agent model") && report.contains("No live language model was called"));
+}
+
+/// The blind kit hides the condition in the files and its key names it
+/// correctly.
+#[test]
+fn blind_export_keys_match_the_reports() {
+    let dir = scratch("experiment-blind");
+    let o = sim(&dir, &["experiment", "--topics", "grid-storage,urban-heat", "--reps", "2", "--lambda", "0.1", "--out", "r", "--blind-export", "blind"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let runs = read_json(&dir.join("r/results.json"))["runs"].as_array().cloned().expect("runs");
+    let key = read_json(&dir.join("blind/key.json"));
+    let key = key.as_array().expect("key");
+    assert_eq!(key.len(), 4);
+    for k in key {
+        let pair = k["pair"].as_str().expect("pair");
+        for label in ["A", "B"] {
+            let text = std::fs::read_to_string(dir.join(format!("blind/{pair}-{label}.md"))).expect("report");
+            assert!(!text.contains("field") && !text.contains("message"), "the file does not name its condition");
+            let run = runs
+                .iter()
+                .find(|r| r["topic"] == k["topic"] && r["rep"] == k["rep"] && r["condition"] == k[label])
+                .expect("the keyed run exists");
+            assert!(text.contains(run["report"].as_str().expect("report")), "{pair}-{label} holds the {} report", k[label]);
+        }
+    }
+}
+
+/// A persona run's reactions become a topic the agent team writes up.
+#[test]
+fn a_persona_run_is_written_up() {
+    let dir = scratch("experiment-from-run");
+    assert!(sim(&dir, &["run", "--personas", "8", "--ticks", "2", "--out", "panel"]).status.success());
+    let o = sim(&dir, &["experiment", "--from-run", "panel", "--reps", "1", "--lambda", "0.1", "--out", "r", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = read_json(&dir.join("r/results.json"));
+    assert_eq!(v["experiment"]["topics"][0]["name"], "panel");
+    assert!(v["experiment"]["topics"][0]["findings"].as_u64().is_some_and(|n| n >= 2));
+}
+
+#[test]
+fn bad_experiment_input_is_named() {
+    let dir = scratch("experiment-bad");
+    std::fs::write(dir.join("broken.toml"), "name = \"x\"\ntitle = [").expect("write");
+    std::fs::write(dir.join("empty"), "").expect("write");
+    let cases: [(&[&str], &str); 6] = [
+        (&["experiment", "--topics", "volcanoes"], "unknown topic \"volcanoes\""),
+        (&["experiment", "--topics", "broken.toml"], "broken.toml"),
+        (&["experiment", "--reps", "0"], "--reps"),
+        (&["experiment", "--topics", "9"], "--topics 9"),
+        (&["experiment", "--lambda=-0.1"], "--lambda"),
+        (&["experiment", "--from-run", "empty"], "outcomes.jsonl"),
+    ];
+    for (args, needle) in cases {
+        let o = sim(&dir, args);
+        assert!(!o.status.success(), "{args:?} must fail");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        assert!(!dir.join("runs").exists(), "{args:?}: nothing written on bad input");
+    }
+}
