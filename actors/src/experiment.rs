@@ -170,6 +170,8 @@ pub struct MissionSpec {
     pub chat: Arc<dyn ChatPort>,
     /// Model name.
     pub model: String,
+    /// Where the field condition logs its phases (`field.events`), if anywhere.
+    pub log: Option<std::path::PathBuf>,
 }
 
 /// What a mission produced.
@@ -272,7 +274,7 @@ pub async fn mission(spec: &MissionSpec) -> Result<MissionResult> {
 async fn run_mission(spec: &MissionSpec, agents: &[ActorRef<AgentMsg>], field: Option<&FieldHandle>) -> Result<MissionResult> {
     let team: Vec<String> = [Role::Researcher, Role::Analyst, Role::Writer].iter().map(|r| r.name().to_string()).collect();
     let mut shared = match field {
-        Some(h) => Shared::Field { handle: h.clone(), ctx: h.create(team, Vec::new(), SimTime(0), None).await?, seq: 0 },
+        Some(h) => Shared::Field { handle: h.clone(), ctx: h.create(team, Vec::new(), SimTime(0), spec.log.clone()).await?, seq: 0 },
         None => {
             let mut port = MessagePassing::new(spec.dim, Merge::Override);
             let research = port.create_context(&team[..2], Vec::new(), SimTime(0))?;
@@ -393,6 +395,9 @@ pub struct ExperimentSpec {
     /// The agents' model for a repetition's seed; `None` uses the
     /// scripted agent model.
     pub chat: Option<Arc<dyn ChatPort>>,
+    /// A directory to log every field mission's phases into
+    /// (`<topic>-rep<r>-lambda<l>/field.events`), for `sim-cli field replay`.
+    pub field_logs: Option<std::path::PathBuf>,
 }
 
 /// The scripted model's name.
@@ -425,7 +430,16 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
             let mut conditions = vec![(Condition::MessagePassing, None)];
             conditions.extend(spec.lambdas.iter().map(|l| (Condition::Field, Some(*l))));
             for (condition, lambda) in conditions {
+                let log = match (&spec.field_logs, lambda) {
+                    (Some(dir), Some(l)) => {
+                        let d = dir.join(format!("{}-rep{rep}-lambda{l}", topic.name));
+                        std::fs::create_dir_all(&d).map_err(|e| Error::FieldActor(format!("cannot create {}: {e}", d.display())))?;
+                        Some(d.join("field.events"))
+                    }
+                    _ => None,
+                };
                 let m = MissionSpec {
+                    log,
                     topic: topic.clone(),
                     condition,
                     field: FieldConfig { lambda: lambda.unwrap_or(0.1), ..FieldConfig::default() },

@@ -166,6 +166,7 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         latency: LatencyModel::default(),
         dim: a.dim as usize,
         chat: None,
+        field_logs: Some(out.join("fields")),
     };
     let terminal = std::io::stderr().is_terminal();
     let missions = runtime(a.threads)?.block_on(run_experiment(&spec, |done, total| {
@@ -204,7 +205,8 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&json!({"out": out.display().to_string(), "summary": summary}))?);
     } else {
         print!("{}", criteria_table(&summary));
-        println!("\nWrote {}: report.md, results.json, decay.svg, retention.svg, stability.svg", out.display());
+        println!("\nWrote {}: report.md, results.json, decay.svg, retention.svg, stability.svg,", out.display());
+        println!("and fields/<topic>-rep<r>-lambda<l>/field.events (replay one with `sim-cli field replay`).");
         if let Some(dir) = &a.blind_export {
             println!("Blind rating kit in {} (key.json holds the conditions).", dir.display());
         }
@@ -277,6 +279,7 @@ fn report_md(a: &ExperimentArgs, spec: &ExperimentSpec, topics: &[Topic], s: &Su
             p.lambda, p.means.retention, p.means.quality, p.means.tokens, p.cross_agent_resonance, p.stability, 100.0 * p.converged, p.retention_test.p_value
         ));
     }
+    r.push_str("\nEvery field mission's phases are logged in `fields/<topic>-rep<r>-lambda<l>/field.events`; `sim-cli field replay` re-applies one step by step and `sim-cli field stats` shows its telemetry.\n");
     r.push_str("\n## Charts\n\n- `decay.svg`: strength of every field pattern over time (first topic, repetition 1).\n- `retention.svg`: retention per topic and condition.\n- `stability.svg`: field stability per phase, per topic (repetition 1).\n\n");
     r.push_str("The figures above are what this run measured, whichever condition they favour. With a live model the harness is the same; the numbers would not be.\n");
     r

@@ -23,6 +23,7 @@ fn spec(chat: Option<Arc<dyn ChatPort>>) -> ExperimentSpec {
         latency: LatencyModel::default(),
         dim: 64,
         chat,
+        field_logs: None,
     }
 }
 

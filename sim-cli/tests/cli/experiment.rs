@@ -33,6 +33,11 @@ fn experiment_is_deterministic_and_writes_every_output() {
     // 2 topics x 2 reps x (message passing + 2 lambdas).
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(12));
     assert_eq!(v["summary"]["pairs"], 4);
+    // Each field mission's log replays.
+    let o = sim(&dir, &["field", "replay", "a/fields/grid-storage-rep1-lambda0.1", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let replay: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(replay["matched"], true);
     let report = std::fs::read_to_string(dir.join("a/report.md")).expect("report");
     assert!(report.contains("scripted agent model") && report.contains("No live language model was called"));
 }
