@@ -43,6 +43,9 @@ pub enum Error {
     /// The field actor stopped answering (an internal fault).
     #[error("the field actor failed: {0}")]
     FieldActor(String),
+    /// A mission of the experiment failed.
+    #[error("{0}")]
+    Mission(String),
     /// The field refused an operation.
     #[error(transparent)]
     Field(#[from] engine::field::PortError),

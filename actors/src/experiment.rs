@@ -228,7 +228,7 @@ impl Shared {
                     };
                     let sub = [Submitted { agent: o.role.name().into(), seq: *seq, op: o.op }];
                     let mut r = port.phase(ctx, &sub, now)?;
-                    replies.push(r.pop().ok_or(Error::FieldActor("no reply".into()))??);
+                    replies.push(r.pop().ok_or(Error::Mission("message passing returned no reply".into()))??);
                 }
             }
         }
@@ -239,8 +239,8 @@ impl Shared {
 async fn work(agent: &ActorRef<AgentMsg>, question: &str, items: Vec<String>, context_budget: u64, output_budget: u64) -> Result<AgentWork> {
     let (tx, rx) = oneshot();
     let msg = AgentMsg::Work { question: question.into(), items, context_budget, output_budget, reply: tx.into() };
-    agent.cast(msg).map_err(|e| Error::FieldActor(format!("agent unreachable: {e}")))?;
-    rx.await.map_err(|_| Error::FieldActor("an agent stopped without replying".into()))?.map_err(Error::FieldActor)
+    agent.cast(msg).map_err(|e| Error::Mission(format!("agent unreachable: {e}")))?;
+    rx.await.map_err(|_| Error::Mission("an agent stopped without replying".into()))?.map_err(Error::Mission)
 }
 
 fn key_of(role: Role, text: &str) -> String {
@@ -433,7 +433,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                 let log = match (&spec.field_logs, lambda) {
                     (Some(dir), Some(l)) => {
                         let d = dir.join(format!("{}-rep{rep}-lambda{l}", topic.name));
-                        std::fs::create_dir_all(&d).map_err(|e| Error::FieldActor(format!("cannot create {}: {e}", d.display())))?;
+                        std::fs::create_dir_all(&d).map_err(|e| Error::Mission(format!("cannot create {}: {e}", d.display())))?;
                         Some(d.join("field.events"))
                     }
                     _ => None,
@@ -449,7 +449,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     chat: Arc::clone(&chat),
                     model: SCRIPTED_MODEL.into(),
                 };
-                let r = mission(&m).await.map_err(|e| Error::InvalidInput { what: "mission", cause: format!("topic {}, repetition {rep}, {}: {e}", topic.name, condition.name()) })?;
+                let r = mission(&m).await.map_err(|e| Error::Mission(format!("mission on topic {}, repetition {rep}, {}: {e}", topic.name, condition.name())))?;
                 let tel = r.telemetry.as_ref();
                 out.push(Mission {
                     record: RunRecord {

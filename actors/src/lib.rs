@@ -13,6 +13,9 @@
 //! - [`field::FieldActor`] owns the shared memory field and applies agents'
 //!   operations in deterministic phases; [`field_sim`] drives it with a
 //!   seeded synthetic mission.
+//! - [`experiment::AgentActor`]s (researcher, analyst, writer) run
+//!   missions through the chat port and a shared context (the field actor or
+//!   message passing); [`experiment::run_experiment`] pairs the conditions.
 //! - [`run::run`] spawns them all, drives the ticks, stops at the budget and
 //!   tears down.
 //!

@@ -13,6 +13,13 @@
 //! [`turn::TickDigests`], and [`report::RunSummary`] accumulates what a user
 //! reads at the end.
 //!
+//! Agents that share memory use [`field`]: a FAISS-backed pattern field with
+//! score-time decay, reinforcement and resonance, behind the
+//! [`field::SharedContextPort`] (whose other adapter is message passing).
+//! [`experiment`] holds the research topics, the scripted agent model, the
+//! report metrics and the paired statistics of the field-versus-messages
+//! experiment.
+//!
 //! ```
 //! use engine::{config::Config, persona::{generate, PersonaState, Traits}, scenario::Scenario};
 //! use engine::{clock::Clock, turn::{prepare, retrieval_need, TickContext}};
