@@ -16,23 +16,13 @@ use std::time::Duration;
 const DIM: usize = 2048;
 const K: usize = 10;
 
-fn unit_vectors(s: &mut Stream, n: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(n * DIM);
-    for _ in 0..n {
-        let v: Vec<f64> = (0..DIM).map(|_| s.normal()).collect();
-        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
-        out.extend(v.iter().map(|x| (x / norm) as f32));
-    }
-    out
-}
-
 fn field_vs_plain(c: &mut Criterion) {
     let mut g = c.benchmark_group("field");
     g.sample_size(20).measurement_time(Duration::from_secs(4));
     for n in [1000usize, 5000] {
         let mut s = Stream::derive(42, n as u32, 0, Purpose::Field);
-        let data = unit_vectors(&mut s, n);
-        let queries = unit_vectors(&mut s, 64);
+        let data = s.unit_vectors(n, DIM);
+        let queries = s.unit_vectors(64, DIM);
         let mut field = Field::new(DIM, FieldConfig::default()).expect("field");
         for (i, v) in data.chunks_exact(DIM).enumerate() {
             field.inject("a", &format!("k{i}"), "v", v, 0.5 + (i % 5) as f64 * 0.25, SimTime((i % 12) as u64 * 3600)).expect("inject");

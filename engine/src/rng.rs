@@ -43,6 +43,18 @@ impl Purpose {
 pub struct Stream(ChaCha8Rng);
 
 impl Stream {
+    /// `n` random unit vectors of dimension `dim`, row after row (benchmark
+    /// and test fields).
+    pub fn unit_vectors(&mut self, n: usize, dim: usize) -> Vec<f32> {
+        let mut out = Vec::with_capacity(n * dim);
+        for _ in 0..n {
+            let v: Vec<f64> = (0..dim).map(|_| self.normal()).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
+            out.extend(v.iter().map(|x| (x / norm) as f32));
+        }
+        out
+    }
+
     /// Derives the stream for `(seed, tick, actor, purpose)`.
     pub fn derive(seed: u64, tick: u32, actor: u64, purpose: Purpose) -> Self {
         let mut h = blake3::Hasher::new_derive_key("sim-engine rng stream v1");

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use engine::config::RawConfig;
 use engine::embed::Strategy;
+use engine::experiment::stats::median;
 use engine::report::RunSummary;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -51,17 +52,6 @@ struct Cell {
     cache: &'static str,
     ms: Vec<f64>,
     last: RunSummary,
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
 }
 
 /// Runs `sim-cli bench embed`.

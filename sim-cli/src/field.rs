@@ -294,16 +294,6 @@ fn time_per_call(min: Duration, mut f: impl FnMut() -> Result<()>) -> Result<f64
     Ok(start.elapsed().as_secs_f64() / n as f64)
 }
 
-fn unit_vectors(s: &mut Stream, n: usize, dim: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(n * dim);
-    for _ in 0..n {
-        let v: Vec<f64> = (0..dim).map(|_| s.normal()).collect();
-        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
-        out.extend(v.iter().map(|x| (x / norm) as f32));
-    }
-    out
-}
-
 /// Single-threaded sequential read bandwidth over `bytes` bytes, GB/s: the
 /// ceiling a one-query flat scan can approach.
 fn read_bandwidth(bytes: usize, min: Duration) -> f64 {
@@ -337,8 +327,8 @@ fn bench_cmd(a: BenchArgs) -> Result<()> {
             eprint!("\r\x1b[2K[{n} x {dim}]");
         }
         let mut s = Stream::derive(a.seed, n as u32, 0, Purpose::Field);
-        let data = unit_vectors(&mut s, n, dim);
-        let queries = unit_vectors(&mut s, 64, dim);
+        let data = s.unit_vectors(n, dim);
+        let queries = s.unit_vectors(64, dim);
         // Inject: one at a time into the field, and into a bare index.
         let started = Instant::now();
         let mut field = Field::new(dim, FieldConfig::default())?;

@@ -2,7 +2,7 @@
 //! answers in character from what the prompt says.
 
 use super::{ChatPort, ChatPurpose, ChatReply, ChatRequest};
-use crate::cost::{estimate_tokens, Price};
+use crate::cost::Price;
 use crate::digest::DigestWriter;
 use crate::error::Result;
 use crate::rng::Stream;
@@ -244,9 +244,7 @@ impl ScriptedPersonaModel {
 
 impl ChatPort for ScriptedPersonaModel {
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
-        let text = self.reply_text(request);
-        let spend = self.price.bill(estimate_tokens(&request.prompt), estimate_tokens(&text));
-        Box::pin(std::future::ready(Ok(ChatReply { text, spend })))
+        crate::chat::scripted_reply(&self.price, request, self.reply_text(request))
     }
 }
 

@@ -147,9 +147,7 @@ impl ScriptedAgentModel {
 
 impl ChatPort for ScriptedAgentModel {
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
-        let text = self.reply_text(request);
-        let spend = self.price.bill(estimate_tokens(&request.prompt), estimate_tokens(&text));
-        Box::pin(std::future::ready(Ok(ChatReply { text, spend })))
+        crate::chat::scripted_reply(&self.price, request, self.reply_text(request))
     }
 }
 

@@ -30,7 +30,8 @@ pub struct Wilcoxon {
 /// Differences smaller than this are ties at zero.
 const ZERO: f64 = 1e-12;
 
-fn median(v: &[f64]) -> f64 {
+/// The median (0 for no values).
+pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
