@@ -296,7 +296,7 @@ impl SharedContextPort for FieldContexts {
                         }
                         replies[*i] = Some(r.map(|_| PortReply::Injected).map_err(PortError::from));
                     }
-                    PortOp::Query { vector, k } if vector.len() != s.field.dim() => {
+                    PortOp::Query { vector, .. } if vector.len() != s.field.dim() => {
                         let e = FieldError::WrongDimension { expected: s.field.dim(), got: vector.len() };
                         replies[*i] = Some(Err(e.into()));
                     }
