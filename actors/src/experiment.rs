@@ -367,6 +367,9 @@ async fn run_mission(spec: &MissionSpec, agents: &[ActorRef<AgentMsg>], field: O
     let (telemetry, field_digest) = match &shared {
         Shared::Field { handle, ctx, .. } => {
             let (d, t) = handle.report(*ctx, end).await?;
+            if let Some(e) = &t.log_error {
+                return Err(Error::Mission(format!("the field's {e}")));
+            }
             handle.destroy(*ctx).await?;
             (Some(t), Some(d))
         }

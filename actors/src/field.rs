@@ -155,7 +155,7 @@ impl Actor for FieldActor {
                 let _ = reply.send(answer);
             }
             FieldMsg::Report { ctx, now, reply } => {
-                let report = blocking(state, move |port| port.session(ctx).map(|s| (s.field.digest(), s.telemetry.report(&s.field, now)))).await?;
+                let report = blocking(state, move |port| port.session(ctx).map(|s| (s.field.digest(), s.report(now)))).await?;
                 let _ = reply.send(report);
             }
             FieldMsg::Save { ctx, dir, reply } => {

@@ -122,6 +122,9 @@ async fn drive(spec: &FieldSimSpec, field: &FieldHandle, centres: &[Vec<f32>], p
     }
     let end = at(spec, spec.phases);
     let (digest, telemetry) = field.report(ctx, end).await?;
+    if let Some(e) = &telemetry.log_error {
+        return Err(Error::FieldActor(format!("the simulation ran, but {e}")));
+    }
     if let Some(dir) = &spec.out {
         field.save(ctx, dir.clone()).await?;
     }

@@ -248,7 +248,7 @@ fn stats_cmd(a: StatsArgs) -> Result<()> {
     let path = log_path(&a.dir)?;
     let (steps, session) = replay_log(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let end = engine::clock::SimTime((steps.last().map_or(0.0, |s| s.hours) * 3600.0).round() as u64);
-    let mut report = session.telemetry.report(&session.field, end);
+    let mut report = session.report(end);
     if a.brief {
         for p in &mut report.timeline {
             p.strengths.clear();

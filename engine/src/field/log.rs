@@ -147,6 +147,12 @@ impl EventLog {
         Ok(EventLog { file, path: path.to_path_buf(), started: false })
     }
 
+    /// A log writing to an open file (tests of write failures).
+    #[cfg(test)]
+    pub(crate) fn on_file(file: File, path: &Path) -> EventLog {
+        EventLog { file, path: path.to_path_buf(), started: true }
+    }
+
     fn write(&mut self, event: &FieldEvent) -> Result<(), FieldError> {
         let payload = bincode::serde::encode_to_vec(event, bincode::config::standard()).map_err(|e| files_err(&self.path, e.to_string()))?;
         let mut frame = Vec::with_capacity(payload.len() + 8);

@@ -4,7 +4,7 @@
 
 use super::log::{EventLog, PhaseEvent};
 use super::pattern::{Field, FieldConfig, FieldError};
-use super::telemetry::Telemetry;
+use super::telemetry::{Telemetry, TelemetryReport};
 use crate::clock::SimTime;
 use crate::persona::memory::cosine;
 use serde::{Deserialize, Serialize};
@@ -181,6 +181,14 @@ pub struct FieldSession {
     /// Counters and the timeline.
     pub telemetry: Telemetry,
     log: Option<EventLog>,
+    log_error: Option<String>,
+}
+
+impl FieldSession {
+    /// The telemetry report at `now`, with any event-log failure.
+    pub fn report(&self, now: SimTime) -> TelemetryReport {
+        TelemetryReport { log_error: self.log_error.clone(), ..self.telemetry.report(&self.field, now) }
+    }
 }
 
 /// The field adapter: one field per context.
@@ -220,7 +228,7 @@ impl FieldContexts {
     /// Opens a context over an existing field (a loaded or replayed one).
     pub fn adopt(&mut self, team: &[String], field: Field) -> ContextId {
         let id = ContextId(self.contexts.len() as u64);
-        self.contexts.insert(id, Some((Team { members: team.to_vec() }, FieldSession { field, telemetry: Telemetry::default(), log: None })));
+        self.contexts.insert(id, Some((Team { members: team.to_vec() }, FieldSession { field, telemetry: Telemetry::default(), log: None, log_error: None })));
         id
     }
 
@@ -243,7 +251,7 @@ impl SharedContextPort for FieldContexts {
         for e in initial {
             field.inject(&first, &e.key, &e.value, &e.vector, e.strength, now)?;
         }
-        self.contexts.insert(id, Some((Team { members: team.to_vec() }, FieldSession { field, telemetry: Telemetry::default(), log: None })));
+        self.contexts.insert(id, Some((Team { members: team.to_vec() }, FieldSession { field, telemetry: Telemetry::default(), log: None, log_error: None })));
         Ok(id)
     }
 
@@ -336,7 +344,13 @@ impl SharedContextPort for FieldContexts {
         if let Some(log) = &mut s.log {
             let sorted: Vec<&Submitted> = order.iter().map(|i| &ops[*i]).collect();
             let outcome: Vec<&Result<PortReply, PortError>> = order.iter().map(|i| &replies[*i]).collect();
-            log.append(&PhaseEvent::new(point.phase, now, &sorted, &outcome, s.field.digest()))?;
+            // The phase is applied whatever the log does: a failed write
+            // closes the log and is reported with the telemetry, rather
+            // than turning applied operations into errors.
+            if let Err(e) = log.append(&PhaseEvent::new(point.phase, now, &sorted, &outcome, s.field.digest())) {
+                s.log_error = Some(format!("the event log stopped at phase {}: {e}", point.phase));
+                s.log = None;
+            }
         }
         Ok(replies)
     }
@@ -576,7 +590,7 @@ mod tests {
             port.phase(ctx, &ops, now).expect("phase");
         }
         let session = port.session(ctx).expect("live");
-        let report = session.telemetry.report(&session.field, SimTime(5 * 3600));
+        let report = session.report(SimTime(5 * 3600));
         assert_eq!((report.injects.total, report.queries.total), (6, 12), "six findings (the brief is the seed); two queries a phase");
         assert_eq!(report.queries.by_agent["writer"], 6);
         assert!(!report.multi_agent_patterns.is_empty(), "analyst and writer read the same findings");
@@ -596,6 +610,24 @@ mod tests {
         let Err(err) = super::super::log::replay(&path) else { panic!("a damaged log replayed") };
         let err = err.to_string();
         assert!(err.contains("frame 6") && err.contains("checksum"), "{err}");
+    }
+
+    /// A log that cannot be written (a full disk) stops; the phases are
+    /// still applied and answered, and the report says where the log ended.
+    #[test]
+    fn a_failed_log_write_keeps_the_phase() {
+        let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
+        let mut port = FieldContexts::new(3, FieldConfig::default());
+        let ctx = port.create_context(&team(), Vec::new(), SimTime(0)).expect("create");
+        if let Some(Some((_, s))) = port.contexts.get_mut(&ctx) {
+            s.log = Some(EventLog::on_file(full, std::path::Path::new("/dev/full")));
+        }
+        let ops = [sub("researcher", 1, PortOp::Inject(e("f1", "first", [1.0, 0.0, 0.0])))];
+        assert_eq!(port.phase(ctx, &ops, SimTime(0)).expect("phase"), vec![Ok(PortReply::Injected)]);
+        let session = port.session(ctx).expect("live");
+        assert_eq!(session.field.patterns().len(), 1);
+        let err = session.report(SimTime(0)).log_error.expect("the failure is reported");
+        assert!(err.contains("phase 1") && err.contains("/dev/full"), "{err}");
     }
 
     impl Entry {

@@ -114,6 +114,9 @@ pub struct TelemetryReport {
     pub convergence_phase: Option<u64>,
     /// One point per phase.
     pub timeline: Vec<TimelinePoint>,
+    /// Why the event log stopped, if it did (the field itself is intact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_error: Option<String>,
 }
 
 fn counts(m: &BTreeMap<String, u64>) -> Counts {
@@ -210,6 +213,7 @@ impl Telemetry {
             stability: field.measure_stability(now),
             convergence_phase: self.timeline.iter().find(|p| p.stability.stability > CONVERGED_ABOVE).map(|p| p.phase),
             timeline: self.timeline.clone(),
+            log_error: None,
         }
     }
 }
