@@ -162,14 +162,52 @@ struct Team {
     members: Vec<String>,
 }
 
-fn check<'a, T>(ctxs: &'a mut BTreeMap<ContextId, Option<(Team, T)>>, ctx: ContextId, agent: Option<&str>) -> Result<&'a mut T, PortError> {
-    match ctxs.get_mut(&ctx) {
-        None => Err(PortError::UnknownContext(ctx)),
-        Some(None) => Err(PortError::Destroyed(ctx)),
-        Some(Some((team, inner))) => match agent {
-            Some(a) if !team.members.iter().any(|m| m == a) => Err(PortError::NotInTeam { agent: a.into(), context: ctx }),
-            _ => Ok(inner),
-        },
+/// An adapter's contexts: each a team and the adapter's state for it,
+/// `None` once destroyed (ids are never reused).
+struct Contexts<T>(BTreeMap<ContextId, Option<(Team, T)>>);
+
+impl<T> Contexts<T> {
+    fn new() -> Self {
+        Contexts(BTreeMap::new())
+    }
+
+    /// Opens a context.
+    fn open(&mut self, team: &[String], inner: T) -> ContextId {
+        let id = ContextId(self.0.len() as u64);
+        self.0.insert(id, Some((Team { members: team.to_vec() }, inner)));
+        id
+    }
+
+    /// A live context's team and state.
+    fn entry(&mut self, ctx: ContextId) -> Result<(&Team, &mut T), PortError> {
+        match self.0.get_mut(&ctx) {
+            None => Err(PortError::UnknownContext(ctx)),
+            Some(None) => Err(PortError::Destroyed(ctx)),
+            Some(Some((team, inner))) => Ok((team, inner)),
+        }
+    }
+
+    /// A live context's state, for a team member.
+    fn member(&mut self, ctx: ContextId, agent: &str) -> Result<&mut T, PortError> {
+        let (team, inner) = self.entry(ctx)?;
+        if !team.members.iter().any(|m| m == agent) {
+            return Err(PortError::NotInTeam { agent: agent.into(), context: ctx });
+        }
+        Ok(inner)
+    }
+
+    /// A live context's state, read-only.
+    fn live(&self, ctx: ContextId) -> Option<&T> {
+        self.0.get(&ctx).and_then(|c| c.as_ref()).map(|(_, inner)| inner)
+    }
+
+    /// Closes a context and returns its state.
+    fn destroy(&mut self, ctx: ContextId) -> Result<T, PortError> {
+        self.entry(ctx)?;
+        match self.0.insert(ctx, None) {
+            Some(Some((_, inner))) => Ok(inner),
+            Some(None) | None => Err(PortError::Destroyed(ctx)),
+        }
     }
 }
 
@@ -185,6 +223,10 @@ pub struct FieldSession {
 }
 
 impl FieldSession {
+    fn new(field: Field) -> Self {
+        FieldSession { field, telemetry: Telemetry::default(), log: None, log_error: None }
+    }
+
     /// The telemetry report at `now`, with any event-log failure.
     pub fn report(&self, now: SimTime) -> TelemetryReport {
         TelemetryReport { log_error: self.log_error.clone(), ..self.telemetry.report(&self.field, now) }
@@ -195,18 +237,18 @@ impl FieldSession {
 pub struct FieldContexts {
     dim: usize,
     cfg: FieldConfig,
-    contexts: BTreeMap<ContextId, Option<(Team, FieldSession)>>,
+    contexts: Contexts<FieldSession>,
 }
 
 impl FieldContexts {
     /// Contexts of dimension `dim`.
     pub fn new(dim: usize, cfg: FieldConfig) -> Self {
-        FieldContexts { dim, cfg, contexts: BTreeMap::new() }
+        FieldContexts { dim, cfg, contexts: Contexts::new() }
     }
 
     /// A live context's field and telemetry.
     pub fn session(&self, ctx: ContextId) -> Option<&FieldSession> {
-        self.contexts.get(&ctx).and_then(|c| c.as_ref()).map(|(_, f)| f)
+        self.contexts.live(ctx)
     }
 
     /// A context's field.
@@ -217,33 +259,25 @@ impl FieldContexts {
     /// Records the context's phases from now on into `log` (the field's
     /// configuration first), so that its evolution can be replayed.
     pub fn record(&mut self, ctx: ContextId, mut log: EventLog) -> Result<(), PortError> {
-        check(&mut self.contexts, ctx, None)?;
-        if let Some(Some((team, session))) = self.contexts.get_mut(&ctx) {
-            log.start(&team.members, &session.field)?;
-            session.log = Some(log);
-        }
+        let (team, session) = self.contexts.entry(ctx)?;
+        log.start(&team.members, &session.field)?;
+        session.log = Some(log);
         Ok(())
     }
 
     /// Opens a context over an existing field (a loaded or replayed one).
     pub fn adopt(&mut self, team: &[String], field: Field) -> ContextId {
-        let id = ContextId(self.contexts.len() as u64);
-        self.contexts.insert(id, Some((Team { members: team.to_vec() }, FieldSession { field, telemetry: Telemetry::default(), log: None, log_error: None })));
-        id
+        self.contexts.open(team, FieldSession::new(field))
     }
 
     /// Closes a context and hands its field and telemetry over.
     pub fn take(&mut self, ctx: ContextId) -> Option<FieldSession> {
-        match self.contexts.insert(ctx, None) {
-            Some(Some((_, s))) => Some(s),
-            Some(None) | None => None,
-        }
+        self.contexts.destroy(ctx).ok()
     }
 }
 
 impl SharedContextPort for FieldContexts {
     fn create_context(&mut self, team: &[String], initial: Vec<Entry>, now: SimTime) -> Result<ContextId, PortError> {
-        let id = ContextId(self.contexts.len() as u64);
         let mut field = Field::new(self.dim, self.cfg.clone())?;
         // Initial entries are the context's seed, not an agent's operation:
         // telemetry counts only what agents do.
@@ -251,32 +285,29 @@ impl SharedContextPort for FieldContexts {
         for e in initial {
             field.inject(&first, &e.key, &e.value, &e.vector, e.strength, now)?;
         }
-        self.contexts.insert(id, Some((Team { members: team.to_vec() }, FieldSession { field, telemetry: Telemetry::default(), log: None, log_error: None })));
-        Ok(id)
+        Ok(self.contexts.open(team, FieldSession::new(field)))
     }
 
     fn inject(&mut self, ctx: ContextId, agent: &str, e: Entry, now: SimTime) -> Result<(), PortError> {
-        let s = check(&mut self.contexts, ctx, Some(agent))?;
+        let s = self.contexts.member(ctx, agent)?;
         s.field.inject(agent, &e.key, &e.value, &e.vector, e.strength, now)?;
         s.telemetry.count_inject(agent);
         Ok(())
     }
 
     fn query(&mut self, ctx: ContextId, agent: &str, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Found>, PortError> {
-        let s = check(&mut self.contexts, ctx, Some(agent))?;
+        let s = self.contexts.member(ctx, agent)?;
         let hits = s.field.query_and_reinforce(agent, query, k, now)?;
         s.telemetry.count_query(agent);
         Ok(found(&s.field, &hits))
     }
 
     fn destroy_context(&mut self, ctx: ContextId) -> Result<(), PortError> {
-        check(&mut self.contexts, ctx, None)?;
-        self.contexts.insert(ctx, None);
-        Ok(())
+        self.contexts.destroy(ctx).map(|_| ())
     }
 
     fn check_context(&mut self, ctx: ContextId) -> Result<(), PortError> {
-        check(&mut self.contexts, ctx, None).map(|_| ())
+        self.contexts.entry(ctx).map(|_| ())
     }
 
     /// The field's phase: injections in order, then one batched FAISS
@@ -284,9 +315,7 @@ impl SharedContextPort for FieldContexts {
     /// order; the phase is logged and a timeline point taken.
     fn phase(&mut self, ctx: ContextId, ops: &[Submitted], now: SimTime) -> Result<Vec<Result<PortReply, PortError>>, PortError> {
         let (order, dup) = phase_order(ops);
-        let Some(Some((team, s))) = self.contexts.get_mut(&ctx) else {
-            return Err(check(&mut self.contexts, ctx, None).err().unwrap_or(PortError::UnknownContext(ctx)));
-        };
+        let (team, s) = self.contexts.entry(ctx)?;
         let mut replies: Vec<Option<Result<PortReply, PortError>>> = vec![None; ops.len()];
         let mut queries: Vec<(usize, &[f32], usize)> = Vec::new();
         for (pos, i) in order.iter().enumerate() {
@@ -388,14 +417,14 @@ type Inboxes = BTreeMap<String, Vec<Message>>;
 pub struct MessagePassing {
     dim: usize,
     merge: Merge,
-    contexts: BTreeMap<ContextId, Option<(Team, Inboxes)>>,
+    contexts: Contexts<Inboxes>,
     seq: u64,
 }
 
 impl MessagePassing {
     /// The baseline with a merge strategy.
     pub fn new(dim: usize, merge: Merge) -> Self {
-        MessagePassing { dim, merge, contexts: BTreeMap::new(), seq: 0 }
+        MessagePassing { dim, merge, contexts: Contexts::new(), seq: 0 }
     }
 
     fn visible(merge: Merge, inbox: &[Message]) -> Vec<&Message> {
@@ -437,9 +466,7 @@ impl MessagePassing {
 
 impl SharedContextPort for MessagePassing {
     fn create_context(&mut self, team: &[String], initial: Vec<Entry>, now: SimTime) -> Result<ContextId, PortError> {
-        let id = ContextId(self.contexts.len() as u64);
-        let inboxes = team.iter().map(|m| (m.clone(), Vec::new())).collect();
-        self.contexts.insert(id, Some((Team { members: team.to_vec() }, inboxes)));
+        let id = self.contexts.open(team, team.iter().map(|m| (m.clone(), Vec::new())).collect());
         let first = team.first().cloned().unwrap_or_default();
         for e in initial {
             self.inject(id, &first, e, now)?;
@@ -453,7 +480,7 @@ impl SharedContextPort for MessagePassing {
         }
         self.seq += 1;
         let seq = self.seq;
-        let inboxes = check(&mut self.contexts, ctx, Some(agent))?;
+        let inboxes = self.contexts.member(ctx, agent)?;
         for inbox in inboxes.values_mut() {
             inbox.push(Message { from: agent.into(), entry: entry.clone(), seq });
         }
@@ -465,7 +492,7 @@ impl SharedContextPort for MessagePassing {
             return Err(FieldError::WrongDimension { expected: self.dim, got: query.len() }.into());
         }
         let merge = self.merge;
-        let inboxes = check(&mut self.contexts, ctx, Some(agent))?;
+        let inboxes = self.contexts.member(ctx, agent)?;
         let inbox = inboxes.get(agent).map(Vec::as_slice).unwrap_or_default();
         let mut found: Vec<(f64, u64, &Message)> = Self::visible(merge, inbox).into_iter().map(|m| (cosine(query, &m.entry.vector), m.seq, m)).collect();
         found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -477,13 +504,11 @@ impl SharedContextPort for MessagePassing {
     }
 
     fn destroy_context(&mut self, ctx: ContextId) -> Result<(), PortError> {
-        check(&mut self.contexts, ctx, None)?;
-        self.contexts.insert(ctx, None);
-        Ok(())
+        self.contexts.destroy(ctx).map(|_| ())
     }
 
     fn check_context(&mut self, ctx: ContextId) -> Result<(), PortError> {
-        check(&mut self.contexts, ctx, None).map(|_| ())
+        self.contexts.entry(ctx).map(|_| ())
     }
 }
 
@@ -619,9 +644,7 @@ mod tests {
         let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
         let mut port = FieldContexts::new(3, FieldConfig::default());
         let ctx = port.create_context(&team(), Vec::new(), SimTime(0)).expect("create");
-        if let Some(Some((_, s))) = port.contexts.get_mut(&ctx) {
-            s.log = Some(EventLog::on_file(full, std::path::Path::new("/dev/full")));
-        }
+        port.contexts.entry(ctx).expect("live").1.log = Some(EventLog::on_file(full, std::path::Path::new("/dev/full")));
         let ops = [sub("researcher", 1, PortOp::Inject(e("f1", "first", [1.0, 0.0, 0.0])))];
         assert_eq!(port.phase(ctx, &ops, SimTime(0)).expect("phase"), vec![Ok(PortReply::Injected)]);
         let session = port.session(ctx).expect("live");
