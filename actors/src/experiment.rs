@@ -1,6 +1,7 @@
 //! The agent team and its missions. Three [`AgentActor`]s (researcher,
 //! analyst, writer) think through the [`ChatPort`] and share context
-//! through the shared-context port: one field (the [`FieldActor`](crate::field::FieldActor))
+//! through the shared-context port: one field (the field actor, behind
+//! [`FieldHandle`])
 //! in the treatment condition, message passing in the control.
 //!
 //! A mission over a topic with P passages runs P + 2 iterations, each one
@@ -259,7 +260,7 @@ pub async fn mission(spec: &MissionSpec) -> Result<MissionResult> {
         Condition::Field => Some(FieldHandle::spawn(spec.dim, spec.field.clone()).await?),
         Condition::MessagePassing => None,
     };
-    let result = run_mission(spec, &agents.iter().map(|(a, _)| a.clone()).collect::<Vec<_>>(), field.as_ref().map(|f| &f.0)).await;
+    let result = run_mission(spec, &agents.iter().map(|(a, _)| a.clone()).collect::<Vec<_>>(), field.as_ref().map(|(h, _)| h)).await;
     for (a, join) in agents {
         a.stop(None);
         let _ = join.await;

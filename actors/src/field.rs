@@ -3,8 +3,8 @@
 //! applies agents' operations in deterministic phases. FAISS work runs on
 //! tokio's blocking pool, never on the async executor.
 //!
-//! Agents [`FieldMsg::Submit`] operations whenever they like; nothing is
-//! applied until [`FieldMsg::EndPhase`], which applies the phase in
+//! Agents submit operations ([`FieldHandle::submit`]) whenever they like; nothing is
+//! applied until the phase ends ([`FieldHandle::end_phase`]), which applies it in
 //! `(agent, seq)` order (see [`SharedContextPort::phase`]) and answers every
 //! submission. The arrival order of submissions, and so the number of
 //! threads, cannot change a result.
@@ -22,8 +22,8 @@ use std::path::PathBuf;
 /// Answer to one submitted operation.
 pub type OpReply = std::result::Result<PortReply, PortError>;
 
-/// Messages to the field actor.
-pub enum FieldMsg {
+/// Messages to the field actor (private: [`FieldHandle`] is the interface).
+pub(crate) enum FieldMsg {
     /// Opens a context for `team`, seeded with `initial`, optionally logging
     /// its phases to `log` (a new `field.events` file).
     Create {
@@ -85,12 +85,13 @@ pub enum FieldMsg {
     },
 }
 
-/// The field actor; `self` holds nothing mutable.
-pub struct FieldActor;
+/// The field actor; `self` holds nothing mutable. Spawn it with
+/// [`FieldHandle::spawn`].
+pub(crate) struct FieldActor;
 
 /// The actor's state: the contexts (moved to the blocking pool while FAISS
 /// works) and each context's queued operations.
-pub struct FieldState {
+pub(crate) struct FieldState {
     port: Option<FieldContexts>,
     pending: BTreeMap<ContextId, Vec<(Submitted, RpcReplyPort<OpReply>)>>,
 }
@@ -179,9 +180,10 @@ impl Actor for FieldActor {
     }
 }
 
-/// A typed handle on a running field actor.
+/// A typed handle on a running field actor: every operation is an async
+/// method; each submission is answered or failed, never dropped.
 #[derive(Clone)]
-pub struct FieldHandle(pub ActorRef<FieldMsg>);
+pub struct FieldHandle(ActorRef<FieldMsg>);
 
 fn gone<E>(_: E) -> Error {
     Error::FieldActor("it stopped without replying".into())

@@ -10,7 +10,8 @@
 //!   [`coordinator::TickReport`] with outcomes in job order.
 //! - [`supervisor::PanelSupervisor`] is the parent of the persona actors; a
 //!   persona that panics fails its own jobs, not the run.
-//! - [`field::FieldActor`] owns the shared memory field and applies agents'
+//! - The field actor, behind [`field::FieldHandle`], owns the shared memory
+//!   field and applies agents'
 //!   operations in deterministic phases; [`field_sim`] drives it with a
 //!   seeded synthetic mission.
 //! - [`experiment::AgentActor`]s (researcher, analyst, writer) run

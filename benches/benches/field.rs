@@ -6,7 +6,7 @@
 //! to measure the per-core targets). `sim-cli field bench` prints the same
 //! comparison over more sizes, with inject latency and bandwidth.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use engine::clock::SimTime;
 use engine::field::{Field, FieldConfig};
 use engine::rng::{Purpose, Stream};
@@ -32,14 +32,14 @@ fn field_vs_plain(c: &mut Criterion) {
         let now = SimTime(12 * 3600);
         let batch: Vec<&[f32]> = queries.chunks_exact(DIM).collect();
         g.throughput(Throughput::Elements(1));
-        g.bench_function(BenchmarkId::new("single/field", n), |b| {
+        g.bench_function(format!("{n}x{DIM}/single/field"), |b| {
             let mut i = 0;
             b.iter(|| {
                 i = (i + 1) % 64;
                 field.query_and_reinforce("bench", batch[i], K, now).expect("query")
             })
         });
-        g.bench_function(BenchmarkId::new("single/plain", n), |b| {
+        g.bench_function(format!("{n}x{DIM}/single/plain"), |b| {
             let mut i = 0;
             b.iter(|| {
                 i = (i + 1) % 64;
@@ -47,8 +47,8 @@ fn field_vs_plain(c: &mut Criterion) {
             })
         });
         g.throughput(Throughput::Elements(64));
-        g.bench_function(BenchmarkId::new("batch64/field", n), |b| b.iter(|| field.query_batch(&batch, K, now).expect("batch")));
-        g.bench_function(BenchmarkId::new("batch64/plain", n), |b| b.iter(|| plain.search(&queries, K).expect("search")));
+        g.bench_function(format!("{n}x{DIM}/batch 64/field"), |b| b.iter(|| field.query_batch(&batch, K, now).expect("batch")));
+        g.bench_function(format!("{n}x{DIM}/batch 64/plain"), |b| b.iter(|| plain.search(&queries, K).expect("search")));
     }
     g.finish();
 }
