@@ -9,21 +9,23 @@ use engine::clock::Clock;
 use engine::cost::Spend;
 use engine::digest::Digest;
 use engine::embed::{embed_stage, EmbedCall, EmbedKey, EmbedRole, Plan, StageResult, StageStats};
-use engine::persona::state::JobCommit;
 use engine::memory::Change;
 use engine::persona::state::Consolidate;
+use engine::persona::state::JobCommit;
 use engine::persona::{PersonaCommit, PersonaState};
 use engine::report::Timings;
 use engine::scenario::Job;
 use engine::trace::{EmbedExchange, MemoryEvent, TickFrame};
-use engine::turn::{converse, drafts, Conversation, Outcome, Prepared, ProbeAnswer, Stage, Status, TickContext, TickDigests};
+use engine::turn::{
+    converse, drafts, Conversation, Outcome, Prepared, ProbeAnswer, Stage, Status, TickContext, TickDigests,
+};
 use futures::StreamExt;
-use tracing::Instrument;
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// Everything one committed tick produced.
 #[derive(Debug, Clone)]
@@ -229,7 +231,15 @@ impl TurnCoordinator {
         let groups = groups(&jobs);
         let mut outcomes: Vec<Outcome> = jobs
             .iter()
-            .map(|j| Outcome::new(tick, j.position, j.persona, shared.scenario.stimuli[j.stimulus as usize].id.clone(), j.exposure))
+            .map(|j| {
+                Outcome::new(
+                    tick,
+                    j.position,
+                    j.persona,
+                    shared.scenario.stimuli[j.stimulus as usize].id.clone(),
+                    j.exposure,
+                )
+            })
             .collect();
 
         // 1. Validate: personas whose actor is gone are refused up front.
@@ -260,7 +270,8 @@ impl TurnCoordinator {
             }
         }
         let positions: Vec<u32> = requests.iter().map(|(i, _)| *i).collect();
-        let retrieval = self.stage_embed(EmbedRole::Retrieval, requests).instrument(stage_span("retrieval-embedding")).await;
+        let retrieval =
+            self.stage_embed(EmbedRole::Retrieval, requests).instrument(stage_span("retrieval-embedding")).await;
         let mut query: Vec<Option<Arc<[f32]>>> = vec![None; jobs.len()];
         for (r, pos) in positions.iter().enumerate() {
             query[*pos as usize] = retrieval.vectors[r].as_ref().map(|e| e.vector.clone());
@@ -354,7 +365,8 @@ impl TurnCoordinator {
                     }
                     o.reaction = Some(c.reaction.clone());
                     o.reflection = c.reflection.clone();
-                    o.probes = c.probes.iter().map(|(id, r)| ProbeAnswer { id: id.clone(), reply: r.clone() }).collect();
+                    o.probes =
+                        c.probes.iter().map(|(id, r)| ProbeAnswer { id: id.clone(), reply: r.clone() }).collect();
                     parts[i] = Some(JobCommit {
                         touched: prepared.retrieved,
                         memories: new,
@@ -404,7 +416,10 @@ impl TurnCoordinator {
                 }
                 let jobs_commit = ok.iter().filter_map(|i| parts[*i].take()).collect();
                 committed[g] = ok;
-                Some(PersonaMsg::Commit { commit: PersonaCommit { tick, now, jobs: jobs_commit, consolidation: consolidate.clone() }, reply })
+                Some(PersonaMsg::Commit {
+                    commit: PersonaCommit { tick, now, jobs: jobs_commit, consolidation: consolidate.clone() },
+                    reply,
+                })
             })
             .instrument(stage_span("commit"))
             .await;
@@ -459,7 +474,12 @@ impl TurnCoordinator {
             persona_digests: state.persona_digests.clone(),
             retrieval: (retrieval.stats, retrieval.provider_spend, retrieval.calls),
             memory: (memory.stats, memory.provider_spend, memory.calls),
-            timings: Timings { total: ms(started), preparation: preparation_ms, chat: chat_ms, memory_finalisation: finalise_ms },
+            timings: Timings {
+                total: ms(started),
+                preparation: preparation_ms,
+                chat: chat_ms,
+                memory_finalisation: finalise_ms,
+            },
             embeddings: shared.recorder.as_ref().map(|r| r.take()).unwrap_or_default(),
             memories,
             stimuli,
@@ -473,7 +493,11 @@ impl Actor for TurnCoordinator {
     type State = CoordinatorState;
     type Arguments = CoordinatorArgs;
 
-    async fn pre_start(&self, _myself: ActorRef<Self::Msg>, args: CoordinatorArgs) -> Result<CoordinatorState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: CoordinatorArgs,
+    ) -> Result<CoordinatorState, ActorProcessingErr> {
         let n = args.personas.len();
         Ok(CoordinatorState {
             slots: args.personas.into_iter().map(Slot::Live).collect(),
@@ -483,7 +507,12 @@ impl Actor for TurnCoordinator {
         })
     }
 
-    async fn handle(&self, _myself: ActorRef<Self::Msg>, message: TurnMsg, state: &mut CoordinatorState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: TurnMsg,
+        state: &mut CoordinatorState,
+    ) -> Result<(), ActorProcessingErr> {
         match message {
             TurnMsg::RunTick { tick, reply } => {
                 let report = self.run_tick(state, tick).instrument(tracing::info_span!("tick", tick)).await;

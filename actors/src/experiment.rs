@@ -30,7 +30,10 @@ use engine::experiment::summary::{Condition, RunRecord};
 use engine::experiment::topic::sentences;
 use engine::experiment::{metrics, Role, ScriptedAgentModel, Topic};
 use engine::field::telemetry::TimelinePoint;
-use engine::field::{ContextId, Entry, FieldConfig, Merge, MessagePassing, PortOp, PortReply, SharedContextPort, Submitted, TelemetryReport};
+use engine::field::{
+    ContextId, Entry, FieldConfig, Merge, MessagePassing, PortOp, PortReply, SharedContextPort, Submitted,
+    TelemetryReport,
+};
 use engine::rng::{Purpose, Stream};
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -56,7 +59,14 @@ pub struct Budgets {
 
 impl Default for Budgets {
     fn default() -> Self {
-        Budgets { researcher_output: 60, analyst_context: 220, analyst_output: 60, writer_context: 260, writer_output: 150, k: 16 }
+        Budgets {
+            researcher_output: 60,
+            analyst_context: 220,
+            analyst_output: 60,
+            writer_context: 260,
+            writer_output: 150,
+            k: 16,
+        }
     }
 }
 
@@ -77,7 +87,13 @@ pub struct LatencyModel {
 
 impl Default for LatencyModel {
     fn default() -> Self {
-        LatencyModel { chat_ms: 400.0, input_token_ms: 0.05, output_token_ms: 10.0, embed_call_ms: 30.0, embed_token_ms: 0.01 }
+        LatencyModel {
+            chat_ms: 400.0,
+            input_token_ms: 0.05,
+            output_token_ms: 10.0,
+            embed_call_ms: 30.0,
+            embed_token_ms: 0.01,
+        }
     }
 }
 
@@ -136,7 +152,12 @@ impl Actor for AgentActor {
         Ok(0)
     }
 
-    async fn handle(&self, _myself: ActorRef<AgentMsg>, msg: AgentMsg, calls: &mut u64) -> std::result::Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        msg: AgentMsg,
+        calls: &mut u64,
+    ) -> std::result::Result<(), ActorProcessingErr> {
         let AgentMsg::Work { question, items, context_budget, output_budget, reply } = msg;
         let (text, items_seen) = prompt(self.role, output_budget, &question, &items, context_budget);
         let request = ChatRequest::new(&self.model, ChatPurpose::Agent, text);
@@ -237,7 +258,13 @@ impl Shared {
     }
 }
 
-async fn work(agent: &ActorRef<AgentMsg>, question: &str, items: Vec<String>, context_budget: u64, output_budget: u64) -> Result<AgentWork> {
+async fn work(
+    agent: &ActorRef<AgentMsg>,
+    question: &str,
+    items: Vec<String>,
+    context_budget: u64,
+    output_budget: u64,
+) -> Result<AgentWork> {
     let (tx, rx) = oneshot();
     let msg = AgentMsg::Work { question: question.into(), items, context_budget, output_budget, reply: tx.into() };
     agent.cast(msg).map_err(|e| Error::Mission(format!("agent unreachable: {e}")))?;
@@ -253,14 +280,18 @@ pub async fn mission(spec: &MissionSpec) -> Result<MissionResult> {
     let mut agents = Vec::new();
     for role in [Role::Researcher, Role::Analyst, Role::Writer] {
         let actor = AgentActor { role, chat: Arc::clone(&spec.chat), model: spec.model.clone() };
-        let (a, join) = Actor::spawn(None, actor, ()).await.map_err(|e| Error::Spawn { actor: role.name().into(), cause: e.to_string() })?;
+        let (a, join) = Actor::spawn(None, actor, ())
+            .await
+            .map_err(|e| Error::Spawn { actor: role.name().into(), cause: e.to_string() })?;
         agents.push((a, join));
     }
     let field = match spec.condition {
         Condition::Field => Some(FieldHandle::spawn(spec.dim, spec.field.clone()).await?),
         Condition::MessagePassing => None,
     };
-    let result = run_mission(spec, &agents.iter().map(|(a, _)| a.clone()).collect::<Vec<_>>(), field.as_ref().map(|(h, _)| h)).await;
+    let result =
+        run_mission(spec, &agents.iter().map(|(a, _)| a.clone()).collect::<Vec<_>>(), field.as_ref().map(|(h, _)| h))
+            .await;
     for (a, join) in agents {
         a.stop(None);
         let _ = join.await;
@@ -272,10 +303,19 @@ pub async fn mission(spec: &MissionSpec) -> Result<MissionResult> {
     result
 }
 
-async fn run_mission(spec: &MissionSpec, agents: &[ActorRef<AgentMsg>], field: Option<&FieldHandle>) -> Result<MissionResult> {
-    let team: Vec<String> = [Role::Researcher, Role::Analyst, Role::Writer].iter().map(|r| r.name().to_string()).collect();
+async fn run_mission(
+    spec: &MissionSpec,
+    agents: &[ActorRef<AgentMsg>],
+    field: Option<&FieldHandle>,
+) -> Result<MissionResult> {
+    let team: Vec<String> =
+        [Role::Researcher, Role::Analyst, Role::Writer].iter().map(|r| r.name().to_string()).collect();
     let mut shared = match field {
-        Some(h) => Shared::Field { handle: h.clone(), ctx: h.create(team, Vec::new(), SimTime(0), spec.log.clone()).await?, seq: 0 },
+        Some(h) => Shared::Field {
+            handle: h.clone(),
+            ctx: h.create(team, Vec::new(), SimTime(0), spec.log.clone()).await?,
+            seq: 0,
+        },
         None => {
             let mut port = MessagePassing::new(spec.dim, Merge::Override);
             let research = port.create_context(&team[..2], Vec::new(), SimTime(0))?;
@@ -328,13 +368,17 @@ async fn run_mission(spec: &MissionSpec, agents: &[ActorRef<AgentMsg>], field: O
             },
             async {
                 match analyst_items {
-                    Some(items) => work(&agents[1], &t.question, items, b.analyst_context, b.analyst_output).await.map(Some),
+                    Some(items) => {
+                        work(&agents[1], &t.question, items, b.analyst_context, b.analyst_output).await.map(Some)
+                    }
                     None => Ok(None),
                 }
             },
             async {
                 match writer_items {
-                    Some(items) => work(&agents[2], &t.question, items, b.writer_context, b.writer_output).await.map(Some),
+                    Some(items) => {
+                        work(&agents[2], &t.question, items, b.writer_context, b.writer_output).await.map(Some)
+                    }
                     None => Ok(None),
                 }
             },
@@ -354,12 +398,14 @@ async fn run_mission(spec: &MissionSpec, agents: &[ActorRef<AgentMsg>], field: O
         for (role, lines) in [(Role::Researcher, r.map(|x| x.lines)), (Role::Analyst, a.map(|x| x.lines))] {
             for line in lines.unwrap_or_default() {
                 embedding_tokens += estimate_tokens(&line);
-                let entry = Entry { key: key_of(role, &line), vector: embed_text(&line, spec.dim), value: line, strength: 1.0 };
+                let entry =
+                    Entry { key: key_of(role, &line), vector: embed_text(&line, spec.dim), value: line, strength: 1.0 };
                 writes.push(Op { role, op: PortOp::Inject(entry) });
             }
         }
         if !writes.is_empty() {
-            let tokens: u64 = writes.iter().map(|o| if let PortOp::Inject(e) = &o.op { estimate_tokens(&e.value) } else { 0 }).sum();
+            let tokens: u64 =
+                writes.iter().map(|o| if let PortOp::Inject(e) = &o.op { estimate_tokens(&e.value) } else { 0 }).sum();
             latency_ms += spec.latency.embed_call_ms + spec.latency.embed_token_ms * tokens as f64;
             shared.phase(writes, now).await?;
         }
@@ -420,7 +466,10 @@ pub struct Mission {
 /// lambda; both conditions of a pair share the seed. `progress(done, total)`.
 pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usize, usize)) -> Result<Vec<Mission>> {
     if spec.reps == 0 || spec.topics.is_empty() || spec.lambdas.is_empty() {
-        return Err(Error::InvalidInput { what: "experiment", cause: "needs at least one topic, one repetition and one lambda".into() });
+        return Err(Error::InvalidInput {
+            what: "experiment",
+            cause: "needs at least one topic, one repetition and one lambda".into(),
+        });
     }
     let total = spec.topics.len() * spec.reps as usize * (1 + spec.lambdas.len());
     let mut out = Vec::with_capacity(total);
@@ -437,7 +486,8 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                 let log = match (&spec.field_logs, lambda) {
                     (Some(dir), Some(l)) => {
                         let d = dir.join(format!("{}-rep{rep}-lambda{l}", topic.name));
-                        std::fs::create_dir_all(&d).map_err(|e| Error::Mission(format!("cannot create {}: {e}", d.display())))?;
+                        std::fs::create_dir_all(&d)
+                            .map_err(|e| Error::Mission(format!("cannot create {}: {e}", d.display())))?;
                         Some(d.join("field.events"))
                     }
                     _ => None,
@@ -453,7 +503,13 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     chat: Arc::clone(&chat),
                     model: SCRIPTED_MODEL.into(),
                 };
-                let r = mission(&m).await.map_err(|e| Error::Mission(format!("mission on topic {}, repetition {rep}, {}: {e}", topic.name, condition.name())))?;
+                let r = mission(&m).await.map_err(|e| {
+                    Error::Mission(format!(
+                        "mission on topic {}, repetition {rep}, {}: {e}",
+                        topic.name,
+                        condition.name()
+                    ))
+                })?;
                 let tel = r.telemetry.as_ref();
                 out.push(Mission {
                     record: RunRecord {

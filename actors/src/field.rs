@@ -13,7 +13,9 @@ use crate::{Error, Result};
 use engine::clock::SimTime;
 use engine::digest::Digest;
 use engine::field::log::EventLog;
-use engine::field::{ContextId, Entry, FieldConfig, FieldContexts, PortError, PortReply, SharedContextPort, Submitted, TelemetryReport};
+use engine::field::{
+    ContextId, Entry, FieldConfig, FieldContexts, PortError, PortReply, SharedContextPort, Submitted, TelemetryReport,
+};
 use ractor::concurrency::{oneshot, OneshotReceiver};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::collections::BTreeMap;
@@ -117,11 +119,20 @@ impl Actor for FieldActor {
     /// Dimension and parameters of every context's field.
     type Arguments = (usize, FieldConfig);
 
-    async fn pre_start(&self, _myself: ActorRef<FieldMsg>, (dim, cfg): (usize, FieldConfig)) -> std::result::Result<FieldState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<FieldMsg>,
+        (dim, cfg): (usize, FieldConfig),
+    ) -> std::result::Result<FieldState, ActorProcessingErr> {
         Ok(FieldState { port: Some(FieldContexts::new(dim, cfg)), pending: BTreeMap::new() })
     }
 
-    async fn handle(&self, _myself: ActorRef<FieldMsg>, msg: FieldMsg, state: &mut FieldState) -> std::result::Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<FieldMsg>,
+        msg: FieldMsg,
+        state: &mut FieldState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
         match msg {
             FieldMsg::Create { team, initial, now, log, reply } => {
                 let created = blocking(state, move |port| {
@@ -136,7 +147,8 @@ impl Actor for FieldActor {
             }
             FieldMsg::Submit { ctx, op, reply } => state.pending.entry(ctx).or_default().push((op, reply)),
             FieldMsg::EndPhase { ctx, now, reply } => {
-                let (ops, replies): (Vec<Submitted>, Vec<RpcReplyPort<OpReply>>) = state.pending.remove(&ctx).unwrap_or_default().into_iter().unzip();
+                let (ops, replies): (Vec<Submitted>, Vec<RpcReplyPort<OpReply>>) =
+                    state.pending.remove(&ctx).unwrap_or_default().into_iter().unzip();
                 let applied = blocking(state, move |port| port.phase(ctx, &ops, now)).await?;
                 let answer = match applied {
                     Ok(results) => {
@@ -156,7 +168,8 @@ impl Actor for FieldActor {
                 let _ = reply.send(answer);
             }
             FieldMsg::Report { ctx, now, reply } => {
-                let report = blocking(state, move |port| port.session(ctx).map(|s| (s.field.digest(), s.report(now)))).await?;
+                let report =
+                    blocking(state, move |port| port.session(ctx).map(|s| (s.field.digest(), s.report(now)))).await?;
                 let _ = reply.send(report);
             }
             FieldMsg::Save { ctx, dir, reply } => {
@@ -192,7 +205,9 @@ fn gone<E>(_: E) -> Error {
 impl FieldHandle {
     /// Spawns a field actor.
     pub async fn spawn(dim: usize, cfg: FieldConfig) -> Result<(FieldHandle, tokio::task::JoinHandle<()>)> {
-        let (actor, join) = Actor::spawn(None, FieldActor, (dim, cfg)).await.map_err(|e| Error::Spawn { actor: "field".into(), cause: e.to_string() })?;
+        let (actor, join) = Actor::spawn(None, FieldActor, (dim, cfg))
+            .await
+            .map_err(|e| Error::Spawn { actor: "field".into(), cause: e.to_string() })?;
         Ok((FieldHandle(actor), join))
     }
 
@@ -203,7 +218,13 @@ impl FieldHandle {
     }
 
     /// Opens a context.
-    pub async fn create(&self, team: Vec<String>, initial: Vec<Entry>, now: SimTime, log: Option<PathBuf>) -> Result<ContextId> {
+    pub async fn create(
+        &self,
+        team: Vec<String>,
+        initial: Vec<Entry>,
+        now: SimTime,
+        log: Option<PathBuf>,
+    ) -> Result<ContextId> {
         Ok(self.ask(|reply| FieldMsg::Create { team, initial, now, log, reply }).await??)
     }
 
@@ -222,7 +243,9 @@ impl FieldHandle {
 
     /// Digest and telemetry.
     pub async fn report(&self, ctx: ContextId, now: SimTime) -> Result<(Digest, TelemetryReport)> {
-        self.ask(|reply| FieldMsg::Report { ctx, now, reply }).await?.ok_or(Error::Field(PortError::UnknownContext(ctx)))
+        self.ask(|reply| FieldMsg::Report { ctx, now, reply })
+            .await?
+            .ok_or(Error::Field(PortError::UnknownContext(ctx)))
     }
 
     /// Saves the field into `dir`.

@@ -70,7 +70,10 @@ fn at(spec: &FieldSimSpec, p: u32) -> SimTime {
 /// Runs the simulation; `progress` is called after each phase.
 pub async fn simulate(spec: &FieldSimSpec, mut progress: impl FnMut(u32)) -> Result<FieldSimResult> {
     if spec.agents == 0 || spec.phases == 0 || spec.topics == 0 || spec.dim == 0 || spec.k == 0 {
-        return Err(Error::InvalidInput { what: "field simulation", cause: "agents, phases, topics, dim and k must be at least 1".into() });
+        return Err(Error::InvalidInput {
+            what: "field simulation",
+            cause: "agents, phases, topics, dim and k must be at least 1".into(),
+        });
     }
     let mut s = Stream::derive(spec.seed, 0, 0, Purpose::Field);
     let centres: Vec<Vec<f32>> = (0..spec.topics).map(|_| (0..spec.dim).map(|_| s.normal() as f32).collect()).collect();
@@ -81,7 +84,12 @@ pub async fn simulate(spec: &FieldSimSpec, mut progress: impl FnMut(u32)) -> Res
     result
 }
 
-async fn drive(spec: &FieldSimSpec, field: &FieldHandle, centres: &[Vec<f32>], progress: &mut impl FnMut(u32)) -> Result<FieldSimResult> {
+async fn drive(
+    spec: &FieldSimSpec,
+    field: &FieldHandle,
+    centres: &[Vec<f32>],
+    progress: &mut impl FnMut(u32),
+) -> Result<FieldSimResult> {
     let names = agent_names(spec.agents);
     let log = spec.out.as_ref().map(|d| d.join("field.events"));
     let ctx = field.create(names.clone(), Vec::new(), SimTime(0), log).await?;
@@ -97,7 +105,12 @@ async fn drive(spec: &FieldSimSpec, field: &FieldHandle, centres: &[Vec<f32>], p
                     let centre = &centres[s.below(centres.len())];
                     let op = if s.below(2) == 0 {
                         let key = format!("{name}/p{p}/{seq}");
-                        PortOp::Inject(Entry { value: format!("finding {key}"), key, vector: near(&mut s, centre, 0.3), strength: 0.5 + s.unit() })
+                        PortOp::Inject(Entry {
+                            value: format!("finding {key}"),
+                            key,
+                            vector: near(&mut s, centre, 0.3),
+                            strength: 0.5 + s.unit(),
+                        })
                     } else {
                         PortOp::Query { vector: near(&mut s, centre, 0.5), k: spec.k }
                     };

@@ -73,7 +73,11 @@ impl Actor for PersonaActor {
     type State = PersonaState;
     type Arguments = Profile;
 
-    async fn pre_start(&self, _myself: ActorRef<Self::Msg>, profile: Profile) -> Result<Self::State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        profile: Profile,
+    ) -> Result<Self::State, ActorProcessingErr> {
         Ok(PersonaState::new(profile))
     }
 

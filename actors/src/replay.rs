@@ -81,8 +81,15 @@ pub fn compare(recorded: &TickFrame, replayed: &TickReport) -> Option<Divergence
     // Stage by stage, so that the earliest cause is named rather than a
     // later job that a shared embedding invocation dragged along.
     let stages: [fn(&Outcome, &Outcome) -> bool; 3] = [
-        |a, b| a.stimulus == b.stimulus && a.exposure == b.exposure && a.retrieved == b.retrieved && a.prompt == b.prompt,
-        |a, b| a.reaction == b.reaction && a.reflection == b.reflection && a.probes == b.probes && a.chat_calls == b.chat_calls,
+        |a, b| {
+            a.stimulus == b.stimulus && a.exposure == b.exposure && a.retrieved == b.retrieved && a.prompt == b.prompt
+        },
+        |a, b| {
+            a.reaction == b.reaction
+                && a.reflection == b.reflection
+                && a.probes == b.probes
+                && a.chat_calls == b.chat_calls
+        },
         |a, b| outcome_diff(a, b).is_empty(),
     ];
     for same in stages {
@@ -223,7 +230,8 @@ async fn rerun_with(
             }
             matched += 1;
         } else if !live {
-            divergence = Some(Divergence { tick: report.tick, persona: None, what: "the trace has no such tick".into() });
+            divergence =
+                Some(Divergence { tick: report.tick, persona: None, what: "the trace has no such tick".into() });
             return Err("diverged from the trace".into());
         }
         on_tick(report, frame)
@@ -232,7 +240,8 @@ async fn rerun_with(
     let cassette = CassetteCounts {
         hits: chat.stats.hits.load(Ordering::Relaxed) + embedder.stats.hits.load(Ordering::Relaxed),
         misses: chat.stats.misses.load(Ordering::Relaxed) + embedder.stats.misses.load(Ordering::Relaxed),
-        provider_calls: chat.stats.live_calls.load(Ordering::Relaxed) + embedder.stats.live_calls.load(Ordering::Relaxed),
+        provider_calls: chat.stats.live_calls.load(Ordering::Relaxed)
+            + embedder.stats.live_calls.load(Ordering::Relaxed),
     };
     let first_miss = chat.stats.first_miss().or_else(|| embedder.stats.first_miss());
     let result = match (outcome, &divergence) {
@@ -244,7 +253,11 @@ async fn rerun_with(
         divergence = Some(Divergence {
             tick: result.summary.ticks_completed,
             persona: None,
-            what: format!("the re-run committed {} ticks, the trace {}", result.summary.ticks_completed, trace.ticks.len()),
+            what: format!(
+                "the re-run committed {} ticks, the trace {}",
+                result.summary.ticks_completed,
+                trace.ticks.len()
+            ),
         });
     }
     Ok(Rerun { result, ticks_matched: matched, divergence, cassette, first_miss })

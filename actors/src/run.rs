@@ -9,15 +9,17 @@ use crate::shared::RunShared;
 use crate::supervisor::PanelSupervisor;
 use engine::chat::{ChatPort, ScriptedPersonaModel};
 use engine::config::Config;
-use engine::embed::{EmbedProvider, HttpProvider, EmbeddingPort, InferenceClient, LocalProvider, ModelledProvider, Strategy, TextCache};
+use engine::embed::{
+    EmbedProvider, EmbeddingPort, HttpProvider, InferenceClient, LocalProvider, ModelledProvider, Strategy, TextCache,
+};
 use engine::persona::{generate, PersonaState, Traits};
 use engine::report::{EmbeddingTotals, RunSummary, Stopped};
 use engine::scenario::Scenario;
 use engine::trace::EmbedRecorder;
 use engine::turn::TickDigests;
+use futures::StreamExt;
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorRef};
-use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -91,7 +93,8 @@ pub type Ports = (Option<Arc<dyn EmbeddingPort>>, Arc<dyn ChatPort>);
 /// configured embedding provider (none when the embedding model is `none`)
 /// and the scripted persona model. Fails when a cache file cannot be read.
 pub fn default_ports(cfg: &Config, seed: u64) -> Result<Ports> {
-    let chat = Arc::new(ScriptedPersonaModel { seed, malformed_rate: cfg.raw.chat.malformed_rate, price: cfg.chat_price });
+    let chat =
+        Arc::new(ScriptedPersonaModel { seed, malformed_rate: cfg.raw.chat.malformed_rate, price: cfg.chat_price });
     let e = &cfg.raw.embedding;
     if e.model == NO_EMBEDDINGS {
         return Ok((None, chat));
@@ -121,10 +124,16 @@ pub async fn run(
     mut on_tick: impl FnMut(TickReport) -> std::result::Result<(), String>,
 ) -> Result<RunResult> {
     if spec.personas == 0 || spec.personas > MAX_PERSONAS {
-        return Err(Error::InvalidInput { what: "personas", cause: format!("must be between 1 and {MAX_PERSONAS}, got {}", spec.personas) });
+        return Err(Error::InvalidInput {
+            what: "personas",
+            cause: format!("must be between 1 and {MAX_PERSONAS}, got {}", spec.personas),
+        });
     }
     if spec.ticks == 0 || spec.ticks > MAX_TICKS {
-        return Err(Error::InvalidInput { what: "ticks", cause: format!("must be between 1 and {MAX_TICKS}, got {}", spec.ticks) });
+        return Err(Error::InvalidInput {
+            what: "ticks",
+            cause: format!("must be between 1 and {MAX_TICKS}, got {}", spec.ticks),
+        });
     }
     let started = Instant::now();
     let cfg = &spec.config;
@@ -192,14 +201,16 @@ pub async fn run(
         if id % 4096 == 0 {
             progress.stage(0, "starting personas", u64::from(id), u64::from(spec.personas));
         }
-        let (actor, _) = started.map_err(|e| Error::Spawn { actor: engine::persona::profile::label(id), cause: e.to_string() })?;
+        let (actor, _) =
+            started.map_err(|e| Error::Spawn { actor: engine::persona::profile::label(id), cause: e.to_string() })?;
         personas.push(actor);
     }
     drop(spawned);
     let coordinator_args = CoordinatorArgs { personas, interests, genesis };
-    let (coordinator, _) = Actor::spawn(None, TurnCoordinator { shared: Arc::clone(&shared), progress }, coordinator_args)
-        .await
-        .map_err(|e| Error::Spawn { actor: "coordinator".into(), cause: e.to_string() })?;
+    let (coordinator, _) =
+        Actor::spawn(None, TurnCoordinator { shared: Arc::clone(&shared), progress }, coordinator_args)
+            .await
+            .map_err(|e| Error::Spawn { actor: "coordinator".into(), cause: e.to_string() })?;
 
     let outcome = drive(&coordinator, &mut summary, spec.ticks, spec.budget_nano_usd, &mut on_tick).await;
     let mut final_states = Vec::new();
@@ -236,7 +247,11 @@ async fn drive(
             .cast(TurnMsg::RunTick { tick, reply: tx.into() })
             .map_err(|e| Error::Coordinator { tick, cause: e.to_string() })?;
         let report = rx.await.map_err(|_| Error::Coordinator { tick, cause: "it stopped without replying".into() })?;
-        summary.add_tick(&report.outcomes, (&report.retrieval.0, &report.retrieval.1), (&report.memory.0, &report.memory.1));
+        summary.add_tick(
+            &report.outcomes,
+            (&report.retrieval.0, &report.retrieval.1),
+            (&report.memory.0, &report.memory.1),
+        );
         summary.add_consolidation(&report.consolidation);
         summary.digest = report.digests.digest.hex();
         summary.full_digest = report.digests.full_digest.hex();
@@ -248,7 +263,12 @@ async fn drive(
             let spent = summary.cost.provider_total_nano_usd;
             if spent >= b && tick < ticks {
                 tracing::info!(tick, spent, budget = b, "budget reached; stopping at the tick boundary");
-                summary.stopped = Some(Stopped { reason: "budget".into(), after_tick: tick, spent_nano_usd: spent, budget_nano_usd: b });
+                summary.stopped = Some(Stopped {
+                    reason: "budget".into(),
+                    after_tick: tick,
+                    spent_nano_usd: spent,
+                    budget_nano_usd: b,
+                });
                 break;
             }
         }

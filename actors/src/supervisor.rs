@@ -27,7 +27,12 @@ impl Actor for PanelSupervisor {
         Ok(0)
     }
 
-    async fn handle(&self, _myself: ActorRef<Self::Msg>, message: Self::Msg, failed: &mut usize) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        failed: &mut usize,
+    ) -> Result<(), ActorProcessingErr> {
         match message {
             SupervisorMsg::Failures { reply } => {
                 let _ = reply.send(*failed);

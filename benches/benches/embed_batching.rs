@@ -12,8 +12,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use engine::config::Config;
 use engine::embed::{
-    embed_stage, EmbedKey, EmbedRole, InferenceClient, ModelledProvider, ModelledSettings, Plan, Strategy,
-    TextCache,
+    embed_stage, EmbedKey, EmbedRole, InferenceClient, ModelledProvider, ModelledSettings, Plan, Strategy, TextCache,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +21,8 @@ use std::time::Duration;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn client() -> InferenceClient {
-    let provider = Arc::new(ModelledProvider::new(ModelledSettings { latency_ms: 40.0, concurrency: 4, ..Default::default() }));
+    let provider =
+        Arc::new(ModelledProvider::new(ModelledSettings { latency_ms: 40.0, concurrency: 4, ..Default::default() }));
     // The defaults: batch size 64, concurrency 4, three retries.
     let settings = Config::defaults().raw.embedding.client_settings();
     InferenceClient::new(provider, settings, Config::defaults().embedding_price, Some(TextCache::in_memory()), 0)
@@ -33,7 +33,9 @@ fn plan(personas: u32, dup: u32) -> Plan {
     let unique = (personas * (100 - dup)).div_ceil(100).max(1);
     Plan::new(
         (0..personas)
-            .map(|p| (p, format!("Stimulus {} seen by the panel: a product with several claims and a price.", p % unique)))
+            .map(|p| {
+                (p, format!("Stimulus {} seen by the panel: a product with several claims and a price.", p % unique))
+            })
             .collect(),
     )
 }

@@ -25,7 +25,9 @@ fn field_vs_plain(c: &mut Criterion) {
         let queries = s.unit_vectors(64, DIM);
         let mut field = Field::new(DIM, FieldConfig::default()).expect("field");
         for (i, v) in data.chunks_exact(DIM).enumerate() {
-            field.inject("a", &format!("k{i}"), "v", v, 0.5 + (i % 5) as f64 * 0.25, SimTime((i % 12) as u64 * 3600)).expect("inject");
+            field
+                .inject("a", &format!("k{i}"), "v", v, 0.5 + (i % 5) as f64 * 0.25, SimTime((i % 12) as u64 * 3600))
+                .expect("inject");
         }
         let mut plain = index_factory(DIM as u32, "Flat", MetricType::InnerProduct).expect("index");
         plain.add(&data).expect("add");
@@ -47,8 +49,12 @@ fn field_vs_plain(c: &mut Criterion) {
             })
         });
         g.throughput(Throughput::Elements(64));
-        g.bench_function(format!("{n}x{DIM}/batch 64/field"), |b| b.iter(|| field.query_batch(&batch, K, now).expect("batch")));
-        g.bench_function(format!("{n}x{DIM}/batch 64/plain"), |b| b.iter(|| plain.search(&queries, K).expect("search")));
+        g.bench_function(format!("{n}x{DIM}/batch 64/field"), |b| {
+            b.iter(|| field.query_batch(&batch, K, now).expect("batch"))
+        });
+        g.bench_function(format!("{n}x{DIM}/batch 64/plain"), |b| {
+            b.iter(|| plain.search(&queries, K).expect("search"))
+        });
     }
     g.finish();
 }

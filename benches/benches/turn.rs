@@ -26,7 +26,8 @@ fn turns(c: &mut Criterion) {
         thread_counts.push(cores);
     }
     for threads in thread_counts {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().expect("runtime");
+        let rt =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().expect("runtime");
         for personas in [50u32, 1_000, 10_000] {
             group.throughput(Throughput::Elements(u64::from(personas * TICKS)));
             let id = BenchmarkId::new(format!("{threads}threads"), format!("{personas}personas x{TICKS}ticks"));

@@ -86,7 +86,11 @@ pub struct ChatReply {
 
 /// A scripted model's answer: `text`, billed at `price` for the prompt and
 /// the reply (estimated tokens), ready at once.
-pub fn scripted_reply<'a>(price: &crate::cost::Price, request: &ChatRequest, text: String) -> BoxFuture<'a, Result<ChatReply>> {
+pub fn scripted_reply<'a>(
+    price: &crate::cost::Price,
+    request: &ChatRequest,
+    text: String,
+) -> BoxFuture<'a, Result<ChatReply>> {
     let spend = price.bill(crate::cost::estimate_tokens(&request.prompt), crate::cost::estimate_tokens(&text));
     Box::pin(std::future::ready(Ok(ChatReply { text, spend })))
 }

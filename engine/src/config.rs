@@ -337,7 +337,10 @@ impl RawConfig {
             return Err(bad("embedding.max_tokens_per_request", "must be at least 1".into()));
         }
         if !["local", "modelled", "openai"].contains(&e.provider.as_str()) {
-            return Err(bad("embedding.provider", format!("must be \"local\", \"modelled\" or \"openai\", got {:?}", e.provider)));
+            return Err(bad(
+                "embedding.provider",
+                format!("must be \"local\", \"modelled\" or \"openai\", got {:?}", e.provider),
+            ));
         }
         if e.provider == "openai" && e.http.base_url.trim().is_empty() {
             return Err(bad("embedding.http.base_url", "the openai provider needs a base URL".into()));
@@ -359,7 +362,11 @@ impl RawConfig {
         if m.rate_limited + m.server_error + m.timeout + m.permanent > 1.0 {
             return Err(bad("embedding.modelled", "fault probabilities must sum to at most 1".into()));
         }
-        if !(m.latency_ms.is_finite() && m.latency_ms >= 0.0 && m.latency_per_token_us.is_finite() && m.latency_per_token_us >= 0.0) {
+        if !(m.latency_ms.is_finite()
+            && m.latency_ms >= 0.0
+            && m.latency_per_token_us.is_finite()
+            && m.latency_per_token_us >= 0.0)
+        {
             return Err(bad("embedding.modelled.latency_ms", "latencies must be finite and non-negative".into()));
         }
         if m.concurrency == 0 {
@@ -395,7 +402,10 @@ impl RawConfig {
             }
         }
         if !(-1.0..=1.0).contains(&c.similarity_threshold) {
-            return Err(bad("consolidation.rules.similarity_threshold", format!("must be in [-1, 1], got {}", c.similarity_threshold)));
+            return Err(bad(
+                "consolidation.rules.similarity_threshold",
+                format!("must be in [-1, 1], got {}", c.similarity_threshold),
+            ));
         }
         if self.reflection.importance_threshold == 0 {
             return Err(bad("reflection.importance_threshold", "must be at least 1".into()));
@@ -487,7 +497,13 @@ mod tests {
         let ops = with("[embedding]\nbatch_size = 3\nconcurrency = 9\ncache = false\n[chat]\nconcurrency = 2\n[prices]\nchat_input_usd_per_mtok = 9.0\n");
         assert_eq!(ops.content_hash(), base.content_hash());
         assert_ne!(ops.hash(), base.hash());
-        for content in ["[retrieval]\nk = 2\n", "[embedding]\ndim = 64\n", "[chat]\nmalformed_rate = 0.5\n", "[run]\nhours_per_tick = 2\n", "[consolidation]\nenabled = false\n"] {
+        for content in [
+            "[retrieval]\nk = 2\n",
+            "[embedding]\ndim = 64\n",
+            "[chat]\nmalformed_rate = 0.5\n",
+            "[run]\nhours_per_tick = 2\n",
+            "[consolidation]\nenabled = false\n",
+        ] {
             assert_ne!(with(content).content_hash(), base.content_hash(), "{content}");
         }
     }

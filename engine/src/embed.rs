@@ -21,6 +21,6 @@ pub use client::{ClientSettings, InferenceClient};
 pub use http::{HttpProvider, HttpSettings};
 pub use local::LocalProvider;
 pub use modelled::{ModelledProvider, ModelledSettings};
-pub use provider::EmbedProvider;
 pub use plan::{embed_stage, Embedding, Plan, StageResult, StageStats, Strategy};
 pub use port::{EmbedBatch, EmbedCall, EmbedKey, EmbedRole, EmbeddingPort};
+pub use provider::EmbedProvider;

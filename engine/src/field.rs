@@ -31,5 +31,8 @@ pub mod port;
 pub mod telemetry;
 
 pub use pattern::{Field, FieldConfig, FieldError, Hit, Injected, Pattern, Stability};
-pub use port::{ContextId, Entry, FieldContexts, FieldSession, Found, Merge, MessagePassing, PortError, PortOp, PortReply, SharedContextPort, Submitted};
+pub use port::{
+    ContextId, Entry, FieldContexts, FieldSession, Found, Merge, MessagePassing, PortError, PortOp, PortReply,
+    SharedContextPort, Submitted,
+};
 pub use telemetry::{Telemetry, TelemetryReport};

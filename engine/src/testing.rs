@@ -48,7 +48,12 @@ impl ChatPort for FixedChat {
 /// The inference client over the local provider, with no limits, no
 /// retries' waiting and an in-memory cache when `cache` is set.
 pub fn local_client(batch_size: usize, price: crate::cost::Price, cache: bool) -> crate::embed::InferenceClient {
-    let section = crate::config::EmbeddingSection { batch_size, max_tokens_per_request: u64::MAX, max_retries: 0, ..Default::default() };
+    let section = crate::config::EmbeddingSection {
+        batch_size,
+        max_tokens_per_request: u64::MAX,
+        max_retries: 0,
+        ..Default::default()
+    };
     let settings = section.client_settings();
     let cache = cache.then(crate::embed::TextCache::in_memory);
     crate::embed::InferenceClient::new(std::sync::Arc::new(crate::embed::LocalProvider), settings, price, cache, 0)

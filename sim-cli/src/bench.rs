@@ -135,19 +135,41 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
     println!(
         "Embedding strategies, end to end: {} personas x {} ticks, {} reps, modelled provider at {} ms per request,\n\
          batch 64, concurrency 4. Baseline: {}.\n",
-        args.personas, args.ticks, args.reps, args.latency_ms, report["baseline"].as_str().unwrap_or_default()
+        args.personas,
+        args.ticks,
+        args.reps,
+        args.latency_ms,
+        report["baseline"].as_str().unwrap_or_default()
     );
     println!(
         "  {:<12} {:<5} {:>10} {:>10} {:>10} {:>8} {:>9} {:>7} {:>6} {:>8} {:>12} {:>12}",
-        "strategy", "cache", "median ms", "min ms", "max ms", "port", "upstream", "unique", "hits", "tokens", "billed nUSD", "alloc nUSD"
+        "strategy",
+        "cache",
+        "median ms",
+        "min ms",
+        "max ms",
+        "port",
+        "upstream",
+        "unique",
+        "hits",
+        "tokens",
+        "billed nUSD",
+        "alloc nUSD"
     );
     for r in &rows {
         println!(
             "  {:<12} {:<5} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>9} {:>7} {:>6} {:>8} {:>12} {:>12}",
-            r["strategy"].as_str().unwrap_or_default(), r["cache"].as_str().unwrap_or_default(),
-            r["median_ms"].as_f64().unwrap_or(0.0), r["min_ms"].as_f64().unwrap_or(0.0), r["max_ms"].as_f64().unwrap_or(0.0),
-            r["port_invocations"].to_string(), r["upstream_requests"].to_string(), r["unique_texts_submitted"].to_string(),
-            r["cache_hits"].to_string(), r["embedding_tokens"].to_string(), r["billed_nano_usd"].to_string(),
+            r["strategy"].as_str().unwrap_or_default(),
+            r["cache"].as_str().unwrap_or_default(),
+            r["median_ms"].as_f64().unwrap_or(0.0),
+            r["min_ms"].as_f64().unwrap_or(0.0),
+            r["max_ms"].as_f64().unwrap_or(0.0),
+            r["port_invocations"].to_string(),
+            r["upstream_requests"].to_string(),
+            r["unique_texts_submitted"].to_string(),
+            r["cache_hits"].to_string(),
+            r["embedding_tokens"].to_string(),
+            r["billed_nano_usd"].to_string(),
             r["allocated_nano_usd"].to_string()
         );
     }

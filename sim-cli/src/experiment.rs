@@ -77,7 +77,8 @@ pub fn resolve_topics(arg: &str) -> Result<Vec<Topic>> {
         if let Some(t) = Topic::builtin(item) {
             out.push(t?);
         } else if item.ends_with(".toml") || Path::new(item).is_file() {
-            let text = std::fs::read_to_string(item).with_context(|| format!("--topics: cannot read topic file {item}"))?;
+            let text =
+                std::fs::read_to_string(item).with_context(|| format!("--topics: cannot read topic file {item}"))?;
             out.push(Topic::from_toml(&text, item)?);
         } else {
             let names: Vec<&str> = BUILTIN_TOPICS.iter().map(|(n, _)| *n).collect();
@@ -103,8 +104,12 @@ pub fn topic_from_run(dir: &Path) -> Result<Topic> {
     let text = std::fs::read_to_string(&path).with_context(|| format!("--from-run: cannot read {}", path.display()))?;
     let mut by_stimulus: BTreeMap<String, Vec<(u8, String)>> = BTreeMap::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: Value = serde_json::from_str(line).with_context(|| format!("{}: line {} is not JSON", path.display(), i + 1))?;
-        let (Some(stimulus), Some(reaction)) = (v["stimulus"].as_str(), v.get("reaction").filter(|r| !r.is_null())) else { continue };
+        let v: Value =
+            serde_json::from_str(line).with_context(|| format!("{}: line {} is not JSON", path.display(), i + 1))?;
+        let (Some(stimulus), Some(reaction)) = (v["stimulus"].as_str(), v.get("reaction").filter(|r| !r.is_null()))
+        else {
+            continue;
+        };
         let intent = reaction["intent"].as_u64().and_then(|x| u8::try_from(x).ok());
         let (Some(intent), Some(said)) = (intent, reaction["text"].as_str()) else {
             bail!("{}: line {}: the reaction has no intent or text", path.display(), i + 1);
@@ -127,8 +132,18 @@ pub fn topic_from_run(dir: &Path) -> Result<Topic> {
             text.push_str(&format!(" One panellist said: {said}."));
         }
         let pid = format!("p{}", si + 1);
-        findings.push(Finding { id: format!("{stimulus}-intent"), passage: pid.clone(), phrases: vec![format!("mean purchase intent for {stimulus}"), mean_s], importance: 3 });
-        findings.push(Finding { id: format!("{stimulus}-positive"), passage: pid.clone(), phrases: vec![share_s], importance: 2 });
+        findings.push(Finding {
+            id: format!("{stimulus}-intent"),
+            passage: pid.clone(),
+            phrases: vec![format!("mean purchase intent for {stimulus}"), mean_s],
+            importance: 3,
+        });
+        findings.push(Finding {
+            id: format!("{stimulus}-positive"),
+            passage: pid.clone(),
+            phrases: vec![share_s],
+            importance: 2,
+        });
         passages.push(Passage { id: pid, text });
     }
     let topic = Topic {
@@ -195,7 +210,8 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         "summary": summary,
         "runs": records,
     });
-    std::fs::write(out.join("results.json"), serde_json::to_vec_pretty(&results)?).with_context(|| format!("cannot write {}", out.display()))?;
+    std::fs::write(out.join("results.json"), serde_json::to_vec_pretty(&results)?)
+        .with_context(|| format!("cannot write {}", out.display()))?;
     charts(&out, &missions, &topics, main_lambda)?;
     std::fs::write(out.join("report.md"), report_md(&a, &spec, &topics, &summary, &records, main_lambda))?;
     if let Some(dir) = &a.blind_export {
@@ -217,13 +233,31 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
 fn criteria_table(s: &Summary) -> String {
     let mut t = String::from("| criterion | threshold | value | result |\n|---|---:|---:|---|\n");
     for c in &s.criteria {
-        t.push_str(&format!("| {} | {} | {:.3} | {} |\n", c.name, c.threshold, c.value, if c.pass { "pass" } else { "FAIL" }));
+        t.push_str(&format!(
+            "| {} | {} | {:.3} | {} |\n",
+            c.name,
+            c.threshold,
+            c.value,
+            if c.pass { "pass" } else { "FAIL" }
+        ));
     }
-    t.push_str(&format!("\nOverall: {} (lambda {}, {} paired comparisons)\n", if s.pass { "all criteria pass" } else { "not all criteria pass" }, s.lambda, s.pairs));
+    t.push_str(&format!(
+        "\nOverall: {} (lambda {}, {} paired comparisons)\n",
+        if s.pass { "all criteria pass" } else { "not all criteria pass" },
+        s.lambda,
+        s.pairs
+    ));
     t
 }
 
-fn report_md(a: &ExperimentArgs, spec: &ExperimentSpec, topics: &[Topic], s: &Summary, records: &[RunRecord], main_lambda: f64) -> String {
+fn report_md(
+    a: &ExperimentArgs,
+    spec: &ExperimentSpec,
+    topics: &[Topic],
+    s: &Summary,
+    records: &[RunRecord],
+    main_lambda: f64,
+) -> String {
     let b = &spec.budgets;
     let mut r = String::new();
     r.push_str("# Shared field versus message passing\n\n");
@@ -251,16 +285,23 @@ fn report_md(a: &ExperimentArgs, spec: &ExperimentSpec, topics: &[Topic], s: &Su
     r.push_str(&criteria_table(s));
     r.push_str("\n## Wilcoxon signed-rank tests (field - message passing)\n\n| metric | n | T | p (exact, two-sided) | effect size r | median difference |\n|---|---:|---:|---:|---:|---:|\n");
     for (m, w) in &s.wilcoxon {
-        r.push_str(&format!("| {m} | {} | {} | {:.4} | {:.3} | {:.3} |\n", w.n, w.statistic, w.p_value, w.effect_size, w.median_difference));
+        r.push_str(&format!(
+            "| {m} | {} | {} | {:.4} | {:.3} | {:.3} |\n",
+            w.n, w.statistic, w.p_value, w.effect_size, w.median_difference
+        ));
     }
     r.push_str("\n## Means\n\n| condition | runs | retention | quality | tokens | latency ms |\n|---|---:|---:|---:|---:|---:|\n");
     for (c, m) in &s.means {
-        r.push_str(&format!("| {c} | {} | {:.3} | {:.2} | {:.0} | {:.0} |\n", m.runs, m.retention, m.quality, m.tokens, m.latency_ms));
+        r.push_str(&format!(
+            "| {c} | {} | {:.3} | {:.2} | {:.0} | {:.0} |\n",
+            m.runs, m.retention, m.quality, m.tokens, m.latency_ms
+        ));
     }
     r.push_str("\n## Per topic\n\n| topic | condition | retention | quality | tokens | latency ms | cross-agent resonance | stability |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
     for t in topics {
         for (cond, lambda) in [(Condition::MessagePassing, None), (Condition::Field, Some(main_lambda))] {
-            let rs: Vec<&RunRecord> = records.iter().filter(|x| x.topic == t.name && x.condition == cond && x.lambda == lambda).collect();
+            let rs: Vec<&RunRecord> =
+                records.iter().filter(|x| x.topic == t.name && x.condition == cond && x.lambda == lambda).collect();
             let n = rs.len().max(1) as f64;
             let mean = |f: &dyn Fn(&RunRecord) -> f64| rs.iter().map(|x| f(x)).sum::<f64>() / n;
             let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
@@ -268,7 +309,14 @@ fn report_md(a: &ExperimentArgs, spec: &ExperimentSpec, topics: &[Topic], s: &Su
             let stab = (cond == Condition::Field).then(|| mean(&|x| x.stability.unwrap_or(0.0)));
             r.push_str(&format!(
                 "| {} | {} | {:.3} | {:.2} | {:.0} | {:.0} | {} | {} |\n",
-                t.name, cond.name(), mean(&|x| x.retention), mean(&|x| x.quality), mean(&|x| x.tokens as f64), mean(&|x| x.latency_ms), opt(res), opt(stab)
+                t.name,
+                cond.name(),
+                mean(&|x| x.retention),
+                mean(&|x| x.quality),
+                mean(&|x| x.tokens as f64),
+                mean(&|x| x.latency_ms),
+                opt(res),
+                opt(stab)
             ));
         }
     }
@@ -276,7 +324,14 @@ fn report_md(a: &ExperimentArgs, spec: &ExperimentSpec, topics: &[Topic], s: &Su
     for p in &s.lambda_sweep {
         r.push_str(&format!(
             "| {} | {:.3} | {:.2} | {:.0} | {:.1} | {:.3} | {:.0}% | {:.4} |\n",
-            p.lambda, p.means.retention, p.means.quality, p.means.tokens, p.cross_agent_resonance, p.stability, 100.0 * p.converged, p.retention_test.p_value
+            p.lambda,
+            p.means.retention,
+            p.means.quality,
+            p.means.tokens,
+            p.cross_agent_resonance,
+            p.stability,
+            100.0 * p.converged,
+            p.retention_test.p_value
         ));
     }
     r.push_str("\nEvery field mission's phases are logged in `fields/<topic>-rep<r>-lambda<l>/field.events`; `sim-cli field replay` re-applies one step by step and `sim-cli field stats` shows its telemetry.\n");
@@ -292,7 +347,9 @@ fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 }
 
 fn charts(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) -> Result<()> {
-    let field_rep1 = |topic: &str| missions.iter().find(|m| m.record.topic == topic && m.record.rep == 1 && m.record.lambda == Some(main_lambda));
+    let field_rep1 = |topic: &str| {
+        missions.iter().find(|m| m.record.topic == topic && m.record.rep == 1 && m.record.lambda == Some(main_lambda))
+    };
     // Decay: every pattern's strength over time, first topic.
     if let Some(m) = topics.first().and_then(|t| field_rep1(&t.name)) {
         let path = out.join("decay.svg");
@@ -307,7 +364,10 @@ fn charts(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) 
         let max_x = m.timeline.last().map_or(1.0, |p| p.hours).max(1.0);
         let max_y = series.values().flatten().map(|(_, s)| *s).fold(0.1f64, f64::max) * 1.1;
         let mut chart = ChartBuilder::on(&root)
-            .caption(format!("Field pattern strength over time ({}, lambda {main_lambda})", m.record.topic), ("sans-serif", 18))
+            .caption(
+                format!("Field pattern strength over time ({}, lambda {main_lambda})", m.record.topic),
+                ("sans-serif", 18),
+            )
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(48)
@@ -315,7 +375,9 @@ fn charts(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) 
             .map_err(plot_err)?;
         chart.configure_mesh().x_desc("simulated hours").y_desc("decayed strength").draw().map_err(plot_err)?;
         for (i, (_, pts)) in series.iter().enumerate() {
-            chart.draw_series(LineSeries::new(pts.iter().copied(), Palette99::pick(i).stroke_width(1))).map_err(plot_err)?;
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), Palette99::pick(i).stroke_width(1)))
+                .map_err(plot_err)?;
         }
         chart
             .draw_series(LineSeries::new([(0.0, 0.05), (max_x, 0.05)], BLACK.stroke_width(1)))
@@ -332,7 +394,10 @@ fn charts(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) 
         root.fill(&WHITE).map_err(plot_err)?;
         let names: Vec<String> = topics.iter().map(|t| t.name.clone()).collect();
         let mut chart = ChartBuilder::on(&root)
-            .caption(format!("Information retention per topic (mean over repetitions, field at lambda {main_lambda})"), ("sans-serif", 18))
+            .caption(
+                format!("Information retention per topic (mean over repetitions, field at lambda {main_lambda})"),
+                ("sans-serif", 18),
+            )
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(48)
@@ -344,18 +409,29 @@ fn charts(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) 
             .x_labels(names.len() * 2 + 1)
             .x_label_formatter(&move |x| {
                 let i = x.floor() as usize;
-                if (x - i as f64 - 0.5).abs() < 0.01 { labels.get(i).cloned().unwrap_or_default() } else { String::new() }
+                if (x - i as f64 - 0.5).abs() < 0.01 {
+                    labels.get(i).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
             })
             .y_desc("retention")
             .disable_x_mesh()
             .draw()
             .map_err(plot_err)?;
-        for (cond, lambda, offset, colour) in [(Condition::MessagePassing, None, 0.1, RGBColor(120, 120, 200)), (Condition::Field, Some(main_lambda), 0.5, RGBColor(220, 120, 60))] {
+        for (cond, lambda, offset, colour) in [
+            (Condition::MessagePassing, None, 0.1, RGBColor(120, 120, 200)),
+            (Condition::Field, Some(main_lambda), 0.5, RGBColor(220, 120, 60)),
+        ] {
             let bars: Vec<Rectangle<(f64, f64)>> = names
                 .iter()
                 .enumerate()
                 .map(|(i, n)| {
-                    let rs: Vec<f64> = missions.iter().filter(|m| &m.record.topic == n && m.record.condition == cond && m.record.lambda == lambda).map(|m| m.record.retention).collect();
+                    let rs: Vec<f64> = missions
+                        .iter()
+                        .filter(|m| &m.record.topic == n && m.record.condition == cond && m.record.lambda == lambda)
+                        .map(|m| m.record.retention)
+                        .collect();
                     let mean = rs.iter().sum::<f64>() / rs.len().max(1) as f64;
                     Rectangle::new([(i as f64 + offset, 0.0), (i as f64 + offset + 0.38, mean)], colour.filled())
                 })
@@ -376,7 +452,10 @@ fn charts(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) 
         root.fill(&WHITE).map_err(plot_err)?;
         let max_phase = missions.iter().flat_map(|m| m.timeline.last()).map(|p| p.phase).max().unwrap_or(1) as f64;
         let mut chart = ChartBuilder::on(&root)
-            .caption(format!("Field stability per phase (repetition 1, lambda {main_lambda}; convergence above 0.75)"), ("sans-serif", 18))
+            .caption(
+                format!("Field stability per phase (repetition 1, lambda {main_lambda}; convergence above 0.75)"),
+                ("sans-serif", 18),
+            )
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(48)
@@ -387,14 +466,27 @@ fn charts(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) 
             if let Some(m) = field_rep1(&t.name) {
                 let colour = Palette99::pick(i);
                 chart
-                    .draw_series(LineSeries::new(m.timeline.iter().map(|p| (p.phase as f64, p.stability.stability)), colour.stroke_width(2)))
+                    .draw_series(LineSeries::new(
+                        m.timeline.iter().map(|p| (p.phase as f64, p.stability.stability)),
+                        colour.stroke_width(2),
+                    ))
                     .map_err(plot_err)?
                     .label(t.name.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], Palette99::pick(i).stroke_width(2)));
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], Palette99::pick(i).stroke_width(2))
+                    });
             }
         }
-        chart.draw_series(LineSeries::new([(1.0, 0.75), (max_phase.max(2.0), 0.75)], BLACK.stroke_width(1))).map_err(plot_err)?;
-        chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).background_style(WHITE).border_style(BLACK).draw().map_err(plot_err)?;
+        chart
+            .draw_series(LineSeries::new([(1.0, 0.75), (max_phase.max(2.0), 0.75)], BLACK.stroke_width(1)))
+            .map_err(plot_err)?;
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE)
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_err)?;
         root.present().map_err(plot_err)?;
     }
     Ok(())

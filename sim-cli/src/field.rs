@@ -197,9 +197,20 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
     } else {
         let t = &result.telemetry;
         println!("Field simulation: {} agents x {} phases x {} ops, seed {}", a.agents, a.phases, a.ops, a.seed);
-        println!("  operations   {} ok, {} refused ({} injections, {} queries)", result.ok, result.failed, t.injects.total, t.queries.total);
-        println!("  patterns     {} ({} archived), {} accessed by more than one agent", t.patterns, t.archived, t.multi_agent_patterns.len());
-        println!("  resonance    mean {:.4}, max {:.4}, {} strongly resonant pairs", t.resonance.mean, t.resonance.max, t.resonance.strongly_resonant_pairs);
+        println!(
+            "  operations   {} ok, {} refused ({} injections, {} queries)",
+            result.ok, result.failed, t.injects.total, t.queries.total
+        );
+        println!(
+            "  patterns     {} ({} archived), {} accessed by more than one agent",
+            t.patterns,
+            t.archived,
+            t.multi_agent_patterns.len()
+        );
+        println!(
+            "  resonance    mean {:.4}, max {:.4}, {} strongly resonant pairs",
+            t.resonance.mean, t.resonance.max, t.resonance.strongly_resonant_pairs
+        );
         let conv = t.convergence_phase.map_or("not reached".to_string(), |p| format!("phase {p}"));
         println!("  stability    {:.3} (convergence > 0.75: {conv})", t.stability.stability);
         println!("  digest       {}", result.digest.hex());
@@ -228,10 +239,22 @@ fn replay_cmd(a: LogArgs) -> Result<()> {
         let v = json!({"log": path.display().to_string(), "phases": steps, "matched": diverged.is_none(), "first_divergence": diverged, "digest": session.field.digest().hex()});
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("{:>6} {:>8} {:>8} {:>8} {:>6} {:>10}  digest", "phase", "hours", "injects", "queries", "live", "stability");
+        println!(
+            "{:>6} {:>8} {:>8} {:>8} {:>6} {:>10}  digest",
+            "phase", "hours", "injects", "queries", "live", "stability"
+        );
         for s in &steps {
             let mark = if s.matches { "ok" } else { "DIVERGED" };
-            println!("{:>6} {:>8.2} {:>8} {:>8} {:>6} {:>10.4}  {} {mark}", s.phase, s.hours, s.injects, s.queries, s.live, s.stability, &s.replayed.hex()[..16]);
+            println!(
+                "{:>6} {:>8.2} {:>8} {:>8} {:>6} {:>10.4}  {} {mark}",
+                s.phase,
+                s.hours,
+                s.injects,
+                s.queries,
+                s.live,
+                s.stability,
+                &s.replayed.hex()[..16]
+            );
         }
         match diverged {
             None => println!("Replayed {} phases: every digest and outcome matches.", steps.len()),
@@ -259,22 +282,37 @@ fn stats_cmd(a: StatsArgs) -> Result<()> {
         return Ok(());
     }
     println!("Field {} ({} phases)", path.display(), report.timeline.len());
-    let by = |c: &engine::field::telemetry::Counts| c.by_agent.iter().map(|(a, n)| format!("{a} {n}")).collect::<Vec<_>>().join(", ");
+    let by = |c: &engine::field::telemetry::Counts| {
+        c.by_agent.iter().map(|(a, n)| format!("{a} {n}")).collect::<Vec<_>>().join(", ")
+    };
     println!("  injections   {} ({})", report.injects.total, by(&report.injects));
     println!("  queries      {} ({})", report.queries.total, by(&report.queries));
     println!("  patterns     {} ({} archived)", report.patterns, report.archived);
     let r = &report.resonance;
-    println!("  resonance    {} pairs of {} live patterns: mean {:.4}, max {:.4}, {} strongly resonant", r.pairs, r.patterns, r.mean, r.max, r.strongly_resonant_pairs);
+    println!(
+        "  resonance    {} pairs of {} live patterns: mean {:.4}, max {:.4}, {} strongly resonant",
+        r.pairs, r.patterns, r.mean, r.max, r.strongly_resonant_pairs
+    );
     for b in &r.histogram {
         let hi = if b.hi > b.lo { format!("{:.2}", b.hi) } else { "   +".into() };
         println!("    [{:.2}, {hi})  {}", b.lo, b.count);
     }
     println!("  shared       {} patterns accessed by more than one agent", report.multi_agent_patterns.len());
     for p in report.multi_agent_patterns.iter().take(10) {
-        println!("    #{} {} (by {}): {} accesses, {}", p.id, p.key, p.injected_by, p.accesses, p.accessed_by.join(", "));
+        println!(
+            "    #{} {} (by {}): {} accesses, {}",
+            p.id,
+            p.key,
+            p.injected_by,
+            p.accesses,
+            p.accessed_by.join(", ")
+        );
     }
     let conv = report.convergence_phase.map_or("not reached".to_string(), |p| format!("phase {p}"));
-    println!("  stability    {:.3} = 0.6 x {:.3} attractor + 0.4 x {:.3} organisation; convergence: {conv}", report.stability.stability, report.stability.attractor_strength, report.stability.organisation);
+    println!(
+        "  stability    {:.3} = 0.6 x {:.3} attractor + 0.4 x {:.3} organisation; convergence: {conv}",
+        report.stability.stability, report.stability.attractor_strength, report.stability.organisation
+    );
     println!("  timeline     phase: live, total strength, stability");
     for p in &report.timeline {
         println!("    {:>4}: {:>5} {:>9.3} {:>7.3}", p.phase, p.live, p.total_strength, p.stability.stability);
@@ -407,20 +445,35 @@ fn bench_cmd(a: BenchArgs) -> Result<()> {
         return Ok(());
     }
     println!("Field vs plain FAISS flat scan, dim {dim}, k {k}, batches of 64; single-thread read bandwidth {bandwidth:.1} GB/s");
-    println!("{:>8} {:>10} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>8}", "vectors", "inject us", "single q/s", "plain q/s", "batch q/s", "plain q/s", "single x", "batch x", "GB/s");
+    println!(
+        "{:>8} {:>10} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>8}",
+        "vectors", "inject us", "single q/s", "plain q/s", "batch q/s", "plain q/s", "single x", "batch x", "GB/s"
+    );
     for s in &sizes {
         let f = |key: &str| s[key].as_f64().unwrap_or(0.0);
         println!(
             "{:>8} {:>10.1} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>9.3} {:>9.3} {:>8.1}",
-            s["vectors"], f("inject_us"), f("query_single_qps"), f("plain_scan_single_qps"), f("query_batched_qps"), f("plain_scan_batched_qps"),
-            f("single_overhead"), f("batched_overhead"), f("scanned_gb_per_s_single")
+            s["vectors"],
+            f("inject_us"),
+            f("query_single_qps"),
+            f("plain_scan_single_qps"),
+            f("query_batched_qps"),
+            f("plain_scan_batched_qps"),
+            f("single_overhead"),
+            f("batched_overhead"),
+            f("scanned_gb_per_s_single")
         );
     }
     if let Some(Value::Array(t)) = report.get("targets") {
         println!("Targets at 5000 x 2048:");
         for c in t {
             let pass = if c["pass"].as_bool().unwrap_or(false) { "pass" } else { "FAIL" };
-            println!("  {:<55} {:>10.3} (threshold {}) {pass}", c["name"].as_str().unwrap_or(""), c["value"].as_f64().unwrap_or(0.0), c["threshold"]);
+            println!(
+                "  {:<55} {:>10.3} (threshold {}) {pass}",
+                c["name"].as_str().unwrap_or(""),
+                c["value"].as_f64().unwrap_or(0.0),
+                c["threshold"]
+            );
         }
     }
     Ok(())

@@ -34,7 +34,8 @@ pub struct InspectArgs {
 
 fn parse_persona(s: &str, personas: u32) -> Result<u32> {
     let digits = s.strip_prefix("p-").unwrap_or(s);
-    let id: u32 = digits.parse().with_context(|| format!("--persona {s:?}: expected an index or a label like p-00007"))?;
+    let id: u32 =
+        digits.parse().with_context(|| format!("--persona {s:?}: expected an index or a label like p-00007"))?;
     if id >= personas {
         bail!("--persona {s}: the run has personas p-00000 to {}", label(personas.saturating_sub(1)));
     }
@@ -69,9 +70,8 @@ fn tick_detail(t: &TickFrame) -> Value {
                 d.histogram[usize::from(r.intent.clamp(1, 5) - 1)] += 1;
                 d.n += 1;
             }
-            (Status::Failed { stage, reason }, _) => {
-                problems.push(json!({"position": o.position, "persona": label(o.persona), "failed": stage, "reason": reason}))
-            }
+            (Status::Failed { stage, reason }, _) => problems
+                .push(json!({"position": o.position, "persona": label(o.persona), "failed": stage, "reason": reason})),
             (Status::Refused { reason }, _) => {
                 problems.push(json!({"position": o.position, "persona": label(o.persona), "refused": reason}))
             }
@@ -158,15 +158,37 @@ fn print_text(v: &Value) {
     println!("Trace {}", s(&v["trace"]));
     println!(
         "  format {} (engine {}), seed {}, {} personas, {} of {} ticks recorded, {}",
-        h["format_version"], s(&h["engine_version"]), h["seed"], h["personas"], h["ticks_recorded"], h["ticks"], s(&h["status"])
+        h["format_version"],
+        s(&h["engine_version"]),
+        h["seed"],
+        h["personas"],
+        h["ticks_recorded"],
+        h["ticks"],
+        s(&h["status"])
     );
-    println!("  scenario {} ({}), config {}", s(&h["scenario"]), &s(&h["scenario_hash"])[..16], &s(&h["config_hash"])[..16]);
-    println!("\n  {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8} {:>14}  digest", "tick", "jobs", "ok", "failed", "refused", "chat", "embed", "memories", "nano-USD");
+    println!(
+        "  scenario {} ({}), config {}",
+        s(&h["scenario"]),
+        &s(&h["scenario_hash"])[..16],
+        &s(&h["config_hash"])[..16]
+    );
+    println!(
+        "\n  {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8} {:>14}  digest",
+        "tick", "jobs", "ok", "failed", "refused", "chat", "embed", "memories", "nano-USD"
+    );
     for t in v["ticks"].as_array().into_iter().flatten() {
         println!(
             "  {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8} {:>14}  {}",
-            s(&t["tick"]), s(&t["jobs"]), s(&t["ok"]), s(&t["failed"]), s(&t["refused"]), s(&t["chat_calls"]),
-            s(&t["embedding_invocations"]), s(&t["memories"]), s(&t["allocated_nano_usd"]), &s(&t["digest"])[..16]
+            s(&t["tick"]),
+            s(&t["jobs"]),
+            s(&t["ok"]),
+            s(&t["failed"]),
+            s(&t["refused"]),
+            s(&t["chat_calls"]),
+            s(&t["embedding_invocations"]),
+            s(&t["memories"]),
+            s(&t["allocated_nano_usd"]),
+            &s(&t["digest"])[..16]
         );
     }
     if let Some(d) = v.get("tick_detail") {
@@ -185,7 +207,11 @@ fn print_text(v: &Value) {
             let sentiment = t["sentiment"].as_f64().map_or("-".to_string(), |x| format!("{x:+.2}"));
             println!(
                 "  tick {} {} (exposure {}): {}, intent {}, sentiment {sentiment}",
-                t["tick"], s(&t["stimulus"]), t["exposure"], s(&t["status"]), s(&t["intent"])
+                t["tick"],
+                s(&t["stimulus"]),
+                t["exposure"],
+                s(&t["status"]),
+                s(&t["intent"])
             );
             println!("    reaction: {}", s(&t["reaction"]));
             if let Some(r) = t["retrieved"].as_array().filter(|r| !r.is_empty()) {

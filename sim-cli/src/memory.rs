@@ -169,15 +169,19 @@ fn load(dir: &RunDir) -> Result<Loaded> {
     if let Some(d) = out.divergence {
         bail!("{} does not replay ({d}); its memory state cannot be reconstructed", path.display());
     }
-    let mut world = MemoryWorld { personas: out.result.final_states.into_iter().flatten().collect(), ..Default::default() };
+    let mut world =
+        MemoryWorld { personas: out.result.final_states.into_iter().flatten().collect(), ..Default::default() };
     let ops_path = path.parent().map(|p| p.join("memory-ops.jsonl")).unwrap_or_else(|| "memory-ops.jsonl".into());
     let mut ops = Vec::new();
     let mut op_changes = Vec::new();
     if ops_path.exists() {
         let text = std::fs::read_to_string(&ops_path).with_context(|| format!("cannot read {}", ops_path.display()))?;
         for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let op: Op = serde_json::from_str(line).with_context(|| format!("{} line {}: not a memory operation", ops_path.display(), n + 1))?;
-            let changes = world.apply(&op, &rules, false).with_context(|| format!("{} line {}: cannot be applied", ops_path.display(), n + 1))?;
+            let op: Op = serde_json::from_str(line)
+                .with_context(|| format!("{} line {}: not a memory operation", ops_path.display(), n + 1))?;
+            let changes = world
+                .apply(&op, &rules, false)
+                .with_context(|| format!("{} line {}: cannot be applied", ops_path.display(), n + 1))?;
             op_changes.extend(changes.into_iter().map(|(owner, c)| (op.at(), owner, c)));
             ops.push(op);
         }
@@ -231,7 +235,12 @@ fn live(world: &MemoryWorld, test_only: bool) -> Vec<(String, &Version)> {
 
 fn status(dir: &RunDir) -> Result<()> {
     let l = load(dir)?;
-    let all: Vec<&Version> = l.world.ledgers().flat_map(|(_, l)| l.versions().iter().collect::<Vec<_>>()).filter(|v| !dir.test_only || v.is_test).collect();
+    let all: Vec<&Version> = l
+        .world
+        .ledgers()
+        .flat_map(|(_, l)| l.versions().iter().collect::<Vec<_>>())
+        .filter(|v| !dir.test_only || v.is_test)
+        .collect();
     let mut e: Vec<f64> = live(&l.world, dir.test_only).iter().map(|(_, v)| v.energy).collect();
     e.sort_by(f64::total_cmp);
     let k = e.len();
@@ -256,7 +265,14 @@ fn status(dir: &RunDir) -> Result<()> {
             println!("  {:<10} {:>10} {:>10} {:>10}", k, n(&v["tiers"][k]), n(&v["real"][k]), n(&v["test"][k]));
         }
         let e = &v["energy"];
-        println!("  energy of live memories: n {}, average {}, median {}, min {}, max {}", n(&e["n"]), n(&e["average"]), n(&e["median"]), n(&e["min"]), n(&e["max"]));
+        println!(
+            "  energy of live memories: n {}, average {}, median {}, min {}, max {}",
+            n(&e["n"]),
+            n(&e["average"]),
+            n(&e["median"]),
+            n(&e["min"]),
+            n(&e["max"])
+        );
     })
 }
 
@@ -319,11 +335,20 @@ fn promotions(last_ticks: Option<u32>, dir: &RunDir) -> Result<()> {
     let promoted = rows.iter().filter(|r| r.get("to").is_some()).count();
     let v = json!({"from_tick": from, "to_tick": last, "promoted": promoted, "blocked": rows.len() - promoted, "events": rows});
     emit(dir.json, &v, |v| {
-        println!("Promotions in ticks {from} to {last}: {} promoted, {} blocked by the batch size", v["promoted"], v["blocked"]);
+        println!(
+            "Promotions in ticks {from} to {last}: {} promoted, {} blocked by the batch size",
+            v["promoted"], v["blocked"]
+        );
         for r in v["events"].as_array().into_iter().flatten().take(40) {
             let what = if r.get("blocked").is_some() { "blocked".to_string() } else { format!("-> {}", n(&r["to"])) };
-            let when = if r["tick"].is_null() { format!("hour {}", n(&r["hour"])) } else { format!("tick {}", n(&r["tick"])) };
-            println!("  {when:<10} {:<8} {:<24} {what:<13} energy {}", n(&r["persona"]), n(&r["record"]), n(&r["energy"]));
+            let when =
+                if r["tick"].is_null() { format!("hour {}", n(&r["hour"])) } else { format!("tick {}", n(&r["tick"])) };
+            println!(
+                "  {when:<10} {:<8} {:<24} {what:<13} energy {}",
+                n(&r["persona"]),
+                n(&r["record"]),
+                n(&r["energy"])
+            );
         }
     })
 }
@@ -336,7 +361,12 @@ fn health(dir: &RunDir) -> Result<()> {
     for op in &l.ops {
         last_ops.insert(op.name(), op.at().0 as f64 / 3600.0);
     }
-    let failed_jobs: usize = l.trace.ticks.iter().map(|t| t.outcomes.iter().filter(|o| matches!(o.status, engine::turn::Status::Failed { .. })).count()).sum();
+    let failed_jobs: usize = l
+        .trace
+        .ticks
+        .iter()
+        .map(|t| t.outcomes.iter().filter(|o| matches!(o.status, engine::turn::Status::Failed { .. })).count())
+        .sum();
     let v = json!({
         "config": config,
         "consolidation_at_commit": {"enabled": config.enabled, "dry_run": config.dry_run, "last_tick": last_tick},
@@ -346,7 +376,12 @@ fn health(dir: &RunDir) -> Result<()> {
     });
     emit(dir.json, &v, |v| {
         println!("Consolidation config in force:\n  {}", v["config"]);
-        println!("At each commit: enabled {}, dry run {}, last ran at tick {}", config.enabled, config.dry_run, n(&v["consolidation_at_commit"]["last_tick"]));
+        println!(
+            "At each commit: enabled {}, dry run {}, last ran at tick {}",
+            config.enabled,
+            config.dry_run,
+            n(&v["consolidation_at_commit"]["last_tick"])
+        );
         for (op, at) in &last_ops {
             println!("  {op}: last at simulated hour {at:.1}");
         }
@@ -372,11 +407,22 @@ fn inspect(id: &str, dir: &RunDir) -> Result<()> {
     });
     emit(dir.json, &v, |v| {
         println!("{id} ({owner})\n  {}", n(&v["description"]));
-        println!("  {:>7} {:<10} {:>8} {:>7} {:>10} {:>10}  previous", "version", "tier", "energy", "access", "from hour", "to hour");
+        println!(
+            "  {:>7} {:<10} {:>8} {:>7} {:>10} {:>10}  previous",
+            "version", "tier", "energy", "access", "from hour", "to hour"
+        );
         for h in &history {
             let to = h.valid_to.map_or("current".into(), |t| (t.0 / 3600).to_string());
             let prev = h.previous.map_or("-".into(), |p| p.to_string());
-            println!("  {:>7} {:<10} {:>8.3} {:>7} {:>10} {:>10}  {prev}", h.version, h.tier.as_str(), h.energy, h.access_count, h.valid_from.0 / 3600, to);
+            println!(
+                "  {:>7} {:<10} {:>8.3} {:>7} {:>10} {:>10}  {prev}",
+                h.version,
+                h.tier.as_str(),
+                h.energy,
+                h.access_count,
+                h.valid_from.0 / 3600,
+                to
+            );
         }
         println!("  cluster links: {}", n(&v["cluster_links"]));
     })
@@ -411,14 +457,34 @@ fn operate(dir: &RunDir, op: impl FnOnce(&Loaded) -> Result<Op>, dry_run: bool) 
     let op = op(&l)?;
     let changes = l.world.apply(&op, &l.rules, dry_run).with_context(|| format!("{} refused", op.name()))?;
     if !dry_run {
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&l.ops_path).with_context(|| format!("cannot open {}", l.ops_path.display()))?;
-        writeln!(f, "{}", serde_json::to_string(&op)?).and_then(|_| f.sync_data()).with_context(|| format!("cannot write {}", l.ops_path.display()))?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&l.ops_path)
+            .with_context(|| format!("cannot open {}", l.ops_path.display()))?;
+        writeln!(f, "{}", serde_json::to_string(&op)?)
+            .and_then(|_| f.sync_data())
+            .with_context(|| format!("cannot write {}", l.ops_path.display()))?;
     }
-    let changes: Vec<Value> = changes.iter().filter(|(_, c)| !matches!(c, Change::Decayed { .. })).map(|(o, c)| json!({"owner": o, "change": c})).collect();
+    let changes: Vec<Value> = changes
+        .iter()
+        .filter(|(_, c)| !matches!(c, Change::Decayed { .. }))
+        .map(|(o, c)| json!({"owner": o, "change": c}))
+        .collect();
     let decayed = l.world.ledgers().count();
     let v = json!({"op": op, "dry_run": dry_run, "changes": changes});
     emit(dir.json, &v, |v| {
-        println!("{}{}: {} changes{}", op.name(), if dry_run { " (dry run, nothing written)" } else { "" }, changes.len(), if matches!(op, Op::Consolidate { decay: true, .. }) { format!(" besides decay over {decayed} ledgers") } else { String::new() });
+        println!(
+            "{}{}: {} changes{}",
+            op.name(),
+            if dry_run { " (dry run, nothing written)" } else { "" },
+            changes.len(),
+            if matches!(op, Op::Consolidate { decay: true, .. }) {
+                format!(" besides decay over {decayed} ledgers")
+            } else {
+                String::new()
+            }
+        );
         for c in v["changes"].as_array().into_iter().flatten().take(50) {
             println!("  {} {}", n(&c["owner"]), c["change"]);
         }
@@ -428,11 +494,35 @@ fn operate(dir: &RunDir, op: impl FnOnce(&Loaded) -> Result<Op>, dry_run: bool) 
 fn test(cmd: TestCommand) -> Result<()> {
     match cmd {
         TestCommand::Create { content, energy, tier, dir } => {
-            let tier = Tier::parse(&tier).filter(|t| t.live()).with_context(|| format!("--tier {tier:?}: expected working, shortTerm or longTerm"))?;
+            let tier = Tier::parse(&tier)
+                .filter(|t| t.live())
+                .with_context(|| format!("--tier {tier:?}: expected working, shortTerm or longTerm"))?;
             if !(energy.is_finite() && energy >= 0.0) {
                 bail!("--energy {energy}: must be a non-negative number");
             }
-            operate(&dir, |l| Ok(Op::TestCreate { id: format!("t-{:04}", l.world.test.versions().iter().map(|v| &v.record).collect::<std::collections::BTreeSet<_>>().len() + 1), content, energy, tier, at: l.now }), false)
+            operate(
+                &dir,
+                |l| {
+                    Ok(Op::TestCreate {
+                        id: format!(
+                            "t-{:04}",
+                            l.world
+                                .test
+                                .versions()
+                                .iter()
+                                .map(|v| &v.record)
+                                .collect::<std::collections::BTreeSet<_>>()
+                                .len()
+                                + 1
+                        ),
+                        content,
+                        energy,
+                        tier,
+                        at: l.now,
+                    })
+                },
+                false,
+            )
         }
         TestCommand::Boost { id, amount, dir } => {
             if !(amount.is_finite() && amount >= 0.0) {
@@ -457,7 +547,13 @@ fn test(cmd: TestCommand) -> Result<()> {
             let rows: Vec<Value> = l.world.test.currents().map(|v| json!({"id": v.record, "tier": v.tier.as_str(), "energy": v.energy, "content": l.world.test_content.get(&v.record)})).collect();
             emit(dir.json, &json!({"test_memories": rows}), |v| {
                 for r in v["test_memories"].as_array().into_iter().flatten() {
-                    println!("  {:<24} {:<10} {:>8}  {}", n(&r["id"]), n(&r["tier"]), n(&r["energy"]), n(&r["content"]));
+                    println!(
+                        "  {:<24} {:<10} {:>8}  {}",
+                        n(&r["id"]),
+                        n(&r["tier"]),
+                        n(&r["energy"]),
+                        n(&r["content"])
+                    );
                 }
             })
         }
@@ -484,7 +580,14 @@ pub fn memory(cmd: MemoryCommand) -> Result<()> {
                 &dir,
                 |l| {
                     let at = SimTime(l.now.0 + (hours * 3600.0).round() as u64);
-                    Ok(Op::Consolidate { decay: decay || all, promote: promote || all, cluster: cluster || all, clean_expired: clean_expired || all, test_only, at })
+                    Ok(Op::Consolidate {
+                        decay: decay || all,
+                        promote: promote || all,
+                        cluster: cluster || all,
+                        clean_expired: clean_expired || all,
+                        test_only,
+                        at,
+                    })
                 },
                 dry_run,
             )

@@ -129,7 +129,11 @@ pub fn print_summary(s: &RunSummary) {
     if let Some(stop) = &s.stopped {
         println!(
             "STOPPED after tick {} of {}: {} reached (spent {} of {} nano-USD)",
-            stop.after_tick, s.ticks, stop.reason, thousands(stop.spent_nano_usd), thousands(stop.budget_nano_usd)
+            stop.after_tick,
+            s.ticks,
+            stop.reason,
+            thousands(stop.spent_nano_usd),
+            thousands(stop.budget_nano_usd)
         );
     }
     let j = &s.jobs;
@@ -140,7 +144,15 @@ pub fn print_summary(s: &RunSummary) {
         let h = d.histogram;
         println!(
             "  {:<24} {:>6} {:>5.2}   {:>5} {:>5} {:>5} {:>5} {:>5}  {}",
-            id, d.n, d.mean, h[0], h[1], h[2], h[3], h[4], bar_row(&h)
+            id,
+            d.n,
+            d.mean,
+            h[0],
+            h[1],
+            h[2],
+            h[3],
+            h[4],
+            bar_row(&h)
         );
     }
     if !s.probes.is_empty() {
@@ -162,7 +174,10 @@ pub fn print_summary(s: &RunSummary) {
     let c = &s.chat;
     println!(
         "Chat: {} calls, {} guardrail retries, {} reflections ({} fallbacks)",
-        thousands(c.calls), c.guardrail_retries, c.reflections, c.reflection_fallbacks
+        thousands(c.calls),
+        c.guardrail_retries,
+        c.reflections,
+        c.reflection_fallbacks
     );
     let m = &s.consolidation;
     println!(
@@ -172,7 +187,10 @@ pub fn print_summary(s: &RunSummary) {
     let t = &s.tokens;
     println!(
         "Tokens: {} chat in, {} chat out, {} embedding, {} total",
-        thousands(t.chat_input), thousands(t.chat_output), thousands(t.embedding), thousands(t.total)
+        thousands(t.chat_input),
+        thousands(t.chat_output),
+        thousands(t.embedding),
+        thousands(t.total)
     );
     let k = &s.cost;
     println!(

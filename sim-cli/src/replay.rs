@@ -60,7 +60,10 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
             Some(d) => println!("Replay diverged after {} matching ticks: {d}", out.ticks_matched),
         }
         if !complete {
-            println!("The trace is of an unfinished run ({recorded} of {} ticks); `sim-cli run --resume` continues it.", read.header.ticks);
+            println!(
+                "The trace is of an unfinished run ({recorded} of {} ticks); `sim-cli run --resume` continues it.",
+                read.header.ticks
+            );
         }
         println!(
             "Provider calls during replay: {}. Cassette: {} answers served, {} misses{}.",

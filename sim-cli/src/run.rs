@@ -1,26 +1,26 @@
 //! `sim-cli run`.
 
 use crate::output::{print_summary, OutputDir};
+use crate::progress::TerminalProgress;
+use actors::progress::{Progress, Silent};
 use actors::replay::rerun;
+use actors::run::{RunSpec, MAX_PERSONAS, MAX_TICKS};
 use actors::sink::TraceSink;
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use engine::config::{Config, RawConfig};
+use engine::cost::NANO_PER_USD;
 use engine::digest::Digest;
+use engine::embed::Strategy;
 use engine::persona::profile::DEFAULT_TRAITS;
+use engine::persona::Traits;
 use engine::report::RunSummary;
+use engine::scenario::{Scenario, BUILTIN};
 use engine::trace::frame::read_trace_file;
 use engine::trace::record::FORMAT_VERSION;
 use engine::trace::{Header, Record, RunEnd, TraceWriter};
 use engine::turn::TickDigests;
 use std::path::Path;
-use crate::progress::TerminalProgress;
-use actors::progress::{Progress, Silent};
-use actors::run::{RunSpec, MAX_PERSONAS, MAX_TICKS};
-use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
-use engine::config::{Config, RawConfig};
-use engine::cost::NANO_PER_USD;
-use engine::embed::Strategy;
-use engine::persona::Traits;
-use engine::scenario::{Scenario, BUILTIN};
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -21,7 +21,11 @@ fn expired_memories_are_never_retrieved() {
     assert!(result.summary.consolidation.expired > 0);
     let state = result.final_states[0].as_ref().expect("alive");
     let first = state.ledger.history(&state.memory.records()[0].id.to_string());
-    assert_eq!(first.iter().map(|v| v.tier).collect::<Vec<_>>(), vec![Tier::Working, Tier::Expired], "expiry is a new version");
+    assert_eq!(
+        first.iter().map(|v| v.tier).collect::<Vec<_>>(),
+        vec![Tier::Working, Tier::Expired],
+        "expiry is a new version"
+    );
     assert!(first[0].valid_to.is_some() && first[1].valid_to.is_none());
 }
 

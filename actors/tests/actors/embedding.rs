@@ -71,7 +71,12 @@ fn upstream_requests_are_unique_texts_over_the_batch_size() {
     let (_, reports) = run_with(spec, 2);
     for r in &reports {
         for (stats, _, _) in [&r.retrieval, &r.memory] {
-            assert_eq!(stats.upstream_requests, stats.unique_texts_submitted.div_ceil(16), "tick {}: {stats:?}", r.tick);
+            assert_eq!(
+                stats.upstream_requests,
+                stats.unique_texts_submitted.div_ceil(16),
+                "tick {}: {stats:?}",
+                r.tick
+            );
         }
     }
 }

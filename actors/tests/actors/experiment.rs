@@ -9,7 +9,10 @@ struct Down;
 
 impl ChatPort for Down {
     fn complete<'a>(&'a self, _: &'a ChatRequest) -> BoxFuture<'a, engine::Result<ChatReply>> {
-        Box::pin(std::future::ready(Err(engine::Error::Parse { source_name: "chat".into(), cause: "provider unavailable".into() })))
+        Box::pin(std::future::ready(Err(engine::Error::Parse {
+            source_name: "chat".into(),
+            cause: "provider unavailable".into(),
+        })))
     }
 }
 
@@ -35,8 +38,14 @@ fn runtime() -> tokio::runtime::Runtime {
 /// repetition, condition and agent.
 #[test]
 fn a_failing_model_names_the_mission() {
-    let err = runtime().block_on(run_experiment(&spec(Some(Arc::new(Down))), |_, _| {})).expect_err("the model is down").to_string();
-    assert!(err.contains("urban-heat") && err.contains("repetition 1") && err.contains("researcher chat call failed"), "{err}");
+    let err = runtime()
+        .block_on(run_experiment(&spec(Some(Arc::new(Down))), |_, _| {}))
+        .expect_err("the model is down")
+        .to_string();
+    assert!(
+        err.contains("urban-heat") && err.contains("repetition 1") && err.contains("researcher chat call failed"),
+        "{err}"
+    );
 }
 
 /// Both conditions of a pair share the seed; the field run reports its
@@ -48,7 +57,10 @@ fn pairs_share_the_seed_and_only_the_field_has_telemetry() {
     assert_eq!((mp.condition, field.condition), (Condition::MessagePassing, Condition::Field));
     assert_eq!(mp.seed, field.seed);
     assert!(mp.cross_agent_resonance.is_none() && missions[0].timeline.is_empty());
-    assert!(field.cross_agent_resonance.is_some_and(|n| n > 0), "the analyst and the writer read the researcher's patterns");
+    assert!(
+        field.cross_agent_resonance.is_some_and(|n| n > 0),
+        "the analyst and the writer read the researcher's patterns"
+    );
     // Three passages: iteration 1 writes; 2 to 4 read and write; 5 reads.
     assert_eq!(missions[1].timeline.len(), 1 + 2 * 3 + 1);
 }

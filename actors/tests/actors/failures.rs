@@ -39,7 +39,9 @@ fn a_failed_retrieval_stage_fails_its_consumers_with_the_cost() {
     let (result, reports) = run_with(spec, 2);
     assert!(reports[0].outcomes.iter().all(|o| o.status == Status::Ok), "tick 1 needs no retrieval");
     for o in &reports[1].outcomes {
-        assert!(matches!(&o.status, Status::Failed { stage: Stage::RetrievalEmbedding, reason } if reason.contains("injected")));
+        assert!(
+            matches!(&o.status, Status::Failed { stage: Stage::RetrievalEmbedding, reason } if reason.contains("injected"))
+        );
         assert!(o.chat_calls.is_empty() && o.memories.is_empty());
     }
     let shares: u64 = reports[1].outcomes.iter().map(|o| o.spend.retrieval_embedding_estimate.nano_usd).sum();
@@ -72,7 +74,11 @@ fn per_persona_failures_stay_with_the_jobs_that_needed_the_text() {
     assert!(!bad.is_empty() && !good.is_empty());
     assert!(bad.iter().all(|o| matches!(o.status, Status::Failed { stage: Stage::RetrievalEmbedding, .. })));
     assert!(good.iter().all(|o| o.status == Status::Ok), "unrelated jobs complete");
-    assert_eq!(tick2.iter().map(|o| o.position).collect::<Vec<_>>(), (0..30).collect::<Vec<_>>(), "one outcome per job, in order");
+    assert_eq!(
+        tick2.iter().map(|o| o.position).collect::<Vec<_>>(),
+        (0..30).collect::<Vec<_>>(),
+        "one outcome per job, in order"
+    );
 }
 
 #[test]

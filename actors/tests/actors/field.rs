@@ -4,7 +4,18 @@ use engine::clock::SimTime;
 use engine::field::{ContextId, Entry, FieldConfig, PortError, PortOp, Submitted};
 
 fn spec(seed: u64, out: Option<std::path::PathBuf>) -> FieldSimSpec {
-    FieldSimSpec { seed, agents: 3, phases: 12, ops: 6, dim: 32, topics: 4, hours_per_phase: 1.0, k: 5, field: FieldConfig::default(), out }
+    FieldSimSpec {
+        seed,
+        agents: 3,
+        phases: 12,
+        ops: 6,
+        dim: 32,
+        topics: 4,
+        hours_per_phase: 1.0,
+        k: 5,
+        field: FieldConfig::default(),
+        out,
+    }
 }
 
 fn runtime(threads: usize) -> tokio::runtime::Runtime {
@@ -36,7 +47,11 @@ fn the_log_replays_and_the_saved_field_loads() {
     assert!(steps.iter().all(|s| s.matches));
     assert_eq!(session.field.digest(), result.digest);
     assert_eq!(engine::field::Field::load(&dir).expect("load").digest(), result.digest);
-    assert_eq!(session.telemetry.report(&session.field, SimTime(12 * 3600)), result.telemetry, "telemetry is rebuilt from the log");
+    assert_eq!(
+        session.telemetry.report(&session.field, SimTime(12 * 3600)),
+        result.telemetry,
+        "telemetry is rebuilt from the log"
+    );
 }
 
 /// Bad input through the actor: wrong dimension, unknown and destroyed
@@ -47,11 +62,18 @@ fn bad_input_gets_typed_errors() {
         let (field, join) = FieldHandle::spawn(4, FieldConfig::default()).await.expect("spawn");
         let team = vec!["a".to_string()];
         let ctx = field.create(team, Vec::new(), SimTime(0), None).await.expect("create");
-        let inject = |v: Vec<f32>, seq| Submitted { agent: "a".into(), seq, op: PortOp::Inject(Entry { key: "k".into(), value: "v".into(), vector: v, strength: 1.0 }) };
+        let inject = |v: Vec<f32>, seq| Submitted {
+            agent: "a".into(),
+            seq,
+            op: PortOp::Inject(Entry { key: "k".into(), value: "v".into(), vector: v, strength: 1.0 }),
+        };
         let wrong = field.submit(ctx, inject(vec![1.0; 3], 0)).expect("submit");
         let right = field.submit(ctx, inject(vec![1.0; 4], 1)).expect("submit");
         assert_eq!(field.end_phase(ctx, SimTime(0)).await.expect("phase"), 2);
-        assert!(matches!(wrong.await.expect("answered"), Err(PortError::Field(engine::field::FieldError::WrongDimension { expected: 4, got: 3 }))));
+        assert!(matches!(
+            wrong.await.expect("answered"),
+            Err(PortError::Field(engine::field::FieldError::WrongDimension { expected: 4, got: 3 }))
+        ));
         assert!(right.await.expect("answered").is_ok());
         let unknown = field.end_phase(ContextId(9), SimTime(0)).await.expect_err("unknown");
         assert!(unknown.to_string().contains("unknown context"), "{unknown}");

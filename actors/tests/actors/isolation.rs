@@ -13,7 +13,11 @@ fn a_panicking_persona_fails_its_own_job_and_the_run_goes_on() {
     assert_eq!(failed.persona, 3);
     assert!(matches!(failed.status, Status::Failed { stage: Stage::RetrievalEmbedding, .. }), "{:?}", failed.status);
     let refused = &reports[2].outcomes[3];
-    assert!(matches!(&refused.status, Status::Refused { reason } if reason.contains("p-00003")), "{:?}", refused.status);
+    assert!(
+        matches!(&refused.status, Status::Refused { reason } if reason.contains("p-00003")),
+        "{:?}",
+        refused.status
+    );
     assert!(reports[1].outcomes.iter().filter(|o| o.persona != 3).all(|o| o.status == Status::Ok));
     assert_eq!(reports[2].persona_digests[3], None);
     assert!(result.final_states[3].is_none() && result.final_states[4].is_some());
@@ -53,5 +57,8 @@ fn over_the_context_budget_is_refused_before_any_chat_call() {
     let (result, reports) = run_with(spec, 1);
     assert_eq!(result.summary.jobs.refused, 5);
     assert_eq!(result.summary.chat.calls, 0);
-    assert!(reports[0].outcomes.iter().all(|o| matches!(&o.status, Status::Refused { reason } if reason.contains("context budget"))));
+    assert!(reports[0]
+        .outcomes
+        .iter()
+        .all(|o| matches!(&o.status, Status::Refused { reason } if reason.contains("context budget"))));
 }

@@ -26,7 +26,8 @@ fn memories_become_visible_at_the_next_tick_and_stay_private() {
 fn reflections_run_when_importance_accumulates() {
     let (result, reports) = run_with(RunSpec::defaults(2, 100, 6), 2);
     assert!(result.summary.chat.reflections > 0);
-    let reflected = reports.iter().flat_map(|r| &r.outcomes).find(|o| o.reflection.is_some()).expect("someone reflected");
+    let reflected =
+        reports.iter().flat_map(|r| &r.outcomes).find(|o| o.reflection.is_some()).expect("someone reflected");
     assert!(reflected.memories.len() >= 2, "a reflection leaves memories of its own");
 }
 

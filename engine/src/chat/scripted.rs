@@ -44,10 +44,8 @@ fn read(prompt: &str) -> Read<'_> {
         } else if let Some(v) = line.strip_prefix("Price sensitivity: ") {
             r.price_sensitivity = v.trim().parse().unwrap_or(0.5);
         } else if let Some(v) = line.strip_prefix("Brand attitudes: ") {
-            r.brands = v
-                .split(", ")
-                .filter_map(|b| b.rsplit_once(' ').map(|(n, a)| (n, a.parse().unwrap_or(0.0))))
-                .collect();
+            r.brands =
+                v.split(", ").filter_map(|b| b.rsplit_once(' ').map(|(n, a)| (n, a.parse().unwrap_or(0.0)))).collect();
         } else if let Some(v) = line.strip_prefix("- [tick ") {
             if let Some((_, rest)) = v.split_once("(sentiment ") {
                 if let Some((s, text)) = rest.split_once(") ") {
@@ -112,25 +110,23 @@ impl ScriptedPersonaModel {
         } else {
             r.memories.iter().map(|(s, _)| s).sum::<f64>() / r.memories.len() as f64
         };
-        let price_term = r.price.map_or(0.0, |p| {
-            0.3 - 0.9 * r.price_sensitivity * ((1.0 + p).ln() / 2000f64.ln()).min(1.0)
-        });
+        let price_term =
+            r.price.map_or(0.0, |p| 0.3 - 0.9 * r.price_sensitivity * ((1.0 + p).ln() / 2000f64.ln()).min(1.0));
         let repeat_term = match r.exposure {
             1 => 0.0,
             2 => 0.1,
             _ => -0.15,
         };
         let news_damp = if r.kind == "news" { 0.5 } else { 1.0 };
-        let appeal = news_damp
-            * (if interested { 0.55 } else { -0.25 } + 0.6 * attitude + price_term + repeat_term)
+        let appeal = news_damp * (if interested { 0.55 } else { -0.25 } + 0.6 * attitude + price_term + repeat_term)
             + 0.5 * recall
             + 0.15 * mood
             + 0.35 * s.normal();
         let intent = (3.0 + 2.2 * appeal).round().clamp(1.0, 5.0) as u8;
         let sentiment = ((1.3 * appeal).tanh() * 100.0).round() / 100.0;
-        let importance =
-            (3.0 + 5.0 * appeal.abs() + if r.kind == "news" { 1.0 } else { 0.0 } + s.normal()).round().clamp(1.0, 10.0)
-                as u8;
+        let importance = (3.0 + 5.0 * appeal.abs() + if r.kind == "news" { 1.0 } else { 0.0 } + s.normal())
+            .round()
+            .clamp(1.0, 10.0) as u8;
 
         let mut text = String::with_capacity(200);
         let openers: &[&str] = match appeal {

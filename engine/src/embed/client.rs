@@ -10,12 +10,12 @@ use super::port::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
 use super::provider::{EmbedProvider, ProviderRequest};
 use crate::cost::{estimate_tokens, Price, Spend};
 use crate::digest::{Digest, DigestWriter};
-use std::borrow::Cow;
 use crate::error::{Error, Result};
 use crate::rng::Stream;
 use crate::BoxFuture;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -138,7 +138,13 @@ struct Sent {
 impl InferenceClient {
     /// A client; `cache` of `None` disables caching. `seed` seeds the
     /// backoff jitter.
-    pub fn new(provider: Arc<dyn EmbedProvider>, settings: ClientSettings, price: Price, cache: Option<TextCache>, seed: u64) -> Self {
+    pub fn new(
+        provider: Arc<dyn EmbedProvider>,
+        settings: ClientSettings,
+        price: Price,
+        cache: Option<TextCache>,
+        seed: u64,
+    ) -> Self {
         let limiter = RateLimiter::new(settings.requests_per_minute, settings.tokens_per_minute);
         InferenceClient { provider, settings, price, cache, limiter, seed }
     }
@@ -181,7 +187,8 @@ impl InferenceClient {
                         | super::provider::FailureKind::Timeout
                         | super::provider::FailureKind::Permanent => None,
                     };
-                    let jitter_key = DigestWriter::new("backoff jitter v1").u64(self.seed).bytes(&digest).u32(attempt).finish();
+                    let jitter_key =
+                        DigestWriter::new("backoff jitter v1").u64(self.seed).bytes(&digest).u32(attempt).finish();
                     let jitter = Stream::from_key(jitter_key.0).unit();
                     let s = &self.settings;
                     let ms = backoff_ms(attempt, s.backoff_base_ms, s.backoff_max_ms, retry_after, jitter);
@@ -234,11 +241,19 @@ impl EmbeddingPort for InferenceClient {
             for (_, s) in sent {
                 match s.result {
                     Ok(vs) if vs.len() != s.call.texts.len() => {
-                        failure.get_or_insert(format!("provider returned {} vectors for {} texts", vs.len(), s.call.texts.len()));
+                        failure.get_or_insert(format!(
+                            "provider returned {} vectors for {} texts",
+                            vs.len(),
+                            s.call.texts.len()
+                        ));
                     }
                     Ok(vs) => match vs.iter().find(|v| v.len() != key.dim) {
                         Some(v) => {
-                            failure.get_or_insert(format!("provider returned a vector of dimension {}, expected {}", v.len(), key.dim));
+                            failure.get_or_insert(format!(
+                                "provider returned a vector of dimension {}, expected {}",
+                                v.len(),
+                                key.dim
+                            ));
                         }
                         None => {
                             for (i, v) in s.call.texts.iter().zip(vs) {
@@ -264,7 +279,10 @@ impl EmbeddingPort for InferenceClient {
             if let Some(c) = &self.cache {
                 c.put_all(fresh);
             }
-            let vectors = vectors.into_iter().map(|v| v.expect("every text is a hit or a validated miss; this is a bug")).collect();
+            let vectors = vectors
+                .into_iter()
+                .map(|v| v.expect("every text is a hit or a validated miss; this is a bug"))
+                .collect();
             Ok(EmbedBatch { vectors, calls, cache_hits })
         })
     }

@@ -56,7 +56,10 @@ pub struct HttpProvider {
 impl std::fmt::Debug for HttpProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the key.
-        f.debug_struct("HttpProvider").field("url", &self.url).field("key", &self.key.as_ref().map(|_| "<set>")).finish()
+        f.debug_struct("HttpProvider")
+            .field("url", &self.url)
+            .field("key", &self.key.as_ref().map(|_| "<set>"))
+            .finish()
     }
 }
 
@@ -97,7 +100,10 @@ impl HttpProvider {
     pub fn new(settings: &HttpSettings) -> Result<HttpProvider> {
         let base = settings.base_url.trim_end_matches('/');
         if !(base.starts_with("https://") || base.starts_with("http://")) {
-            return Err(config_err("base_url", format!("must be an http:// or https:// URL, got {:?}", settings.base_url)));
+            return Err(config_err(
+                "base_url",
+                format!("must be an http:// or https:// URL, got {:?}", settings.base_url),
+            ));
         }
         let key = if settings.api_key_env.is_empty() {
             None
@@ -132,7 +138,10 @@ fn classify(status: reqwest::StatusCode, retry_after: Option<u64>) -> FailureKin
 }
 
 impl EmbedProvider for HttpProvider {
-    fn request<'a>(&'a self, req: ProviderRequest<'a>) -> BoxFuture<'a, std::result::Result<ProviderReply, ProviderError>> {
+    fn request<'a>(
+        &'a self,
+        req: ProviderRequest<'a>,
+    ) -> BoxFuture<'a, std::result::Result<ProviderReply, ProviderError>> {
         Box::pin(async move {
             let fail = |kind, message: String| ProviderError { kind, message, billed_tokens: None };
             let body = Body { model: req.model, input: req.texts, dimensions: self.send_dimensions.then_some(req.dim) };
@@ -157,10 +166,9 @@ impl EmbedProvider for HttpProvider {
                 let snippet: String = text.chars().take(200).collect();
                 return Err(fail(classify(status, retry_after), format!("{} answered {status}: {snippet}", self.url)));
             }
-            let reply: Reply = resp
-                .json()
-                .await
-                .map_err(|e| fail(FailureKind::Permanent, format!("{}: unreadable reply: {}", self.url, e.without_url())))?;
+            let reply: Reply = resp.json().await.map_err(|e| {
+                fail(FailureKind::Permanent, format!("{}: unreadable reply: {}", self.url, e.without_url()))
+            })?;
             let mut items = reply.data;
             if items.iter().all(|i| i.index.is_some()) {
                 items.sort_by_key(|i| i.index);

@@ -68,7 +68,8 @@ impl ModelledProvider {
 
     /// The fault (if any) of this attempt of this request.
     pub fn fault(&self, digest: &[u8; 32], attempt: u32) -> Option<FailureKind> {
-        let key = DigestWriter::new("modelled provider fault v1").u64(self.settings.seed).u32(attempt).bytes(digest).finish();
+        let key =
+            DigestWriter::new("modelled provider fault v1").u64(self.settings.seed).u32(attempt).bytes(digest).finish();
         let mut s = Stream::from_key(key.0);
         let x = s.unit();
         let st = &self.settings;
@@ -105,7 +106,10 @@ impl EmbedProvider for ModelledProvider {
                 let billed_tokens = matches!(kind, FailureKind::Server).then_some(tokens);
                 return Err(ProviderError { kind, message: format!("modelled {kind:?}"), billed_tokens });
             }
-            Ok(ProviderReply { vectors: req.texts.iter().map(|t| embed_text(t, req.dim)).collect(), billed_tokens: Some(tokens) })
+            Ok(ProviderReply {
+                vectors: req.texts.iter().map(|t| embed_text(t, req.dim)).collect(),
+                billed_tokens: Some(tokens),
+            })
         })
     }
 }

@@ -272,8 +272,8 @@ mod tests {
     use super::*;
     use crate::cost::Price;
     use crate::embed::EmbedRole;
-    use crate::testing::local_client;
     use crate::testing::block_on_ready as block_on;
+    use crate::testing::local_client;
 
     fn key() -> EmbedKey {
         EmbedKey { role: EmbedRole::Memory, model: "local-hash-v1".into(), dim: 32 }
@@ -336,7 +336,8 @@ mod tests {
             while !carried.is_empty() {
                 let n = 1 + s.below(carried.len());
                 let chunk: Vec<u32> = carried.drain(..n).collect();
-                let spend = Spend { input_tokens: s.below(500) as u64, output_tokens: 0, nano_usd: s.next_u64() % 1_000_000 };
+                let spend =
+                    Spend { input_tokens: s.below(500) as u64, output_tokens: 0, nano_usd: s.next_u64() % 1_000_000 };
                 calls.push(EmbedCall { texts: chunk, attempts: 1 + s.below(3) as u32, spend });
             }
             let mut out = BTreeMap::new();

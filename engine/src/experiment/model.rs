@@ -54,7 +54,13 @@ impl Role {
 
 /// Builds an agent prompt. Items are added in the order given while they
 /// fit `context_budget` tokens; returns the prompt and how many fitted.
-pub fn prompt(role: Role, output_budget: u64, question: &str, items: &[String], context_budget: u64) -> (String, usize) {
+pub fn prompt(
+    role: Role,
+    output_budget: u64,
+    question: &str,
+    items: &[String],
+    context_budget: u64,
+) -> (String, usize) {
     let mut p = format!("ROLE: {}\nOUTPUT BUDGET: {output_budget} tokens\nQUESTION: {question}\nITEMS:\n", role.name());
     let mut used = estimate_tokens(&p);
     let mut fitted = 0;
@@ -73,7 +79,12 @@ pub fn prompt(role: Role, output_budget: u64, question: &str, items: &[String], 
 
 /// The `- ` lines of a reply.
 pub fn parse_lines(reply: &str) -> Vec<String> {
-    reply.lines().filter_map(|l| l.trim().strip_prefix("- ")).map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
+    reply
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- "))
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// The scripted agent model.
@@ -119,8 +130,14 @@ impl ScriptedAgentModel {
             Role::Researcher | Role::Writer => items,
         };
         if role == Role::Writer {
-            let lower: Vec<String> = points.iter().map(|p| p.to_lowercase().trim_end_matches(['.', '!', '?']).to_string()).collect();
-            let repeats = |i: usize| lower.iter().enumerate().any(|(j, o)| j != i && o.contains(&lower[i]) && (o.len() > lower[i].len() || j < i));
+            let lower: Vec<String> =
+                points.iter().map(|p| p.to_lowercase().trim_end_matches(['.', '!', '?']).to_string()).collect();
+            let repeats = |i: usize| {
+                lower
+                    .iter()
+                    .enumerate()
+                    .any(|(j, o)| j != i && o.contains(&lower[i]) && (o.len() > lower[i].len() || j < i))
+            };
             points = points.iter().enumerate().filter(|(i, _)| !repeats(*i)).map(|(_, p)| p.clone()).collect();
         }
         let salience: Vec<f64> = points

@@ -117,7 +117,13 @@ mod tests {
             let at = wilcoxon(&with_t(n, crit));
             let above = wilcoxon(&with_t(n, crit + 1));
             assert!((at.statistic - crit as f64).abs() < 1e-12);
-            assert!(at.p_value <= 0.05 && above.p_value > 0.05, "n {n}: p(T={crit}) = {}, p(T={}) = {}", at.p_value, crit + 1, above.p_value);
+            assert!(
+                at.p_value <= 0.05 && above.p_value > 0.05,
+                "n {n}: p(T={crit}) = {}, p(T={}) = {}",
+                at.p_value,
+                crit + 1,
+                above.p_value
+            );
         }
     }
 

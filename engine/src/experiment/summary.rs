@@ -137,8 +137,11 @@ fn means(runs: &[&RunRecord]) -> Means {
 /// Field runs at `lambda` paired with the message-passing run of the same
 /// topic and repetition, in record order.
 pub fn pairs(records: &[RunRecord], lambda: f64) -> Vec<(&RunRecord, &RunRecord)> {
-    let control: BTreeMap<(&str, u32), &RunRecord> =
-        records.iter().filter(|r| r.condition == Condition::MessagePassing).map(|r| ((r.topic.as_str(), r.rep), r)).collect();
+    let control: BTreeMap<(&str, u32), &RunRecord> = records
+        .iter()
+        .filter(|r| r.condition == Condition::MessagePassing)
+        .map(|r| ((r.topic.as_str(), r.rep), r))
+        .collect();
     records
         .iter()
         .filter(|r| r.condition == Condition::Field && r.lambda == Some(lambda))
@@ -162,13 +165,24 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
     let field: Vec<&RunRecord> = p.iter().map(|(f, _)| *f).collect();
     let control: Vec<&RunRecord> = p.iter().map(|(_, c)| *c).collect();
     let (mf, mc) = (means(&field), means(&control));
-    let criterion = |name: &str, threshold: f64, value: f64, pass: bool| Criterion { name: name.into(), threshold, value, pass };
+    let criterion =
+        |name: &str, threshold: f64, value: f64, pass: bool| Criterion { name: name.into(), threshold, value, pass };
     let retention = ratio(mf.retention, mc.retention);
     let tokens = ratio(mf.tokens, mc.tokens);
     let latency = ratio(mf.latency_ms, mc.latency_ms);
     let criteria = vec![
-        criterion("retention ratio, field / message passing (>= 1.2: 20% more findings)", 1.2, retention, retention >= 1.2),
-        criterion("quality gain, field - message passing, 1-5 scale (>= 0.5)", 0.5, mf.quality - mc.quality, mf.quality - mc.quality >= 0.5),
+        criterion(
+            "retention ratio, field / message passing (>= 1.2: 20% more findings)",
+            1.2,
+            retention,
+            retention >= 1.2,
+        ),
+        criterion(
+            "quality gain, field - message passing, 1-5 scale (>= 0.5)",
+            0.5,
+            mf.quality - mc.quality,
+            mf.quality - mc.quality >= 0.5,
+        ),
         criterion("token ratio, field / message passing (<= 1.2)", 1.2, tokens, tokens <= 1.2),
         criterion("latency ratio, field / message passing (<= 1.5)", 1.5, latency, latency <= 1.5),
     ];
@@ -187,7 +201,8 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
             SweepPoint {
                 lambda: *l,
                 means: means(&field),
-                cross_agent_resonance: field.iter().map(|r| r.cross_agent_resonance.unwrap_or(0) as f64).sum::<f64>() / n,
+                cross_agent_resonance: field.iter().map(|r| r.cross_agent_resonance.unwrap_or(0) as f64).sum::<f64>()
+                    / n,
                 stability: field.iter().map(|r| r.stability.unwrap_or(0.0)).sum::<f64>() / n,
                 converged: field.iter().filter(|r| r.convergence_phase.is_some()).count() as f64 / n,
                 retention_test: wilcoxon(&p.iter().map(|(a, b)| a.retention - b.retention).collect::<Vec<_>>()),
@@ -238,8 +253,13 @@ mod tests {
             rec("c", 1, Condition::Field, Some(0.1), 1.0, 100),
         ];
         let p = pairs(&records, 0.1);
-        let keys: Vec<(&str, u32, &str, u32)> = p.iter().map(|(f, c)| (f.topic.as_str(), f.rep, c.topic.as_str(), c.rep)).collect();
-        assert_eq!(keys, vec![("b", 1, "b", 1), ("a", 1, "a", 1)], "unpaired runs (a/2 control, c/1 field) are left out");
+        let keys: Vec<(&str, u32, &str, u32)> =
+            p.iter().map(|(f, c)| (f.topic.as_str(), f.rep, c.topic.as_str(), c.rep)).collect();
+        assert_eq!(
+            keys,
+            vec![("b", 1, "b", 1), ("a", 1, "a", 1)],
+            "unpaired runs (a/2 control, c/1 field) are left out"
+        );
         let s = summarise(&records, 0.1, &[0.1, 0.2]);
         assert_eq!(s.pairs, 2);
         let ret = &s.criteria[0];

@@ -80,7 +80,10 @@ pub fn sentences(text: &str) -> Vec<String> {
 impl Topic {
     /// Parses and validates a topic; `source_name` names it in errors.
     pub fn from_toml(text: &str, source_name: &str) -> Result<Topic> {
-        let topic: Topic = toml::from_str(text).map_err(|e| Error::Parse { source_name: source_name.into(), cause: e.to_string().trim_end().to_string() })?;
+        let topic: Topic = toml::from_str(text).map_err(|e| Error::Parse {
+            source_name: source_name.into(),
+            cause: e.to_string().trim_end().to_string(),
+        })?;
         topic.validate(source_name)?;
         Ok(topic)
     }
@@ -99,7 +102,10 @@ impl Topic {
         let mut ids = BTreeSet::new();
         for (i, p) in self.passages.iter().enumerate() {
             if p.text.trim().is_empty() || !ids.insert(p.id.as_str()) {
-                return Err(bad(format!("passages[{i}]"), format!("passage {:?} is empty or its id is repeated", p.id)));
+                return Err(bad(
+                    format!("passages[{i}]"),
+                    format!("passage {:?} is empty or its id is repeated", p.id),
+                ));
             }
         }
         let mut fids = BTreeSet::new();
@@ -118,9 +124,13 @@ impl Topic {
                 return Err(bad(field("phrases"), "a finding needs at least one key phrase".into()));
             }
             let sentences = sentences(&p.text);
-            let home = sentences.iter().find(|s| f.phrases.iter().all(|ph| s.to_lowercase().contains(&ph.to_lowercase())));
+            let home =
+                sentences.iter().find(|s| f.phrases.iter().all(|ph| s.to_lowercase().contains(&ph.to_lowercase())));
             if home.is_none() {
-                return Err(bad(field("phrases"), format!("no sentence of passage {:?} holds all of {:?}", f.passage, f.phrases)));
+                return Err(bad(
+                    field("phrases"),
+                    format!("no sentence of passage {:?} holds all of {:?}", f.passage, f.phrases),
+                ));
             }
         }
         Ok(())
@@ -128,7 +138,10 @@ impl Topic {
 
     /// A built-in topic.
     pub fn builtin(name: &str) -> Option<Result<Topic>> {
-        BUILTIN_TOPICS.iter().find(|(n, _)| *n == name).map(|(n, text)| Topic::from_toml(text, &format!("built-in topic {n}")))
+        BUILTIN_TOPICS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, text)| Topic::from_toml(text, &format!("built-in topic {n}")))
     }
 
     /// Every built-in topic, in order.
@@ -149,12 +162,16 @@ mod tests {
     #[test]
     fn builtins_are_valid_and_sentences_split_after_decimals() {
         assert_eq!(Topic::builtins().expect("valid").len(), 5);
-        assert_eq!(sentences("About 1.27 million died. Next one! Last"), vec!["About 1.27 million died.", "Next one!", "Last"]);
+        assert_eq!(
+            sentences("About 1.27 million died. Next one! Last"),
+            vec!["About 1.27 million died.", "Next one!", "Last"]
+        );
     }
 
     #[test]
     fn a_bad_topic_names_its_field() {
-        let text = BUILTIN_TOPICS[0].1.replace("phrases = [\"four-hour batteries\"]", "phrases = [\"six-hour batteries\"]");
+        let text =
+            BUILTIN_TOPICS[0].1.replace("phrases = [\"four-hour batteries\"]", "phrases = [\"six-hour batteries\"]");
         let e = Topic::from_toml(&text, "t.toml").expect_err("phrase not in passage").to_string();
         assert!(e.contains("t.toml") && e.contains("findings[1].phrases"), "{e}");
         let e = Topic::from_toml("name = 3", "u.toml").expect_err("malformed").to_string();

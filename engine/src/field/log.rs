@@ -96,14 +96,25 @@ pub struct PhaseEvent {
 
 impl PhaseEvent {
     /// The record of a phase whose sorted operations returned `outcomes`.
-    pub fn new(phase: u64, now: SimTime, ops: &[&Submitted], outcomes: &[&Result<PortReply, PortError>], digest: Digest) -> Self {
+    pub fn new(
+        phase: u64,
+        now: SimTime,
+        ops: &[&Submitted],
+        outcomes: &[&Result<PortReply, PortError>],
+        digest: Digest,
+    ) -> Self {
         let ops = ops
             .iter()
             .map(|s| OpEvent {
                 agent: s.agent.clone(),
                 seq: s.seq,
                 op: match &s.op {
-                    PortOp::Inject(e) => OpRecord::Inject { key: e.key.clone(), value: e.value.clone(), vector: e.vector.clone(), strength: e.strength },
+                    PortOp::Inject(e) => OpRecord::Inject {
+                        key: e.key.clone(),
+                        value: e.value.clone(),
+                        vector: e.vector.clone(),
+                        strength: e.strength,
+                    },
                     PortOp::Query { vector, k } => OpRecord::Query { vector: vector.clone(), k: *k as u64 },
                 },
             })
@@ -140,7 +151,11 @@ pub struct EventLog {
 impl EventLog {
     /// Creates the log at `path` (refusing to overwrite one).
     pub fn create(path: &Path) -> Result<EventLog, FieldError> {
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| files_err(path, e.to_string()))?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| files_err(path, e.to_string()))?;
         let mut head = MAGIC.to_vec();
         head.extend_from_slice(&VERSION.to_le_bytes());
         file.write_all(&head).map_err(|e| files_err(path, e.to_string()))?;
@@ -154,12 +169,16 @@ impl EventLog {
     }
 
     fn write(&mut self, event: &FieldEvent) -> Result<(), FieldError> {
-        let payload = bincode::serde::encode_to_vec(event, bincode::config::standard()).map_err(|e| files_err(&self.path, e.to_string()))?;
+        let payload = bincode::serde::encode_to_vec(event, bincode::config::standard())
+            .map_err(|e| files_err(&self.path, e.to_string()))?;
         let mut frame = Vec::with_capacity(payload.len() + 8);
         frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         frame.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
         frame.extend_from_slice(&payload);
-        self.file.write_all(&frame).and_then(|_| self.file.sync_data()).map_err(|e| files_err(&self.path, e.to_string()))
+        self.file
+            .write_all(&frame)
+            .and_then(|_| self.file.sync_data())
+            .map_err(|e| files_err(&self.path, e.to_string()))
     }
 
     /// Writes the starting state (once).
@@ -201,7 +220,10 @@ pub fn read_log(path: &Path) -> Result<ReadLog, FieldError> {
     }
     let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
     if version != VERSION {
-        return Err(files_err(path, format!("format version {version} is not supported (this engine reads {VERSION})")));
+        return Err(files_err(
+            path,
+            format!("format version {version} is not supported (this engine reads {VERSION})"),
+        ));
     }
     let (mut at, mut frame) = (12usize, 0u64);
     let (mut start, mut phases) = (None, Vec::new());
@@ -218,12 +240,17 @@ pub fn read_log(path: &Path) -> Result<ReadLog, FieldError> {
             return Err(bad("checksum mismatch"));
         }
         let limit = bincode::config::standard().with_limit::<{ 1 << 30 }>();
-        let (event, _): (FieldEvent, usize) = bincode::serde::decode_from_slice(payload, limit).map_err(|e| bad(&format!("cannot decode: {e}")))?;
+        let (event, _): (FieldEvent, usize) =
+            bincode::serde::decode_from_slice(payload, limit).map_err(|e| bad(&format!("cannot decode: {e}")))?;
         match (event, frame) {
             (FieldEvent::Start(s), 0) => start = Some(*s),
             (FieldEvent::Phase(p), f) if f > 0 && p.phase == f => phases.push(*p),
-            (FieldEvent::Phase(p), f) if f > 0 => return Err(bad(&format!("phase {} where phase {f} was expected", p.phase))),
-            (FieldEvent::Phase(_) | FieldEvent::Start(_), _) => return Err(bad("the starting state must be the first frame, and only it")),
+            (FieldEvent::Phase(p), f) if f > 0 => {
+                return Err(bad(&format!("phase {} where phase {f} was expected", p.phase)))
+            }
+            (FieldEvent::Phase(_) | FieldEvent::Start(_), _) => {
+                return Err(bad("the starting state must be the first frame, and only it"))
+            }
         }
         at += 8 + len;
         frame += 1;
@@ -275,9 +302,12 @@ pub fn replay(path: &Path) -> Result<(Vec<ReplayedPhase>, FieldSession), FieldEr
                 agent: o.agent.clone(),
                 seq: o.seq,
                 op: match &o.op {
-                    OpRecord::Inject { key, value, vector, strength } => {
-                        PortOp::Inject(super::Entry { key: key.clone(), value: value.clone(), vector: vector.clone(), strength: *strength })
-                    }
+                    OpRecord::Inject { key, value, vector, strength } => PortOp::Inject(super::Entry {
+                        key: key.clone(),
+                        value: value.clone(),
+                        vector: vector.clone(),
+                        strength: *strength,
+                    }),
                     OpRecord::Query { vector, k } => PortOp::Query { vector: vector.clone(), k: *k as usize },
                 },
             })

@@ -30,7 +30,14 @@ pub struct FieldConfig {
 
 impl Default for FieldConfig {
     fn default() -> Self {
-        FieldConfig { lambda: 0.1, boost_per_access: 0.05, boost_cap: 2.0, co_access_bonus: 0.02, archive_below: 0.05, permeability: 1.0 }
+        FieldConfig {
+            lambda: 0.1,
+            boost_per_access: 0.05,
+            boost_cap: 2.0,
+            co_access_bonus: 0.02,
+            archive_below: 0.05,
+            permeability: 1.0,
+        }
     }
 }
 
@@ -271,10 +278,20 @@ impl Field {
 
     /// Builds the field around `index`; `fill` adds the rows, otherwise the
     /// index's rows are checked against the patterns.
-    fn assemble(dim: usize, cfg: FieldConfig, patterns: Vec<Pattern>, epoch: SimTime, mut index: FlatMap, fill: bool) -> Result<Field, FieldError> {
+    fn assemble(
+        dim: usize,
+        cfg: FieldConfig,
+        patterns: Vec<Pattern>,
+        epoch: SimTime,
+        mut index: FlatMap,
+        fill: bool,
+    ) -> Result<Field, FieldError> {
         for (i, p) in patterns.iter().enumerate() {
             if p.id != i as u64 {
-                return Err(FieldError::Faiss(format!("pattern ids must run 0, 1, 2, ...; position {i} holds id {}", p.id)));
+                return Err(FieldError::Faiss(format!(
+                    "pattern ids must run 0, 1, 2, ...; position {i} holds id {}",
+                    p.id
+                )));
             }
             if p.vector.len() != dim {
                 return Err(FieldError::WrongDimension { expected: dim, got: p.vector.len() });
@@ -371,7 +388,15 @@ impl Field {
 
     /// Injects a pattern with `strength x permeability`, or reinforces the
     /// pattern with the same key and value.
-    pub fn inject(&mut self, agent: &str, key: &str, value: &str, vector: &[f32], strength: f64, now: SimTime) -> Result<Injected, FieldError> {
+    pub fn inject(
+        &mut self,
+        agent: &str,
+        key: &str,
+        value: &str,
+        vector: &[f32],
+        strength: f64,
+        now: SimTime,
+    ) -> Result<Injected, FieldError> {
         if vector.len() != self.dim {
             return Err(FieldError::WrongDimension { expected: self.dim, got: vector.len() });
         }
@@ -436,7 +461,8 @@ impl Field {
         let path = index_path.to_str().ok_or_else(|| err("the path is not valid UTF-8".into()))?;
         faiss::write_index(&*self.index.lock(), path).map_err(|e| err(format!("writing the index: {e}")))?;
         let table = (self.dim as u64, &self.cfg, self.epoch, self.patterns.values().collect::<Vec<_>>());
-        let bytes = bincode::serde::encode_to_vec(&table, bincode::config::standard()).map_err(|e| err(e.to_string()))?;
+        let bytes =
+            bincode::serde::encode_to_vec(&table, bincode::config::standard()).map_err(|e| err(e.to_string()))?;
         std::fs::write(dir.join("field.patterns"), bytes).map_err(|e| err(format!("writing the patterns: {e}")))
     }
 
@@ -447,7 +473,8 @@ impl Field {
         let bytes = std::fs::read(dir.join("field.patterns")).map_err(|e| err(format!("reading the patterns: {e}")))?;
         let limit = bincode::config::standard().with_limit::<{ 1 << 30 }>();
         let ((dim, cfg, epoch, patterns), _): ((u64, FieldConfig, SimTime, Vec<Pattern>), usize) =
-            bincode::serde::decode_from_slice(&bytes, limit).map_err(|e| err(format!("the pattern table is damaged: {e}")))?;
+            bincode::serde::decode_from_slice(&bytes, limit)
+                .map_err(|e| err(format!("the pattern table is damaged: {e}")))?;
         let index_path = dir.join("field.index");
         let path = index_path.to_str().ok_or_else(|| err("the path is not valid UTF-8".into()))?;
         let index = faiss::read_index(path).map_err(|e| err(format!("reading the index: {e}")))?;
@@ -459,7 +486,10 @@ impl Field {
                 patterns.len()
             )));
         }
-        let index = index.into_id_map().and_then(|m| m.try_cast_inner_index::<FlatIndexImpl>()).map_err(|e| err(format!("the index is not an ID map over a flat index: {e}")))?;
+        let index = index
+            .into_id_map()
+            .and_then(|m| m.try_cast_inner_index::<FlatIndexImpl>())
+            .map_err(|e| err(format!("the index is not an ID map over a flat index: {e}")))?;
         Self::assemble(dim as usize, cfg, patterns, epoch, index, false).map_err(|e| err(e.to_string()))
     }
 
@@ -558,7 +588,13 @@ impl Field {
     }
 
     /// Queries, then reinforces what it returned.
-    pub fn query_and_reinforce(&mut self, agent: &str, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Hit>, FieldError> {
+    pub fn query_and_reinforce(
+        &mut self,
+        agent: &str,
+        query: &[f32],
+        k: usize,
+        now: SimTime,
+    ) -> Result<Vec<Hit>, FieldError> {
         let hits = self.query(query, k, now)?;
         self.reinforce(agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now)?;
         Ok(hits)
@@ -613,8 +649,12 @@ impl Field {
 
     /// Stability at `now` (see [`Stability`]).
     pub fn measure_stability(&self, now: SimTime) -> Stability {
-        let live: Vec<(f64, u32)> =
-            self.patterns.values().filter(|p| !self.archived(p, now)).map(|p| (p.decayed(&self.cfg, now), p.accesses)).collect();
+        let live: Vec<(f64, u32)> = self
+            .patterns
+            .values()
+            .filter(|p| !self.archived(p, now))
+            .map(|p| (p.decayed(&self.cfg, now), p.accesses))
+            .collect();
         let total: f64 = live.iter().map(|(s, _)| s).sum();
         if live.is_empty() || total <= 0.0 {
             return Stability { attractor_strength: 0.0, organisation: 0.0, stability: 0.0 };
@@ -761,7 +801,10 @@ mod tests {
         f.reinforce("a", &[0], h(0)).expect("reinforce");
         f.reinforce("b", &[0], h(0)).expect("reinforce");
         assert!(f.measure_stability(h(0)).attractor_strength > 0.4);
-        assert_eq!(f.inject("a", "z", "1", &[1.0, 0.0, 0.0], 1.0, h(0)), Err(FieldError::WrongDimension { expected: 2, got: 3 }));
+        assert_eq!(
+            f.inject("a", "z", "1", &[1.0, 0.0, 0.0], 1.0, h(0)),
+            Err(FieldError::WrongDimension { expected: 2, got: 3 })
+        );
         assert_eq!(f.query(&[1.0], 1, h(0)), Err(FieldError::WrongDimension { expected: 2, got: 1 }));
         assert_eq!(f.inject("a", "z", "1", &[0.0, 0.0], 1.0, h(0)), Err(FieldError::BadVector));
         assert_eq!(f.inject("a", "z", "1", &[1.0, 0.0], -1.0, h(0)), Err(FieldError::BadStrength(-1.0)));

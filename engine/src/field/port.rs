@@ -112,7 +112,8 @@ pub enum PortError {
 fn phase_order(ops: &[Submitted]) -> (Vec<usize>, Vec<bool>) {
     let mut order: Vec<usize> = (0..ops.len()).collect();
     order.sort_by(|a, b| (&ops[*a].agent, ops[*a].seq, a).cmp(&(&ops[*b].agent, ops[*b].seq, b)));
-    let same = |i: usize, j: usize| ops[order[i]].agent == ops[order[j]].agent && ops[order[i]].seq == ops[order[j]].seq;
+    let same =
+        |i: usize, j: usize| ops[order[i]].agent == ops[order[j]].agent && ops[order[i]].seq == ops[order[j]].seq;
     let dup = (0..order.len()).map(|i| (i > 0 && same(i, i - 1)) || (i + 1 < order.len() && same(i, i + 1))).collect();
     (order, dup)
 }
@@ -125,7 +126,14 @@ pub trait SharedContextPort {
     /// Shares an entry.
     fn inject(&mut self, ctx: ContextId, agent: &str, entry: Entry, now: SimTime) -> Result<(), PortError>;
     /// What `agent` can see that best matches `query`, best first.
-    fn query(&mut self, ctx: ContextId, agent: &str, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Found>, PortError>;
+    fn query(
+        &mut self,
+        ctx: ContextId,
+        agent: &str,
+        query: &[f32],
+        k: usize,
+        now: SimTime,
+    ) -> Result<Vec<Found>, PortError>;
     /// Closes a context; later calls on it fail.
     fn destroy_context(&mut self, ctx: ContextId) -> Result<(), PortError>;
 
@@ -135,7 +143,12 @@ pub trait SharedContextPort {
     /// same order). Replies come back in submission order. An unknown or
     /// destroyed context fails the whole phase; any other error fails only
     /// its operation.
-    fn phase(&mut self, ctx: ContextId, ops: &[Submitted], now: SimTime) -> Result<Vec<Result<PortReply, PortError>>, PortError> {
+    fn phase(
+        &mut self,
+        ctx: ContextId,
+        ops: &[Submitted],
+        now: SimTime,
+    ) -> Result<Vec<Result<PortReply, PortError>>, PortError> {
         self.check_context(ctx)?;
         let (order, dup) = phase_order(ops);
         let mut replies: Vec<Option<Result<PortReply, PortError>>> = vec![None; ops.len()];
@@ -144,8 +157,12 @@ pub trait SharedContextPort {
                 let s = &ops[*i];
                 let reply = match (&s.op, pass_injects) {
                     _ if dup[pos] => Err(PortError::DuplicateSequence { agent: s.agent.clone(), seq: s.seq }),
-                    (PortOp::Inject(e), true) => self.inject(ctx, &s.agent, e.clone(), now).map(|()| PortReply::Injected),
-                    (PortOp::Query { vector, k }, false) => self.query(ctx, &s.agent, vector, *k, now).map(PortReply::Found),
+                    (PortOp::Inject(e), true) => {
+                        self.inject(ctx, &s.agent, e.clone(), now).map(|()| PortReply::Injected)
+                    }
+                    (PortOp::Query { vector, k }, false) => {
+                        self.query(ctx, &s.agent, vector, *k, now).map(PortReply::Found)
+                    }
                     (PortOp::Inject(_), false) | (PortOp::Query { .. }, true) => continue,
                 };
                 replies[*i] = Some(reply);
@@ -295,7 +312,14 @@ impl SharedContextPort for FieldContexts {
         Ok(())
     }
 
-    fn query(&mut self, ctx: ContextId, agent: &str, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Found>, PortError> {
+    fn query(
+        &mut self,
+        ctx: ContextId,
+        agent: &str,
+        query: &[f32],
+        k: usize,
+        now: SimTime,
+    ) -> Result<Vec<Found>, PortError> {
         let s = self.contexts.member(ctx, agent)?;
         let hits = s.field.query_and_reinforce(agent, query, k, now)?;
         s.telemetry.count_query(agent);
@@ -313,7 +337,12 @@ impl SharedContextPort for FieldContexts {
     /// The field's phase: injections in order, then one batched FAISS
     /// search for every query against the same state, then reinforcement in
     /// order; the phase is logged and a timeline point taken.
-    fn phase(&mut self, ctx: ContextId, ops: &[Submitted], now: SimTime) -> Result<Vec<Result<PortReply, PortError>>, PortError> {
+    fn phase(
+        &mut self,
+        ctx: ContextId,
+        ops: &[Submitted],
+        now: SimTime,
+    ) -> Result<Vec<Result<PortReply, PortError>>, PortError> {
         let (order, dup) = phase_order(ops);
         let (team, s) = self.contexts.entry(ctx)?;
         let mut replies: Vec<Option<Result<PortReply, PortError>>> = vec![None; ops.len()];
@@ -358,7 +387,11 @@ impl SharedContextPort for FieldContexts {
         }
         for i in &order {
             if let Some(result) = hits_of.remove(i) {
-                let reinforced = result.and_then(|hits| s.field.reinforce(&ops[*i].agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now).map(|()| hits));
+                let reinforced = result.and_then(|hits| {
+                    s.field
+                        .reinforce(&ops[*i].agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now)
+                        .map(|()| hits)
+                });
                 replies[*i] = Some(match reinforced {
                     Ok(hits) => {
                         s.telemetry.count_query(&ops[*i].agent);
@@ -368,7 +401,8 @@ impl SharedContextPort for FieldContexts {
                 });
             }
         }
-        let replies: Vec<Result<PortReply, PortError>> = replies.into_iter().map(|r| r.unwrap_or(Err(PortError::UnknownContext(ctx)))).collect();
+        let replies: Vec<Result<PortReply, PortError>> =
+            replies.into_iter().map(|r| r.unwrap_or(Err(PortError::UnknownContext(ctx)))).collect();
         let point = s.telemetry.observe(&s.field, now);
         if let Some(log) = &mut s.log {
             let sorted: Vec<&Submitted> = order.iter().map(|i| &ops[*i]).collect();
@@ -387,7 +421,14 @@ impl SharedContextPort for FieldContexts {
 
 fn found(field: &Field, hits: &[super::Hit]) -> Vec<Found> {
     hits.iter()
-        .filter_map(|h| field.patterns().get(&h.id).map(|p| Found { agent: p.agent.clone(), key: p.key.clone(), value: p.value.clone(), score: h.score }))
+        .filter_map(|h| {
+            field.patterns().get(&h.id).map(|p| Found {
+                agent: p.agent.clone(),
+                key: p.key.clone(),
+                value: p.value.clone(),
+                score: h.score,
+            })
+        })
         .collect()
 }
 
@@ -487,19 +528,32 @@ impl SharedContextPort for MessagePassing {
         Ok(())
     }
 
-    fn query(&mut self, ctx: ContextId, agent: &str, query: &[f32], k: usize, _now: SimTime) -> Result<Vec<Found>, PortError> {
+    fn query(
+        &mut self,
+        ctx: ContextId,
+        agent: &str,
+        query: &[f32],
+        k: usize,
+        _now: SimTime,
+    ) -> Result<Vec<Found>, PortError> {
         if query.len() != self.dim {
             return Err(FieldError::WrongDimension { expected: self.dim, got: query.len() }.into());
         }
         let merge = self.merge;
         let inboxes = self.contexts.member(ctx, agent)?;
         let inbox = inboxes.get(agent).map(Vec::as_slice).unwrap_or_default();
-        let mut found: Vec<(f64, u64, &Message)> = Self::visible(merge, inbox).into_iter().map(|m| (cosine(query, &m.entry.vector), m.seq, m)).collect();
+        let mut found: Vec<(f64, u64, &Message)> =
+            Self::visible(merge, inbox).into_iter().map(|m| (cosine(query, &m.entry.vector), m.seq, m)).collect();
         found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         Ok(found
             .into_iter()
             .take(k)
-            .map(|(score, _, m)| Found { agent: m.from.clone(), key: m.entry.key.clone(), value: m.entry.value.clone(), score })
+            .map(|(score, _, m)| Found {
+                agent: m.from.clone(),
+                key: m.entry.key.clone(),
+                value: m.entry.value.clone(),
+                score,
+            })
             .collect())
     }
 
@@ -533,11 +587,21 @@ mod tests {
         port.inject(ctx, "analyst", e("a1", "sleep tracking praised", [0.0, 1.0, 0.0]), now).expect("inject");
         let got = port.query(ctx, "writer", &[1.0, 0.1, 0.0], 2, now).expect("query");
         assert_eq!(got.len(), 2);
-        assert_eq!((got[0].key.as_str(), got[0].agent.as_str()), ("f1", "researcher"), "another agent's entry is found first");
+        assert_eq!(
+            (got[0].key.as_str(), got[0].agent.as_str()),
+            ("f1", "researcher"),
+            "another agent's entry is found first"
+        );
         assert!(got[0].score >= got[1].score);
         assert!(matches!(port.query(ctx, "stranger", &[1.0, 0.0, 0.0], 1, now), Err(PortError::NotInTeam { .. })));
-        assert!(matches!(port.inject(ctx, "writer", e("x", "y", [1.0, 0.0, 0.0]).with_dim(2), now), Err(PortError::Field(FieldError::WrongDimension { .. }))));
-        assert_eq!(port.query(ContextId(99), "writer", &[1.0, 0.0, 0.0], 1, now), Err(PortError::UnknownContext(ContextId(99))));
+        assert!(matches!(
+            port.inject(ctx, "writer", e("x", "y", [1.0, 0.0, 0.0]).with_dim(2), now),
+            Err(PortError::Field(FieldError::WrongDimension { .. }))
+        ));
+        assert_eq!(
+            port.query(ContextId(99), "writer", &[1.0, 0.0, 0.0], 1, now),
+            Err(PortError::UnknownContext(ContextId(99)))
+        );
         port.destroy_context(ctx).expect("destroy");
         assert_eq!(port.query(ctx, "writer", &[1.0, 0.0, 0.0], 1, now), Err(PortError::Destroyed(ctx)));
         assert_eq!(port.destroy_context(ctx), Err(PortError::Destroyed(ctx)));
@@ -579,7 +643,11 @@ mod tests {
         assert_eq!(results[0], results[1], "arrival order does not matter");
         let r = &results[0];
         let Ok(PortReply::Found(found)) = &r[0] else { panic!("writer's query failed: {:?}", r[0]) };
-        assert_eq!(found.iter().map(|f| f.key.as_str()).collect::<Vec<_>>(), vec!["f1", "f2"], "the phase's injections are visible");
+        assert_eq!(
+            found.iter().map(|f| f.key.as_str()).collect::<Vec<_>>(),
+            vec!["f1", "f2"],
+            "the phase's injections are visible"
+        );
         assert_eq!(r[1], Ok(PortReply::Injected));
         let duplicate = Err(PortError::DuplicateSequence { agent: "analyst".into(), seq: 1 });
         assert_eq!((&r[3], &r[4]), (&duplicate, &duplicate), "neither copy of a repeated (agent, seq) runs");
@@ -616,7 +684,11 @@ mod tests {
         }
         let session = port.session(ctx).expect("live");
         let report = session.report(SimTime(5 * 3600));
-        assert_eq!((report.injects.total, report.queries.total), (6, 12), "six findings (the brief is the seed); two queries a phase");
+        assert_eq!(
+            (report.injects.total, report.queries.total),
+            (6, 12),
+            "six findings (the brief is the seed); two queries a phase"
+        );
         assert_eq!(report.queries.by_agent["writer"], 6);
         assert!(!report.multi_agent_patterns.is_empty(), "analyst and writer read the same findings");
         assert!(report.multi_agent_patterns.iter().all(|p| p.accessed_by == ["analyst", "writer"]));
@@ -644,7 +716,8 @@ mod tests {
         let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
         let mut port = FieldContexts::new(3, FieldConfig::default());
         let ctx = port.create_context(&team(), Vec::new(), SimTime(0)).expect("create");
-        port.contexts.entry(ctx).expect("live").1.log = Some(EventLog::on_file(full, std::path::Path::new("/dev/full")));
+        port.contexts.entry(ctx).expect("live").1.log =
+            Some(EventLog::on_file(full, std::path::Path::new("/dev/full")));
         let ops = [sub("researcher", 1, PortOp::Inject(e("f1", "first", [1.0, 0.0, 0.0])))];
         assert_eq!(port.phase(ctx, &ops, SimTime(0)).expect("phase"), vec![Ok(PortReply::Injected)]);
         let session = port.session(ctx).expect("live");
@@ -677,7 +750,11 @@ mod tests {
             p.inject(ctx, "researcher", e("k", "yes", [1.0, 0.0, 0.0]), now).expect("inject");
             p.inject(ctx, "analyst", e("k", "yes", [1.0, 0.0, 0.0]), now).expect("inject");
             p.inject(ctx, "writer", e("k", "no", [1.0, 0.0, 0.0]), now).expect("inject");
-            p.query(ctx, "writer", &[1.0, 0.0, 0.0], 10, now).expect("query").into_iter().map(|f| f.value).collect::<Vec<_>>()
+            p.query(ctx, "writer", &[1.0, 0.0, 0.0], 10, now)
+                .expect("query")
+                .into_iter()
+                .map(|f| f.value)
+                .collect::<Vec<_>>()
         };
         assert_eq!(run(Merge::Override), vec!["no"]);
         assert_eq!(run(Merge::Append), vec!["yes", "yes", "no"]);

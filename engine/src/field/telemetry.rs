@@ -160,13 +160,21 @@ impl Telemetry {
     pub fn report(&self, field: &Field, now: SimTime) -> TelemetryReport {
         let cfg = field.config();
         let archived = field.decay(now).len();
-        let mut live: Vec<(f64, u64)> = field.patterns().values().filter(|p| !field.archived(p, now)).map(|p| (p.decayed(cfg, now), p.id)).collect();
+        let mut live: Vec<(f64, u64)> = field
+            .patterns()
+            .values()
+            .filter(|p| !field.archived(p, now))
+            .map(|p| (p.decayed(cfg, now), p.id))
+            .collect();
         live.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         live.truncate(RESONANCE_PATTERN_CAP);
         live.sort_by_key(|p| p.1);
         let edges = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0];
-        let mut histogram: Vec<Bucket> =
-            edges.iter().enumerate().map(|(i, lo)| Bucket { lo: *lo, hi: edges.get(i + 1).copied().unwrap_or(f64::INFINITY), count: 0 }).collect();
+        let mut histogram: Vec<Bucket> = edges
+            .iter()
+            .enumerate()
+            .map(|(i, lo)| Bucket { lo: *lo, hi: edges.get(i + 1).copied().unwrap_or(f64::INFINITY), count: 0 })
+            .collect();
         let (mut pairs, mut sum, mut max, mut strong) = (0u64, 0.0f64, 0.0f64, 0u64);
         for (i, (_, a)) in live.iter().enumerate() {
             for (_, b) in &live[i + 1..] {

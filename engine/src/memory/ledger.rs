@@ -35,7 +35,9 @@ impl Tier {
 
     /// Parses a tier name.
     pub fn parse(s: &str) -> Option<Tier> {
-        [Tier::Working, Tier::ShortTerm, Tier::LongTerm, Tier::Archived, Tier::Expired].into_iter().find(|t| t.as_str() == s)
+        [Tier::Working, Tier::ShortTerm, Tier::LongTerm, Tier::Archived, Tier::Expired]
+            .into_iter()
+            .find(|t| t.as_str() == s)
     }
 
     /// Whether records in this tier still live (decay, promote, expire).
@@ -355,7 +357,15 @@ impl Ledger {
     }
 
     /// Creates a record in `tier` with `energy`.
-    pub fn create(&mut self, record: &str, now: SimTime, energy: f64, tier: Tier, is_test: bool, session: Option<String>) -> Result<Change, LedgerError> {
+    pub fn create(
+        &mut self,
+        record: &str,
+        now: SimTime,
+        energy: f64,
+        tier: Tier,
+        is_test: bool,
+        session: Option<String>,
+    ) -> Result<Change, LedgerError> {
         if !(energy.is_finite() && energy >= 0.0) {
             return Err(LedgerError::BadEnergy(energy));
         }
@@ -444,7 +454,9 @@ impl Ledger {
                 let v = &self.versions[*i];
                 scope.admits(v)
                     && match v.tier {
-                        Tier::Working => v.energy > cfg.working_to_short || (v.queued && v.energy > cfg.session_threshold),
+                        Tier::Working => {
+                            v.energy > cfg.working_to_short || (v.queued && v.energy > cfg.session_threshold)
+                        }
                         Tier::ShortTerm => v.energy > cfg.short_to_long,
                         Tier::LongTerm | Tier::Archived | Tier::Expired => false,
                     }
@@ -465,7 +477,9 @@ impl Ledger {
                 continue;
             }
             let tier = if old.tier == Tier::Working { Tier::ShortTerm } else { Tier::LongTerm };
-            let to_version = if dry_run { self.versions.len() as u64 + n as u64 } else {
+            let to_version = if dry_run {
+                self.versions.len() as u64 + n as u64
+            } else {
                 let closed = &mut self.versions[i];
                 closed.valid_to = Some(now);
                 closed.tier = Tier::Archived;
@@ -481,7 +495,13 @@ impl Ledger {
                     ..old.clone()
                 })
             };
-            out.push(Change::Promoted { record: old.record, from_version: old.version, to_version, tier, energy: old.energy });
+            out.push(Change::Promoted {
+                record: old.record,
+                from_version: old.version,
+                to_version,
+                tier,
+                energy: old.energy,
+            });
         }
         out
     }
@@ -507,7 +527,13 @@ impl Ledger {
                 next - 1
             } else {
                 self.versions[i].valid_to = Some(now);
-                self.push(Version { tier: Tier::Expired, previous: Some(old.version), valid_from: now, valid_to: None, ..old.clone() })
+                self.push(Version {
+                    tier: Tier::Expired,
+                    previous: Some(old.version),
+                    valid_from: now,
+                    valid_to: None,
+                    ..old.clone()
+                })
             };
             out.push(Change::Expired { record: old.record, from_version: old.version, to_version });
         }
@@ -547,13 +573,20 @@ impl Ledger {
 
     /// The session boundary: working records above `session_threshold`
     /// (in `session`, or all when `None`) are queued for promotion.
-    pub fn end_session(&mut self, cfg: &ConsolidationConfig, session: Option<&str>, scope: Scope, dry_run: bool) -> Vec<Change> {
+    pub fn end_session(
+        &mut self,
+        cfg: &ConsolidationConfig,
+        session: Option<&str>,
+        scope: Scope,
+        dry_run: bool,
+    ) -> Vec<Change> {
         let idx: Vec<usize> = self.current.values().copied().collect();
         let mut out = Vec::new();
         for i in idx {
             let v = &self.versions[i];
             let in_session = session.is_none_or(|s| v.session.as_deref() == Some(s));
-            if v.tier == Tier::Working && in_session && scope.admits(v) && !v.queued && v.energy > cfg.session_threshold {
+            if v.tier == Tier::Working && in_session && scope.admits(v) && !v.queued && v.energy > cfg.session_threshold
+            {
                 out.push(Change::Queued { record: v.record.clone() });
                 if !dry_run {
                     self.versions[i].queued = true;
@@ -633,12 +666,20 @@ mod tests {
     fn promotion_is_strictly_above_the_thresholds_and_batched() {
         let cfg = ConsolidationConfig { promotion_batch_size: 2, ..Default::default() };
         let mut l = Ledger::default();
-        for (id, e, t) in [("at", 2.0, Tier::Working), ("above", 2.0001, Tier::Working), ("st-at", 5.0, Tier::ShortTerm), ("st-above", 5.5, Tier::ShortTerm), ("w3", 3.0, Tier::Working)] {
+        for (id, e, t) in [
+            ("at", 2.0, Tier::Working),
+            ("above", 2.0001, Tier::Working),
+            ("st-at", 5.0, Tier::ShortTerm),
+            ("st-above", 5.5, Tier::ShortTerm),
+            ("w3", 3.0, Tier::Working),
+        ] {
             l.create(id, h(0), e, t, false, None).expect("create");
         }
         let changes = l.promote(&cfg, h(1), Scope::All, false);
-        let promoted: Vec<&str> = changes.iter().filter(|c| matches!(c, Change::Promoted { .. })).map(Change::record).collect();
-        let blocked: Vec<&str> = changes.iter().filter(|c| matches!(c, Change::PromotionBlocked { .. })).map(Change::record).collect();
+        let promoted: Vec<&str> =
+            changes.iter().filter(|c| matches!(c, Change::Promoted { .. })).map(Change::record).collect();
+        let blocked: Vec<&str> =
+            changes.iter().filter(|c| matches!(c, Change::PromotionBlocked { .. })).map(Change::record).collect();
         assert_eq!(promoted, vec!["st-above", "w3"], "highest energy first, two per run");
         assert_eq!(blocked, vec!["above"]);
         assert_eq!(l.current("st-above").map(|v| v.tier), Some(Tier::LongTerm));
@@ -709,7 +750,8 @@ mod tests {
         for id in ["a", "b", "c"] {
             l.create(id, h(0), 1.0, Tier::Working, false, None).expect("create");
         }
-        let vectors: BTreeMap<&str, Vec<f32>> = [("a", vec![1.0, 0.0]), ("b", vec![0.9, 0.1]), ("c", vec![0.0, 1.0])].into();
+        let vectors: BTreeMap<&str, Vec<f32>> =
+            [("a", vec![1.0, 0.0]), ("b", vec![0.9, 0.1]), ("c", vec![0.0, 1.0])].into();
         let v = |r: &str| vectors.get(r).map(Vec::as_slice);
         for _ in 0..2 {
             l.coactivate(&["a".into(), "b".into(), "c".into()]);

@@ -106,12 +106,20 @@ pub struct MemoryWorld {
 impl MemoryWorld {
     /// Every ledger with its owner's label (`test` for the test ledger).
     pub fn ledgers(&self) -> impl Iterator<Item = (String, &Ledger)> {
-        self.personas.iter().map(|p| (p.profile.label(), &p.ledger)).chain(std::iter::once(("test".to_string(), &self.test)))
+        self.personas
+            .iter()
+            .map(|p| (p.profile.label(), &p.ledger))
+            .chain(std::iter::once(("test".to_string(), &self.test)))
     }
 
     /// Applies an operation; on a dry run, to a copy. Returns the changes
     /// with the owner of each.
-    pub fn apply(&mut self, op: &Op, cfg: &ConsolidationConfig, dry_run: bool) -> Result<Vec<(String, Change)>, LedgerError> {
+    pub fn apply(
+        &mut self,
+        op: &Op,
+        cfg: &ConsolidationConfig,
+        dry_run: bool,
+    ) -> Result<Vec<(String, Change)>, LedgerError> {
         if dry_run {
             let mut copy = self.clone();
             return copy.apply(op, cfg, false);
@@ -130,7 +138,8 @@ impl MemoryWorld {
                 ids.iter().map(|id| self.test.delete_test(id, *at).map(test)).collect()
             }
             Op::TestScenario { name, at } => {
-                let made = scenarios::create(&mut self.test, name, *at).ok_or_else(|| LedgerError::UnknownRecord(format!("scenario {name}")))??;
+                let made = scenarios::create(&mut self.test, name, *at)
+                    .ok_or_else(|| LedgerError::UnknownRecord(format!("scenario {name}")))??;
                 for (id, text) in scenarios::CLUSTER_TEXTS {
                     if name == "cluster-formation" {
                         self.test_content.insert(id.to_string(), text.to_string());
@@ -149,8 +158,10 @@ impl MemoryWorld {
                         out.extend(ledger.promote(cfg, *at, scope, false).into_iter().map(|c| (owner.clone(), c)));
                     }
                     if *cluster {
-                        let owned: BTreeMap<String, Vec<f32>> =
-                            ledger.currents().filter_map(|v| vector(&v.record).map(|x| (v.record.clone(), x))).collect();
+                        let owned: BTreeMap<String, Vec<f32>> = ledger
+                            .currents()
+                            .filter_map(|v| vector(&v.record).map(|x| (v.record.clone(), x)))
+                            .collect();
                         let changes = ledger.cluster(cfg, scope, false, |r| owned.get(r).map(Vec::as_slice));
                         out.extend(changes.into_iter().map(|c| (owner.clone(), c)));
                     }
@@ -169,7 +180,11 @@ impl MemoryWorld {
                     }
                 }
                 let content = self.test_content.clone();
-                let dim = self.personas.first().and_then(|p| p.memory.records().iter().find_map(|m| m.vector.as_ref().map(|v| v.len()))).unwrap_or(256);
+                let dim = self
+                    .personas
+                    .first()
+                    .and_then(|p| p.memory.records().iter().find_map(|m| m.vector.as_ref().map(|v| v.len())))
+                    .unwrap_or(256);
                 pass("test".into(), &mut self.test, &|r: &str| content.get(r).map(|t| embed_text(t, dim)));
                 Ok(out)
             }
@@ -192,7 +207,14 @@ mod tests {
         let ops = vec![
             Op::TestCreate { id: "t-1".into(), content: "hello".into(), energy: 2.5, tier: Tier::Working, at: h(1) },
             Op::TestBoost { id: "t-1".into(), amount: 1.0, at: h(1) },
-            Op::Consolidate { decay: false, promote: true, cluster: false, clean_expired: false, test_only: true, at: h(1) },
+            Op::Consolidate {
+                decay: false,
+                promote: true,
+                cluster: false,
+                clean_expired: false,
+                test_only: true,
+                at: h(1),
+            },
         ];
         for op in &ops {
             let line = serde_json::to_string(op).expect("json");

@@ -24,7 +24,9 @@ pub fn cluster_vector(record: &str, dim: usize) -> Option<Vec<f32>> {
 
 /// Creates scenario `name` at `now`. Unknown names are `None`.
 pub fn create(ledger: &mut Ledger, name: &str, now: SimTime) -> Option<Result<Vec<Change>, LedgerError>> {
-    let test = |l: &mut Ledger, id: String, energy: f64, tier: Tier| l.create(&id, now, energy, tier, true, Some(format!("scenario:{name}")));
+    let test = |l: &mut Ledger, id: String, energy: f64, tier: Tier| {
+        l.create(&id, now, energy, tier, true, Some(format!("scenario:{name}")))
+    };
     let run = |l: &mut Ledger| -> Result<Vec<Change>, LedgerError> {
         let mut out = Vec::new();
         match name {
@@ -111,7 +113,9 @@ mod tests {
         let mut l = fresh("cluster-formation");
         let vectors: Vec<(String, Vec<f32>)> =
             CLUSTER_TEXTS.iter().filter_map(|(id, _)| cluster_vector(id, 256).map(|v| (id.to_string(), v))).collect();
-        let made = l.cluster(&cfg, Scope::TestOnly, false, |r| vectors.iter().find(|(id, _)| id == r).map(|(_, v)| v.as_slice()));
+        let made = l.cluster(&cfg, Scope::TestOnly, false, |r| {
+            vectors.iter().find(|(id, _)| id == r).map(|(_, v)| v.as_slice())
+        });
         assert_eq!(made.len(), 1, "{made:?}");
         assert_eq!(l.cluster_links("test-cluster-1"), vec!["test-cluster-2"]);
 

@@ -157,7 +157,13 @@ impl MemoryStream {
     /// `k`, best first. Only memories marked visible take part (a memory
     /// past the end of `visible` counts as visible); expired and archived
     /// ones are never ranked. With no query vector, relevance is zero.
-    pub fn retrieve(&self, query: Option<&[f32]>, now: SimTime, cfg: &RetrievalSection, visible: &[bool]) -> Vec<Scored> {
+    pub fn retrieve(
+        &self,
+        query: Option<&[f32]>,
+        now: SimTime,
+        cfg: &RetrievalSection,
+        visible: &[bool],
+    ) -> Vec<Scored> {
         let k = usize::try_from(cfg.k).unwrap_or(0);
         let candidates: Vec<&MemoryRecord> =
             self.records.iter().filter(|r| visible.get(r.id.seq as usize).copied().unwrap_or(true)).collect();
@@ -244,7 +250,11 @@ mod tests {
         let got = s.retrieve(None, SimTime(0), &cfg(2, 1.0, 1.0, 1.0), &[]);
         assert_eq!(got.iter().map(|x| x.id.seq).collect::<Vec<_>>(), vec![0, 1]);
         let hidden = s.retrieve(None, SimTime(0), &cfg(2, 1.0, 1.0, 1.0), &[false, true, false]);
-        assert_eq!(hidden.iter().map(|x| x.id.seq).collect::<Vec<_>>(), vec![1, 3], "invisible memories are never ranked");
+        assert_eq!(
+            hidden.iter().map(|x| x.id.seq).collect::<Vec<_>>(),
+            vec![1, 3],
+            "invisible memories are never ranked"
+        );
         assert!(s.retrieve(None, SimTime(0), &cfg(0, 1.0, 1.0, 1.0), &[]).is_empty());
         assert!(s.retrieve(None, SimTime(0), &cfg(-3, 1.0, 1.0, 1.0), &[]).is_empty());
     }

@@ -116,10 +116,7 @@ mod tests {
     #[test]
     fn parses_a_well_formed_reaction() {
         let r = parse_reaction("REACTION: Nice: but pricey.\nSENTIMENT: -0.25\nINTENT: 2\nIMPORTANCE: 7\n");
-        assert_eq!(
-            r,
-            Ok(Reaction { text: "Nice: but pricey.".into(), sentiment: -0.25, intent: 2, importance: 7 })
-        );
+        assert_eq!(r, Ok(Reaction { text: "Nice: but pricey.".into(), sentiment: -0.25, intent: 2, importance: 7 }));
     }
 
     #[test]

@@ -170,8 +170,15 @@ impl PersonaState {
 
     /// The descriptions of the `n` most recent visible memories, oldest first.
     pub fn recent_visible(&self, n: usize) -> Vec<String> {
-        let mut recent: Vec<String> =
-            self.memory.records().iter().rev().filter(|m| self.is_visible(m.id.seq)).take(n).map(|m| m.description.clone()).collect();
+        let mut recent: Vec<String> = self
+            .memory
+            .records()
+            .iter()
+            .rev()
+            .filter(|m| self.is_visible(m.id.seq))
+            .take(n)
+            .map(|m| m.description.clone())
+            .collect();
         recent.reverse();
         recent
     }

@@ -109,7 +109,10 @@ pub fn read_trace<R: Read>(mut r: R, len: u64, lenient: bool) -> Result<ReadTrac
         match (record, frame) {
             (Record::Header(h), 0) => {
                 if h.format_version != FORMAT_VERSION {
-                    return Err(corrupt(format!("header format version {} differs from the preamble", h.format_version)));
+                    return Err(corrupt(format!(
+                        "header format version {} differs from the preamble",
+                        h.format_version
+                    )));
                 }
                 header = Some(*h);
             }

@@ -84,7 +84,11 @@ impl<'de> Deserialize<'de> for Vectors {
             return Err(bad("length does not match count and dimension"));
         }
         let floats: Vec<f32> = b[8..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        Ok(Vectors(if dim == 0 { vec![Arc::from(Vec::new()); count] } else { floats.chunks(dim).map(Arc::from).collect() }))
+        Ok(Vectors(if dim == 0 {
+            vec![Arc::from(Vec::new()); count]
+        } else {
+            floats.chunks(dim).map(Arc::from).collect()
+        }))
     }
 }
 

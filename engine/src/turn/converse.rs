@@ -74,7 +74,13 @@ async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCa
 }
 
 /// Runs the chat stage of one prepared job.
-pub async fn converse(port: &dyn ChatPort, prepared: &Prepared, cfg: &Config, scenario: &Scenario, tick: u32) -> Conversation {
+pub async fn converse(
+    port: &dyn ChatPort,
+    prepared: &Prepared,
+    cfg: &Config,
+    scenario: &Scenario,
+    tick: u32,
+) -> Conversation {
     let chat = &cfg.raw.chat;
     let mut calls = Vec::new();
     let mut reaction = None;

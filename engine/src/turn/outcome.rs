@@ -206,7 +206,12 @@ impl TickDigests {
     /// (batching, concurrency, limits, cache, prices) reach only
     /// `full_digest`.
     pub fn genesis(config: &crate::config::Config, scenario_hash: &str, seed: u64, personas: u32) -> TickDigests {
-        let digest = DigestWriter::new("run v1").digest(&config.content_hash()).str(scenario_hash).u64(seed).u32(personas).finish();
+        let digest = DigestWriter::new("run v1")
+            .digest(&config.content_hash())
+            .str(scenario_hash)
+            .u64(seed)
+            .u32(personas)
+            .finish();
         let full_digest = DigestWriter::new("run full v1").digest(&digest).digest(&config.hash()).finish();
         TickDigests { digest, full_digest }
     }

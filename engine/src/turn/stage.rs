@@ -75,7 +75,12 @@ pub struct Prepared {
 /// Stage 3: ranks the persona's own memories with `query` and builds the
 /// prompts. Refuses (with the reason) when the prompt exceeds the context
 /// budget.
-pub fn prepare(state: &PersonaState, job: &Job, query: Option<&[f32]>, ctx: &TickContext<'_>) -> Result<Prepared, String> {
+pub fn prepare(
+    state: &PersonaState,
+    job: &Job,
+    query: Option<&[f32]>,
+    ctx: &TickContext<'_>,
+) -> Result<Prepared, String> {
     let cfg = &ctx.cfg.raw;
     let scored = state.memory.retrieve(query, ctx.now, &cfg.retrieval, &state.visible);
     let recalled: Vec<&MemoryRecord> = scored.iter().filter_map(|s| state.memory.get(s.id)).collect();

@@ -1,6 +1,9 @@
 use engine::cost::Price;
 use engine::embed::provider::{EmbedProvider, FailureKind, ProviderError, ProviderReply, ProviderRequest};
-use engine::embed::{embed_stage, ClientSettings, EmbedKey, EmbedRole, EmbeddingPort, InferenceClient, ModelledProvider, ModelledSettings, Plan, Strategy, TextCache};
+use engine::embed::{
+    embed_stage, ClientSettings, EmbedKey, EmbedRole, EmbeddingPort, InferenceClient, ModelledProvider,
+    ModelledSettings, Plan, Strategy, TextCache,
+};
 use engine::error::Error;
 use engine::BoxFuture;
 use std::sync::{Arc, Mutex};
@@ -41,7 +44,9 @@ impl EmbedProvider for Scripted {
         }
         let first = req.texts[0].as_str();
         let out = match self.fail.iter().find(|(t, a, _, _)| *t == first && *a == req.attempt) {
-            Some((_, _, kind, billed)) => Err(ProviderError { kind: *kind, message: format!("scripted {kind:?}"), billed_tokens: *billed }),
+            Some((_, _, kind, billed)) => {
+                Err(ProviderError { kind: *kind, message: format!("scripted {kind:?}"), billed_tokens: *billed })
+            }
             None => {
                 let n = if self.short { req.texts.len() - 1 } else { req.texts.len() };
                 Ok(ProviderReply { vectors: vec![vec![0.25; req.dim]; n], billed_tokens: None })
@@ -67,7 +72,11 @@ fn chunks_by_count_and_tokens_with_uneven_texts_and_cache_hits() {
     let first = texts(&["aaaa", "bbbb", "cccc", "dddd", &long, "eeee"]);
     let b = rt().block_on(client.embed(&key(), &first)).expect("ok");
     let carried: Vec<Vec<u32>> = b.calls.iter().map(|c| c.texts.clone()).collect();
-    assert_eq!(carried, vec![vec![0, 1, 2], vec![3], vec![4], vec![5]], "3 per request, 10 tokens per request, a longer text alone");
+    assert_eq!(
+        carried,
+        vec![vec![0, 1, 2], vec![3], vec![4], vec![5]],
+        "3 per request, 10 tokens per request, a longer text alone"
+    );
     assert_eq!(b.calls.iter().map(|c| c.spend.nano_usd).collect::<Vec<_>>(), vec![3, 1, 15, 1]);
     assert_eq!(b.cache_hits, 0);
     // Second invocation: four of five texts are cached; only "ffff" goes upstream.
@@ -141,7 +150,8 @@ fn a_short_result_is_an_error_and_is_never_cached() {
 
 #[test]
 fn stage_failure_fails_every_consumer_and_keeps_costs() {
-    let provider = Arc::new(Scripted { fail: vec![("cccc", 0, FailureKind::Permanent, Some(3))], ..Default::default() });
+    let provider =
+        Arc::new(Scripted { fail: vec![("cccc", 0, FailureKind::Permanent, Some(3))], ..Default::default() });
     let client = InferenceClient::new(provider, settings(2, 100, 0), PRICE, None, 1);
     let plan = Plan::new(vec![(0, "aaaa".into()), (1, "bbbb".into()), (2, "cccc".into()), (3, "aaaa".into())]);
     let r = rt().block_on(embed_stage(&client, &key(), &plan, Strategy::Batched));

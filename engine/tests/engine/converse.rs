@@ -34,7 +34,8 @@ fn an_unparseable_reply_is_retried_then_accepted() {
 
 #[test]
 fn retries_are_bounded_and_the_failure_keeps_its_calls() {
-    let cfg = RawConfig::from_toml("[chat]\nmax_guardrail_retries = 1\n", "t").and_then(|r| r.resolve("t")).expect("valid");
+    let cfg =
+        RawConfig::from_toml("[chat]\nmax_guardrail_retries = 1\n", "t").and_then(|r| r.resolve("t")).expect("valid");
     let chat = FixedChat::default().with(ChatPurpose::Reaction, &[BAD, BAD, GOOD]);
     let c = run(&chat, &cfg, &default_scenario(), 1, 0);
     assert!(c.result.expect_err("two bad replies").contains("2 attempts"));
@@ -62,9 +63,10 @@ fn crossing_the_threshold_reflects_and_a_bad_reflection_falls_back() {
 
 #[test]
 fn a_parsed_reflection_becomes_one_memory_per_insight() {
-    let chat = FixedChat::default()
-        .with(ChatPurpose::Reaction, &[GOOD])
-        .with(ChatPurpose::Reflection, &["INSIGHT: I like gadgets (importance 7)\nINSIGHT: Price matters (importance 6)\n"]);
+    let chat = FixedChat::default().with(ChatPurpose::Reaction, &[GOOD]).with(
+        ChatPurpose::Reflection,
+        &["INSIGHT: I like gadgets (importance 7)\nINSIGHT: Price matters (importance 6)\n"],
+    );
     let c = run(&chat, &Config::defaults(), &default_scenario(), 1, 12);
     let ok = c.result.expect("parses");
     assert_eq!(ok.reflection.map(|r| r.insights.len()), Some(2));

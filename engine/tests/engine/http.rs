@@ -27,7 +27,11 @@ async fn serve(script: Vec<(u16, &'static str, String)>) -> (String, Arc<Mutex<V
                 if let Some(end) = text.find("\r\n\r\n") {
                     let len = text
                         .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
                         .unwrap_or(0);
                     if buf.len() >= end + 4 + len {
                         break;
@@ -98,7 +102,11 @@ fn client_errors_are_permanent_and_a_missing_key_is_named() {
         assert!(err.contains("401") && err.contains("not retried"), "{err}");
         assert_eq!(seen.lock().expect("log").len(), 1);
     });
-    let missing = HttpSettings { base_url: "https://example.invalid/v1".into(), api_key_env: "SIM_TEST_UNSET_KEY_VAR".into(), ..Default::default() };
+    let missing = HttpSettings {
+        base_url: "https://example.invalid/v1".into(),
+        api_key_env: "SIM_TEST_UNSET_KEY_VAR".into(),
+        ..Default::default()
+    };
     let err = HttpProvider::new(&missing).expect_err("no key").to_string();
     assert!(err.contains("SIM_TEST_UNSET_KEY_VAR") && err.contains("not set"), "{err}");
 }

@@ -45,7 +45,11 @@ fn tick(t: u32) -> TickFrame {
             role: EmbedRole::Memory,
             request: d,
             texts: 1,
-            result: Ok((Vectors(vec![Arc::from(vec![0.5f32; 8])]), vec![EmbedCall { texts: vec![0], attempts: 1, spend: Spend::default() }], 0)),
+            result: Ok((
+                Vectors(vec![Arc::from(vec![0.5f32; 8])]),
+                vec![EmbedCall { texts: vec![0], attempts: 1, spend: Spend::default() }],
+                0,
+            )),
         }],
         memories: Vec::new(),
         persona_digests: vec![Some(d), None],
@@ -121,7 +125,9 @@ fn truncation_at_and_around_every_frame_boundary() {
         assert_eq!(t.ticks.len(), (i - 1).min(3));
         // One byte short: the frame before the boundary is torn.
         match read(&clean[..at - 1], false) {
-            Err(Error::TraceTorn { frame, offset, .. }) if i > 1 => assert_eq!((frame, offset), (i as u64 - 1, offsets[i - 1])),
+            Err(Error::TraceTorn { frame, offset, .. }) if i > 1 => {
+                assert_eq!((frame, offset), (i as u64 - 1, offsets[i - 1]))
+            }
             Err(Error::TraceTorn { .. } | Error::TraceFormat { .. }) => {}
             other => panic!("cut at {} gave {other:?}", at - 1),
         }

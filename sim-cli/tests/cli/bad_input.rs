@@ -2,7 +2,8 @@ use crate::support::{scratch, sim, stderr};
 
 fn fails_with(args: &[&str], needles: &[&str]) {
     let dir = scratch(&format!("bad-{}", args.join("-").replace(['/', ' ', '.'], "_")));
-    std::fs::write(dir.join("bad-scenario.toml"), "name = \"x\"\nstimuli = [\n  { id = \"a\", kind = \"ad\" \n").expect("write");
+    std::fs::write(dir.join("bad-scenario.toml"), "name = \"x\"\nstimuli = [\n  { id = \"a\", kind = \"ad\" \n")
+        .expect("write");
     std::fs::write(dir.join("bad-config.toml"), "[retrieval]\nk = 5\n\n[chat]\nconcurency = 8\n").expect("write");
     std::fs::write(dir.join("bad-value.toml"), "[embedding]\ndim = 0\n").expect("write");
     std::fs::write(dir.join("a-file"), "x").expect("write");

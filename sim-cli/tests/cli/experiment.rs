@@ -10,13 +10,22 @@ fn read_json(p: &std::path::Path) -> Value {
 #[test]
 fn experiment_is_deterministic_and_writes_every_output() {
     let dir = scratch("experiment");
-    let run = |out: &str, threads: &str| sim(&dir, &["experiment", "--topics", "2", "--reps", "2", "--lambda", "0.1,0.2", "--out", out, "--threads", threads]);
+    let run = |out: &str, threads: &str| {
+        sim(
+            &dir,
+            &["experiment", "--topics", "2", "--reps", "2", "--lambda", "0.1,0.2", "--out", out, "--threads", threads],
+        )
+    };
     let o = run("a", "1");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("| criterion | threshold | value | result |"));
     assert!(run("b", "4").status.success());
     let a = std::fs::read(dir.join("a/results.json")).expect("results");
-    assert_eq!(a, std::fs::read(dir.join("b/results.json")).expect("results"), "same seed, same results.json at 1 and 4 threads");
+    assert_eq!(
+        a,
+        std::fs::read(dir.join("b/results.json")).expect("results"),
+        "same seed, same results.json at 1 and 4 threads"
+    );
     for f in ["report.md", "decay.svg", "retention.svg", "stability.svg"] {
         assert!(dir.join("a").join(f).is_file(), "{f}");
     }
@@ -24,7 +33,10 @@ fn experiment_is_deterministic_and_writes_every_output() {
     let criteria = v["summary"]["criteria"].as_array().expect("criteria");
     assert_eq!(criteria.len(), 4);
     for c in criteria {
-        assert!(c["name"].is_string() && c["threshold"].is_number() && c["value"].is_number() && c["pass"].is_boolean(), "{c}");
+        assert!(
+            c["name"].is_string() && c["threshold"].is_number() && c["value"].is_number() && c["pass"].is_boolean(),
+            "{c}"
+        );
     }
     for m in ["retention", "quality", "tokens", "latency_ms"] {
         let w = &v["summary"]["wilcoxon"][m];
@@ -47,7 +59,22 @@ fn experiment_is_deterministic_and_writes_every_output() {
 #[test]
 fn blind_export_keys_match_the_reports() {
     let dir = scratch("experiment-blind");
-    let o = sim(&dir, &["experiment", "--topics", "grid-storage,urban-heat", "--reps", "2", "--lambda", "0.1", "--out", "r", "--blind-export", "blind"]);
+    let o = sim(
+        &dir,
+        &[
+            "experiment",
+            "--topics",
+            "grid-storage,urban-heat",
+            "--reps",
+            "2",
+            "--lambda",
+            "0.1",
+            "--out",
+            "r",
+            "--blind-export",
+            "blind",
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let runs = read_json(&dir.join("r/results.json"))["runs"].as_array().cloned().expect("runs");
     let key = read_json(&dir.join("blind/key.json"));
@@ -62,7 +89,11 @@ fn blind_export_keys_match_the_reports() {
                 .iter()
                 .find(|r| r["topic"] == k["topic"] && r["rep"] == k["rep"] && r["condition"] == k[label])
                 .expect("the keyed run exists");
-            assert!(text.contains(run["report"].as_str().expect("report")), "{pair}-{label} holds the {} report", k[label]);
+            assert!(
+                text.contains(run["report"].as_str().expect("report")),
+                "{pair}-{label} holds the {} report",
+                k[label]
+            );
         }
     }
 }

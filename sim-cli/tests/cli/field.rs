@@ -22,13 +22,18 @@ fn simulate_replay_and_stats() {
     assert_eq!(replay["phases"].as_array().map(Vec::len), Some(8));
     assert_eq!(replay["digest"], sum["digest"]);
     let stats = json(&sim(&dir, &["field", "stats", "f", "--json"]));
-    let written: Value = serde_json::from_slice(&std::fs::read(dir.join("f/telemetry.json")).expect("read")).expect("json");
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("f/telemetry.json")).expect("read")).expect("json");
     assert_eq!(stats, written, "stats from the log equal the telemetry written at the end of the run");
-    for key in ["injects", "queries", "resonance", "multi_agent_patterns", "timeline", "stability", "convergence_phase"] {
+    for key in ["injects", "queries", "resonance", "multi_agent_patterns", "timeline", "stability", "convergence_phase"]
+    {
         assert!(stats.get(key).is_some(), "telemetry has {key}");
     }
     // Same seed, other thread count: same digest.
-    let again = json(&sim(&dir, &["field", "simulate", "--seed", "9", "--phases", "8", "--dim", "16", "--out", "g", "--threads", "1", "--json"]));
+    let again = json(&sim(
+        &dir,
+        &["field", "simulate", "--seed", "9", "--phases", "8", "--dim", "16", "--out", "g", "--threads", "1", "--json"],
+    ));
     assert_eq!(again["digest"], sum["digest"]);
 }
 
@@ -40,7 +45,9 @@ fn bench_reports_every_size_with_the_plain_scan() {
     assert_eq!(sizes.len(), 2);
     for (s, n) in sizes.iter().zip([50, 200]) {
         assert_eq!((s["vectors"].as_u64(), s["dim"].as_u64()), (Some(n), Some(32)));
-        for key in ["inject_us", "query_single_qps", "query_batched_qps", "plain_scan_single_qps", "plain_scan_batched_qps"] {
+        for key in
+            ["inject_us", "query_single_qps", "query_batched_qps", "plain_scan_single_qps", "plain_scan_batched_qps"]
+        {
             assert!(s[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {s}");
         }
     }

@@ -16,7 +16,10 @@ fn status_and_inspect_on_a_real_run() {
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("r/summary.json")).expect("summary")).expect("json");
     assert!(summary["consolidation"]["promoted"].as_u64().unwrap_or(0) > 0);
-    assert_eq!(v["tiers"]["archived"], summary["consolidation"]["promoted"], "every promotion archives the version it replaces");
+    assert_eq!(
+        v["tiers"]["archived"], summary["consolidation"]["promoted"],
+        "every promotion archives the version it replaces"
+    );
     let one = sim(&dir, &["memory", "inspect", "m-00002-0000", "--run", "r", "--json"]);
     assert!(one.status.success(), "{}", stderr(&one));
     let m: serde_json::Value = serde_json::from_slice(&one.stdout).expect("json");
@@ -52,7 +55,9 @@ fn test_memories_persist_and_never_touch_real_ones() {
     let dir = scratch("memory-test");
     assert!(sim(&dir, &["run", "--personas", "8", "--ticks", "3", "--out", "r"]).status.success());
     let real_before = json(&sim(&dir, &["memory", "status", "--run", "r", "--json"]))["real"].clone();
-    assert!(sim(&dir, &["memory", "test", "create", "remember the mug", "--energy", "1.5", "--run", "r"]).status.success());
+    assert!(sim(&dir, &["memory", "test", "create", "remember the mug", "--energy", "1.5", "--run", "r"])
+        .status
+        .success());
     assert!(sim(&dir, &["memory", "test", "boost", "t-0001", "--amount", "1", "--run", "r"]).status.success());
     assert!(sim(&dir, &["memory", "test", "scenario", "gradual-decay", "--run", "r"]).status.success());
     let listed = json(&sim(&dir, &["memory", "test", "list", "--run", "r", "--json"]));
@@ -61,7 +66,11 @@ fn test_memories_persist_and_never_touch_real_ones() {
 
     // A dry run writes nothing at all.
     let files = |d: &std::path::Path| -> Vec<(String, Vec<u8>)> {
-        let mut v: Vec<_> = std::fs::read_dir(d).expect("dir").map(|e| e.expect("entry").path()).map(|p| (p.display().to_string(), std::fs::read(&p).expect("read"))).collect();
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .expect("dir")
+            .map(|e| e.expect("entry").path())
+            .map(|p| (p.display().to_string(), std::fs::read(&p).expect("read")))
+            .collect();
         v.sort();
         v
     };

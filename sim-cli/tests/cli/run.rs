@@ -7,11 +7,26 @@ fn json_summary_has_the_stable_keys() {
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
     for key in [
-        "/digest", "/full_digest", "/personas", "/ticks", "/jobs/ok", "/jobs/failed", "/jobs/refused", "/intent",
-        "/embedding/port_invocations", "/embedding/upstream_requests", "/embedding/texts_requested",
-        "/embedding/unique_texts_submitted", "/embedding/cache_hits", "/embedding/retrieval_port_invocations",
-        "/embedding/memory_port_invocations", "/tokens", "/cost/provider_total_nano_usd",
-        "/cost/allocated_total_nano_usd", "/timings_ms", "/out_dir",
+        "/digest",
+        "/full_digest",
+        "/personas",
+        "/ticks",
+        "/jobs/ok",
+        "/jobs/failed",
+        "/jobs/refused",
+        "/intent",
+        "/embedding/port_invocations",
+        "/embedding/upstream_requests",
+        "/embedding/texts_requested",
+        "/embedding/unique_texts_submitted",
+        "/embedding/cache_hits",
+        "/embedding/retrieval_port_invocations",
+        "/embedding/memory_port_invocations",
+        "/tokens",
+        "/cost/provider_total_nano_usd",
+        "/cost/allocated_total_nano_usd",
+        "/timings_ms",
+        "/out_dir",
     ] {
         assert!(v.pointer(key).is_some(), "missing {key}");
     }
@@ -20,7 +35,8 @@ fn json_summary_has_the_stable_keys() {
     assert_eq!(v["digest"].as_str().map(str::len), Some(64));
     let dir_out = v["out_dir"].as_str().expect("out_dir");
     let saved: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join(dir_out).join("summary.json")).expect("summary.json")).expect("json");
+        serde_json::from_slice(&std::fs::read(dir.join(dir_out).join("summary.json")).expect("summary.json"))
+            .expect("json");
     assert_eq!(saved["digest"], v["digest"]);
     let lines = std::fs::read_to_string(dir.join(dir_out).join("outcomes.jsonl")).expect("outcomes.jsonl");
     assert_eq!(lines.lines().count(), 150);
@@ -32,7 +48,9 @@ fn readable_summary_and_fresh_run_directories() {
     let first = sim(&dir, &["run", "--personas", "5", "--ticks", "2"]);
     assert!(first.status.success(), "{}", stderr(&first));
     let text = String::from_utf8_lossy(&first.stdout);
-    for part in ["Jobs: 10 total", "Purchase intent", "Embedding", "Tokens:", "Cost:", "Timings:", "Digest:", "Written to:"] {
+    for part in
+        ["Jobs: 10 total", "Purchase intent", "Embedding", "Tokens:", "Cost:", "Timings:", "Digest:", "Written to:"]
+    {
         assert!(text.contains(part), "missing {part:?} in\n{text}");
     }
     assert!(first.stderr.is_empty(), "piped stderr stays quiet: {}", stderr(&first));
@@ -53,7 +71,8 @@ fn budget_stop_is_reported() {
 #[test]
 fn bench_embed_reports_both_strategies_and_the_ratio() {
     let dir = scratch("bench-embed");
-    let out = sim(&dir, &["bench", "embed", "--personas", "6", "--ticks", "2", "--reps", "1", "--latency-ms", "0", "--json"]);
+    let out =
+        sim(&dir, &["bench", "embed", "--personas", "6", "--ticks", "2", "--reps", "1", "--latency-ms", "0", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let rows = v["results"].as_array().expect("results");

@@ -136,7 +136,10 @@ fn killed_runs_resume_to_the_same_digest() {
         let _ = child.kill();
         let _ = child.wait();
         let read = read_trace_file(&trace, true).unwrap_or_else(|e| panic!("case {case} (kill after {delay:?}): {e}"));
-        assert!(read.ticks.iter().enumerate().all(|(i, t)| t.tick as usize == i + 1), "case {case}: not a contiguous prefix");
+        assert!(
+            read.ticks.iter().enumerate().all(|(i, t)| t.tick as usize == i + 1),
+            "case {case}: not a contiguous prefix"
+        );
         let resumed = sim(&dir, &["run", "--resume", &run_dir, "--json"]);
         assert_eq!(
             digest_of(&resumed),
