@@ -48,7 +48,7 @@ pub enum Error {
     Mission(String),
     /// The field refused an operation.
     #[error(transparent)]
-    Field(#[from] engine::field::PortError),
+    Field(#[from] ::field::PortError),
 }
 
 /// Result with this crate's [`Error`].

@@ -20,6 +20,11 @@
 
 use crate::field::FieldHandle;
 use crate::{Error, Result};
+use ::field::telemetry::TimelinePoint;
+use ::field::{
+    ContextId, Entry, FieldConfig, Merge, MessagePassing, PortOp, PortReply, SharedContextPort, Submitted,
+    TelemetryReport,
+};
 use engine::chat::{ChatPort, ChatPurpose, ChatRequest};
 use engine::clock::SimTime;
 use engine::cost::{estimate_tokens, Price, Spend};
@@ -29,11 +34,6 @@ use engine::experiment::model::{parse_lines, prompt};
 use engine::experiment::summary::{Condition, RunRecord};
 use engine::experiment::topic::sentences;
 use engine::experiment::{metrics, Role, ScriptedAgentModel, Topic};
-use engine::field::telemetry::TimelinePoint;
-use engine::field::{
-    ContextId, Entry, FieldConfig, Merge, MessagePassing, PortOp, PortReply, SharedContextPort, Submitted,
-    TelemetryReport,
-};
 use engine::rng::{Purpose, Stream};
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};

@@ -10,12 +10,12 @@
 //! threads, cannot change a result.
 
 use crate::{Error, Result};
-use engine::clock::SimTime;
-use engine::digest::Digest;
-use engine::field::log::EventLog;
-use engine::field::{
+use ::field::log::EventLog;
+use ::field::{
     ContextId, Entry, FieldConfig, FieldContexts, PortError, PortReply, SharedContextPort, Submitted, TelemetryReport,
 };
+use engine::clock::SimTime;
+use engine::digest::Digest;
 use ractor::concurrency::{oneshot, OneshotReceiver};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::collections::BTreeMap;

@@ -6,9 +6,9 @@
 
 use crate::field::{FieldHandle, OpReply};
 use crate::{Error, Result};
+use ::field::{Entry, FieldConfig, PortOp, PortReply, Submitted, TelemetryReport};
 use engine::clock::SimTime;
 use engine::digest::Digest;
-use engine::field::{Entry, FieldConfig, PortOp, PortReply, Submitted, TelemetryReport};
 use engine::rng::{Purpose, Stream};
 use std::path::PathBuf;
 

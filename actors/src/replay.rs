@@ -6,7 +6,6 @@ use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::run::{default_ports, run, RunResult, RunSpec, NO_EMBEDDINGS};
 use engine::chat::ChatPort;
-use engine::config::RawConfig;
 use engine::embed::EmbeddingPort;
 use engine::persona::profile::label;
 use engine::persona::Traits;
@@ -122,14 +121,10 @@ pub fn compare(recorded: &TickFrame, replayed: &TickReport) -> Option<Divergence
 }
 
 /// The run a header describes. Ports are left unset (embedded defaults).
+/// A trace recorded under a configuration this engine hashes differently
+/// gets [`engine::Error::RecordedByOlder`].
 pub fn spec_from_header(h: &Header) -> Result<RunSpec> {
-    let config = RawConfig::from_toml(&h.config_toml, "trace header config")?.resolve("trace header config")?;
-    if config.hash() != h.config_hash {
-        return Err(Error::InvalidInput {
-            what: "trace header",
-            cause: "its configuration does not match its recorded hash".into(),
-        });
-    }
+    let config = h.config("trace")?;
     let scenario = Scenario::from_toml(&h.scenario_source, &format!("trace header scenario ({})", h.scenario_origin))?;
     let traits = Traits::from_toml(&h.traits_source, "trace header trait table")?;
     Ok(RunSpec {

@@ -9,9 +9,7 @@ use crate::shared::RunShared;
 use crate::supervisor::PanelSupervisor;
 use engine::chat::{ChatPort, ScriptedPersonaModel};
 use engine::config::Config;
-use engine::embed::{
-    EmbedProvider, EmbeddingPort, HttpProvider, InferenceClient, LocalProvider, ModelledProvider, Strategy, TextCache,
-};
+use engine::embed::{EmbeddingPort, Strategy};
 use engine::persona::{generate, PersonaState, Traits};
 use engine::report::{EmbeddingTotals, RunSummary, Stopped};
 use engine::scenario::Scenario;
@@ -99,19 +97,7 @@ pub fn default_ports(cfg: &Config, seed: u64) -> Result<Ports> {
     if e.model == NO_EMBEDDINGS {
         return Ok((None, chat));
     }
-    let provider: Arc<dyn EmbedProvider> = match e.provider.as_str() {
-        "modelled" => Arc::new(ModelledProvider::new(e.modelled.clone())),
-        "openai" => Arc::new(HttpProvider::new(&e.http)?),
-        _ => Arc::new(LocalProvider),
-    };
-    let cache = match (e.cache, e.cache_file.as_str()) {
-        (false, _) => None,
-        (true, "") => Some(TextCache::in_memory()),
-        (true, file) => Some(TextCache::with_file(std::path::Path::new(file))?),
-    };
-    let settings = e.client_settings();
-    let client = InferenceClient::new(provider, settings, cfg.embedding_price, cache, seed);
-    Ok((Some(Arc::new(client)), chat))
+    Ok((Some(Arc::new(providers::build_embedder(cfg, seed)?)), chat))
 }
 
 /// Runs a simulation. `on_tick` receives every committed tick in order (to
@@ -148,8 +134,8 @@ pub async fn run(
     };
     let genesis = TickDigests::genesis(cfg, &spec.scenario.source_hash, spec.seed, spec.personas);
     let mut summary = RunSummary {
-        digest: genesis.digest.hex(),
-        full_digest: genesis.full_digest.hex(),
+        digest: genesis.digest,
+        full_digest: genesis.full_digest,
         seed: spec.seed,
         scenario: spec.scenario.name.clone(),
         personas: spec.personas,
@@ -253,8 +239,8 @@ async fn drive(
             (&report.memory.0, &report.memory.1),
         );
         summary.add_consolidation(&report.consolidation);
-        summary.digest = report.digests.digest.hex();
-        summary.full_digest = report.digests.full_digest.hex();
+        summary.digest = report.digests.digest;
+        summary.full_digest = report.digests.full_digest;
         summary.timings_ms.preparation += report.timings.preparation;
         summary.timings_ms.chat += report.timings.chat;
         summary.timings_ms.memory_finalisation += report.timings.memory_finalisation;

@@ -11,9 +11,9 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use engine::config::Config;
-use engine::embed::{
-    embed_stage, EmbedKey, EmbedRole, InferenceClient, ModelledProvider, ModelledSettings, Plan, Strategy, TextCache,
-};
+use engine::embed::upstream::ModelledSettings;
+use engine::embed::{embed_stage, EmbedKey, EmbedRole, Plan, Strategy};
+use providers::{InferenceClient, ModelledProvider, TextCache};
 use std::sync::Arc;
 use std::time::Duration;
 

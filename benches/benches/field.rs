@@ -8,9 +8,9 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use engine::clock::SimTime;
-use engine::field::{Field, FieldConfig};
 use engine::rng::{Purpose, Stream};
 use faiss::{index_factory, Index, MetricType};
+use field::{Field, FieldConfig};
 use std::time::Duration;
 
 const DIM: usize = 2048;

@@ -5,12 +5,12 @@
 //! against a plain FAISS flat scan in the same process.
 
 use crate::run::runtime;
+use ::field::log::replay as replay_log;
+use ::field::{Field, FieldConfig};
 use actors::field_sim::{simulate, FieldSimSpec};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use engine::clock::SimTime;
-use engine::field::log::replay as replay_log;
-use engine::field::{Field, FieldConfig};
 use engine::rng::{Purpose, Stream};
 use faiss::{index_factory, Index, MetricType};
 use serde_json::{json, Value};
@@ -282,7 +282,7 @@ fn stats_cmd(a: StatsArgs) -> Result<()> {
         return Ok(());
     }
     println!("Field {} ({} phases)", path.display(), report.timeline.len());
-    let by = |c: &engine::field::telemetry::Counts| {
+    let by = |c: &::field::telemetry::Counts| {
         c.by_agent.iter().map(|(a, n)| format!("{a} {n}")).collect::<Vec<_>>().join(", ")
     };
     println!("  injections   {} ({})", report.injects.total, by(&report.injects));

@@ -14,12 +14,22 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
 
+impl RunDir {
+    /// The run directory, however it was given.
+    pub fn run(&self) -> &std::path::Path {
+        self.dir.as_deref().or(self.run_flag.as_deref()).unwrap_or(std::path::Path::new("."))
+    }
+}
+
 /// Options shared by the memory commands.
 #[derive(Debug, Clone, Args)]
 pub struct RunDir {
     /// The run directory (or its trace file).
-    #[arg(long = "run", value_name = "DIR")]
-    pub run: PathBuf,
+    #[arg(value_name = "DIR", required_unless_present = "run_flag")]
+    dir: Option<PathBuf>,
+    /// The same, as an option (the older spelling; kept as an alias).
+    #[arg(long = "run", value_name = "DIR", conflicts_with = "dir")]
+    run_flag: Option<PathBuf>,
     /// Print as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -154,7 +164,7 @@ struct Loaded {
 }
 
 fn load(dir: &RunDir) -> Result<Loaded> {
-    let path = trace_path(&dir.run)?;
+    let path = trace_path(dir.run())?;
     let trace = read_trace_file(&path, true).with_context(|| format!("cannot read {}", path.display()))?;
     let spec = spec_from_header(&trace.header)?;
     let rules = spec.config.raw.consolidation.rules.clone();
@@ -251,14 +261,14 @@ fn status(dir: &RunDir) -> Result<()> {
         json!({"n": k, "average": e.iter().sum::<f64>() / k as f64, "median": median, "min": e[0], "max": e[k - 1]})
     };
     let v = json!({
-        "run": dir.run.display().to_string(), "test_only": dir.test_only,
+        "run": dir.run().display().to_string(), "test_only": dir.test_only,
         "tiers": counts(all.iter().copied()),
         "real": counts(all.iter().copied().filter(|v| !v.is_test)),
         "test": counts(all.iter().copied().filter(|v| v.is_test)),
         "energy": energy,
     });
     emit(dir.json, &v, |v| {
-        println!("Memory in {}{}", dir.run.display(), if dir.test_only { " (test memories only)" } else { "" });
+        println!("Memory in {}{}", dir.run().display(), if dir.test_only { " (test memories only)" } else { "" });
         println!("  {:<10} {:>10} {:>10} {:>10}", "tier", "all", "real", "test");
         for t in TIERS {
             let k = t.as_str();
@@ -392,7 +402,7 @@ fn health(dir: &RunDir) -> Result<()> {
 fn inspect(id: &str, dir: &RunDir) -> Result<()> {
     let l = load(dir)?;
     let found = l.world.ledgers().find(|(_, ledger)| !ledger.history(id).is_empty());
-    let Some((owner, ledger)) = found else { bail!("memory id {id}: no such memory in {}", dir.run.display()) };
+    let Some((owner, ledger)) = found else { bail!("memory id {id}: no such memory in {}", dir.run().display()) };
     let history = ledger.history(id);
     if dir.test_only && !history.iter().any(|v| v.is_test) {
         bail!("memory id {id} is not a test memory (--test-only)");

@@ -10,14 +10,12 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use engine::config::{Config, RawConfig};
 use engine::cost::NANO_PER_USD;
-use engine::digest::Digest;
 use engine::embed::Strategy;
 use engine::persona::profile::DEFAULT_TRAITS;
 use engine::persona::Traits;
 use engine::report::RunSummary;
 use engine::scenario::{Scenario, BUILTIN};
 use engine::trace::frame::read_trace_file;
-use engine::trace::record::FORMAT_VERSION;
 use engine::trace::{Header, Record, RunEnd, TraceWriter};
 use engine::turn::TickDigests;
 use std::path::Path;
@@ -152,22 +150,11 @@ pub fn run(args: RunArgs) -> Result<()> {
         EmbedStrategy::Batched => Strategy::Batched,
         EmbedStrategy::PerPersona => Strategy::PerConsumer,
     };
-    let header = Header {
-        format_version: FORMAT_VERSION,
-        engine_version: env!("CARGO_PKG_VERSION").to_string(),
-        config_toml: config.to_toml(),
-        config_hash: config.hash(),
-        seed: args.seed,
-        personas: args.personas,
-        ticks: args.ticks,
-        budget_nano_usd,
-        strategy,
-        scenario_origin: loaded.origin,
-        scenario_hash: loaded.scenario.source_hash.clone(),
-        scenario_source: loaded.source,
-        traits_hash: blake3::hash(DEFAULT_TRAITS.as_bytes()).to_hex().to_string(),
-        traits_source: DEFAULT_TRAITS.to_string(),
-    };
+    let header = Header::new(&config, args.seed, args.personas, args.ticks)
+        .with_budget(budget_nano_usd)
+        .with_strategy(strategy)
+        .with_scenario(&loaded.origin, &loaded.source)
+        .with_traits(DEFAULT_TRAITS);
     let out = OutputDir::create(args.out.as_deref(), &loaded.scenario.name, args.seed, args.personas, args.ticks)?;
     out.write_config(&config)?;
     let mut trace = TraceSink::new(out.create_trace(&header)?);
@@ -195,20 +182,19 @@ pub fn run(args: RunArgs) -> Result<()> {
         t.finish();
     }
     let mut summary = result?.summary;
-    trace.send(Record::End(run_end(&summary)?)).map_err(anyhow::Error::msg)?;
+    trace.send(Record::End(run_end(&summary))).map_err(anyhow::Error::msg)?;
     trace.finish().map_err(anyhow::Error::msg)?;
     summary.out_dir = out.path().display().to_string();
     out.write_summary(&summary)?;
     finish(&summary, args.json)
 }
 
-fn run_end(summary: &RunSummary) -> Result<RunEnd> {
-    let parse = |hex: &str| Digest::from_hex(hex).context("the run produced a malformed digest; this is a bug");
-    Ok(RunEnd {
+fn run_end(summary: &RunSummary) -> RunEnd {
+    RunEnd {
         ticks_completed: summary.ticks_completed,
         stopped: summary.stopped.clone(),
-        digests: TickDigests { digest: parse(&summary.digest)?, full_digest: parse(&summary.full_digest)? },
-    })
+        digests: TickDigests { digest: summary.digest, full_digest: summary.full_digest },
+    }
 }
 
 /// The trace file of a run directory (or the file itself).
@@ -273,7 +259,7 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
         bail!("cannot resume {}: re-running the recorded ticks diverged at {d}", path.display());
     }
     let mut summary = rerun.result.summary;
-    trace.send(Record::End(run_end(&summary)?)).map_err(anyhow::Error::msg)?;
+    trace.send(Record::End(run_end(&summary))).map_err(anyhow::Error::msg)?;
     trace.finish().map_err(anyhow::Error::msg)?;
     summary.out_dir = run_dir.display().to_string();
     out.write_summary(&summary)?;

@@ -28,3 +28,20 @@ fn different_seeds_give_different_digests() {
     assert_ne!(a.summary.digest, b.summary.digest);
     assert_ne!(a.summary.full_digest, b.summary.full_digest);
 }
+
+/// The digests of one fixed small run, pinned. Any change to what a digest
+/// covers or how it is encoded moves them; such a change must be deliberate,
+/// and its note must give the old and the new values.
+/// Reproduce: `sim-cli run --personas 4 --ticks 2 --seed 7 --json`.
+#[test]
+fn golden_digests_of_a_fixed_small_run() {
+    let (r, _) = run_with(RunSpec::defaults(7, 4, 2), 1);
+    assert_eq!(
+        (r.summary.digest.hex(), r.summary.full_digest.hex()),
+        (GOLDEN_DIGEST.to_string(), GOLDEN_FULL_DIGEST.to_string()),
+        "the digest encoding moved: if on purpose, update the golden values and say so in the change's note"
+    );
+}
+
+const GOLDEN_DIGEST: &str = "52a4fb884a16b6c8eaf5dcf3a3890067b2012c0a36577b2e49b6f5f3e691508a";
+const GOLDEN_FULL_DIGEST: &str = "ba5252f64b1fd84d4a1745abeecebe0b92e85f68089e2c1bbedb2e823b3adc5a";

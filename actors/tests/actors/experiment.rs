@@ -9,10 +9,7 @@ struct Down;
 
 impl ChatPort for Down {
     fn complete<'a>(&'a self, _: &'a ChatRequest) -> BoxFuture<'a, engine::Result<ChatReply>> {
-        Box::pin(std::future::ready(Err(engine::Error::Parse {
-            source_name: "chat".into(),
-            cause: "provider unavailable".into(),
-        })))
+        Box::pin(std::future::ready(Err(engine::Error::Chat { cause: "provider unavailable".into() })))
     }
 }
 

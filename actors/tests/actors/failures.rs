@@ -3,7 +3,6 @@ use actors::run::RunSpec;
 use engine::cost::Spend;
 use engine::embed::{EmbedBatch, EmbedKey, EmbedRole, EmbeddingPort, Strategy};
 use engine::error::{Error, Result};
-use engine::testing::local_client;
 use engine::turn::{Stage, Status};
 use engine::BoxFuture;
 use std::sync::Arc;
@@ -28,7 +27,7 @@ impl EmbeddingPort for Inject {
 }
 
 fn port(role: Option<EmbedRole>, needle: Option<&'static str>) -> Arc<dyn EmbeddingPort> {
-    let inner = Arc::new(local_client(64, engine::config::Config::defaults().embedding_price, true));
+    let inner = Arc::new(providers::build_embedder(&engine::config::Config::defaults(), 0).expect("local client"));
     Arc::new(Inject { role, needle, inner })
 }
 

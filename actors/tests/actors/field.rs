@@ -1,7 +1,7 @@
+use ::field::{ContextId, Entry, FieldConfig, PortError, PortOp, Submitted};
 use actors::field::FieldHandle;
 use actors::field_sim::{simulate, FieldSimSpec};
 use engine::clock::SimTime;
-use engine::field::{ContextId, Entry, FieldConfig, PortError, PortOp, Submitted};
 
 fn spec(seed: u64, out: Option<std::path::PathBuf>) -> FieldSimSpec {
     FieldSimSpec {
@@ -42,11 +42,11 @@ fn the_log_replays_and_the_saved_field_loads() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
     let result = runtime(2).block_on(simulate(&spec(5, Some(dir.clone())), |_| {})).expect("simulate");
-    let (steps, session) = engine::field::log::replay(&dir.join("field.events")).expect("replay");
+    let (steps, session) = field::log::replay(&dir.join("field.events")).expect("replay");
     assert_eq!(steps.len(), 12);
     assert!(steps.iter().all(|s| s.matches));
     assert_eq!(session.field.digest(), result.digest);
-    assert_eq!(engine::field::Field::load(&dir).expect("load").digest(), result.digest);
+    assert_eq!(field::Field::load(&dir).expect("load").digest(), result.digest);
     assert_eq!(
         session.telemetry.report(&session.field, SimTime(12 * 3600)),
         result.telemetry,
@@ -72,7 +72,7 @@ fn bad_input_gets_typed_errors() {
         assert_eq!(field.end_phase(ctx, SimTime(0)).await.expect("phase"), 2);
         assert!(matches!(
             wrong.await.expect("answered"),
-            Err(PortError::Field(engine::field::FieldError::WrongDimension { expected: 4, got: 3 }))
+            Err(PortError::Field(field::FieldError::WrongDimension { expected: 4, got: 3 }))
         ));
         assert!(right.await.expect("answered").is_ok());
         let unknown = field.end_phase(ContextId(9), SimTime(0)).await.expect_err("unknown");

@@ -67,7 +67,7 @@ fn bad_field_input_is_named() {
         assert!(!o.status.success(), "{args:?} must fail");
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     }
-    std::fs::write(dir.join("field.events"), b"SIMFIELD\x01\x00\x00\x00garbage").expect("write");
+    std::fs::write(dir.join("field.events"), b"SIMFIELD\x02\x00\x00\x00garbage").expect("write");
     let o = sim(&dir, &["field", "replay", "field.events"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("field.events") && stderr(&o).contains("frame 0"), "{}", stderr(&o));

@@ -4,7 +4,7 @@ use crate::support::{scratch, sim, stderr};
 fn status_and_inspect_on_a_real_run() {
     let dir = scratch("memory");
     assert!(sim(&dir, &["run", "--personas", "12", "--ticks", "4", "--out", "r"]).status.success());
-    let out = sim(&dir, &["memory", "status", "--run", "r", "--json"]);
+    let out = sim(&dir, &["memory", "status", "r", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     for k in ["working", "shortTerm", "longTerm", "archived", "expired"] {

@@ -38,6 +38,7 @@ fn replay_names_the_first_divergence() {
     let mut t = read_trace_file(&path, false).expect("reads");
     let call = &mut t.ticks[1].outcomes[5].chat_calls[0];
     call.reply = call.reply.replace("REACTION: ", "REACTION: Tampered. ");
+    std::fs::remove_file(&path).expect("remove");
     let mut w = TraceWriter::create(&path, &t.header).expect("rewrite");
     for f in &t.ticks {
         w.append(&Record::Tick(Box::new(f.clone()))).expect("append");
@@ -80,7 +81,7 @@ fn damaged_traces_get_a_clear_error() {
         let out = sim(&dir, &[cmd, "r"]);
         assert!(!out.status.success());
         let err = stderr(&out);
-        assert!(err.contains("trace frame") && err.contains("byte offset"), "{cmd}: {err}");
+        assert!(err.contains("trace.bin: frame") && err.contains("byte offset"), "{cmd}: {err}");
         assert!(!err.contains("panicked"));
     }
     assert!(stderr(&sim(&dir, &["replay", "nowhere"])).contains("no trace here"));
@@ -172,5 +173,26 @@ fn no_secret_from_the_environment_reaches_any_output() {
     }
     for bytes in seen {
         assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "the key leaked");
+    }
+}
+
+/// A trace recorded by engine 0.1.0, before the digest encoding was
+/// hardened: its configuration no longer hashes as recorded, and every
+/// command that re-runs it says which engine to use instead of reporting a
+/// bare mismatch.
+#[test]
+fn a_trace_from_an_older_engine_names_the_engine_that_recorded_it() {
+    let dir = scratch("older");
+    let old = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/traces/engine-0.1.0");
+    let old = old.to_str().expect("utf-8 path");
+    for args in [&["replay", old][..], &["memory", "status", old]] {
+        let out = sim(&dir, args);
+        assert!(!out.status.success(), "{args:?} accepted an old trace");
+        let err = stderr(&out);
+        assert!(
+            err.contains("recorded by engine 0.1.0 with an older configuration")
+                && err.contains("replay it with engine 0.1.0"),
+            "{args:?}: {err}"
+        );
     }
 }

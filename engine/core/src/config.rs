@@ -1,0 +1,547 @@
+//! Configuration, in two steps.
+//!
+//! [`RawConfig`] is what a TOML file (or the defaults) says, parsed with no
+//! I/O and with unknown fields rejected. [`RawConfig::resolve`] validates it
+//! into the [`Config`] the engine uses. A resolved config serialises
+//! canonically and has a [`Config::hash`], which identifies a run.
+
+use crate::cost::Price;
+use crate::digest::{Digest, DigestWriter};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// Simulated-time settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunSection {
+    /// Simulated hours per tick. Default 1: memory consolidation's decay
+    /// rates are per hour (working memories lose 40% of their energy an
+    /// hour); with day-long ticks every unpromoted memory would expire
+    /// between two ticks.
+    pub hours_per_tick: u32,
+}
+
+impl Default for RunSection {
+    fn default() -> Self {
+        RunSection { hours_per_tick: 1 }
+    }
+}
+
+/// Memory consolidation during a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsolidationSection {
+    /// Run consolidation at each tick commit. Default true.
+    pub enabled: bool,
+    /// Compute and record what consolidation would do, change nothing.
+    /// Default false.
+    pub dry_run: bool,
+    /// The tick that ends the session (working memories above the session
+    /// threshold are queued for promotion). Default 0: the run's last tick.
+    pub session_end_tick: u32,
+    /// Thresholds and rates, `[consolidation.rules]`.
+    pub rules: crate::memory::ConsolidationConfig,
+}
+
+impl Default for ConsolidationSection {
+    fn default() -> Self {
+        ConsolidationSection { enabled: true, dry_run: false, session_end_tick: 0, rules: Default::default() }
+    }
+}
+
+/// Memory retrieval: the recency, importance and relevance score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetrievalSection {
+    /// Memories retrieved per job. Zero or less skips retrieval (and its
+    /// embedding) entirely. Default 5.
+    pub k: i64,
+    /// Weight of the normalised recency component. Default 1.
+    pub recency_weight: f64,
+    /// Weight of the normalised importance component. Default 1.
+    pub importance_weight: f64,
+    /// Weight of the normalised relevance component. Default 1.
+    pub relevance_weight: f64,
+    /// Recency decay factor per simulated hour since last access. Default
+    /// 0.995, as in the generative-agents memory stream.
+    pub recency_decay_per_hour: f64,
+}
+
+impl Default for RetrievalSection {
+    fn default() -> Self {
+        RetrievalSection {
+            k: 5,
+            recency_weight: 1.0,
+            importance_weight: 1.0,
+            relevance_weight: 1.0,
+            recency_decay_per_hour: 0.995,
+        }
+    }
+}
+
+/// Who computes embedding vectors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// The embedded hashed embedder: no network, no key, answers at once.
+    #[default]
+    Local,
+    /// The local vectors behind a modelled hosted API (latency,
+    /// concurrency, seeded faults), for benches and tests.
+    Modelled,
+    /// An OpenAI-compatible `/embeddings` endpoint; see `[embedding.http]`.
+    Openai,
+}
+
+/// The embedding model and how work is sent to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddingSection {
+    /// Model name; part of the embedding key. Default `local-hash-v1`, the
+    /// embedded deterministic embedder; `none` runs without embeddings.
+    pub model: String,
+    /// Vector dimension. Default 256: enough buckets that hashed word
+    /// features of short texts rarely collide, at 1 KiB per memory.
+    pub dim: usize,
+    /// Who computes the vectors. Default [`Provider::Local`].
+    pub provider: Provider,
+    /// Texts per physical request. Default 64.
+    pub batch_size: usize,
+    /// Estimated tokens per physical request. Default 8192, a common
+    /// hosted limit.
+    pub max_tokens_per_request: u64,
+    /// Physical requests in flight. Default 4.
+    pub concurrency: usize,
+    /// Requests per minute, 0 for unlimited. Default 0.
+    pub requests_per_minute: u32,
+    /// Tokens per minute, 0 for unlimited. Default 0.
+    pub tokens_per_minute: u64,
+    /// Retries of a transient failure (429, 5xx, timeout). Default 3.
+    pub max_retries: u32,
+    /// First retry backoff in milliseconds; doubles per retry. Default 200.
+    pub backoff_base_ms: u64,
+    /// Longest backoff in milliseconds. Default 10000.
+    pub backoff_max_ms: u64,
+    /// Cache vectors by (model, dim, text) within a run. Default true.
+    pub cache: bool,
+    /// A file that keeps the cache across runs (warm-cache runs). Default
+    /// empty: none.
+    pub cache_file: String,
+    /// Settings of the `modelled` provider.
+    pub modelled: crate::embed::upstream::ModelledSettings,
+    /// Settings of the `openai` provider (an OpenAI-compatible endpoint).
+    pub http: crate::embed::upstream::HttpSettings,
+}
+
+impl EmbeddingSection {
+    /// The inference client's settings from this section.
+    pub fn client_settings(&self) -> crate::embed::upstream::ClientSettings {
+        crate::embed::upstream::ClientSettings {
+            batch_size: self.batch_size,
+            max_tokens_per_request: self.max_tokens_per_request,
+            concurrency: self.concurrency,
+            requests_per_minute: self.requests_per_minute,
+            tokens_per_minute: self.tokens_per_minute,
+            max_retries: self.max_retries,
+            backoff_base_ms: self.backoff_base_ms,
+            backoff_max_ms: self.backoff_max_ms,
+        }
+    }
+}
+
+impl Default for EmbeddingSection {
+    fn default() -> Self {
+        EmbeddingSection {
+            model: "local-hash-v1".into(),
+            dim: 256,
+            provider: Provider::Local,
+            batch_size: 64,
+            max_tokens_per_request: 8192,
+            concurrency: 4,
+            requests_per_minute: 0,
+            tokens_per_minute: 0,
+            max_retries: 3,
+            backoff_base_ms: 200,
+            backoff_max_ms: 10_000,
+            cache: true,
+            cache_file: String::new(),
+            modelled: Default::default(),
+            http: Default::default(),
+        }
+    }
+}
+
+/// The chat model and the guardrails around it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChatSection {
+    /// Model name. Default `scripted-persona-v1`, the embedded scripted model.
+    pub model: String,
+    /// Chat requests in flight at once. Default 64.
+    pub concurrency: usize,
+    /// Probability that the scripted model returns an unparseable reply, to
+    /// exercise guardrail retries. Default 0.03.
+    pub malformed_rate: f64,
+    /// Retries after an unparseable reply before the job fails. Default 2.
+    pub max_guardrail_retries: u32,
+    /// Prompt tokens above which a job is refused before any chat call.
+    /// Default 2048.
+    pub context_budget_tokens: u64,
+}
+
+impl Default for ChatSection {
+    fn default() -> Self {
+        ChatSection {
+            model: "scripted-persona-v1".into(),
+            concurrency: 64,
+            malformed_rate: 0.03,
+            max_guardrail_retries: 2,
+            context_budget_tokens: 2048,
+        }
+    }
+}
+
+/// When personas reflect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReflectionSection {
+    /// Accumulated importance (1-10 per memory) that triggers a reflection.
+    /// Default 20: a persona reflects every three or four strong reactions.
+    pub importance_threshold: u32,
+    /// Insights kept from one reflection. Default 3.
+    pub max_insights: usize,
+    /// Recent memories shown in a reflection prompt. Default 8.
+    pub recent_memories: usize,
+}
+
+impl Default for ReflectionSection {
+    fn default() -> Self {
+        ReflectionSection { importance_threshold: 20, max_insights: 3, recent_memories: 8 }
+    }
+}
+
+/// The price table. The defaults are nominal hosted-provider prices, labelled
+/// as simulated: the embedded models cost nothing, but every run shows what
+/// it would have cost and exercises the cost accounting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PricesSection {
+    /// Shown next to every cost figure.
+    pub label: String,
+    /// USD per million embedding input tokens. Default 0.02.
+    pub embedding_usd_per_mtok: f64,
+    /// USD per million chat prompt tokens. Default 0.15.
+    pub chat_input_usd_per_mtok: f64,
+    /// USD per million chat completion tokens. Default 0.60.
+    pub chat_output_usd_per_mtok: f64,
+}
+
+impl Default for PricesSection {
+    fn default() -> Self {
+        PricesSection {
+            label: "simulated nominal prices (no provider was billed)".into(),
+            embedding_usd_per_mtok: 0.02,
+            chat_input_usd_per_mtok: 0.15,
+            chat_output_usd_per_mtok: 0.60,
+        }
+    }
+}
+
+/// A persona handler panic injected at one tick, for failure-isolation
+/// tests and demonstrations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PanicFault {
+    /// Persona index.
+    pub persona: u32,
+    /// Tick (1-based) at which its handler panics.
+    pub tick: u32,
+}
+
+/// Injected faults. Empty by default.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FaultsSection {
+    /// Persona handlers that panic.
+    pub panic: Vec<PanicFault>,
+}
+
+/// A configuration as written: every section optional, unknown fields are
+/// errors.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawConfig {
+    /// `[run]`
+    pub run: RunSection,
+    /// `[retrieval]`
+    pub retrieval: RetrievalSection,
+    /// `[embedding]`
+    pub embedding: EmbeddingSection,
+    /// `[chat]`
+    pub chat: ChatSection,
+    /// `[reflection]`
+    pub reflection: ReflectionSection,
+    /// `[prices]`
+    pub prices: PricesSection,
+    /// `[consolidation]`
+    pub consolidation: ConsolidationSection,
+    /// `[faults]`
+    pub faults: FaultsSection,
+}
+
+/// The resolved, validated configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// The sections as validated.
+    pub raw: RawConfig,
+    /// Embedding price, resolved to integers.
+    pub embedding_price: Price,
+    /// Chat price, resolved to integers.
+    pub chat_price: Price,
+}
+
+impl RawConfig {
+    /// Parses TOML. `source_name` names the file in errors.
+    pub fn from_toml(text: &str, source_name: &str) -> Result<Self> {
+        toml::from_str(text).map_err(|e| Error::Parse { source_name: source_name.to_string(), source: Box::new(e) })
+    }
+
+    /// Validates and resolves. `source_name` names the file in errors.
+    pub fn resolve(self, source_name: &str) -> Result<Config> {
+        let bad = |field: &str, cause: String| Error::Config {
+            source_name: source_name.to_string(),
+            field: field.to_string(),
+            cause,
+        };
+        if self.run.hours_per_tick == 0 {
+            return Err(bad("run.hours_per_tick", "must be at least 1".into()));
+        }
+        let r = &self.retrieval;
+        for (name, w) in [
+            ("retrieval.recency_weight", r.recency_weight),
+            ("retrieval.importance_weight", r.importance_weight),
+            ("retrieval.relevance_weight", r.relevance_weight),
+        ] {
+            if !(w.is_finite() && w >= 0.0) {
+                return Err(bad(name, format!("must be a finite number >= 0, got {w}")));
+            }
+        }
+        if !(r.recency_decay_per_hour > 0.0 && r.recency_decay_per_hour <= 1.0) {
+            return Err(bad(
+                "retrieval.recency_decay_per_hour",
+                format!("must be in (0, 1], got {}", r.recency_decay_per_hour),
+            ));
+        }
+        let e = &self.embedding;
+        if !(8..=65_536).contains(&e.dim) {
+            return Err(bad("embedding.dim", format!("must be between 8 and 65536, got {}", e.dim)));
+        }
+        if e.batch_size == 0 {
+            return Err(bad("embedding.batch_size", "must be at least 1".into()));
+        }
+        if e.concurrency == 0 {
+            return Err(bad("embedding.concurrency", "must be at least 1".into()));
+        }
+        if e.max_tokens_per_request == 0 {
+            return Err(bad("embedding.max_tokens_per_request", "must be at least 1".into()));
+        }
+        if e.provider == Provider::Openai && e.http.base_url.trim().is_empty() {
+            return Err(bad("embedding.http.base_url", "the openai provider needs a base URL".into()));
+        }
+        if e.backoff_base_ms > e.backoff_max_ms {
+            return Err(bad("embedding.backoff_base_ms", "must not exceed embedding.backoff_max_ms".into()));
+        }
+        let m = &e.modelled;
+        for (name, p) in [
+            ("embedding.modelled.rate_limited", m.rate_limited),
+            ("embedding.modelled.server_error", m.server_error),
+            ("embedding.modelled.timeout", m.timeout),
+            ("embedding.modelled.permanent", m.permanent),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(bad(name, format!("must be a probability in [0, 1], got {p}")));
+            }
+        }
+        if m.rate_limited + m.server_error + m.timeout + m.permanent > 1.0 {
+            return Err(bad("embedding.modelled", "fault probabilities must sum to at most 1".into()));
+        }
+        if !(m.latency_ms.is_finite()
+            && m.latency_ms >= 0.0
+            && m.latency_per_token_us.is_finite()
+            && m.latency_per_token_us >= 0.0)
+        {
+            return Err(bad("embedding.modelled.latency_ms", "latencies must be finite and non-negative".into()));
+        }
+        if m.concurrency == 0 {
+            return Err(bad("embedding.modelled.concurrency", "must be at least 1".into()));
+        }
+        if e.model.trim().is_empty() {
+            return Err(bad("embedding.model", "must not be empty".into()));
+        }
+        let c = &self.chat;
+        if c.concurrency == 0 {
+            return Err(bad("chat.concurrency", "must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&c.malformed_rate) {
+            return Err(bad("chat.malformed_rate", format!("must be in [0, 1], got {}", c.malformed_rate)));
+        }
+        if c.model.trim().is_empty() {
+            return Err(bad("chat.model", "must not be empty".into()));
+        }
+        let c = &self.consolidation.rules;
+        for (name, v) in [
+            ("consolidation.rules.working_to_short", c.working_to_short),
+            ("consolidation.rules.short_to_long", c.short_to_long),
+            ("consolidation.rules.working_decay", c.working_decay),
+            ("consolidation.rules.short_term_decay", c.short_term_decay),
+            ("consolidation.rules.long_term_decay", c.long_term_decay),
+            ("consolidation.rules.expire_below", c.expire_below),
+            ("consolidation.rules.access_boost", c.access_boost),
+            ("consolidation.rules.initial_energy", c.initial_energy),
+            ("consolidation.rules.session_threshold", c.session_threshold),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(bad(name, format!("must be a finite number >= 0, got {v}")));
+            }
+        }
+        if !(-1.0..=1.0).contains(&c.similarity_threshold) {
+            return Err(bad(
+                "consolidation.rules.similarity_threshold",
+                format!("must be in [-1, 1], got {}", c.similarity_threshold),
+            ));
+        }
+        if self.reflection.importance_threshold == 0 {
+            return Err(bad("reflection.importance_threshold", "must be at least 1".into()));
+        }
+        let p = &self.prices;
+        for (name, v) in [
+            ("prices.embedding_usd_per_mtok", p.embedding_usd_per_mtok),
+            ("prices.chat_input_usd_per_mtok", p.chat_input_usd_per_mtok),
+            ("prices.chat_output_usd_per_mtok", p.chat_output_usd_per_mtok),
+        ] {
+            if !(v.is_finite() && (0.0..=1_000_000.0).contains(&v)) {
+                return Err(bad(name, format!("must be between 0 and 1000000 USD, got {v}")));
+            }
+        }
+        Ok(Config {
+            embedding_price: Price::from_usd_per_mtok(p.embedding_usd_per_mtok, 0.0),
+            chat_price: Price::from_usd_per_mtok(p.chat_input_usd_per_mtok, p.chat_output_usd_per_mtok),
+            raw: self,
+        })
+    }
+}
+
+impl Config {
+    /// The embedded defaults, resolved.
+    pub fn defaults() -> Config {
+        RawConfig::default().resolve("<defaults>").expect("the defaults are valid; this is a bug")
+    }
+
+    /// Canonical TOML of the resolved sections (what a run records).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(&self.raw).expect("a resolved config serialises; this is a bug")
+    }
+
+    /// Hash of the canonical form; identifies the configuration of a run.
+    pub fn hash(&self) -> Digest {
+        DigestWriter::new(CONFIG_HASH_DOMAIN).str(&self.to_toml()).finish()
+    }
+
+    /// The settings that decide content: the whole configuration with the
+    /// operational settings (below) put back to their defaults. A new
+    /// setting therefore counts as content unless it is added here on
+    /// purpose. Operational: how embedding work is sent (batching, token
+    /// caps, concurrency, rate limits, retries and backoff, the cache and
+    /// its file), the modelled provider's latency and faults, the HTTP
+    /// endpoint's address, key variable and timeouts (the model name and
+    /// `send_dimensions`, which decide the vectors, stay), chat concurrency
+    /// and prices. They change costs, timing and request grouping, never
+    /// what a persona sees or says.
+    pub fn content(&self) -> RawConfig {
+        let mut c = self.raw.clone();
+        let (e, d) = (&mut c.embedding, EmbeddingSection::default());
+        e.batch_size = d.batch_size;
+        e.max_tokens_per_request = d.max_tokens_per_request;
+        e.concurrency = d.concurrency;
+        e.requests_per_minute = d.requests_per_minute;
+        e.tokens_per_minute = d.tokens_per_minute;
+        e.max_retries = d.max_retries;
+        e.backoff_base_ms = d.backoff_base_ms;
+        e.backoff_max_ms = d.backoff_max_ms;
+        e.cache = d.cache;
+        e.cache_file = d.cache_file;
+        e.modelled = d.modelled;
+        e.http = crate::embed::upstream::HttpSettings { send_dimensions: e.http.send_dimensions, ..d.http };
+        c.chat.concurrency = ChatSection::default().concurrency;
+        c.prices = PricesSection::default();
+        c
+    }
+
+    /// Hash of [`Config::content`]: what `digest` starts from, so that
+    /// batching, caching, limits and prices never move it.
+    pub fn content_hash(&self) -> Digest {
+        let text = serde_json::to_string(&self.content()).expect("config values serialise; this is a bug");
+        DigestWriter::new("config content v2").str(&text).finish()
+    }
+}
+
+/// The domain of [`Config::hash`]. Its version moves whenever the digest
+/// encoding moves, so that a trace recorded before gets the "recorded by an
+/// older engine" error rather than a bare digest mismatch.
+pub const CONFIG_HASH_DOMAIN: &str = "config v2";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = RawConfig::from_toml("", "c.toml").and_then(|r| r.resolve("c.toml"));
+        assert_eq!(c.map(|c| c.hash()).ok(), Some(Config::defaults().hash()));
+    }
+
+    #[test]
+    fn unknown_field_is_named_with_its_line() {
+        let err = RawConfig::from_toml("[chat]\nconcurency = 3\n", "my.toml").unwrap_err().to_string();
+        assert!(err.contains("my.toml"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+        assert!(err.contains("concurency"), "{err}");
+    }
+
+    #[test]
+    fn invalid_value_names_file_and_field() {
+        let raw = RawConfig::from_toml("[embedding]\ndim = 2\n", "my.toml").expect("parses");
+        let err = raw.resolve("my.toml").unwrap_err().to_string();
+        assert!(err.contains("my.toml") && err.contains("embedding.dim"), "{err}");
+    }
+
+    #[test]
+    fn content_hash_ignores_operational_settings() {
+        let with = |t: &str| RawConfig::from_toml(t, "t").and_then(|r| r.resolve("t")).expect("valid");
+        let base = Config::defaults();
+        let ops = with("[embedding]\nbatch_size = 3\nconcurrency = 9\ncache = false\n[embedding.modelled]\nlatency_ms = 1.0\n[chat]\nconcurrency = 2\n[prices]\nchat_input_usd_per_mtok = 9.0\n");
+        assert_eq!(ops.content_hash(), base.content_hash());
+        assert_ne!(ops.hash(), base.hash());
+        for content in [
+            "[retrieval]\nk = 2\n",
+            "[embedding]\ndim = 64\n",
+            "[chat]\nmalformed_rate = 0.5\n",
+            "[run]\nhours_per_tick = 2\n",
+            "[consolidation]\nenabled = false\n",
+        ] {
+            assert_ne!(with(content).content_hash(), base.content_hash(), "{content}");
+        }
+        // The endpoint's address is operational; asking it for shorter vectors is not.
+        let http = "[embedding]\nprovider = \"openai\"\n[embedding.http]\nbase_url = \"http://a\"\n";
+        let moved = with(&http.replace("http://a", "http://b"));
+        assert_eq!(with(http).content_hash(), moved.content_hash());
+        assert_ne!(with(http).content_hash(), with(&format!("{http}send_dimensions = true\n")).content_hash());
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let c = Config::defaults();
+        let again = RawConfig::from_toml(&c.to_toml(), "x").and_then(|r| r.resolve("x"));
+        assert_eq!(again.map(|c| c.hash()).ok(), Some(c.hash()));
+    }
+}

@@ -1,0 +1,82 @@
+//! The embedding port.
+
+use crate::cost::Spend;
+use crate::error::Result;
+use crate::BoxFuture;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Which stage an embedding serves. Part of the key: a retrieval text and an
+/// equal memory description are never merged across stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum EmbedRole {
+    /// Query texts for memory retrieval.
+    Retrieval,
+    /// Descriptions of new memories.
+    Memory,
+}
+
+impl EmbedRole {
+    /// The code this value has in a digest. Explicit, so that reordering or
+    /// adding variants never moves an existing digest.
+    pub fn digest_code(self) -> u8 {
+        match self {
+            EmbedRole::Retrieval => 0,
+            EmbedRole::Memory => 1,
+        }
+    }
+}
+
+/// What makes two embeddings of one text interchangeable: role, model and
+/// the settings that change vectors.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EmbedKey {
+    /// Stage.
+    pub role: EmbedRole,
+    /// Model name.
+    pub model: String,
+    /// Vector dimension.
+    pub dim: usize,
+}
+
+/// One physical request upstream, as billed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbedCall {
+    /// Indices, in the submitted list, of the texts it carried.
+    pub texts: Vec<u32>,
+    /// Attempts made (1 when the first try succeeded).
+    pub attempts: u32,
+    /// What the provider billed, failed attempts that returned usage
+    /// included.
+    pub spend: Spend,
+}
+
+/// A complete, ordered embedding result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbedBatch {
+    /// One vector per submitted text, in order.
+    pub vectors: Vec<Arc<[f32]>>,
+    /// The physical requests that produced them (texts served from a cache
+    /// belong to none, and cost nothing).
+    pub calls: Vec<EmbedCall>,
+    /// Texts served from the cache.
+    pub cache_hits: u64,
+}
+
+/// Embeds an ordered list of texts under one key. Returns a complete ordered
+/// result or an error; [`crate::Error::Embedding`] carries what the failed
+/// invocation had already cost.
+pub trait EmbeddingPort: Send + Sync {
+    /// Embeds `texts` under `key`.
+    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>>;
+
+    /// Called once at the end of a run, e.g. to save a cache file.
+    fn finish(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Offers vectors obtained elsewhere (a trace being resumed) to this
+    /// port's cache, so that the ticks after them see the cache they would
+    /// have seen in an uninterrupted run.
+    fn warm(&self, _key: &EmbedKey, _texts: &[String], _vectors: &[Arc<[f32]>]) {}
+}

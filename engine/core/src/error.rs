@@ -1,0 +1,146 @@
+//! The one error type of the engine.
+
+use crate::cost::Spend;
+
+/// Every way an engine operation can fail. Variants name the input and the
+/// cause so that the CLI can print them as they are.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration file or value is invalid.
+    #[error("config {source_name}: {field}: {cause}")]
+    Config {
+        /// The file (or `<defaults>`) the value came from.
+        source_name: String,
+        /// Dotted path of the offending field.
+        field: String,
+        /// What is wrong with it.
+        cause: String,
+    },
+    /// A fixture (scenario, trait table) is invalid.
+    #[error("fixture {source_name}: {field}: {cause}")]
+    Fixture {
+        /// The file (or built-in name) the fixture came from.
+        source_name: String,
+        /// Dotted path of the offending field.
+        field: String,
+        /// What is wrong with it.
+        cause: String,
+    },
+    /// A file could not be parsed at all (syntax error); the parser's
+    /// message carries the line and column.
+    #[error("{source_name}: {}", source.to_string().trim_end())]
+    Parse {
+        /// The file that failed to parse.
+        source_name: String,
+        /// The parser's error.
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    /// An embedding result did not have one vector per submitted text.
+    #[error("embedding result has {got} vectors for {expected} texts")]
+    WrongCardinality {
+        /// Texts submitted.
+        expected: usize,
+        /// Vectors returned.
+        got: usize,
+    },
+    /// An embedding vector had the wrong length.
+    #[error("embedding vector {index} has dimension {got}, expected {expected}")]
+    WrongDimension {
+        /// Position of the vector in the result.
+        index: usize,
+        /// Configured dimension.
+        expected: usize,
+        /// Returned dimension.
+        got: usize,
+    },
+    /// An embedding provider failed after its retries; `incurred` is what was
+    /// billed before the failure.
+    #[error("embedding provider failed: {cause}")]
+    Embedding {
+        /// The provider's message.
+        cause: String,
+        /// What the failed invocation had already cost.
+        incurred: Spend,
+    },
+    /// A chat provider failed.
+    #[error("chat provider failed: {cause}")]
+    Chat {
+        /// The provider's message.
+        cause: String,
+    },
+    /// A file could not be read or written.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not of the expected kind or format version (see
+    /// [`crate::frame`]), or a value could not be framed.
+    #[error("{file}: {cause}")]
+    Format {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        cause: String,
+    },
+    /// A frame of a file is damaged.
+    #[error("{file}: frame {frame} at byte offset {offset}: {cause}")]
+    Corrupt {
+        /// The file.
+        file: String,
+        /// Frame index (0 is the first frame after the preamble).
+        frame: u64,
+        /// Byte offset of the frame's start.
+        offset: u64,
+        /// What is wrong.
+        cause: String,
+    },
+    /// The last frame of a file is incomplete: the writer was killed while
+    /// writing it.
+    #[error("{file}: frame {frame} at byte offset {offset} is torn: it needs {needed} bytes, {available} remain")]
+    Torn {
+        /// The file.
+        file: String,
+        /// Frame index.
+        frame: u64,
+        /// Byte offset of the frame's start.
+        offset: u64,
+        /// Bytes the frame needs.
+        needed: u64,
+        /// Bytes left in the file.
+        available: u64,
+    },
+    /// A trace was recorded with a configuration this engine resolves to a
+    /// different hash: new settings or changed defaults since.
+    #[error(
+        "{file} was recorded by engine {recorded_by} with an older configuration \
+         (its recorded hash {recorded_hash} is {current_hash} under engine {current}); replay it with engine {recorded_by}"
+    )]
+    RecordedByOlder {
+        /// The trace.
+        file: String,
+        /// The engine version that recorded it.
+        recorded_by: String,
+        /// This engine's version.
+        current: String,
+        /// The hash in the trace header.
+        recorded_hash: String,
+        /// What the recorded configuration hashes to now.
+        current_hash: String,
+    },
+    /// Replay asked the cassette for an answer the trace does not hold.
+    #[error("cassette miss: no recorded answer for {what} request {digest}")]
+    CassetteMiss {
+        /// `chat` or `embedding`.
+        what: &'static str,
+        /// The request digest.
+        digest: String,
+    },
+}
+
+/// Result with the engine's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

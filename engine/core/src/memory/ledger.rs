@@ -1,0 +1,779 @@
+//! The versioned ledger and its operations.
+
+use crate::clock::SimTime;
+use crate::persona::memory::cosine;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A record's tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Tier {
+    /// Fresh; decays fast.
+    Working,
+    /// Promoted once.
+    ShortTerm,
+    /// Promoted twice; decays slowly.
+    LongTerm,
+    /// A version closed by promotion.
+    Archived,
+    /// A record whose energy fell below the expiry threshold.
+    Expired,
+}
+
+impl Tier {
+    /// The code this value has in a digest. Explicit, so that reordering or
+    /// adding variants never moves an existing digest.
+    pub fn digest_code(self) -> u8 {
+        match self {
+            Tier::Working => 0,
+            Tier::ShortTerm => 1,
+            Tier::LongTerm => 2,
+            Tier::Archived => 3,
+            Tier::Expired => 4,
+        }
+    }
+}
+
+impl Tier {
+    /// The name used in commands and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Working => "working",
+            Tier::ShortTerm => "shortTerm",
+            Tier::LongTerm => "longTerm",
+            Tier::Archived => "archived",
+            Tier::Expired => "expired",
+        }
+    }
+
+    /// Parses a tier name.
+    pub fn parse(s: &str) -> Option<Tier> {
+        [Tier::Working, Tier::ShortTerm, Tier::LongTerm, Tier::Archived, Tier::Expired]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+
+    /// Whether records in this tier still live (decay, promote, expire).
+    pub fn live(self) -> bool {
+        matches!(self, Tier::Working | Tier::ShortTerm | Tier::LongTerm)
+    }
+}
+
+/// Thresholds and rates. The defaults are the source plan's, except the
+/// long-term decay rate, which the plan does not give.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsolidationConfig {
+    /// Working records above this energy promote to short-term. Default 2.0.
+    pub working_to_short: f64,
+    /// Short-term records above this energy promote to long-term. Default 5.0.
+    pub short_to_long: f64,
+    /// Working decay constant per simulated hour. Default 0.5.
+    pub working_decay: f64,
+    /// Short-term decay constant per hour. Default 0.05.
+    pub short_term_decay: f64,
+    /// Long-term decay constant per hour. Default 0.005: a tenth of the
+    /// short-term rate, continuing the plan's tenfold step from working to
+    /// short-term, so a long-term record at the promotion energy of 5.0
+    /// stays above the 0.1 expiry for about 32 simulated days unaccessed.
+    pub long_term_decay: f64,
+    /// Records below this energy expire. Default 0.1.
+    pub expire_below: f64,
+    /// Most promotions per run. Default 10.
+    pub promotion_batch_size: usize,
+    /// Energy an access adds. Default 1.0.
+    pub access_boost: f64,
+    /// Energy of a new record. Default 1.0.
+    pub initial_energy: f64,
+    /// At a session boundary, working records above this are queued for
+    /// promotion. Default 1.5.
+    pub session_threshold: f64,
+    /// Co-activations that make a cluster candidate. Default 3.
+    pub coactivation_threshold: u32,
+    /// Cosine similarity a cluster needs. Default 0.7.
+    pub similarity_threshold: f64,
+}
+
+impl Default for ConsolidationConfig {
+    fn default() -> Self {
+        ConsolidationConfig {
+            working_to_short: 2.0,
+            short_to_long: 5.0,
+            working_decay: 0.5,
+            short_term_decay: 0.05,
+            long_term_decay: 0.005,
+            expire_below: 0.1,
+            promotion_batch_size: 10,
+            access_boost: 1.0,
+            initial_energy: 1.0,
+            session_threshold: 1.5,
+            coactivation_threshold: 3,
+            similarity_threshold: 0.7,
+        }
+    }
+}
+
+impl ConsolidationConfig {
+    /// The decay constant of a tier (zero for closed tiers).
+    pub fn decay_rate(&self, tier: Tier) -> f64 {
+        match tier {
+            Tier::Working => self.working_decay,
+            Tier::ShortTerm => self.short_term_decay,
+            Tier::LongTerm => self.long_term_decay,
+            Tier::Archived | Tier::Expired => 0.0,
+        }
+    }
+}
+
+/// One version of a record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Version {
+    /// Version number, unique in the ledger, increasing.
+    pub version: u64,
+    /// The record this is a version of.
+    pub record: String,
+    /// Tier.
+    pub tier: Tier,
+    /// Energy.
+    pub energy: f64,
+    /// When the record was created.
+    pub created: SimTime,
+    /// Last access.
+    pub last_accessed: SimTime,
+    /// Accesses.
+    pub access_count: u32,
+    /// Highest energy reached.
+    pub peak_energy: f64,
+    /// Last decay.
+    pub last_decay: SimTime,
+    /// Last promotion.
+    pub last_promotion: Option<SimTime>,
+    /// Times found ready for promotion.
+    pub promotion_attempts: u32,
+    /// Session, if any.
+    pub session: Option<String>,
+    /// Test records are isolated from real ones.
+    pub is_test: bool,
+    /// Queued for promotion at a session boundary.
+    pub queued: bool,
+    /// Version this one was promoted (or changed) from.
+    pub previous: Option<u64>,
+    /// Start of validity.
+    pub valid_from: SimTime,
+    /// End of validity; `None` for the current version.
+    pub valid_to: Option<SimTime>,
+}
+
+/// Which records an operation touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every record.
+    All,
+    /// Test records only; real records are never touched.
+    TestOnly,
+}
+
+impl Scope {
+    fn admits(self, v: &Version) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::TestOnly => v.is_test,
+        }
+    }
+}
+
+/// What an operation did (or, in a dry run, would do).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Change {
+    /// A record was created.
+    Created {
+        /// Record.
+        record: String,
+        /// Version.
+        version: u64,
+    },
+    /// Energy decayed.
+    Decayed {
+        /// Record.
+        record: String,
+        /// Before.
+        from: f64,
+        /// After.
+        to: f64,
+    },
+    /// An access raised energy.
+    Accessed {
+        /// Record.
+        record: String,
+        /// Energy after.
+        energy: f64,
+    },
+    /// Promoted to a higher tier: a new version.
+    Promoted {
+        /// Record.
+        record: String,
+        /// Closed version.
+        from_version: u64,
+        /// New version.
+        to_version: u64,
+        /// New tier.
+        tier: Tier,
+        /// Energy at promotion.
+        energy: f64,
+    },
+    /// Ready but over the batch size this run.
+    PromotionBlocked {
+        /// Record.
+        record: String,
+        /// Energy.
+        energy: f64,
+    },
+    /// Expired: a new version in the expired tier.
+    Expired {
+        /// Record.
+        record: String,
+        /// Closed version.
+        from_version: u64,
+        /// New version.
+        to_version: u64,
+    },
+    /// Energy set by hand: a new version.
+    Reset {
+        /// Record.
+        record: String,
+        /// New version.
+        to_version: u64,
+        /// New energy.
+        energy: f64,
+    },
+    /// Queued for promotion at a session boundary.
+    Queued {
+        /// Record.
+        record: String,
+    },
+    /// Current version closed with no successor (deleting a test record).
+    Closed {
+        /// Record.
+        record: String,
+        /// Version.
+        version: u64,
+    },
+    /// Two records joined a cluster.
+    Clustered {
+        /// One record.
+        a: String,
+        /// The other.
+        b: String,
+        /// Their cosine similarity.
+        similarity: f64,
+    },
+}
+
+impl Change {
+    /// The record the change is about (the first one, for a cluster).
+    pub fn record(&self) -> &str {
+        match self {
+            Change::Created { record, .. }
+            | Change::Decayed { record, .. }
+            | Change::Accessed { record, .. }
+            | Change::Promoted { record, .. }
+            | Change::PromotionBlocked { record, .. }
+            | Change::Expired { record, .. }
+            | Change::Reset { record, .. }
+            | Change::Queued { record }
+            | Change::Closed { record, .. } => record,
+            Change::Clustered { a, .. } => a,
+        }
+    }
+}
+
+/// Why an operation was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LedgerError {
+    /// No record with that id.
+    #[error("no memory record {0:?}")]
+    UnknownRecord(String),
+    /// The record exists but has no current version (it was deleted).
+    #[error("memory record {0:?} has no current version")]
+    Closed(String),
+    /// An energy that is negative or not a number.
+    #[error("energy must be a finite number >= 0, got {0}")]
+    BadEnergy(f64),
+    /// A record id already in use.
+    #[error("memory record {0:?} already exists")]
+    Exists(String),
+    /// A real record where the operation is for test records only.
+    #[error("memory record {0:?} is not a test memory")]
+    NotTest(String),
+}
+
+/// Every version of every record.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    versions: Vec<Version>,
+    current: BTreeMap<String, usize>,
+    /// Every record ever created, current or not.
+    known: BTreeSet<String>,
+    coactivations: BTreeMap<(String, String), u32>,
+    clusters: BTreeSet<(String, String)>,
+}
+
+impl Ledger {
+    /// Every version, oldest first.
+    pub fn versions(&self) -> &[Version] {
+        &self.versions
+    }
+
+    /// The current version of a record.
+    pub fn current(&self, record: &str) -> Option<&Version> {
+        self.current.get(record).map(|i| &self.versions[*i])
+    }
+
+    /// The current versions, by record id.
+    pub fn currents(&self) -> impl Iterator<Item = &Version> {
+        self.current.values().map(|i| &self.versions[*i])
+    }
+
+    /// A record's versions, oldest first.
+    pub fn history(&self, record: &str) -> Vec<&Version> {
+        self.versions.iter().filter(|v| v.record == record).collect()
+    }
+
+    /// Cluster links of a record.
+    pub fn cluster_links(&self, record: &str) -> Vec<&str> {
+        self.clusters
+            .iter()
+            .filter_map(|(a, b)| match (a == record, b == record) {
+                (true, _) => Some(b.as_str()),
+                (_, true) => Some(a.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn push(&mut self, mut v: Version) -> u64 {
+        v.version = self.versions.len() as u64;
+        let record = v.record.clone();
+        self.versions.push(v);
+        self.current.insert(record, self.versions.len() - 1);
+        self.versions.len() as u64 - 1
+    }
+
+    fn current_index(&self, record: &str) -> Result<usize, LedgerError> {
+        match self.current.get(record) {
+            Some(i) => Ok(*i),
+            None if self.known.contains(record) => Err(LedgerError::Closed(record.into())),
+            None => Err(LedgerError::UnknownRecord(record.into())),
+        }
+    }
+
+    /// Creates a record in `tier` with `energy`.
+    pub fn create(
+        &mut self,
+        record: &str,
+        now: SimTime,
+        energy: f64,
+        tier: Tier,
+        is_test: bool,
+        session: Option<String>,
+    ) -> Result<Change, LedgerError> {
+        if !(energy.is_finite() && energy >= 0.0) {
+            return Err(LedgerError::BadEnergy(energy));
+        }
+        if !self.known.insert(record.to_string()) {
+            return Err(LedgerError::Exists(record.into()));
+        }
+        let version = self.push(Version {
+            version: 0,
+            record: record.into(),
+            tier,
+            energy,
+            created: now,
+            last_accessed: now,
+            access_count: 1,
+            peak_energy: energy,
+            last_decay: now,
+            last_promotion: None,
+            promotion_attempts: 0,
+            session,
+            is_test,
+            queued: false,
+            previous: None,
+            valid_from: now,
+            valid_to: None,
+        });
+        Ok(Change::Created { record: record.into(), version })
+    }
+
+    /// An access: energy rises by `amount` (the configured boost by default).
+    pub fn access(&mut self, record: &str, now: SimTime, amount: f64) -> Result<Change, LedgerError> {
+        if !(amount.is_finite() && amount >= 0.0) {
+            return Err(LedgerError::BadEnergy(amount));
+        }
+        let i = self.current_index(record)?;
+        let v = &mut self.versions[i];
+        v.energy += amount;
+        v.peak_energy = v.peak_energy.max(v.energy);
+        v.access_count += 1;
+        v.last_accessed = v.last_accessed.max(now);
+        Ok(Change::Accessed { record: record.into(), energy: v.energy })
+    }
+
+    /// Records retrieved together; each pair's co-activation count rises.
+    pub fn coactivate(&mut self, records: &[String]) {
+        let mut sorted: Vec<&String> = records.iter().collect();
+        sorted.sort();
+        sorted.dedup();
+        for (i, a) in sorted.iter().enumerate() {
+            for b in &sorted[i + 1..] {
+                *self.coactivations.entry(((*a).clone(), (*b).clone())).or_default() += 1;
+            }
+        }
+    }
+
+    /// Exponential decay of every live record in scope over the simulated
+    /// hours since its last decay: `energy * e^(-rate * hours)`.
+    pub fn decay(&mut self, cfg: &ConsolidationConfig, now: SimTime, scope: Scope, dry_run: bool) -> Vec<Change> {
+        let mut out = Vec::new();
+        let idx: Vec<usize> = self.current.values().copied().collect();
+        for i in idx {
+            let v = &self.versions[i];
+            if !v.tier.live() || !scope.admits(v) {
+                continue;
+            }
+            let to = v.energy * (-cfg.decay_rate(v.tier) * now.hours_since(v.last_decay)).exp();
+            out.push(Change::Decayed { record: v.record.clone(), from: v.energy, to });
+            if !dry_run {
+                let v = &mut self.versions[i];
+                v.energy = to;
+                v.last_decay = v.last_decay.max(now);
+            }
+        }
+        out
+    }
+
+    /// Promotes ready records (working above `working_to_short`, or queued
+    /// and above `session_threshold`; short-term above `short_to_long`), at
+    /// most `promotion_batch_size` per run, highest energy first (ties by
+    /// record id). The rest are reported as blocked.
+    pub fn promote(&mut self, cfg: &ConsolidationConfig, now: SimTime, scope: Scope, dry_run: bool) -> Vec<Change> {
+        let mut ready: Vec<usize> = self
+            .current
+            .values()
+            .copied()
+            .filter(|i| {
+                let v = &self.versions[*i];
+                scope.admits(v)
+                    && match v.tier {
+                        Tier::Working => {
+                            v.energy > cfg.working_to_short || (v.queued && v.energy > cfg.session_threshold)
+                        }
+                        Tier::ShortTerm => v.energy > cfg.short_to_long,
+                        Tier::LongTerm | Tier::Archived | Tier::Expired => false,
+                    }
+            })
+            .collect();
+        ready.sort_by(|a, b| {
+            let (va, vb) = (&self.versions[*a], &self.versions[*b]);
+            vb.energy.total_cmp(&va.energy).then(va.record.cmp(&vb.record))
+        });
+        let mut out = Vec::new();
+        for (n, i) in ready.into_iter().enumerate() {
+            let old = self.versions[i].clone();
+            if n >= cfg.promotion_batch_size {
+                out.push(Change::PromotionBlocked { record: old.record.clone(), energy: old.energy });
+                if !dry_run {
+                    self.versions[i].promotion_attempts += 1;
+                }
+                continue;
+            }
+            let tier = if old.tier == Tier::Working { Tier::ShortTerm } else { Tier::LongTerm };
+            let to_version = if dry_run {
+                self.versions.len() as u64 + n as u64
+            } else {
+                let closed = &mut self.versions[i];
+                closed.valid_to = Some(now);
+                closed.tier = Tier::Archived;
+                closed.promotion_attempts += 1;
+                self.push(Version {
+                    tier,
+                    last_promotion: Some(now),
+                    queued: false,
+                    previous: Some(old.version),
+                    valid_from: now,
+                    valid_to: None,
+                    promotion_attempts: old.promotion_attempts + 1,
+                    ..old.clone()
+                })
+            };
+            out.push(Change::Promoted {
+                record: old.record,
+                from_version: old.version,
+                to_version,
+                tier,
+                energy: old.energy,
+            });
+        }
+        out
+    }
+
+    /// Live records in scope below `expire_below` move to a new version in
+    /// the expired tier. Nothing is deleted.
+    pub fn expire(&mut self, cfg: &ConsolidationConfig, now: SimTime, scope: Scope, dry_run: bool) -> Vec<Change> {
+        let due: Vec<usize> = self
+            .current
+            .values()
+            .copied()
+            .filter(|i| {
+                let v = &self.versions[*i];
+                v.tier.live() && scope.admits(v) && v.energy < cfg.expire_below
+            })
+            .collect();
+        let mut out = Vec::new();
+        let mut next = self.versions.len() as u64;
+        for i in due {
+            let old = self.versions[i].clone();
+            let to_version = if dry_run {
+                next += 1;
+                next - 1
+            } else {
+                self.versions[i].valid_to = Some(now);
+                self.push(Version {
+                    tier: Tier::Expired,
+                    previous: Some(old.version),
+                    valid_from: now,
+                    valid_to: None,
+                    ..old.clone()
+                })
+            };
+            out.push(Change::Expired { record: old.record, from_version: old.version, to_version });
+        }
+        out
+    }
+
+    /// Sets a record's energy: a new version.
+    pub fn reset(&mut self, record: &str, energy: f64, now: SimTime) -> Result<Change, LedgerError> {
+        if !(energy.is_finite() && energy >= 0.0) {
+            return Err(LedgerError::BadEnergy(energy));
+        }
+        let i = self.current_index(record)?;
+        let old = self.versions[i].clone();
+        self.versions[i].valid_to = Some(now);
+        let to_version = self.push(Version {
+            energy,
+            peak_energy: old.peak_energy.max(energy),
+            previous: Some(old.version),
+            valid_from: now,
+            valid_to: None,
+            ..old
+        });
+        Ok(Change::Reset { record: record.into(), to_version, energy })
+    }
+
+    /// Closes a test record's current version without a successor. Its
+    /// versions stay readable; real records cannot be deleted.
+    pub fn delete_test(&mut self, record: &str, now: SimTime) -> Result<Change, LedgerError> {
+        let i = self.current_index(record)?;
+        if !self.versions[i].is_test {
+            return Err(LedgerError::NotTest(record.into()));
+        }
+        self.versions[i].valid_to = Some(now);
+        self.current.remove(record);
+        Ok(Change::Closed { record: record.into(), version: i as u64 })
+    }
+
+    /// The session boundary: working records above `session_threshold`
+    /// (in `session`, or all when `None`) are queued for promotion.
+    pub fn end_session(
+        &mut self,
+        cfg: &ConsolidationConfig,
+        session: Option<&str>,
+        scope: Scope,
+        dry_run: bool,
+    ) -> Vec<Change> {
+        let idx: Vec<usize> = self.current.values().copied().collect();
+        let mut out = Vec::new();
+        for i in idx {
+            let v = &self.versions[i];
+            let in_session = session.is_none_or(|s| v.session.as_deref() == Some(s));
+            if v.tier == Tier::Working && in_session && scope.admits(v) && !v.queued && v.energy > cfg.session_threshold
+            {
+                out.push(Change::Queued { record: v.record.clone() });
+                if !dry_run {
+                    self.versions[i].queued = true;
+                }
+            }
+        }
+        out
+    }
+
+    /// Clusters pairs of live records co-activated at least
+    /// `coactivation_threshold` times whose vectors have cosine similarity
+    /// at least `similarity_threshold`. `vector(record)` gives a record's
+    /// embedding.
+    pub fn cluster<'v>(
+        &mut self,
+        cfg: &ConsolidationConfig,
+        scope: Scope,
+        dry_run: bool,
+        vector: impl Fn(&str) -> Option<&'v [f32]>,
+    ) -> Vec<Change> {
+        let mut out = Vec::new();
+        // Only pairs past the threshold and not yet clustered are copied out.
+        let pairs: Vec<(String, String)> = self
+            .coactivations
+            .iter()
+            .filter(|(k, n)| **n >= cfg.coactivation_threshold && !self.clusters.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (a, b) in pairs {
+            let (Some(va), Some(vb)) = (self.current(&a), self.current(&b)) else { continue };
+            if !(va.tier.live() && vb.tier.live() && scope.admits(va) && scope.admits(vb)) {
+                continue;
+            }
+            let (Some(x), Some(y)) = (vector(&a), vector(&b)) else { continue };
+            let similarity = cosine(x, y);
+            if similarity >= cfg.similarity_threshold {
+                out.push(Change::Clustered { a: a.clone(), b: b.clone(), similarity });
+                if !dry_run {
+                    self.clusters.insert((a, b));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{Purpose, Stream};
+
+    fn h(hours: u64) -> SimTime {
+        SimTime(hours * 3600)
+    }
+
+    /// Decay matches `e0 * e^(-rate * hours)`, as a property over random
+    /// energies, tiers and intervals, including decays split in steps.
+    #[test]
+    fn decay_matches_the_closed_form() {
+        let cfg = ConsolidationConfig::default();
+        let mut s = Stream::derive(6, 0, 0, Purpose::Testing);
+        for case in 0..500 {
+            let mut l = Ledger::default();
+            let e0 = s.unit() * 10.0;
+            let tier = *s.pick(&[Tier::Working, Tier::ShortTerm, Tier::LongTerm]);
+            l.create("m", h(0), e0, tier, false, None).expect("create");
+            let (a, b) = (s.below(50) as u64, s.below(50) as u64);
+            l.decay(&cfg, h(a), Scope::All, false);
+            l.decay(&cfg, h(a + b), Scope::All, false);
+            let expected = e0 * (-cfg.decay_rate(tier) * (a + b) as f64).exp();
+            let got = l.current("m").map(|v| v.energy).unwrap_or(f64::NAN);
+            assert!((got - expected).abs() <= 1e-9 * expected.max(1.0), "case {case}: {got} vs {expected}");
+        }
+    }
+
+    #[test]
+    fn promotion_is_strictly_above_the_thresholds_and_batched() {
+        let cfg = ConsolidationConfig { promotion_batch_size: 2, ..Default::default() };
+        let mut l = Ledger::default();
+        for (id, e, t) in [
+            ("at", 2.0, Tier::Working),
+            ("above", 2.0001, Tier::Working),
+            ("st-at", 5.0, Tier::ShortTerm),
+            ("st-above", 5.5, Tier::ShortTerm),
+            ("w3", 3.0, Tier::Working),
+        ] {
+            l.create(id, h(0), e, t, false, None).expect("create");
+        }
+        let changes = l.promote(&cfg, h(1), Scope::All, false);
+        let promoted: Vec<&str> =
+            changes.iter().filter(|c| matches!(c, Change::Promoted { .. })).map(Change::record).collect();
+        let blocked: Vec<&str> =
+            changes.iter().filter(|c| matches!(c, Change::PromotionBlocked { .. })).map(Change::record).collect();
+        assert_eq!(promoted, vec!["st-above", "w3"], "highest energy first, two per run");
+        assert_eq!(blocked, vec!["above"]);
+        assert_eq!(l.current("st-above").map(|v| v.tier), Some(Tier::LongTerm));
+        assert_eq!(l.current("at").map(|v| v.tier), Some(Tier::Working), "2.0 is not above 2.0");
+        assert_eq!(l.current("st-at").map(|v| v.tier), Some(Tier::ShortTerm));
+        let history = l.history("w3");
+        assert_eq!(history.len(), 2);
+        assert_eq!((history[0].tier, history[0].valid_to), (Tier::Archived, Some(h(1))));
+        assert_eq!(history[1].previous, Some(history[0].version));
+    }
+
+    #[test]
+    fn expiry_and_deletion_keep_every_version() {
+        let cfg = ConsolidationConfig::default();
+        let mut l = Ledger::default();
+        l.create("real", h(0), 1.0, Tier::Working, false, None).expect("create");
+        l.create("test", h(0), 1.0, Tier::Working, true, None).expect("create");
+        l.decay(&cfg, h(10), Scope::All, false);
+        let expired = l.expire(&cfg, h(10), Scope::All, false);
+        assert_eq!(expired.len(), 2);
+        assert_eq!(l.current("real").map(|v| v.tier), Some(Tier::Expired));
+        l.delete_test("test", h(11)).expect("delete");
+        assert!(l.current("test").is_none());
+        assert_eq!(l.history("test").len(), 2, "closed, not destroyed");
+        assert_eq!(l.delete_test("real", h(11)), Err(LedgerError::NotTest("real".into())));
+        assert_eq!(l.access("test", h(12), 1.0), Err(LedgerError::Closed("test".into())));
+        assert_eq!(l.access("nope", h(12), 1.0), Err(LedgerError::UnknownRecord("nope".into())));
+        assert_eq!(l.reset("real", -1.0, h(12)), Err(LedgerError::BadEnergy(-1.0)));
+    }
+
+    #[test]
+    fn test_only_never_touches_real_records_and_dry_run_changes_nothing() {
+        let cfg = ConsolidationConfig::default();
+        let mut l = Ledger::default();
+        l.create("real", h(0), 9.0, Tier::Working, false, None).expect("create");
+        l.create("test", h(0), 9.0, Tier::Working, true, None).expect("create");
+        let before = l.clone();
+        let dry: Vec<Change> = [
+            l.decay(&cfg, h(1), Scope::All, true),
+            l.promote(&cfg, h(1), Scope::All, true),
+            l.expire(&cfg, h(1), Scope::All, true),
+        ]
+        .concat();
+        assert!(!dry.is_empty());
+        assert_eq!(l, before, "a dry run changes nothing");
+        l.decay(&cfg, h(1), Scope::TestOnly, false);
+        l.promote(&cfg, h(1), Scope::TestOnly, false);
+        assert_eq!(l.current("real"), before.current("real"), "test-only leaves real records alone");
+        assert_ne!(l.current("test"), before.current("test"));
+    }
+
+    #[test]
+    fn session_end_queues_for_the_lower_threshold() {
+        let cfg = ConsolidationConfig::default();
+        let mut l = Ledger::default();
+        l.create("a", h(0), 1.6, Tier::Working, false, Some("s1".into())).expect("create");
+        l.create("b", h(0), 1.4, Tier::Working, false, Some("s1".into())).expect("create");
+        assert!(l.promote(&cfg, h(0), Scope::All, false).is_empty(), "1.6 is below 2.0");
+        assert_eq!(l.end_session(&cfg, Some("s1"), Scope::All, false), vec![Change::Queued { record: "a".into() }]);
+        let promoted = l.promote(&cfg, h(0), Scope::All, false);
+        assert!(matches!(&promoted[..], [Change::Promoted { record, tier: Tier::ShortTerm, .. }] if record == "a"));
+    }
+
+    #[test]
+    fn clusters_need_coactivation_and_similarity() {
+        let cfg = ConsolidationConfig::default();
+        let mut l = Ledger::default();
+        for id in ["a", "b", "c"] {
+            l.create(id, h(0), 1.0, Tier::Working, false, None).expect("create");
+        }
+        let vectors: BTreeMap<&str, Vec<f32>> =
+            [("a", vec![1.0, 0.0]), ("b", vec![0.9, 0.1]), ("c", vec![0.0, 1.0])].into();
+        let v = |r: &str| vectors.get(r).map(Vec::as_slice);
+        for _ in 0..2 {
+            l.coactivate(&["a".into(), "b".into(), "c".into()]);
+        }
+        assert!(l.cluster(&cfg, Scope::All, false, v).is_empty(), "two co-activations are not enough");
+        l.coactivate(&["a".into(), "b".into(), "c".into()]);
+        let made = l.cluster(&cfg, Scope::All, false, v);
+        assert!(matches!(&made[..], [Change::Clustered { a, b, .. }] if a == "a" && b == "b"), "{made:?}");
+        assert_eq!(l.cluster_links("a"), vec!["b"]);
+    }
+}

@@ -1,0 +1,282 @@
+//! A persona's private memory stream and its retrieval score.
+//!
+//! Retrieval ranks only the owning persona's memories (there is no pooled
+//! index) by `w_rec * recency + w_imp * importance + w_rel * relevance`,
+//! each component min-max normalised over the persona's memories, ties
+//! broken by memory id, top-k taken.
+
+use crate::clock::SimTime;
+use crate::config::RetrievalSection;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+/// A memory's identity: its owner and its sequence number in the owner's
+/// stream. Ordering is by owner, then sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct MemoryId {
+    /// Owning persona.
+    pub persona: u32,
+    /// Position in the owner's stream, from 0.
+    pub seq: u32,
+}
+
+impl MemoryId {
+    /// Parses the `m-PPPPP-SSSS` form that `Display` writes.
+    pub fn parse(s: &str) -> Option<MemoryId> {
+        let (p, q) = s.strip_prefix("m-")?.split_once('-')?;
+        Some(MemoryId { persona: p.parse().ok()?, seq: q.parse().ok()? })
+    }
+}
+
+impl fmt::Display for MemoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "m-{:05}-{:04}", self.persona, self.seq)
+    }
+}
+
+/// What produced a memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemoryKind {
+    /// A reaction to a stimulus.
+    Observation,
+    /// An insight from a reflection (or its fallback description).
+    Reflection,
+}
+
+impl MemoryKind {
+    /// The code this value has in a digest. Explicit, so that reordering or
+    /// adding variants never moves an existing digest.
+    pub fn digest_code(self) -> u8 {
+        match self {
+            MemoryKind::Observation => 0,
+            MemoryKind::Reflection => 1,
+        }
+    }
+}
+
+/// One memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryRecord {
+    /// Identity.
+    pub id: MemoryId,
+    /// What produced it.
+    pub kind: MemoryKind,
+    /// The text that is embedded and shown in prompts.
+    pub description: String,
+    /// Importance 1-10, from the reply that produced it.
+    pub importance: u8,
+    /// Sentiment in [-1, 1] carried by the memory.
+    pub sentiment: f32,
+    /// Tick that created it.
+    pub tick: u32,
+    /// Simulated creation time.
+    pub created: SimTime,
+    /// Simulated time of the last retrieval (or creation).
+    pub last_access: SimTime,
+    /// Stimulus or memories it came from.
+    pub sources: Vec<String>,
+    /// Its embedding; `None` when no embedding port was configured. Shared,
+    /// because deduplicated drafts share one vector.
+    pub vector: Option<Arc<[f32]>>,
+}
+
+/// A retrieved memory with its score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    /// Which memory.
+    pub id: MemoryId,
+    /// Its combined score.
+    pub score: f64,
+}
+
+/// A persona's memories, in creation order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryStream {
+    records: Vec<MemoryRecord>,
+}
+
+/// Cosine of two vectors; zero when either is all zeros.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
+fn normalise(values: &mut [f64]) {
+    let (lo, hi) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+    let range = hi - lo;
+    for v in values.iter_mut() {
+        // A constant component carries no ranking information.
+        *v = if range > 0.0 { (*v - lo) / range } else { 0.0 };
+    }
+}
+
+impl MemoryStream {
+    /// All records, in creation order.
+    pub fn records(&self) -> &[MemoryRecord] {
+        &self.records
+    }
+
+    /// Number of memories.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// True when the persona remembers nothing.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The sequence number the next memory gets.
+    pub fn next_seq(&self) -> u32 {
+        self.records.len() as u32
+    }
+
+    /// A memory by id, if it is this stream's.
+    pub fn get(&self, id: MemoryId) -> Option<&MemoryRecord> {
+        self.records.get(id.seq as usize).filter(|r| r.id == id)
+    }
+
+    /// Appends a memory. Its id must be the next in sequence.
+    pub fn push(&mut self, record: MemoryRecord) {
+        debug_assert_eq!(record.id.seq, self.next_seq(), "memory ids are sequential; this is a bug");
+        self.records.push(record);
+    }
+
+    /// Marks memories as accessed at `now`.
+    pub fn touch(&mut self, ids: &[MemoryId], now: SimTime) {
+        for id in ids {
+            if let Some(r) = self.records.get_mut(id.seq as usize) {
+                if r.id == *id && r.last_access < now {
+                    r.last_access = now;
+                }
+            }
+        }
+    }
+
+    /// Ranks this persona's memories against `query` and returns the top
+    /// `k`, best first. Only memories marked visible take part (a memory
+    /// past the end of `visible` counts as visible); expired and archived
+    /// ones are never ranked. With no query vector, relevance is zero.
+    pub fn retrieve(
+        &self,
+        query: Option<&[f32]>,
+        now: SimTime,
+        cfg: &RetrievalSection,
+        visible: &[bool],
+    ) -> Vec<Scored> {
+        let k = usize::try_from(cfg.k).unwrap_or(0);
+        let candidates: Vec<&MemoryRecord> =
+            self.records.iter().filter(|r| visible.get(r.id.seq as usize).copied().unwrap_or(true)).collect();
+        if k == 0 || candidates.is_empty() {
+            return Vec::new();
+        }
+        let n = candidates.len();
+        let mut recency = Vec::with_capacity(n);
+        let mut importance = Vec::with_capacity(n);
+        let mut relevance = Vec::with_capacity(n);
+        for r in &candidates {
+            recency.push(cfg.recency_decay_per_hour.powf(now.hours_since(r.last_access)));
+            importance.push(f64::from(r.importance));
+            relevance.push(match (query, &r.vector) {
+                (Some(q), Some(v)) => cosine(q, v),
+                _ => 0.0,
+            });
+        }
+        normalise(&mut recency);
+        normalise(&mut importance);
+        normalise(&mut relevance);
+        let mut scored: Vec<Scored> = candidates
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Scored {
+                id: r.id,
+                score: cfg.recency_weight * recency[i]
+                    + cfg.importance_weight * importance[i]
+                    + cfg.relevance_weight * relevance[i],
+            })
+            .collect();
+        scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        scored.truncate(k);
+        scored
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(seq: u32, importance: u8, created_h: u64, vector: Option<Vec<f32>>) -> MemoryRecord {
+        MemoryRecord {
+            id: MemoryId { persona: 1, seq },
+            kind: MemoryKind::Observation,
+            description: format!("memory {seq}"),
+            importance,
+            sentiment: 0.0,
+            tick: 1,
+            created: SimTime(created_h * 3600),
+            last_access: SimTime(created_h * 3600),
+            sources: vec![],
+            vector: vector.map(Into::into),
+        }
+    }
+
+    fn cfg(k: i64, rec: f64, imp: f64, rel: f64) -> RetrievalSection {
+        RetrievalSection { k, recency_weight: rec, importance_weight: imp, relevance_weight: rel, ..Default::default() }
+    }
+
+    #[test]
+    fn components_are_weighted_and_normalised() {
+        let mut s = MemoryStream::default();
+        s.push(rec(0, 9, 0, Some(vec![1.0, 0.0])));
+        s.push(rec(1, 1, 100, Some(vec![0.0, 1.0])));
+        s.push(rec(2, 5, 50, Some(vec![0.7, 0.7])));
+        let now = SimTime(100 * 3600);
+        let q = [0.0f32, 1.0];
+        let ids = |c: RetrievalSection| s.retrieve(Some(&q), now, &c, &[]).iter().map(|x| x.id.seq).collect::<Vec<_>>();
+        assert_eq!(ids(cfg(3, 0.0, 1.0, 0.0)), vec![0, 2, 1], "importance only");
+        assert_eq!(ids(cfg(3, 1.0, 0.0, 0.0)), vec![1, 2, 0], "recency only");
+        assert_eq!(ids(cfg(1, 0.0, 0.0, 1.0)), vec![1], "relevance only, top 1");
+        // Each component is scaled to [0, 1]: memory 1 scores 1 + 0 + 1.
+        let top = s.retrieve(Some(&q), now, &cfg(1, 1.0, 1.0, 1.0), &[]);
+        assert!((top[0].score - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn ties_break_by_id_and_k_limits() {
+        let mut s = MemoryStream::default();
+        for seq in 0..4 {
+            s.push(rec(seq, 5, 0, None));
+        }
+        let got = s.retrieve(None, SimTime(0), &cfg(2, 1.0, 1.0, 1.0), &[]);
+        assert_eq!(got.iter().map(|x| x.id.seq).collect::<Vec<_>>(), vec![0, 1]);
+        let hidden = s.retrieve(None, SimTime(0), &cfg(2, 1.0, 1.0, 1.0), &[false, true, false]);
+        assert_eq!(
+            hidden.iter().map(|x| x.id.seq).collect::<Vec<_>>(),
+            vec![1, 3],
+            "invisible memories are never ranked"
+        );
+        assert!(s.retrieve(None, SimTime(0), &cfg(0, 1.0, 1.0, 1.0), &[]).is_empty());
+        assert!(s.retrieve(None, SimTime(0), &cfg(-3, 1.0, 1.0, 1.0), &[]).is_empty());
+    }
+
+    #[test]
+    fn touch_refreshes_recency() {
+        let mut s = MemoryStream::default();
+        s.push(rec(0, 5, 0, None));
+        s.push(rec(1, 5, 10, None));
+        s.touch(&[MemoryId { persona: 1, seq: 0 }], SimTime(20 * 3600));
+        let got = s.retrieve(None, SimTime(20 * 3600), &cfg(1, 1.0, 0.0, 0.0), &[]);
+        assert_eq!(got[0].id.seq, 0);
+    }
+}

@@ -1,0 +1,236 @@
+//! Persona profiles, generated deterministically from the trait table.
+
+use crate::error::{Error, Result};
+use crate::rng::{Purpose, Stream};
+use serde::{Deserialize, Serialize};
+
+/// The built-in trait table.
+pub const DEFAULT_TRAITS: &str = include_str!("../../../../fixtures/personas/traits.toml");
+
+/// An age band with its weight.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgeBand {
+    /// Youngest age, inclusive.
+    pub min: u8,
+    /// Oldest age, inclusive.
+    pub max: u8,
+    /// Relative weight.
+    pub weight: f64,
+}
+
+/// A city with its weight.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct City {
+    /// City name.
+    pub name: String,
+    /// Relative weight.
+    pub weight: f64,
+}
+
+/// An income band and the price sensitivity it centres on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncomeBand {
+    /// Shown in the profile.
+    pub label: String,
+    /// Relative weight.
+    pub weight: f64,
+    /// Centre of the band's price sensitivity, in [0, 1].
+    pub price_sensitivity: f64,
+}
+
+/// The trait table personas are drawn from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Traits {
+    /// Given names.
+    pub first_names: Vec<String>,
+    /// Family names.
+    pub last_names: Vec<String>,
+    /// Occupations.
+    pub occupations: Vec<String>,
+    /// Interest vocabulary; scenario categories match against it.
+    pub interests: Vec<String>,
+    /// Fewest interests per persona.
+    pub interests_min: usize,
+    /// Most interests per persona.
+    pub interests_max: usize,
+    /// Brands personas hold attitudes about.
+    pub brands: Vec<String>,
+    /// Spread of brand attitudes.
+    pub brand_attitude_sd: f64,
+    /// Age bands.
+    pub age_bands: Vec<AgeBand>,
+    /// Cities.
+    pub cities: Vec<City>,
+    /// Income bands.
+    pub income_bands: Vec<IncomeBand>,
+    /// Biography templates.
+    pub bio_templates: Vec<String>,
+}
+
+impl Traits {
+    /// The built-in table.
+    pub fn builtin() -> Traits {
+        Traits::from_toml(DEFAULT_TRAITS, "fixtures/personas/traits.toml")
+            .expect("the built-in trait table is valid; this is a bug")
+    }
+
+    /// Parses and validates a trait table.
+    pub fn from_toml(text: &str, source_name: &str) -> Result<Traits> {
+        let t: Traits =
+            toml::from_str(text).map_err(|e| Error::Parse { source_name: source_name.into(), source: Box::new(e) })?;
+        let bad = |field: &str, cause: &str| Error::Fixture {
+            source_name: source_name.into(),
+            field: field.into(),
+            cause: cause.into(),
+        };
+        for (name, empty) in [
+            ("first_names", t.first_names.is_empty()),
+            ("last_names", t.last_names.is_empty()),
+            ("occupations", t.occupations.is_empty()),
+            ("age_bands", t.age_bands.is_empty()),
+            ("cities", t.cities.is_empty()),
+            ("income_bands", t.income_bands.is_empty()),
+            ("bio_templates", t.bio_templates.is_empty()),
+        ] {
+            if empty {
+                return Err(bad(name, "must not be empty"));
+            }
+        }
+        if t.interests.len() < t.interests_max.max(2) || t.interests_min > t.interests_max || t.interests_min < 2 {
+            return Err(bad("interests_min", "need 2 <= interests_min <= interests_max <= number of interests"));
+        }
+        if t.age_bands.iter().any(|b| b.min > b.max) {
+            return Err(bad("age_bands", "min must not exceed max"));
+        }
+        Ok(t)
+    }
+}
+
+/// One persona.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Index in the panel, from 0.
+    pub id: u32,
+    /// Full name.
+    pub name: String,
+    /// Age in years.
+    pub age: u8,
+    /// Home city.
+    pub city: String,
+    /// Occupation.
+    pub occupation: String,
+    /// Income band label.
+    pub income: String,
+    /// Interests, in draw order.
+    pub interests: Vec<String>,
+    /// Price sensitivity in [0, 1], two decimals.
+    pub price_sensitivity: f32,
+    /// Attitude to each brand in [-1, 1], two decimals, in table order.
+    pub brand_attitudes: Vec<(String, f32)>,
+    /// A one-sentence biography.
+    pub bio: String,
+}
+
+impl Profile {
+    /// The persona's label, e.g. `p-00017`.
+    pub fn label(&self) -> String {
+        label(self.id)
+    }
+}
+
+/// The label of persona `id`.
+pub fn label(id: u32) -> String {
+    format!("p-{id:05}")
+}
+
+fn round2(x: f64) -> f32 {
+    ((x * 100.0).round() / 100.0) as f32
+}
+
+/// Draws persona `id` for `seed`. Independent of every other persona, so a
+/// panel of any size is generated in linear time and any prefix of a panel
+/// is the smaller panel.
+pub fn generate(traits: &Traits, seed: u64, id: u32) -> Profile {
+    let mut s = Stream::derive(seed, 0, u64::from(id), Purpose::Persona);
+    let first = s.pick(&traits.first_names).clone();
+    let last = s.pick(&traits.last_names).clone();
+    let band = &traits.age_bands[s.weighted(&traits.age_bands.iter().map(|b| b.weight).collect::<Vec<_>>())];
+    let age = band.min + s.below(usize::from(band.max - band.min) + 1) as u8;
+    let city = traits.cities[s.weighted(&traits.cities.iter().map(|c| c.weight).collect::<Vec<_>>())].name.clone();
+    let occupation = s.pick(&traits.occupations).clone();
+    let income = &traits.income_bands[s.weighted(&traits.income_bands.iter().map(|b| b.weight).collect::<Vec<_>>())];
+    let n_interests = traits.interests_min + s.below(traits.interests_max - traits.interests_min + 1);
+    let mut pool: Vec<usize> = (0..traits.interests.len()).collect();
+    let mut interests = Vec::with_capacity(n_interests);
+    for _ in 0..n_interests {
+        let i = s.below(pool.len());
+        interests.push(traits.interests[pool.swap_remove(i)].clone());
+    }
+    let price_sensitivity = round2((income.price_sensitivity + 0.12 * s.normal()).clamp(0.0, 1.0));
+    let brand_attitudes = traits
+        .brands
+        .iter()
+        .map(|b| (b.clone(), round2((traits.brand_attitude_sd * s.normal()).clamp(-1.0, 1.0))))
+        .collect();
+    let bio = s
+        .pick(&traits.bio_templates)
+        .replace("{first}", &first)
+        .replace("{age}", &age.to_string())
+        .replace("{occupation}", &occupation)
+        .replace("{city}", &city)
+        .replace("{interest0}", &interests[0])
+        .replace("{interest1}", &interests[1])
+        .replace("{income}", &income.label);
+    Profile {
+        id,
+        name: format!("{first} {last}"),
+        age,
+        city,
+        occupation,
+        income: income.label.clone(),
+        interests,
+        price_sensitivity,
+        brand_attitudes,
+        bio,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_persona_and_seeds_differ() {
+        let t = Traits::builtin();
+        assert_eq!(generate(&t, 1, 5), generate(&t, 1, 5));
+        assert_ne!(generate(&t, 1, 5), generate(&t, 2, 5));
+        assert_ne!(generate(&t, 1, 5), generate(&t, 1, 6));
+    }
+
+    #[test]
+    fn traits_are_in_range_across_a_large_panel() {
+        let t = Traits::builtin();
+        let mut sensitivities = 0.0;
+        for id in 0..100_000 {
+            let p = generate(&t, 42, id);
+            assert!((18..=85).contains(&p.age));
+            assert!((0.0..=1.0).contains(&p.price_sensitivity));
+            assert!(p.interests.len() >= 2 && p.interests[0] != p.interests[1]);
+            assert!(!p.bio.contains('{'), "{}", p.bio);
+            sensitivities += f64::from(p.price_sensitivity);
+        }
+        let mean = sensitivities / 100_000.0;
+        assert!((0.4..0.65).contains(&mean), "mean price sensitivity {mean}");
+    }
+
+    #[test]
+    fn bad_trait_table_names_the_field() {
+        let text = DEFAULT_TRAITS.replace("interests_min = 2", "interests_min = 9");
+        let err = Traits::from_toml(&text, "t.toml").unwrap_err().to_string();
+        assert!(err.contains("t.toml") && err.contains("interests_min"), "{err}");
+    }
+}

@@ -1,0 +1,309 @@
+//! What a persona owns, and the commit that changes it.
+//!
+//! A persona's state changes only at the tick boundary, through
+//! [`PersonaState::apply`]. Its digest is chained: the digest after a commit
+//! hashes the digest before it with the canonical content of the commit, so
+//! it covers the whole state history at a cost proportional to the change.
+
+use super::memory::{MemoryId, MemoryKind, MemoryRecord, MemoryStream};
+use super::profile::Profile;
+use crate::clock::SimTime;
+use crate::digest::{Digest, DigestWriter};
+use crate::embed::Embedding;
+use crate::memory::{Change, ConsolidationConfig, Ledger, Scope, Tier};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a persona currently believes about one stimulus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Belief {
+    /// Latest purchase intent, 1-5.
+    pub intent: u8,
+    /// Latest sentiment.
+    pub sentiment: f32,
+    /// Exposures so far.
+    pub exposures: u32,
+    /// Tick of the latest exposure.
+    pub last_tick: u32,
+}
+
+/// A memory to be added at commit; its id is assigned then.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMemory {
+    /// Observation or reflection.
+    pub kind: MemoryKind,
+    /// Text.
+    pub description: String,
+    /// Importance 1-10.
+    pub importance: u8,
+    /// Sentiment.
+    pub sentiment: f32,
+    /// Where it came from.
+    pub sources: Vec<String>,
+    /// Its embedding, if an embedding port is configured.
+    pub vector: Option<Embedding>,
+}
+
+/// One job's contribution to a persona's commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobCommit {
+    /// Memories retrieved by the job; their last access becomes `now`.
+    pub touched: Vec<MemoryId>,
+    /// New memories, in draft order.
+    pub memories: Vec<NewMemory>,
+    /// Belief update: (stimulus id, intent, sentiment).
+    pub belief: Option<(String, u8, f32)>,
+    /// Importance the job adds toward the next reflection.
+    pub importance: u32,
+    /// Whether the job reflected (resets the accumulator).
+    pub reflected: bool,
+}
+
+/// A persona's commit for one tick: its jobs' parts, in job order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PersonaCommit {
+    /// The tick.
+    pub tick: u32,
+    /// Its simulated time.
+    pub now: SimTime,
+    /// The parts of the persona's successful jobs, in job order.
+    pub jobs: Vec<JobCommit>,
+    /// Consolidation to run after the jobs are applied, if enabled.
+    pub consolidation: Option<Consolidate>,
+}
+
+/// One consolidation pass at a commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Consolidate {
+    /// Thresholds and rates.
+    pub rules: ConsolidationConfig,
+    /// Compute the changes without making them.
+    pub dry_run: bool,
+    /// This commit ends the session.
+    pub end_session: bool,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The new memories' ids, per job.
+    pub ids: Vec<Vec<MemoryId>>,
+    /// Consolidation changes, decays left out (they follow from the rates).
+    pub changes: Vec<Change>,
+    /// The state digest after the commit.
+    pub digest: Digest,
+}
+
+fn write_change(w: &mut DigestWriter, c: &Change) {
+    match c {
+        Change::Created { record, version } => w.u8(0).str(record).u64(*version),
+        Change::Decayed { record, from, to } => w.u8(1).str(record).f64(*from).f64(*to),
+        Change::Accessed { record, energy } => w.u8(2).str(record).f64(*energy),
+        Change::Promoted { record, from_version, to_version, tier, energy } => {
+            w.u8(3).str(record).u64(*from_version).u64(*to_version).u8(tier.digest_code()).f64(*energy)
+        }
+        Change::PromotionBlocked { record, energy } => w.u8(4).str(record).f64(*energy),
+        Change::Expired { record, from_version, to_version } => w.u8(5).str(record).u64(*from_version).u64(*to_version),
+        Change::Reset { record, to_version, energy } => w.u8(6).str(record).u64(*to_version).f64(*energy),
+        Change::Queued { record } => w.u8(7).str(record),
+        Change::Closed { record, version } => w.u8(8).str(record).u64(*version),
+        Change::Clustered { a, b, similarity } => w.u8(9).str(a).str(b).f64(*similarity),
+    };
+}
+
+/// The sequence number of the memory a ledger record names.
+fn seq_of(record: &str) -> Option<usize> {
+    MemoryId::parse(record).map(|id| id.seq as usize)
+}
+
+/// Everything one persona owns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PersonaState {
+    /// Who it is.
+    pub profile: Profile,
+    /// Its private memories.
+    pub memory: MemoryStream,
+    /// Beliefs by stimulus id.
+    pub beliefs: BTreeMap<String, Belief>,
+    /// Importance accumulated since the last reflection.
+    pub importance_since_reflection: u32,
+    /// Chained state digest.
+    pub digest: Digest,
+    /// The persona header of its prompts, rendered once.
+    pub header: String,
+    /// Tiers and energy of its memories, every version kept.
+    pub ledger: Ledger,
+    /// Per memory (by sequence number): whether retrieval may see it, i.e.
+    /// its current version is in a live tier.
+    pub visible: Vec<bool>,
+}
+
+impl PersonaState {
+    /// A fresh persona with no memories.
+    pub fn new(profile: Profile) -> Self {
+        let mut w = DigestWriter::new("persona v1");
+        w.u32(profile.id).str(&profile.name).u8(profile.age).str(&profile.city).str(&profile.occupation);
+        w.str(&profile.income).f32(profile.price_sensitivity).str(&profile.bio);
+        for i in &profile.interests {
+            w.str(i);
+        }
+        for (b, a) in &profile.brand_attitudes {
+            w.str(b).f32(*a);
+        }
+        let header = super::prompt::persona_header(&profile);
+        PersonaState {
+            profile,
+            memory: MemoryStream::default(),
+            beliefs: BTreeMap::new(),
+            importance_since_reflection: 0,
+            digest: w.finish(),
+            header,
+            ledger: Ledger::default(),
+            visible: Vec::new(),
+        }
+    }
+
+    /// Whether retrieval may see memory `seq` (beyond the table: yes).
+    pub fn is_visible(&self, seq: u32) -> bool {
+        self.visible.get(seq as usize).copied().unwrap_or(true)
+    }
+
+    /// The descriptions of the `n` most recent visible memories, oldest first.
+    pub fn recent_visible(&self, n: usize) -> Vec<String> {
+        let mut recent: Vec<String> = self
+            .memory
+            .records()
+            .iter()
+            .rev()
+            .filter(|m| self.is_visible(m.id.seq))
+            .take(n)
+            .map(|m| m.description.clone())
+            .collect();
+        recent.reverse();
+        recent
+    }
+
+    /// True when retrieval can use a query vector: some visible memory has
+    /// a vector.
+    pub fn has_visible_vector(&self) -> bool {
+        self.memory.records().iter().zip(&self.visible).any(|(r, v)| *v && r.vector.is_some())
+    }
+
+    /// Applies a tick's commit: decay up to now, the jobs' accesses and
+    /// new memories, then (if enabled) the session boundary, promotion,
+    /// clustering and expiry.
+    pub fn apply(&mut self, commit: PersonaCommit) -> Applied {
+        let mut w = DigestWriter::new("persona commit v1");
+        w.digest(&self.digest).u32(commit.tick).u64(commit.now.0);
+        let mut ids = Vec::with_capacity(commit.jobs.len());
+        let mut changes = Vec::new();
+        let scope = Scope::All;
+        // A dry run plays the whole pass on a copy and reports the copy's
+        // changes; the real ledger only records accesses and new memories.
+        let mut scratch = commit.consolidation.as_ref().filter(|c| c.dry_run).map(|_| self.ledger.clone());
+        if let Some(c) = &commit.consolidation {
+            changes.extend(scratch.as_mut().unwrap_or(&mut self.ledger).decay(&c.rules, commit.now, scope, false));
+        }
+        let boost = commit.consolidation.as_ref().map_or(0.0, |c| c.rules.access_boost);
+        let initial = commit.consolidation.as_ref().map_or(1.0, |c| c.rules.initial_energy);
+        for job in commit.jobs {
+            w.u32(job.touched.len() as u32);
+            for t in &job.touched {
+                w.u32(t.seq);
+            }
+            self.memory.touch(&job.touched, commit.now);
+            let touched: Vec<String> = job.touched.iter().map(|t| t.to_string()).collect();
+            for t in &touched {
+                if let Ok(c) = self.ledger.access(t, commit.now, boost) {
+                    changes.push(c);
+                }
+                if let Some(l) = scratch.as_mut() {
+                    let _ = l.access(t, commit.now, boost);
+                }
+            }
+            self.ledger.coactivate(&touched);
+            if let Some(l) = scratch.as_mut() {
+                l.coactivate(&touched);
+            }
+            let mut job_ids = Vec::with_capacity(job.memories.len());
+            for m in job.memories {
+                let id = MemoryId { persona: self.profile.id, seq: self.memory.next_seq() };
+                w.u32(id.seq).u8(m.kind.digest_code()).str(&m.description).u8(m.importance).f32(m.sentiment);
+                for s in &m.sources {
+                    w.str(s);
+                }
+                match &m.vector {
+                    Some(e) => w.u8(1).digest(&e.digest),
+                    None => w.u8(0),
+                };
+                self.memory.push(MemoryRecord {
+                    id,
+                    kind: m.kind,
+                    description: m.description,
+                    importance: m.importance,
+                    sentiment: m.sentiment,
+                    tick: commit.tick,
+                    created: commit.now,
+                    last_access: commit.now,
+                    sources: m.sources,
+                    vector: m.vector.map(|e| e.vector),
+                });
+                if let Ok(c) = self.ledger.create(&id.to_string(), commit.now, initial, Tier::Working, false, None) {
+                    changes.push(c);
+                }
+                if let Some(l) = scratch.as_mut() {
+                    let _ = l.create(&id.to_string(), commit.now, initial, Tier::Working, false, None);
+                }
+                self.visible.push(true);
+                job_ids.push(id);
+            }
+            if let Some((stimulus, intent, sentiment)) = job.belief {
+                w.str(&stimulus).u8(intent).f32(sentiment);
+                let b = self.beliefs.entry(stimulus).or_insert(Belief {
+                    intent,
+                    sentiment,
+                    exposures: 0,
+                    last_tick: commit.tick,
+                });
+                b.intent = intent;
+                b.sentiment = sentiment;
+                b.exposures += 1;
+                b.last_tick = commit.tick;
+            }
+            self.importance_since_reflection += job.importance;
+            if job.reflected {
+                self.importance_since_reflection = 0;
+            }
+            w.u32(self.importance_since_reflection);
+            ids.push(job_ids);
+        }
+        if let Some(c) = &commit.consolidation {
+            let ledger = scratch.as_mut().unwrap_or(&mut self.ledger);
+            if c.end_session {
+                changes.extend(ledger.end_session(&c.rules, None, scope, false));
+            }
+            changes.extend(ledger.promote(&c.rules, commit.now, scope, false));
+            let records = self.memory.records();
+            let vector = |r: &str| seq_of(r).and_then(|s| records.get(s)).and_then(|m| m.vector.as_deref());
+            changes.extend(ledger.cluster(&c.rules, scope, false, vector));
+            changes.extend(ledger.expire(&c.rules, commit.now, scope, false));
+        }
+        for c in &changes {
+            write_change(&mut w, c);
+        }
+        // Only expiry takes a memory out of retrieval (promotion keeps it
+        // live); a dry run's expiries happened on the copy.
+        if scratch.is_none() {
+            for c in &changes {
+                if let Change::Expired { record, .. } = c {
+                    if let Some(v) = seq_of(record).and_then(|s| self.visible.get_mut(s)) {
+                        *v = false;
+                    }
+                }
+            }
+        }
+        self.digest = w.finish();
+        changes.retain(|c| !matches!(c, Change::Decayed { .. } | Change::Accessed { .. } | Change::Created { .. }));
+        Applied { ids, changes, digest: self.digest }
+    }
+}

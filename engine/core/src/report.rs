@@ -1,0 +1,269 @@
+//! The run summary: counts, intent distributions, embedding work, tokens and
+//! costs, accumulated tick by tick from outcomes. Its JSON form is a stable
+//! interface for scripts.
+
+use crate::cost::{Spend, NANO_PER_USD};
+use crate::embed::{StageStats, Strategy};
+use crate::turn::{Outcome, Status};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Job counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCounts {
+    /// All jobs.
+    pub total: u64,
+    /// Reacted and remembered.
+    pub ok: u64,
+    /// Failed after starting.
+    pub failed: u64,
+    /// Declined before any model call.
+    pub refused: u64,
+}
+
+/// A 1-5 distribution.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    /// Answers counted.
+    pub n: u64,
+    /// Mean answer (0 when empty).
+    pub mean: f64,
+    /// Counts of 1, 2, 3, 4 and 5.
+    pub histogram: [u64; 5],
+    /// Replies that never parsed (probes only).
+    #[serde(default)]
+    pub unparsed: u64,
+}
+
+impl Distribution {
+    fn add(&mut self, v: u8) {
+        let i = usize::from(v.clamp(1, 5) - 1);
+        self.histogram[i] += 1;
+        self.n += 1;
+        let sum: u64 = self.histogram.iter().enumerate().map(|(i, c)| (i as u64 + 1) * c).sum();
+        self.mean = sum as f64 / self.n as f64;
+    }
+}
+
+/// Embedding counters for the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbeddingTotals {
+    /// Port calls, both stages.
+    pub port_invocations: u64,
+    /// Physical upstream requests, both stages.
+    pub upstream_requests: u64,
+    /// Texts asked for by jobs.
+    pub texts_requested: u64,
+    /// Texts submitted after dedup.
+    pub unique_texts_submitted: u64,
+    /// Texts served by a cache.
+    pub cache_hits: u64,
+    /// Port calls of the retrieval stage.
+    pub retrieval_port_invocations: u64,
+    /// Port calls of the memory stage.
+    pub memory_port_invocations: u64,
+    /// How texts were submitted.
+    pub strategy: Strategy,
+}
+
+/// Chat counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatTotals {
+    /// Calls made.
+    pub calls: u64,
+    /// Reaction and probe retries after unparseable replies.
+    pub guardrail_retries: u64,
+    /// Reflections run.
+    pub reflections: u64,
+    /// Reflections whose reply did not parse.
+    pub reflection_fallbacks: u64,
+}
+
+/// Tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenTotals {
+    /// Chat prompt tokens.
+    pub chat_input: u64,
+    /// Chat completion tokens.
+    pub chat_output: u64,
+    /// Embedding input tokens.
+    pub embedding: u64,
+    /// All of them.
+    pub total: u64,
+}
+
+/// Money.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CostTotals {
+    /// What providers billed, counted once.
+    pub provider_total_nano_usd: u64,
+    /// The same in USD, for reading.
+    pub provider_total_usd: f64,
+    /// Sum of per-job allocations (chat billed directly, embedding shares
+    /// estimated). Equals the provider total when allocation conserves.
+    pub allocated_total_nano_usd: u64,
+    /// Chat part of the provider total.
+    pub chat_nano_usd: u64,
+    /// Embedding part of the provider total.
+    pub embedding_nano_usd: u64,
+    /// The price table's label.
+    pub price_label: String,
+    /// Per-persona embedding shares are estimates, not provider charges.
+    pub allocations_are_estimates: bool,
+}
+
+/// Memory consolidation over the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsolidationTotals {
+    /// Records promoted (working to short-term, short-term to long-term).
+    pub promoted: u64,
+    /// Records expired.
+    pub expired: u64,
+    /// Promotions held back by the batch size.
+    pub blocked: u64,
+    /// Working records queued at the session boundary.
+    pub queued: u64,
+    /// Cluster links formed.
+    pub clustered: u64,
+}
+
+/// Why a run stopped before its last tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stopped {
+    /// `budget`.
+    pub reason: String,
+    /// Last committed tick.
+    pub after_tick: u32,
+    /// Recorded spend at the stop.
+    pub spent_nano_usd: u64,
+    /// The budget.
+    pub budget_nano_usd: u64,
+}
+
+/// Wall-clock timings (reporting only; never state).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// Whole run, including spawning actors.
+    pub total: f64,
+    /// Validation, retrieval embedding, retrieval and prompts.
+    pub preparation: f64,
+    /// Chat.
+    pub chat: f64,
+    /// Drafting, memory embedding and commit.
+    pub memory_finalisation: f64,
+}
+
+/// The run summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Content digest after the last committed tick (hex in JSON).
+    pub digest: crate::digest::Digest,
+    /// Full digest after the last committed tick (hex in JSON).
+    pub full_digest: crate::digest::Digest,
+    /// Seed.
+    pub seed: u64,
+    /// Scenario name.
+    pub scenario: String,
+    /// Panel size.
+    pub personas: u32,
+    /// Ticks asked for.
+    pub ticks: u32,
+    /// Ticks committed.
+    pub ticks_completed: u32,
+    /// Job counts.
+    pub jobs: JobCounts,
+    /// Set when the run stopped early.
+    pub stopped: Option<Stopped>,
+    /// Purchase intent per stimulus id.
+    pub intent: BTreeMap<String, Distribution>,
+    /// Probe answers per probe id.
+    pub probes: BTreeMap<String, Distribution>,
+    /// Embedding work.
+    pub embedding: EmbeddingTotals,
+    /// Chat work.
+    pub chat: ChatTotals,
+    /// Memory consolidation.
+    pub consolidation: ConsolidationTotals,
+    /// Tokens.
+    pub tokens: TokenTotals,
+    /// Money.
+    pub cost: CostTotals,
+    /// Milliseconds.
+    pub timings_ms: Timings,
+    /// Where the run was written.
+    pub out_dir: String,
+}
+
+impl RunSummary {
+    /// Counts one tick's consolidation changes.
+    pub fn add_consolidation(&mut self, changes: &[(u32, Vec<crate::memory::Change>)]) {
+        use crate::memory::Change;
+        for c in changes.iter().flat_map(|(_, c)| c) {
+            let t = &mut self.consolidation;
+            match c {
+                Change::Promoted { .. } => t.promoted += 1,
+                Change::Expired { .. } => t.expired += 1,
+                Change::PromotionBlocked { .. } => t.blocked += 1,
+                Change::Queued { .. } => t.queued += 1,
+                Change::Clustered { .. } => t.clustered += 1,
+                Change::Created { .. }
+                | Change::Decayed { .. }
+                | Change::Accessed { .. }
+                | Change::Reset { .. }
+                | Change::Closed { .. } => {}
+            }
+        }
+    }
+
+    /// Adds one committed tick.
+    pub fn add_tick(&mut self, outcomes: &[Outcome], retrieval: (&StageStats, &Spend), memory: (&StageStats, &Spend)) {
+        self.ticks_completed += 1;
+        for o in outcomes {
+            self.jobs.total += 1;
+            match &o.status {
+                Status::Ok => self.jobs.ok += 1,
+                Status::Failed { .. } => self.jobs.failed += 1,
+                Status::Refused { .. } => self.jobs.refused += 1,
+            }
+            if let (Status::Ok, Some(r)) = (&o.status, &o.reaction) {
+                self.intent.entry(o.stimulus.clone()).or_default().add(r.intent);
+            }
+            for p in &o.probes {
+                let d = self.probes.entry(p.id.clone()).or_default();
+                match &p.reply {
+                    Some(r) => d.add(r.answer),
+                    None => d.unparsed += 1,
+                }
+            }
+            for c in &o.chat_calls {
+                self.chat.calls += 1;
+                if c.attempt > 0 {
+                    self.chat.guardrail_retries += 1;
+                }
+                self.tokens.chat_input += c.spend.input_tokens;
+                self.tokens.chat_output += c.spend.output_tokens;
+                self.cost.chat_nano_usd += c.spend.nano_usd;
+            }
+            if let Some(r) = &o.reflection {
+                self.chat.reflections += 1;
+                self.chat.reflection_fallbacks += u64::from(r.fallback);
+            }
+            self.cost.allocated_total_nano_usd += o.spend.total().nano_usd;
+        }
+        for (stats, spend) in [retrieval, memory] {
+            let e = &mut self.embedding;
+            e.port_invocations += stats.port_invocations;
+            e.upstream_requests += stats.upstream_requests;
+            e.texts_requested += stats.texts_requested;
+            e.unique_texts_submitted += stats.unique_texts_submitted;
+            e.cache_hits += stats.cache_hits;
+            self.tokens.embedding += spend.input_tokens;
+            self.cost.embedding_nano_usd += spend.nano_usd;
+        }
+        self.embedding.retrieval_port_invocations += retrieval.0.port_invocations;
+        self.embedding.memory_port_invocations += memory.0.port_invocations;
+        self.tokens.total = self.tokens.chat_input + self.tokens.chat_output + self.tokens.embedding;
+        self.cost.provider_total_nano_usd = self.cost.chat_nano_usd + self.cost.embedding_nano_usd;
+        self.cost.provider_total_usd = self.cost.provider_total_nano_usd as f64 / NANO_PER_USD as f64;
+    }
+}

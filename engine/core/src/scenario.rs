@@ -1,0 +1,398 @@
+//! Scenarios: the stimuli of each tick and who is exposed to them.
+//!
+//! A scenario file (TOML) lists stimuli (products, ads, news) and, for each
+//! tick, exposure rules. [`Scenario::jobs`] expands a tick's rules into the
+//! tick's jobs, in a fixed order: by persona, then rule, then exposure. A run
+//! with more ticks than the scenario defines cycles through its ticks.
+
+use crate::error::{Error, Result};
+use crate::rng::{Purpose, Stream};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Built-in scenarios, by name.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("default", include_str!("../../../fixtures/scenarios/default.toml")),
+    ("launch-day", include_str!("../../../fixtures/scenarios/launch-day.toml")),
+    ("repeat-exposure", include_str!("../../../fixtures/scenarios/repeat-exposure.toml")),
+];
+
+/// What kind of thing a stimulus is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StimulusKind {
+    /// A product listing.
+    Product,
+    /// An advertisement.
+    Ad,
+    /// A news item.
+    News,
+}
+
+impl StimulusKind {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StimulusKind::Product => "product",
+            StimulusKind::Ad => "ad",
+            StimulusKind::News => "news",
+        }
+    }
+}
+
+/// One stimulus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stimulus {
+    /// Unique id within the scenario.
+    pub id: String,
+    /// Product, ad or news.
+    pub kind: StimulusKind,
+    /// Headline.
+    pub title: String,
+    /// Brand, if any.
+    #[serde(default)]
+    pub brand: Option<String>,
+    /// Category; matched against persona interests.
+    pub category: String,
+    /// Price in USD, if any.
+    #[serde(default)]
+    pub price: Option<f64>,
+    /// Claims the stimulus makes.
+    #[serde(default)]
+    pub claims: Vec<String>,
+    /// Body text.
+    pub text: String,
+}
+
+/// Who a rule reaches.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Audience {
+    /// Every persona.
+    All,
+    /// Each persona independently with this probability, drawn per tick.
+    Fraction(f64),
+    /// Personas with this interest.
+    Interest(String),
+}
+
+/// How a rule hands out its stimuli.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Assign {
+    /// Persona `i` sees `stimuli[(i + tick - 1) % n]`: one each, rotating.
+    Rotate,
+    /// Every persona in the audience sees every listed stimulus.
+    Each,
+}
+
+/// An exposure rule as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// Stimulus ids.
+    pub stimuli: Vec<String>,
+    /// `all`, `fraction:P` or `interest:NAME`. Default `all`.
+    #[serde(default = "default_audience")]
+    pub audience: String,
+    /// `rotate` or `each`. Default `rotate`.
+    #[serde(default = "default_assign")]
+    pub assign: Assign,
+    /// Exposures per persona per stimulus. Default 1.
+    #[serde(default = "one")]
+    pub repeat: u32,
+}
+
+fn default_audience() -> String {
+    "all".into()
+}
+fn default_assign() -> Assign {
+    Assign::Rotate
+}
+fn one() -> u32 {
+    1
+}
+
+/// One tick's rules, as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TickSpec {
+    /// Exposure rules, applied in order.
+    pub show: Vec<RuleSpec>,
+}
+
+/// A survey question asked at a tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Probe {
+    /// Tick (1-based) after whose reaction the question is asked.
+    pub tick: u32,
+    /// Short id used in reports.
+    pub id: String,
+    /// The question.
+    pub question: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    stimuli: Vec<Stimulus>,
+    ticks: Vec<TickSpec>,
+    #[serde(default)]
+    probes: Vec<Probe>,
+}
+
+/// A resolved rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// Stimulus indices.
+    pub stimuli: Vec<usize>,
+    /// Who sees them.
+    pub audience: Audience,
+    /// How they are handed out.
+    pub assign: Assign,
+    /// Exposures per persona per stimulus.
+    pub repeat: u32,
+}
+
+/// A validated scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Name.
+    pub name: String,
+    /// What it models.
+    pub description: String,
+    /// Stimuli, in file order.
+    pub stimuli: Vec<Stimulus>,
+    /// Rules per scenario tick.
+    pub ticks: Vec<Vec<Rule>>,
+    /// Survey questions.
+    pub probes: Vec<Probe>,
+    /// BLAKE3 hex of the source text, recorded with a run.
+    pub source_hash: String,
+}
+
+/// One persona meeting one stimulus in one tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// Position in the tick's job list; outcomes come back in this order.
+    pub position: u32,
+    /// Persona index.
+    pub persona: u32,
+    /// Stimulus index in the scenario.
+    pub stimulus: u32,
+    /// 0 for the first exposure to this stimulus in this tick, then 1, 2...
+    pub exposure: u32,
+}
+
+impl Scenario {
+    /// A built-in scenario by name.
+    pub fn builtin(name: &str) -> Option<Scenario> {
+        BUILTIN.iter().find(|(n, _)| *n == name).map(|(n, text)| {
+            Scenario::from_toml(text, &format!("built-in scenario {n}"))
+                .expect("built-in scenarios are valid; this is a bug")
+        })
+    }
+
+    /// Parses and validates a scenario. `source_name` names it in errors.
+    pub fn from_toml(text: &str, source_name: &str) -> Result<Scenario> {
+        let file: ScenarioFile =
+            toml::from_str(text).map_err(|e| Error::Parse { source_name: source_name.into(), source: Box::new(e) })?;
+        let bad = |field: String, cause: String| Error::Fixture { source_name: source_name.into(), field, cause };
+        if file.stimuli.is_empty() {
+            return Err(bad("stimuli".into(), "a scenario needs at least one stimulus".into()));
+        }
+        if file.ticks.is_empty() {
+            return Err(bad("ticks".into(), "a scenario needs at least one tick".into()));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, s) in file.stimuli.iter().enumerate() {
+            if s.id.trim().is_empty() {
+                return Err(bad(format!("stimuli[{i}].id"), "must not be empty".into()));
+            }
+            if !seen.insert(s.id.as_str()) {
+                return Err(bad(format!("stimuli[{i}].id"), format!("duplicate stimulus id {:?}", s.id)));
+            }
+            if let Some(p) = s.price {
+                if !(p.is_finite() && p >= 0.0) {
+                    return Err(bad(format!("stimuli[{i}].price"), format!("must be a non-negative number, got {p}")));
+                }
+            }
+        }
+        let mut ticks = Vec::with_capacity(file.ticks.len());
+        for (t, tick) in file.ticks.iter().enumerate() {
+            let mut rules = Vec::with_capacity(tick.show.len());
+            for (r, rule) in tick.show.iter().enumerate() {
+                let field = |f: &str| format!("ticks[{t}].show[{r}].{f}");
+                if rule.stimuli.is_empty() {
+                    return Err(bad(field("stimuli"), "must list at least one stimulus".into()));
+                }
+                let mut idx = Vec::with_capacity(rule.stimuli.len());
+                for id in &rule.stimuli {
+                    match file.stimuli.iter().position(|s| &s.id == id) {
+                        Some(i) => idx.push(i),
+                        None => return Err(bad(field("stimuli"), format!("unknown stimulus id {id:?}"))),
+                    }
+                }
+                if rule.repeat == 0 || rule.repeat > 16 {
+                    return Err(bad(field("repeat"), format!("must be between 1 and 16, got {}", rule.repeat)));
+                }
+                let audience = parse_audience(&rule.audience).map_err(|cause| bad(field("audience"), cause))?;
+                rules.push(Rule { stimuli: idx, audience, assign: rule.assign, repeat: rule.repeat });
+            }
+            ticks.push(rules);
+        }
+        for (i, p) in file.probes.iter().enumerate() {
+            if p.tick == 0 {
+                return Err(bad(format!("probes[{i}].tick"), "ticks are numbered from 1".into()));
+            }
+        }
+        Ok(Scenario {
+            name: file.name,
+            description: file.description,
+            stimuli: file.stimuli,
+            ticks,
+            probes: file.probes,
+            source_hash: blake3::hash(text.as_bytes()).to_hex().to_string(),
+        })
+    }
+
+    /// The rules in force at `tick` (1-based), cycling through the
+    /// scenario's ticks.
+    pub fn rules(&self, tick: u32) -> &[Rule] {
+        &self.ticks[(tick.max(1) as usize - 1) % self.ticks.len()]
+    }
+
+    /// The probes asked at `tick`.
+    pub fn probes_at(&self, tick: u32) -> impl Iterator<Item = &Probe> {
+        self.probes.iter().filter(move |p| p.tick == tick)
+    }
+
+    /// The jobs of `tick` for a panel of `personas`, in position order.
+    /// `interests(p)` gives persona `p`'s interests for interest audiences.
+    pub fn jobs<'a>(&self, seed: u64, tick: u32, personas: u32, interests: impl Fn(u32) -> &'a [String]) -> Vec<Job> {
+        let rules = self.rules(tick);
+        let mut jobs = Vec::with_capacity(personas as usize);
+        for p in 0..personas {
+            for (r, rule) in rules.iter().enumerate() {
+                let included = match &rule.audience {
+                    Audience::All => true,
+                    Audience::Fraction(f) => {
+                        Stream::derive(seed, tick, (u64::from(p) << 16) | r as u64, Purpose::Exposure).unit() < *f
+                    }
+                    Audience::Interest(name) => interests(p).iter().any(|i| i == name),
+                };
+                if !included {
+                    continue;
+                }
+                let chosen: &[usize] = match rule.assign {
+                    Assign::Rotate => {
+                        let n = rule.stimuli.len();
+                        let i = (p as usize + tick as usize - 1) % n;
+                        &rule.stimuli[i..=i]
+                    }
+                    Assign::Each => &rule.stimuli,
+                };
+                for s in chosen {
+                    for exposure in 0..rule.repeat {
+                        jobs.push(Job { position: jobs.len() as u32, persona: p, stimulus: *s as u32, exposure });
+                    }
+                }
+            }
+        }
+        jobs
+    }
+}
+
+fn parse_audience(s: &str) -> std::result::Result<Audience, String> {
+    if s == "all" {
+        return Ok(Audience::All);
+    }
+    if let Some(f) = s.strip_prefix("fraction:") {
+        return match f.trim().parse::<f64>() {
+            Ok(v) if (0.0..=1.0).contains(&v) => Ok(Audience::Fraction(v)),
+            _ => Err(format!("fraction must be a number in [0, 1], got {f:?}")),
+        };
+    }
+    if let Some(name) = s.strip_prefix("interest:") {
+        if !name.trim().is_empty() {
+            return Ok(Audience::Interest(name.trim().to_string()));
+        }
+    }
+    Err(format!("expected \"all\", \"fraction:P\" or \"interest:NAME\", got {s:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_interests(_: u32) -> &'static [String] {
+        &[]
+    }
+
+    #[test]
+    fn builtins_parse_and_default_gives_one_job_per_persona_per_tick() {
+        for (name, _) in BUILTIN {
+            assert!(Scenario::builtin(name).is_some(), "{name}");
+        }
+        let s = Scenario::builtin("default").expect("built in");
+        for tick in 1..=3 {
+            let jobs = s.jobs(1, tick, 50, no_interests);
+            assert_eq!(jobs.len(), 50);
+            assert!(jobs.iter().enumerate().all(|(i, j)| j.position as usize == i && j.persona as usize == i));
+        }
+    }
+
+    #[test]
+    fn repeat_and_each_multiply_exposures() {
+        let text = r#"
+name = "t"
+[[stimuli]]
+id = "a"
+kind = "ad"
+title = "A"
+category = "tech"
+text = "a"
+[[stimuli]]
+id = "b"
+kind = "news"
+title = "B"
+category = "tech"
+text = "b"
+[[ticks]]
+[[ticks.show]]
+stimuli = ["a", "b"]
+assign = "each"
+repeat = 2
+"#;
+        let s = Scenario::from_toml(text, "t.toml").expect("valid");
+        let jobs = s.jobs(1, 1, 3, no_interests);
+        assert_eq!(jobs.len(), 12);
+        assert_eq!((jobs[1].stimulus, jobs[1].exposure), (0, 1));
+        assert_eq!((jobs[2].stimulus, jobs[2].exposure), (1, 0));
+    }
+
+    #[test]
+    fn unknown_stimulus_names_file_and_field() {
+        let text = "name = \"t\"\n[[stimuli]]\nid = \"a\"\nkind = \"ad\"\ntitle = \"A\"\ncategory = \"x\"\ntext = \"a\"\n[[ticks]]\n[[ticks.show]]\nstimuli = [\"zzz\"]\n";
+        let err = Scenario::from_toml(text, "s.toml").unwrap_err().to_string();
+        assert!(err.contains("s.toml") && err.contains("ticks[0].show[0].stimuli") && err.contains("zzz"), "{err}");
+    }
+
+    #[test]
+    fn syntax_error_names_the_line() {
+        let err = Scenario::from_toml("name = \"t\"\nstimuli = [\n", "s.toml").unwrap_err().to_string();
+        assert!(err.contains("s.toml") && err.contains("line"), "{err}");
+    }
+
+    #[test]
+    fn fraction_audience_is_seeded() {
+        let s = Scenario::builtin("repeat-exposure").expect("built in");
+        let a = s.jobs(5, 2, 500, no_interests);
+        assert_eq!(a, s.jobs(5, 2, 500, no_interests));
+        assert_ne!(a, s.jobs(6, 2, 500, no_interests));
+    }
+}

@@ -1,0 +1,21 @@
+//! Traces: the append-only record of a run, and the cassette that replays it.
+//!
+//! A trace file is a [`crate::frame`] container (magic `SIMTRACE`, format
+//! version [`record::FORMAT_VERSION`]) whose payloads are
+//! [`record::Record`]s encoded by [`crate::codec`]. The first
+//! frame is the [`record::Header`] (everything needed to re-run: resolved
+//! config, scenario and trait sources, seed, sizes), then one
+//! [`record::TickFrame`] per committed tick, and a [`record::RunEnd`] when
+//! the run finished. A tick is committed once its frame is written and
+//! synced.
+//!
+//! [`cassette`] serves model answers back from a trace keyed by request
+//! digest, so replay and resume make no model calls.
+
+pub mod cassette;
+pub mod frame;
+pub mod record;
+
+pub use cassette::{CassetteChat, CassetteEmbedder, EmbedRecorder};
+pub use frame::{read_trace, read_trace_file, ReadTrace, Torn, TraceWriter, TRACE};
+pub use record::{EmbedExchange, Header, MemoryEvent, Record, RunEnd, TickFrame};

@@ -1,0 +1,195 @@
+//! Serving model answers from a trace, and recording them in the first
+//! place.
+//!
+//! [`EmbedRecorder`] wraps the embedding port of a live run and keeps every
+//! invocation for the tick's frame (chat calls are already in the outcomes).
+//! [`CassetteChat`] and [`CassetteEmbedder`] answer from recorded frames by
+//! request digest. Without a live fallback a miss is an error, never a
+//! model call; with one (resume), misses go to the live port and are
+//! counted.
+
+use super::record::{embed_request_digest, EmbedAnswer, EmbedExchange, TickFrame, Vectors};
+use crate::chat::{ChatPort, ChatReply, ChatRequest};
+use crate::digest::Digest;
+use crate::embed::{EmbedBatch, EmbedKey, EmbeddingPort};
+use crate::error::{Error, Result};
+use crate::BoxFuture;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Records every embedding invocation that passes through it.
+pub struct EmbedRecorder {
+    inner: Arc<dyn EmbeddingPort>,
+    log: Mutex<Vec<EmbedExchange>>,
+}
+
+impl EmbedRecorder {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn EmbeddingPort>) -> Self {
+        EmbedRecorder { inner, log: Mutex::new(Vec::new()) }
+    }
+
+    /// Takes the invocations recorded since the last call, in call order.
+    pub fn take(&self) -> Vec<EmbedExchange> {
+        std::mem::take(&mut *self.log.lock())
+    }
+}
+
+impl EmbeddingPort for EmbedRecorder {
+    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
+        Box::pin(async move {
+            let result = self.inner.embed(key, texts).await;
+            let recorded = match &result {
+                Ok(b) => Ok((Vectors(b.vectors.clone()), b.calls.clone(), b.cache_hits)),
+                Err(Error::Embedding { cause, incurred }) => Err((cause.clone(), *incurred)),
+                Err(other) => Err((other.to_string(), Default::default())),
+            };
+            let exchange = EmbedExchange {
+                role: key.role,
+                request: embed_request_digest(key, texts),
+                texts: texts.len() as u32,
+                result: recorded,
+            };
+            {
+                let mut log = self.log.lock();
+                log.push(exchange);
+            }
+            result
+        })
+    }
+
+    fn finish(&self) -> Result<()> {
+        self.inner.finish()
+    }
+
+    fn warm(&self, key: &EmbedKey, texts: &[String], vectors: &[Arc<[f32]>]) {
+        self.inner.warm(key, texts, vectors);
+    }
+}
+
+/// Counters of a cassette.
+#[derive(Debug, Default)]
+pub struct CassetteStats {
+    /// Answers served from the trace.
+    pub hits: AtomicU64,
+    /// Requests the trace did not hold.
+    pub misses: AtomicU64,
+    /// Requests passed to the live fallback.
+    pub live_calls: AtomicU64,
+    first_miss: Mutex<Option<String>>,
+}
+
+impl CassetteStats {
+    fn miss(&self, what: &str, digest: &Digest) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut m = self.first_miss.lock();
+            m.get_or_insert_with(|| format!("{what} request {digest}"));
+        }
+    }
+
+    /// The first request that missed, if any.
+    pub fn first_miss(&self) -> Option<String> {
+        self.first_miss.lock().clone()
+    }
+}
+
+/// Chat answers from a trace.
+pub struct CassetteChat {
+    replies: BTreeMap<Digest, ChatReply>,
+    live: Option<Arc<dyn ChatPort>>,
+    /// Counters.
+    pub stats: CassetteStats,
+}
+
+impl CassetteChat {
+    /// A cassette of every chat call in `ticks`, with an optional live
+    /// fallback for requests it does not hold.
+    pub fn new(ticks: &[TickFrame], live: Option<Arc<dyn ChatPort>>) -> Self {
+        let mut replies = BTreeMap::new();
+        for t in ticks {
+            for o in &t.outcomes {
+                for c in &o.chat_calls {
+                    replies.entry(c.request).or_insert_with(|| ChatReply { text: c.reply.clone(), spend: c.spend });
+                }
+            }
+        }
+        CassetteChat { replies, live, stats: CassetteStats::default() }
+    }
+}
+
+impl ChatPort for CassetteChat {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+        let digest = request.digest();
+        if let Some(reply) = self.replies.get(&digest) {
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            return Box::pin(std::future::ready(Ok(reply.clone())));
+        }
+        self.stats.miss("chat", &digest);
+        match &self.live {
+            Some(live) => {
+                self.stats.live_calls.fetch_add(1, Ordering::Relaxed);
+                live.complete(request)
+            }
+            None => Box::pin(std::future::ready(Err(Error::CassetteMiss { what: "chat", digest: digest.hex() }))),
+        }
+    }
+}
+
+/// Embedding answers from a trace. The same request can be answered
+/// differently over a run (a later one may be served from the cache), so
+/// each request digest keeps its answers in recorded order and serves them
+/// in turn; embedding invocations happen in a fixed order, so turn order
+/// is the recorded order.
+pub struct CassetteEmbedder {
+    answers: Mutex<BTreeMap<Digest, VecDeque<EmbedAnswer>>>,
+    live: Option<Arc<dyn EmbeddingPort>>,
+    /// Counters.
+    pub stats: CassetteStats,
+}
+
+impl CassetteEmbedder {
+    /// A cassette of every embedding invocation in `ticks`, with an optional
+    /// live fallback.
+    pub fn new(ticks: &[TickFrame], live: Option<Arc<dyn EmbeddingPort>>) -> Self {
+        let mut answers: BTreeMap<Digest, VecDeque<EmbedAnswer>> = BTreeMap::new();
+        for t in ticks {
+            for e in &t.embeddings {
+                answers.entry(e.request).or_default().push_back(e.result.clone());
+            }
+        }
+        CassetteEmbedder { answers: Mutex::new(answers), live, stats: CassetteStats::default() }
+    }
+}
+
+impl EmbeddingPort for CassetteEmbedder {
+    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
+        let digest = embed_request_digest(key, texts);
+        let next = self.answers.lock().get_mut(&digest).and_then(VecDeque::pop_front);
+        if let Some(answer) = next {
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            if let (Some(live), Ok((vectors, _, _))) = (&self.live, &answer) {
+                live.warm(key, texts, &vectors.0);
+            }
+            let out = match answer {
+                Ok((vectors, calls, cache_hits)) => Ok(EmbedBatch { vectors: vectors.0, calls, cache_hits }),
+                Err((cause, incurred)) => Err(Error::Embedding { cause, incurred }),
+            };
+            return Box::pin(std::future::ready(out));
+        }
+        self.stats.miss("embedding", &digest);
+        match &self.live {
+            Some(live) => {
+                self.stats.live_calls.fetch_add(1, Ordering::Relaxed);
+                live.embed(key, texts)
+            }
+            None => Box::pin(std::future::ready(Err(Error::CassetteMiss { what: "embedding", digest: digest.hex() }))),
+        }
+    }
+
+    fn finish(&self) -> Result<()> {
+        self.live.as_ref().map_or(Ok(()), |l| l.finish())
+    }
+}

@@ -1,0 +1,299 @@
+//! What a trace holds.
+
+use crate::cost::Spend;
+use crate::digest::{Digest, DigestWriter};
+use crate::embed::{EmbedCall, EmbedKey, EmbedRole};
+use crate::persona::{MemoryId, MemoryKind};
+use crate::report::Stopped;
+use crate::turn::{Outcome, TickDigests};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The current trace format version.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The first frame: everything needed to re-run the simulation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// Trace format version.
+    pub format_version: u32,
+    /// Engine crate version that wrote the trace.
+    pub engine_version: String,
+    /// The resolved configuration, as canonical TOML.
+    pub config_toml: String,
+    /// Its hash.
+    pub config_hash: Digest,
+    /// Run seed.
+    pub seed: u64,
+    /// Panel size.
+    pub personas: u32,
+    /// Ticks asked for.
+    pub ticks: u32,
+    /// Budget in nano-USD, if any.
+    pub budget_nano_usd: Option<u64>,
+    /// `batched` or `per-consumer`.
+    pub strategy: crate::embed::Strategy,
+    /// Where the scenario came from (a file name or a built-in name).
+    pub scenario_origin: String,
+    /// The scenario's full source text.
+    pub scenario_source: String,
+    /// BLAKE3 hex of the scenario source.
+    pub scenario_hash: String,
+    /// The persona trait table's full source text.
+    pub traits_source: String,
+    /// BLAKE3 hex of the trait table.
+    pub traits_hash: String,
+}
+
+/// The version of the engine crate, written into every trace header.
+pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The BLAKE3 hex of a fixture's source text, as headers record it.
+pub fn fixture_hash(source: &str) -> String {
+    blake3::hash(source.as_bytes()).to_hex().to_string()
+}
+
+impl Header {
+    /// The header of a run of `config` recorded by this engine, with the
+    /// built-in scenario and trait table until [`Header::with_scenario`] and
+    /// [`Header::with_traits`] say otherwise, and no budget.
+    pub fn new(config: &crate::config::Config, seed: u64, personas: u32, ticks: u32) -> Header {
+        let scenario = crate::scenario::BUILTIN[0].1;
+        Header {
+            format_version: FORMAT_VERSION,
+            engine_version: ENGINE_VERSION.to_string(),
+            config_toml: config.to_toml(),
+            config_hash: config.hash(),
+            seed,
+            personas,
+            ticks,
+            budget_nano_usd: None,
+            strategy: crate::embed::Strategy::Batched,
+            scenario_origin: "default".into(),
+            scenario_hash: fixture_hash(scenario),
+            scenario_source: scenario.to_string(),
+            traits_hash: fixture_hash(crate::persona::profile::DEFAULT_TRAITS),
+            traits_source: crate::persona::profile::DEFAULT_TRAITS.to_string(),
+        }
+    }
+
+    /// The scenario, by origin (a file or a built-in name) and source text.
+    pub fn with_scenario(mut self, origin: &str, source: &str) -> Header {
+        self.scenario_origin = origin.to_string();
+        self.scenario_hash = fixture_hash(source);
+        self.scenario_source = source.to_string();
+        self
+    }
+
+    /// The persona trait table's source text.
+    pub fn with_traits(mut self, source: &str) -> Header {
+        self.traits_hash = fixture_hash(source);
+        self.traits_source = source.to_string();
+        self
+    }
+
+    /// The budget, in nano-USD.
+    pub fn with_budget(mut self, budget_nano_usd: Option<u64>) -> Header {
+        self.budget_nano_usd = budget_nano_usd;
+        self
+    }
+
+    /// The embedding strategy.
+    pub fn with_strategy(mut self, strategy: crate::embed::Strategy) -> Header {
+        self.strategy = strategy;
+        self
+    }
+
+    /// The recorded configuration, resolved by this engine. When it no
+    /// longer resolves to the recorded hash (new settings, changed
+    /// defaults, another digest encoding since it was recorded), the error
+    /// says which engine recorded it, so that the user replays it with that
+    /// version. `file` names the trace.
+    pub fn config(&self, file: &str) -> crate::Result<crate::config::Config> {
+        let name = format!("{file} (header configuration)");
+        let config = crate::config::RawConfig::from_toml(&self.config_toml, &name)?.resolve(&name)?;
+        let current = config.hash();
+        if current != self.config_hash {
+            return Err(crate::Error::RecordedByOlder {
+                file: file.to_string(),
+                recorded_by: self.engine_version.clone(),
+                current: ENGINE_VERSION.to_string(),
+                recorded_hash: self.config_hash.hex()[..16].to_string(),
+                current_hash: current.hex()[..16].to_string(),
+            });
+        }
+        Ok(config)
+    }
+}
+
+/// The vectors of one answer, encoded as one little-endian byte block
+/// (`count u32, dim u32, count * dim f32`) rather than float by float:
+/// vectors are most of a trace's bytes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Vectors(pub Vec<Arc<[f32]>>);
+
+impl Serialize for Vectors {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let dim = self.0.first().map_or(0, |v| v.len());
+        if self.0.iter().any(|v| v.len() != dim) {
+            return Err(serde::ser::Error::custom("vectors of one answer must share a dimension"));
+        }
+        let mut bytes = Vec::with_capacity(8 + self.0.len() * dim * 4);
+        bytes.extend_from_slice(&(self.0.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&(dim as u32).to_le_bytes());
+        for v in &self.0 {
+            for x in v.iter() {
+                bytes.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        s.serialize_bytes(&bytes)
+    }
+}
+
+impl<'de> Deserialize<'de> for Vectors {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let bytes: serde_bytes_buf::Buf = Deserialize::deserialize(d)?;
+        let b = bytes.0;
+        let bad = |m: &str| serde::de::Error::custom(format!("vector block: {m}"));
+        if b.len() < 8 {
+            return Err(bad("shorter than its header"));
+        }
+        let count = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        let dim = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize;
+        let need = count.checked_mul(dim).and_then(|n| n.checked_mul(4)).and_then(|n| n.checked_add(8));
+        if need != Some(b.len()) {
+            return Err(bad("length does not match count and dimension"));
+        }
+        let floats: Vec<f32> = b[8..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok(Vectors(if dim == 0 {
+            vec![Arc::from(Vec::new()); count]
+        } else {
+            floats.chunks(dim).map(Arc::from).collect()
+        }))
+    }
+}
+
+/// Owned bytes from any serde format (bincode gives a byte sequence).
+mod serde_bytes_buf {
+    use serde::de::{Deserializer, SeqAccess, Visitor};
+    use std::fmt;
+
+    pub struct Buf(pub Vec<u8>);
+
+    impl<'de> serde::Deserialize<'de> for Buf {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Buf;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a byte block")
+                }
+                fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Buf, E> {
+                    Ok(Buf(v.to_vec()))
+                }
+                fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Buf, E> {
+                    Ok(Buf(v))
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Buf, A::Error> {
+                    let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
+                    while let Some(b) = seq.next_element::<u8>()? {
+                        out.push(b);
+                    }
+                    Ok(Buf(out))
+                }
+            }
+            d.deserialize_byte_buf(V)
+        }
+    }
+}
+
+/// What an embedding invocation answered: the vectors with the physical
+/// calls and the cache hits, or the error message with what it had cost.
+pub type EmbedAnswer = Result<(Vectors, Vec<EmbedCall>, u64), (String, Spend)>;
+
+/// One invocation of the embedding port, as answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmbedExchange {
+    /// Stage.
+    pub role: EmbedRole,
+    /// Digest of (key, texts): what the cassette is keyed by.
+    pub request: Digest,
+    /// Texts submitted.
+    pub texts: u32,
+    /// Vectors and physical calls, or the error with what it cost.
+    pub result: EmbedAnswer,
+}
+
+/// The digest of an embedding invocation.
+pub fn embed_request_digest(key: &EmbedKey, texts: &[String]) -> Digest {
+    let mut w = DigestWriter::new("embed request v1");
+    w.u8(key.role.digest_code()).str(&key.model).u64(key.dim as u64).u64(texts.len() as u64);
+    for t in texts {
+        w.str(t);
+    }
+    w.finish()
+}
+
+/// A memory created at a commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryEvent {
+    /// Its id.
+    pub id: MemoryId,
+    /// Job position that created it.
+    pub position: u32,
+    /// Observation or reflection.
+    pub kind: MemoryKind,
+    /// Text.
+    pub description: String,
+    /// Importance.
+    pub importance: u8,
+    /// Sentiment.
+    pub sentiment: f32,
+    /// Sources.
+    pub sources: Vec<String>,
+}
+
+/// One committed tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TickFrame {
+    /// Tick number.
+    pub tick: u32,
+    /// Ids of the stimuli shown, in first-exposure order.
+    pub stimuli: Vec<String>,
+    /// Outcomes in job order; their chat calls carry each request digest
+    /// with its reply and billing.
+    pub outcomes: Vec<Outcome>,
+    /// Every embedding port invocation, in call order.
+    pub embeddings: Vec<EmbedExchange>,
+    /// Memories created.
+    pub memories: Vec<MemoryEvent>,
+    /// Per-persona state digests after the tick.
+    pub persona_digests: Vec<Option<Digest>>,
+    /// Tick digests.
+    pub digests: TickDigests,
+    /// Consolidation changes per persona: promotions, expiries, blocked
+    /// promotions, session queueing, clusters.
+    pub consolidation: Vec<(u32, Vec<crate::memory::Change>)>,
+}
+
+/// The last frame of a finished run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEnd {
+    /// Ticks committed.
+    pub ticks_completed: u32,
+    /// Why it stopped early, if it did.
+    pub stopped: Option<Stopped>,
+    /// Final digests.
+    pub digests: TickDigests,
+}
+
+/// A frame's payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Record {
+    /// The first frame.
+    Header(Box<Header>),
+    /// A committed tick.
+    Tick(Box<TickFrame>),
+    /// The run finished.
+    End(RunEnd),
+}

@@ -1,0 +1,276 @@
+//! Job outcomes and the digests of a tick.
+
+use super::converse::{ChatCallRecord, ReflectionResult};
+use crate::cost::Spend;
+use crate::digest::{Digest, DigestWriter};
+use crate::embed::{EmbedCall, StageStats};
+use crate::persona::memory::MemoryId;
+use crate::persona::reply::{ProbeReply, Reaction};
+use serde::{Deserialize, Serialize};
+
+/// The stage at which a job failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// Validation, before any work.
+    Validate,
+    /// The retrieval-embedding stage.
+    RetrievalEmbedding,
+    /// Retrieval and prompt building.
+    Prepare,
+    /// Chat.
+    Chat,
+    /// The memory-embedding stage.
+    MemoryEmbedding,
+    /// Applying the commit.
+    Commit,
+}
+
+impl Stage {
+    /// The code this value has in a digest. Explicit, so that reordering or
+    /// adding variants never moves an existing digest.
+    pub fn digest_code(self) -> u8 {
+        match self {
+            Stage::Validate => 0,
+            Stage::RetrievalEmbedding => 1,
+            Stage::Prepare => 2,
+            Stage::Chat => 3,
+            Stage::MemoryEmbedding => 4,
+            Stage::Commit => 5,
+        }
+    }
+}
+
+/// How a job ended. In JSON: `"ok"`, `{"failed": {"stage", "reason"}}` or
+/// `{"refused": {"reason"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Reacted and remembered.
+    Ok,
+    /// Attempted and failed; costs incurred so far are kept.
+    Failed {
+        /// Where.
+        stage: Stage,
+        /// Why.
+        reason: String,
+    },
+    /// Declined before any model call for it.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A probe's answer in an outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeAnswer {
+    /// Probe id.
+    pub id: String,
+    /// The parsed answer, `None` when no reply parsed.
+    pub reply: Option<ProbeReply>,
+}
+
+/// What one job cost, by source. Chat costs are the job's own calls;
+/// embedding costs are allocated estimates of shared physical calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct JobSpend {
+    /// The job's chat calls, as billed.
+    pub chat: Spend,
+    /// Estimated share of the retrieval-embedding stage.
+    pub retrieval_embedding_estimate: Spend,
+    /// Estimated share of the memory-embedding stage.
+    pub memory_embedding_estimate: Spend,
+}
+
+impl JobSpend {
+    /// Everything, summed.
+    pub fn total(&self) -> Spend {
+        let mut t = self.chat;
+        t.add(&self.retrieval_embedding_estimate);
+        t.add(&self.memory_embedding_estimate);
+        t
+    }
+}
+
+/// One job's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Tick.
+    pub tick: u32,
+    /// Position in the tick.
+    pub position: u32,
+    /// Persona index.
+    pub persona: u32,
+    /// Stimulus id.
+    pub stimulus: String,
+    /// Exposure number within the tick, from 0.
+    pub exposure: u32,
+    /// How it ended.
+    pub status: Status,
+    /// Memories retrieved, best first.
+    pub retrieved: Vec<MemoryId>,
+    /// Digest of the reaction prompt.
+    pub prompt: Option<Digest>,
+    /// The parsed reaction.
+    pub reaction: Option<Reaction>,
+    /// The reflection, if one ran.
+    pub reflection: Option<ReflectionResult>,
+    /// Probe answers.
+    pub probes: Vec<ProbeAnswer>,
+    /// Ids of the memories the job created.
+    pub memories: Vec<MemoryId>,
+    /// Every chat call of the job.
+    pub chat_calls: Vec<ChatCallRecord>,
+    /// Costs.
+    pub spend: JobSpend,
+}
+
+impl Outcome {
+    /// A bare outcome for a job that has not produced anything yet.
+    pub fn new(tick: u32, position: u32, persona: u32, stimulus: String, exposure: u32) -> Outcome {
+        Outcome {
+            tick,
+            position,
+            persona,
+            stimulus,
+            exposure,
+            status: Status::Ok,
+            retrieved: Vec::new(),
+            prompt: None,
+            reaction: None,
+            reflection: None,
+            probes: Vec::new(),
+            memories: Vec::new(),
+            chat_calls: Vec::new(),
+            spend: JobSpend::default(),
+        }
+    }
+
+    /// Feeds the content of the outcome (not its costs) into `w`.
+    fn write_content(&self, w: &mut DigestWriter) {
+        w.u32(self.position).u32(self.persona).str(&self.stimulus).u32(self.exposure);
+        match &self.status {
+            Status::Ok => w.u8(0),
+            Status::Failed { stage, reason } => w.u8(1).u8(stage.digest_code()).str(reason),
+            Status::Refused { reason } => w.u8(2).str(reason),
+        };
+        w.u32(self.retrieved.len() as u32);
+        for id in &self.retrieved {
+            w.u32(id.persona).u32(id.seq);
+        }
+        match &self.prompt {
+            Some(d) => w.u8(1).digest(d),
+            None => w.u8(0),
+        };
+        if let Some(r) = &self.reaction {
+            w.u8(1).str(&r.text).f32(r.sentiment).u8(r.intent).u8(r.importance);
+        } else {
+            w.u8(0);
+        }
+        if let Some(r) = &self.reflection {
+            w.u8(1).u8(u8::from(r.fallback)).u32(r.insights.len() as u32);
+            for (text, imp) in &r.insights {
+                w.str(text).u8(*imp);
+            }
+        } else {
+            w.u8(0);
+        }
+        w.u32(self.probes.len() as u32);
+        for p in &self.probes {
+            w.str(&p.id);
+            match &p.reply {
+                Some(r) => w.u8(1).u8(r.answer).str(&r.why),
+                None => w.u8(0),
+            };
+        }
+        w.u32(self.memories.len() as u32);
+        for id in &self.memories {
+            w.u32(id.seq);
+        }
+        w.u32(self.chat_calls.len() as u32);
+        for c in &self.chat_calls {
+            w.u8(c.purpose.digest_code()).u32(c.attempt).digest(&c.request).str(&c.reply);
+        }
+    }
+
+    /// Feeds the costs of the outcome into `w`.
+    fn write_costs(&self, w: &mut DigestWriter) {
+        for s in [self.spend.chat, self.spend.retrieval_embedding_estimate, self.spend.memory_embedding_estimate] {
+            w.u64(s.input_tokens).u64(s.output_tokens).u64(s.nano_usd);
+        }
+    }
+}
+
+/// The two digests, chained over ticks.
+///
+/// `digest` covers persona state and outcome content: what must not change
+/// when only the grouping of requests changes. `full_digest` also covers
+/// costs and the physical embedding calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TickDigests {
+    /// Content digest.
+    pub digest: Digest,
+    /// Everything recorded.
+    pub full_digest: Digest,
+}
+
+impl TickDigests {
+    /// The digests before the first tick. `digest` starts from what decides
+    /// content (the config's content hash, scenario, seed, panel size);
+    /// `full_digest` from the whole config as well, so operational settings
+    /// (batching, concurrency, limits, cache, prices) reach only
+    /// `full_digest`.
+    pub fn genesis(config: &crate::config::Config, scenario_hash: &str, seed: u64, personas: u32) -> TickDigests {
+        let digest = DigestWriter::new("run v1")
+            .digest(&config.content_hash())
+            .str(scenario_hash)
+            .u64(seed)
+            .u32(personas)
+            .finish();
+        let full_digest = DigestWriter::new("run full v1").digest(&digest).digest(&config.hash()).finish();
+        TickDigests { digest, full_digest }
+    }
+
+    /// Chains one committed tick onto `self`. `personas` holds each
+    /// persona's state digest in persona order (`None` for a persona whose
+    /// actor is gone).
+    pub fn chain(
+        &self,
+        tick: u32,
+        outcomes: &[Outcome],
+        personas: &[Option<Digest>],
+        embedding: &[(StageStats, &[EmbedCall])],
+    ) -> TickDigests {
+        let mut w = DigestWriter::new("tick v1");
+        w.digest(&self.digest).u32(tick).u32(outcomes.len() as u32);
+        for o in outcomes {
+            o.write_content(&mut w);
+        }
+        for p in personas {
+            match p {
+                Some(d) => w.u8(1).digest(d),
+                None => w.u8(0),
+            };
+        }
+        let digest = w.finish();
+        let mut f = DigestWriter::new("tick full v1");
+        f.digest(&self.full_digest).digest(&digest);
+        for o in outcomes {
+            o.write_costs(&mut f);
+        }
+        for (stats, calls) in embedding {
+            f.u64(stats.port_invocations).u64(stats.upstream_requests).u64(stats.texts_requested);
+            f.u64(stats.unique_texts_submitted).u64(stats.cache_hits);
+            for c in *calls {
+                f.u64(c.texts.len() as u64);
+                for t in &c.texts {
+                    f.u32(*t);
+                }
+                f.u32(c.attempts);
+                f.u64(c.spend.input_tokens).u64(c.spend.output_tokens).u64(c.spend.nano_usd);
+            }
+        }
+        TickDigests { digest, full_digest: f.finish() }
+    }
+}

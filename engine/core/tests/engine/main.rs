@@ -1,0 +1,10 @@
+//! Integration tests of the engine: the turn stages of one persona, run
+//! without a runtime against fixed chat replies, and the trace file.
+
+// A test names the variant it expects and reports any other.
+#![allow(clippy::wildcard_enum_match_arm)]
+
+// The chat stage: guardrail retries, reflections and their fallback, probes.
+mod converse;
+// The trace file: round trip, damage, truncation, limits, versions.
+mod trace;

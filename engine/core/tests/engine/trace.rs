@@ -1,0 +1,183 @@
+use engine::config::Config;
+use engine::cost::Spend;
+use engine::digest::DigestWriter;
+use engine::embed::{EmbedCall, EmbedRole, Strategy};
+use engine::error::Error;
+use engine::frame::PREAMBLE;
+use engine::memory::Change;
+use engine::persona::MemoryId;
+use engine::rng::{Purpose, Stream};
+use engine::trace::frame::read_trace;
+use engine::trace::record::{Vectors, FORMAT_VERSION};
+use engine::trace::{read_trace_file, EmbedExchange, Header, Record, RunEnd, TickFrame, TraceWriter};
+use engine::turn::{Outcome, TickDigests};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn header() -> Header {
+    let cfg = Config::defaults();
+    Header {
+        format_version: FORMAT_VERSION,
+        engine_version: "test".into(),
+        config_toml: cfg.to_toml(),
+        config_hash: cfg.hash(),
+        seed: 7,
+        personas: 2,
+        ticks: 3,
+        budget_nano_usd: None,
+        strategy: Strategy::Batched,
+        scenario_origin: "built-in:default".into(),
+        scenario_source: "name = \"x\"".into(),
+        scenario_hash: "00".into(),
+        traits_source: String::new(),
+        traits_hash: "00".into(),
+    }
+}
+
+fn tick(t: u32) -> TickFrame {
+    let mut o = Outcome::new(t, 0, 1, "ad".into(), 0);
+    o.retrieved = vec![MemoryId { persona: 1, seq: 0 }];
+    let d = DigestWriter::new("t").u32(t).finish();
+    TickFrame {
+        tick: t,
+        stimuli: vec!["ad".into()],
+        outcomes: vec![o],
+        embeddings: vec![EmbedExchange {
+            role: EmbedRole::Memory,
+            request: d,
+            texts: 1,
+            result: Ok((
+                Vectors(vec![Arc::from(vec![0.5f32; 8])]),
+                vec![EmbedCall { texts: vec![0], attempts: 1, spend: Spend::default() }],
+                0,
+            )),
+        }],
+        memories: Vec::new(),
+        persona_digests: vec![Some(d), None],
+        digests: TickDigests { digest: d, full_digest: d },
+        consolidation: vec![(1, vec![Change::Queued { record: "m-00001-0000".into() }])],
+    }
+}
+
+/// Writes a finished three-tick trace; returns its path and the byte offset
+/// of every frame, with the file length last.
+fn sample(name: &str) -> (PathBuf, Vec<u64>) {
+    let dir = std::env::temp_dir().join(format!("engine-trace-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("trace.bin");
+    let mut w = TraceWriter::create(&path, &header()).expect("create");
+    let mut offsets = vec![PREAMBLE, w.len()];
+    for t in 1..=3 {
+        w.append(&Record::Tick(Box::new(tick(t)))).expect("append");
+        offsets.push(w.len());
+    }
+    let d = tick(3).digests;
+    w.append(&Record::End(RunEnd { ticks_completed: 3, stopped: None, digests: d })).expect("end");
+    offsets.push(w.len());
+    (path, offsets)
+}
+
+fn read(bytes: &[u8], lenient: bool) -> engine::Result<engine::trace::ReadTrace> {
+    read_trace(bytes, bytes.len() as u64, "t.bin", lenient)
+}
+
+#[test]
+fn round_trip() {
+    let (path, _) = sample("round-trip");
+    let t = read_trace_file(&path, false).expect("reads");
+    assert_eq!(t.header, header());
+    assert_eq!(t.ticks, vec![tick(1), tick(2), tick(3)]);
+    assert_eq!(t.end.map(|e| e.ticks_completed), Some(3));
+}
+
+#[test]
+fn every_single_bit_flip_is_a_typed_error_naming_its_frame() {
+    let (path, offsets) = sample("flips");
+    let clean = std::fs::read(&path).expect("read");
+    for byte in 0..clean.len() {
+        for bit in [0u8, 3, 7] {
+            let mut b = clean.clone();
+            b[byte] ^= 1 << bit;
+            let err = match read(&b, false) {
+                Err(e) => e,
+                Ok(_) => panic!("flip of bit {bit} at byte {byte} went unnoticed"),
+            };
+            let frame = offsets.windows(2).position(|w| (w[0] as usize..w[1] as usize).contains(&byte));
+            match (&err, frame) {
+                (Error::Format { .. }, None) => {}
+                (Error::Corrupt { frame: f, offset, .. } | Error::Torn { frame: f, offset, .. }, Some(i)) => {
+                    assert_eq!((*f as usize, *offset), (i, offsets[i]), "byte {byte}: {err}");
+                }
+                (e, at) => panic!("byte {byte} (frame {at:?}): unexpected {e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn truncation_at_and_around_every_frame_boundary() {
+    let (path, offsets) = sample("truncate");
+    let clean = std::fs::read(&path).expect("read");
+    for (i, &at) in offsets.iter().enumerate().skip(1) {
+        let at = at as usize;
+        // At a boundary: a shorter but valid trace (the header frame must be whole).
+        let t = read(&clean[..at], false).expect("a frame boundary is a valid end");
+        assert_eq!(t.ticks.len(), (i - 1).min(3));
+        // One byte short: the frame before the boundary is torn.
+        match read(&clean[..at - 1], false) {
+            Err(Error::Torn { frame, offset, .. }) if i > 1 => {
+                assert_eq!((frame, offset), (i as u64 - 1, offsets[i - 1]))
+            }
+            Err(Error::Torn { .. } | Error::Format { .. }) => {}
+            other => panic!("cut at {} gave {other:?}", at - 1),
+        }
+        let lenient = read(&clean[..at - 1], true);
+        if i > 1 {
+            let t = lenient.expect("resume reads the prefix");
+            assert_eq!(t.valid_len, offsets[i - 1]);
+            assert!(t.torn.is_some());
+        }
+        // One byte into the next frame: that frame is torn.
+        if at < clean.len() {
+            match read(&clean[..at + 1], false) {
+                Err(Error::Torn { frame, offset, .. }) => assert_eq!((frame, offset), (i as u64, at as u64)),
+                other => panic!("cut at {} gave {other:?}", at + 1),
+            }
+        }
+    }
+}
+
+#[test]
+fn random_damage_never_panics() {
+    let (path, _) = sample("damage");
+    let clean = std::fs::read(&path).expect("read");
+    let full = read(&clean, false).expect("clean");
+    let mut s = Stream::derive(2024, 0, 0, Purpose::Testing);
+    for case in 0..3_000 {
+        let mut b = clean.clone();
+        match s.below(4) {
+            0 => {
+                for _ in 0..1 + s.below(8) {
+                    let i = s.below(b.len());
+                    b[i] = s.next_u64() as u8;
+                }
+            }
+            1 => b.truncate(s.below(b.len())),
+            2 => {
+                let i = s.below(b.len());
+                b.insert(i, s.next_u64() as u8);
+            }
+            _ => {
+                let i = s.below(b.len() - 4);
+                b[i..i + 4].copy_from_slice(&(s.next_u64() as u32).to_le_bytes());
+            }
+        }
+        for lenient in [false, true] {
+            if let Ok(t) = read(&b, lenient) {
+                assert_eq!(t.header, full.header, "case {case}: seed 2024");
+                assert!(full.ticks.starts_with(&t.ticks), "case {case}: a damaged trace read as different ticks");
+            }
+        }
+    }
+}

@@ -1,0 +1,826 @@
+//! Patterns, the index and the five operations.
+
+use crate::storage::{FlatMap, Rows};
+use engine::clock::SimTime;
+use engine::digest::{Digest, DigestWriter};
+use faiss::index::flat::FlatIndexImpl;
+use faiss::{IdMap, Idx, Index};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Field parameters; the defaults are the source's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FieldConfig {
+    /// Decay constant per simulated hour. Default 0.1 (a 6.9 h half-life).
+    pub lambda: f64,
+    /// Score boost per access. Default 0.05.
+    pub boost_per_access: f64,
+    /// Cap of the access boost factor. Default 2.
+    pub boost_cap: f64,
+    /// Strength bonus for each pattern returned together with others.
+    /// Default 0.02.
+    pub co_access_bonus: f64,
+    /// Patterns whose decayed strength falls below this are archived (left
+    /// out of queries). Default 0.05.
+    pub archive_below: f64,
+    /// Boundary permeability applied at injection. Default 1.
+    pub permeability: f64,
+}
+
+impl Default for FieldConfig {
+    fn default() -> Self {
+        FieldConfig {
+            lambda: 0.1,
+            boost_per_access: 0.05,
+            boost_cap: 2.0,
+            co_access_bonus: 0.02,
+            archive_below: 0.05,
+            permeability: 1.0,
+        }
+    }
+}
+
+/// One pattern.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pattern {
+    /// Id, also its FAISS id.
+    pub id: u64,
+    /// The agent that injected it.
+    pub agent: String,
+    /// Its key.
+    pub key: String,
+    /// Its value.
+    pub value: String,
+    /// Digest of key and value: re-injecting it reinforces.
+    pub content_hash: Digest,
+    /// Effective strength at injection, `strength x permeability`.
+    pub strength: f64,
+    /// Simulated creation time.
+    pub created: SimTime,
+    /// Simulated time of the last access (resets the decay clock).
+    pub last_access: SimTime,
+    /// Accesses.
+    pub accesses: u32,
+    /// Accumulated co-access bonus.
+    pub bonus: f64,
+    /// The agents whose queries returned it (or who re-injected it).
+    pub accessed_by: BTreeSet<String>,
+    /// The normalised vector.
+    pub vector: Vec<f32>,
+}
+
+impl Pattern {
+    /// `S0 x e^(-lambda t)`, t in hours since the last access.
+    pub fn decayed(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
+        self.strength * (-cfg.lambda * now.hours_since(self.last_access)).exp()
+    }
+
+    /// `min(1 + boost x accesses, cap)`.
+    pub fn boost(&self, cfg: &FieldConfig) -> f64 {
+        (1.0 + cfg.boost_per_access * f64::from(self.accesses)).min(cfg.boost_cap)
+    }
+
+    /// The query score for a cosine similarity.
+    pub fn score(&self, cfg: &FieldConfig, now: SimTime, cosine: f64) -> f64 {
+        cosine * self.decayed(cfg, now) * self.boost(cfg) + self.bonus
+    }
+}
+
+/// A query hit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    /// Pattern id.
+    pub id: u64,
+    /// Its score.
+    pub score: f64,
+    /// Its cosine similarity to the query.
+    pub cosine: f64,
+}
+
+/// What an injection did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Injected {
+    /// The pattern.
+    pub id: u64,
+    /// True when the content was already there and was reinforced.
+    pub reinforced: bool,
+}
+
+/// Field stability. *Attractor strength* is the share of the live field's
+/// decayed strength held by attractors, patterns accessed at least twice;
+/// *organisation* is one minus the normalised entropy of the live strength
+/// distribution (1 when one pattern holds everything, 0 when all are
+/// equal). `stability = 0.6 x attractor strength + 0.4 x organisation`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stability {
+    /// Attractor strength in [0, 1].
+    pub attractor_strength: f64,
+    /// Organisation in [0, 1].
+    pub organisation: f64,
+    /// The weighted sum.
+    pub stability: f64,
+}
+
+/// Why a field operation was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FieldError {
+    /// A vector of the wrong length.
+    #[error("vector has dimension {got}, the field has {expected}")]
+    WrongDimension {
+        /// The field's dimension.
+        expected: usize,
+        /// The vector's.
+        got: usize,
+    },
+    /// An all-zero or non-finite vector cannot be normalised.
+    #[error("vector cannot be normalised (zero or not finite)")]
+    BadVector,
+    /// A strength that is negative or not a number.
+    #[error("strength must be a finite number >= 0, got {0}")]
+    BadStrength(f64),
+    /// FAISS reported an error.
+    #[error("faiss: {0}")]
+    Faiss(String),
+    /// A field file is damaged, or could not be written or read: the
+    /// engine's typed error names the file, and for damage the frame and
+    /// its offset.
+    #[error(transparent)]
+    Stored(#[from] std::sync::Arc<engine::Error>),
+    /// A saved field could not be written or read.
+    #[error("field files {path}: {cause}")]
+    Files {
+        /// The directory.
+        path: String,
+        /// What went wrong.
+        cause: String,
+    },
+}
+
+/// Errors compare by value; a stored-file error (which holds an I/O error
+/// that has no equality) compares by its message.
+impl PartialEq for FieldError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::WrongDimension { expected: a, got: b }, Self::WrongDimension { expected: c, got: d }) => {
+                (a, b) == (c, d)
+            }
+            (Self::BadVector, Self::BadVector) => true,
+            (Self::BadStrength(a), Self::BadStrength(b)) => a.to_bits() == b.to_bits(),
+            (Self::Faiss(a), Self::Faiss(b)) => a == b,
+            (Self::Stored(a), Self::Stored(b)) => a.to_string() == b.to_string(),
+            (Self::Files { path: a, cause: b }, Self::Files { path: c, cause: d }) => (a, b) == (c, d),
+            (
+                Self::WrongDimension { .. }
+                | Self::BadVector
+                | Self::BadStrength(_)
+                | Self::Faiss(_)
+                | Self::Stored(_)
+                | Self::Files { .. },
+                _,
+            ) => false,
+        }
+    }
+}
+
+/// The container format of `field.patterns`: one frame, the pattern table.
+pub const FIELD_PATTERNS: engine::frame::Format =
+    engine::frame::Format { magic: *b"SIMPATTS", version: 1, what: "field pattern table" };
+
+/// Above this `lambda x hours` since the epoch the rows are rebased (their
+/// scale factors would otherwise leave `f32`'s comfortable range).
+const REBASE_ABOVE: f64 = 30.0;
+
+/// The field.
+///
+/// The index does not hold the unit vectors but *score rows*: pattern `p`
+/// is stored as `[w_p v_p, bonus_p]` with `w_p = S0 x e^(lambda (t_p - t0)) x
+/// boost_p` (`t_p` its last access, `t0` the field's epoch), and a query
+/// `q` at time `t` is sent as `[e^(-lambda (t - t0)) q, 1]`. Their inner
+/// product is exactly the pattern's score, decay, boost and bonus
+/// included, so FAISS ranks by score in one scan; the candidates are then
+/// re-scored in `f64` and the over-fetch bound only has to absorb FAISS's
+/// `f32` rounding. Reinforcement rewrites the touched rows in place.
+pub struct Field {
+    cfg: FieldConfig,
+    dim: usize,
+    patterns: BTreeMap<u64, Pattern>,
+    by_hash: BTreeMap<Digest, u64>,
+    /// The time the row scales are relative to.
+    epoch: SimTime,
+    /// Each pattern's row scale `w_p`, by id (= position in the index).
+    weights: Vec<f64>,
+    /// Largest `w_p`, bonus and last access: what the over-fetch bound and
+    /// the choice of path need, kept up to date on every write (scales and
+    /// bonuses only grow between rebases).
+    max_w: f64,
+    max_bonus: f64,
+    latest: SimTime,
+    /// FAISS writes are not thread-safe; searches take the same lock.
+    index: Mutex<FlatMap>,
+}
+
+fn normalised(v: &[f32]) -> Option<Vec<f32>> {
+    let norm = v.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt();
+    (norm.is_finite() && norm > 0.0).then(|| v.iter().map(|x| (f64::from(*x) / norm) as f32).collect())
+}
+
+/// Dot product in a fixed order, in f64: the one kernel every score uses,
+/// whatever kernel FAISS picked for the candidate search. Eight running
+/// sums (lane `i` takes elements `i, i + 8, ...`) let the compiler
+/// vectorise; they are combined in one fixed tree, so the result is the
+/// same on every run and thread.
+fn dot(a: &[f32], b: &[f32]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += f64::from(x[i]) * f64::from(y[i]);
+        }
+    }
+    (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + tail
+}
+
+fn faiss_err(e: faiss::error::Error) -> FieldError {
+    FieldError::Faiss(e.to_string())
+}
+
+fn new_index(dim: usize) -> Result<FlatMap, FieldError> {
+    IdMap::new(FlatIndexImpl::new_ip(dim as u32 + 1).map_err(faiss_err)?).map_err(faiss_err)
+}
+
+/// Signed hours from `from` to `to`.
+fn hours(from: SimTime, to: SimTime) -> f64 {
+    (to.0 as f64 - from.0 as f64) / 3600.0
+}
+
+impl Field {
+    /// An empty field of dimension `dim`.
+    pub fn new(dim: usize, cfg: FieldConfig) -> Result<Field, FieldError> {
+        Self::from_patterns(dim, cfg, Vec::new())
+    }
+
+    /// A field holding `patterns`, whose ids must be `0, 1, 2, ...` in
+    /// order (as the field assigns them).
+    pub fn from_patterns(dim: usize, cfg: FieldConfig, patterns: Vec<Pattern>) -> Result<Field, FieldError> {
+        let epoch = SimTime(patterns.iter().map(|p| p.last_access.0).min().unwrap_or(0));
+        Self::assemble(dim, cfg, patterns, epoch, new_index(dim)?, true)
+    }
+
+    /// Builds the field around `index`; `fill` adds the rows, otherwise the
+    /// index's rows are checked against the patterns.
+    fn assemble(
+        dim: usize,
+        cfg: FieldConfig,
+        patterns: Vec<Pattern>,
+        epoch: SimTime,
+        mut index: FlatMap,
+        fill: bool,
+    ) -> Result<Field, FieldError> {
+        for (i, p) in patterns.iter().enumerate() {
+            if p.id != i as u64 {
+                return Err(FieldError::Faiss(format!(
+                    "pattern ids must run 0, 1, 2, ...; position {i} holds id {}",
+                    p.id
+                )));
+            }
+            if p.vector.len() != dim {
+                return Err(FieldError::WrongDimension { expected: dim, got: p.vector.len() });
+            }
+        }
+        let mut field = Field {
+            cfg,
+            dim,
+            by_hash: patterns.iter().map(|p| (p.content_hash, p.id)).collect(),
+            patterns: patterns.into_iter().map(|p| (p.id, p)).collect(),
+            epoch,
+            weights: Vec::new(),
+            max_w: 0.0,
+            max_bonus: 0.0,
+            latest: SimTime(0),
+            index: Mutex::new(new_index(0)?),
+        };
+        field.weights = field.patterns.values().map(|p| field.weight(p)).collect();
+        field.max_w = field.weights.iter().copied().fold(0.0, f64::max);
+        field.max_bonus = field.patterns.values().map(|p| p.bonus).fold(0.0, f64::max);
+        field.latest = field.patterns.values().map(|p| p.last_access).max().unwrap_or(SimTime(0));
+        let rows: Vec<f32> = field.patterns.values().flat_map(|p| field.row(p)).collect();
+        if fill {
+            let ids: Vec<Idx> = field.patterns.keys().map(|id| Idx::new(*id)).collect();
+            if !ids.is_empty() {
+                index.add_with_ids(&rows, &ids).map_err(faiss_err)?;
+            }
+        } else {
+            let sequential = index.id_map().iter().enumerate().all(|(i, id)| id.get() == Some(i as u64));
+            let same = Rows::guard(&mut index, dim + 1)?.all() == rows.as_slice();
+            if !sequential || !same {
+                return Err(FieldError::Faiss("the index's rows do not match the pattern table".into()));
+            }
+        }
+        field.index = Mutex::new(index);
+        Ok(field)
+    }
+
+    /// `w_p`: the row scale of a pattern.
+    fn weight(&self, p: &Pattern) -> f64 {
+        p.strength * (self.cfg.lambda * hours(self.epoch, p.last_access)).exp() * p.boost(&self.cfg)
+    }
+
+    /// The stored row of a pattern.
+    fn row(&self, p: &Pattern) -> Vec<f32> {
+        let w = self.weight(p);
+        let mut row: Vec<f32> = p.vector.iter().map(|x| (f64::from(*x) * w) as f32).collect();
+        row.push(p.bonus as f32);
+        row
+    }
+
+    /// Rewrites the rows of `ids` after their patterns changed.
+    /// The rows are written first, all or none; the cached weights and
+    /// bounds change only once they are, so a failed refresh leaves the
+    /// index and the bounds as they were.
+    fn refresh(&mut self, ids: &[u64]) -> Result<(), FieldError> {
+        let mut rows = Vec::with_capacity(ids.len());
+        let mut weights = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(p) = self.patterns.get(id) {
+                weights.push((*id as usize, self.weight(p), p.bonus, p.last_access));
+                rows.push((*id as usize, self.row(p)));
+            }
+        }
+        Rows::guard(self.index.get_mut(), self.dim + 1)?.write(&rows)?;
+        for (pos, w, bonus, last_access) in weights {
+            self.weights[pos] = w;
+            self.max_w = self.max_w.max(w);
+            self.max_bonus = self.max_bonus.max(bonus);
+            self.latest = self.latest.max(last_access);
+        }
+        Ok(())
+    }
+
+    /// Moves the epoch to `now` when the scales would grow too large.
+    fn maybe_rebase(&mut self, now: SimTime) -> Result<(), FieldError> {
+        if self.cfg.lambda * hours(self.epoch, now) <= REBASE_ABOVE {
+            return Ok(());
+        }
+        self.epoch = now;
+        self.max_w = 0.0;
+        let ids: Vec<u64> = self.patterns.keys().copied().collect();
+        self.refresh(&ids)
+    }
+
+    /// The vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FieldConfig {
+        &self.cfg
+    }
+
+    /// Every pattern, by id.
+    pub fn patterns(&self) -> &BTreeMap<u64, Pattern> {
+        &self.patterns
+    }
+
+    /// Injects a pattern with `strength x permeability`, or reinforces the
+    /// pattern with the same key and value.
+    pub fn inject(
+        &mut self,
+        agent: &str,
+        key: &str,
+        value: &str,
+        vector: &[f32],
+        strength: f64,
+        now: SimTime,
+    ) -> Result<Injected, FieldError> {
+        if vector.len() != self.dim {
+            return Err(FieldError::WrongDimension { expected: self.dim, got: vector.len() });
+        }
+        if !(strength.is_finite() && strength >= 0.0) {
+            return Err(FieldError::BadStrength(strength));
+        }
+        let content_hash = DigestWriter::new("field content v1").str(key).str(value).finish();
+        if let Some(id) = self.by_hash.get(&content_hash).copied() {
+            self.reinforce(agent, &[id], now)?;
+            return Ok(Injected { id, reinforced: true });
+        }
+        let vector = normalised(vector).ok_or(FieldError::BadVector)?;
+        self.maybe_rebase(now)?;
+        let id = self.patterns.len() as u64;
+        let p = Pattern {
+            id,
+            agent: agent.into(),
+            key: key.into(),
+            value: value.into(),
+            content_hash,
+            strength: strength * self.cfg.permeability,
+            created: now,
+            last_access: now,
+            accesses: 0,
+            bonus: 0.0,
+            accessed_by: BTreeSet::new(),
+            vector,
+        };
+        let row = self.row(&p);
+        self.index.get_mut().add_with_ids(&row, &[Idx::new(id)]).map_err(faiss_err)?;
+        let w = self.weight(&p);
+        self.weights.push(w);
+        self.max_w = self.max_w.max(w);
+        self.latest = self.latest.max(now);
+        self.by_hash.insert(content_hash, id);
+        self.patterns.insert(id, p);
+        Ok(Injected { id, reinforced: false })
+    }
+
+    /// A digest of the whole field: every pattern with its vector.
+    pub fn digest(&self) -> Digest {
+        let mut w = DigestWriter::new("field v1");
+        w.u64(self.dim as u64);
+        for p in self.patterns.values() {
+            w.u64(p.id).str(&p.agent).str(&p.key).str(&p.value).digest(&p.content_hash).f64(p.strength);
+            w.u64(p.created.0).u64(p.last_access.0).u32(p.accesses).f64(p.bonus);
+            w.u64(p.accessed_by.len() as u64);
+            for a in &p.accessed_by {
+                w.str(a);
+            }
+            w.floats(&p.vector);
+        }
+        w.finish()
+    }
+
+    /// Saves the field into `dir`: the index with FAISS's own writer
+    /// (`field.index`) and the pattern table beside it (`field.patterns`).
+    pub fn save(&self, dir: &std::path::Path) -> Result<(), FieldError> {
+        let err = |cause: String| FieldError::Files { path: dir.display().to_string(), cause };
+        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+        let index_path = dir.join("field.index");
+        let path = index_path.to_str().ok_or_else(|| err("the path is not valid UTF-8".into()))?;
+        faiss::write_index(&*self.index.lock(), path).map_err(|e| err(format!("writing the index: {e}")))?;
+        let table = (self.dim as u64, &self.cfg, self.epoch, self.patterns.values().collect::<Vec<_>>());
+        let bytes = engine::codec::encode(&table).map_err(|e| err(format!("encoding the patterns: {e}")))?;
+        engine::frame::write_file(&dir.join("field.patterns"), &FIELD_PATTERNS, [&bytes[..]])
+            .map_err(|e| FieldError::Stored(std::sync::Arc::new(e)))
+    }
+
+    /// Loads a field saved by [`Field::save`], checking that the index and
+    /// the pattern table agree row for row.
+    pub fn load(dir: &std::path::Path) -> Result<Field, FieldError> {
+        let err = |cause: String| FieldError::Files { path: dir.display().to_string(), cause };
+        type Table = (u64, FieldConfig, SimTime, Vec<Pattern>);
+        let tables = engine::frame::read_all(&dir.join("field.patterns"), &FIELD_PATTERNS, |f| {
+            engine::codec::decode::<Table>(&f.payload).map_err(|e| e.to_string())
+        })
+        .map_err(|e| FieldError::Stored(std::sync::Arc::new(e)))?;
+        let Ok::<[Table; 1], _>([(dim, cfg, epoch, patterns)]) = tables.try_into() else {
+            return Err(err("field.patterns must hold exactly one pattern table".into()));
+        };
+        let index_path = dir.join("field.index");
+        let path = index_path.to_str().ok_or_else(|| err("the path is not valid UTF-8".into()))?;
+        let index = faiss::read_index(path).map_err(|e| err(format!("reading the index: {e}")))?;
+        if u64::from(index.d()) != dim + 1 || index.ntotal() != patterns.len() as u64 {
+            return Err(err(format!(
+                "the index holds {} rows of dimension {}, the table {} patterns of dimension {dim} (+1)",
+                index.ntotal(),
+                index.d(),
+                patterns.len()
+            )));
+        }
+        let index = index
+            .into_id_map()
+            .and_then(|m| m.try_cast_inner_index::<FlatIndexImpl>())
+            .map_err(|e| err(format!("the index is not an ID map over a flat index: {e}")))?;
+        Self::assemble(dim as usize, cfg, patterns, epoch, index, false).map_err(|e| err(e.to_string()))
+    }
+
+    /// Whether a pattern is archived at `now`.
+    pub fn archived(&self, p: &Pattern, now: SimTime) -> bool {
+        p.decayed(&self.cfg, now) < self.cfg.archive_below
+    }
+
+    /// The exact top-`k` live patterns for `query` at `now` (no side
+    /// effects; see [`Field::query_and_reinforce`]).
+    pub fn query(&self, query: &[f32], k: usize, now: SimTime) -> Result<Vec<Hit>, FieldError> {
+        Ok(self.query_batch(&[query], k, now)?.pop().unwrap_or_default())
+    }
+
+    /// The exact top-`k` for each query, all against the same state: one
+    /// FAISS search for the whole batch per over-fetch round. Each answer is
+    /// identical to [`Field::query`] of that query alone (the candidates are
+    /// re-scored in the same fixed-order kernel, whatever kernel FAISS used).
+    pub fn query_batch(&self, queries: &[&[f32]], k: usize, now: SimTime) -> Result<Vec<Vec<Hit>>, FieldError> {
+        let mut normed = Vec::with_capacity(queries.len());
+        for q in queries {
+            if q.len() != self.dim {
+                return Err(FieldError::WrongDimension { expected: self.dim, got: q.len() });
+            }
+            normed.push(normalised(q).ok_or(FieldError::BadVector)?);
+        }
+        let total = self.patterns.len();
+        if k == 0 || total == 0 {
+            return Ok(vec![Vec::new(); queries.len()]);
+        }
+        // Query rows: `[e^(-lambda (t - t0)) q, 1]`. When `now` is before a
+        // pattern's last access (its decay clock is clamped, the row's is
+        // not) or the factor is not a usable f32, rank exhaustively instead.
+        let factor = (-self.cfg.lambda * hours(self.epoch, now)).exp();
+        if now < self.latest || !(factor.is_finite() && (1e-30..1e30).contains(&factor)) {
+            return Ok(normed.iter().map(|q| self.exhaustive(q, k, now)).collect());
+        }
+        // FAISS's f32 inner products are off by at most about `n u` of the
+        // sum of absolute terms (n = dim + 1 products, u = 2^-24), plus the
+        // rounding of the two rows; an unfetched pattern scores at most the
+        // lowest fetched value plus twice that.
+        let margin = (self.dim as f64 + 5.0) * f64::powi(2.0, -23) * (self.max_w * factor + self.max_bonus) + 1e-12;
+        let rows: Vec<Vec<f32>> = normed
+            .iter()
+            .map(|q| {
+                let mut r: Vec<f32> = q.iter().map(|x| (f64::from(*x) * factor) as f32).collect();
+                r.push(1.0);
+                r
+            })
+            .collect();
+        let mut answers: Vec<Option<Vec<Hit>>> = vec![None; queries.len()];
+        let mut fetch = (k + 8).min(total);
+        loop {
+            let pending: Vec<usize> = (0..queries.len()).filter(|i| answers[*i].is_none()).collect();
+            if pending.is_empty() {
+                return Ok(answers.into_iter().map(Option::unwrap_or_default).collect());
+            }
+            let flat: Vec<f32> = pending.iter().flat_map(|i| rows[*i].iter().copied()).collect();
+            let found = self.index.lock().search(&flat, fetch).map_err(faiss_err)?;
+            for (row, i) in pending.iter().enumerate() {
+                let span = row * fetch..(row + 1) * fetch;
+                let mut hits: Vec<Hit> = Vec::with_capacity(fetch);
+                let mut lowest = f64::INFINITY;
+                for (label, d) in found.labels[span.clone()].iter().zip(&found.distances[span]) {
+                    let Some(id) = label.get() else { continue };
+                    lowest = lowest.min(f64::from(*d));
+                    if let Some(h) = self.patterns.get(&id).and_then(|p| self.hit(p, &normed[*i], now)) {
+                        hits.push(h);
+                    }
+                }
+                hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+                if fetch >= total || (hits.len() >= k && hits[k - 1].score > lowest + margin) {
+                    hits.truncate(k);
+                    answers[*i] = Some(hits);
+                }
+            }
+            fetch = (fetch * 4).min(total);
+        }
+    }
+
+    /// A live pattern's hit for a normalised query (`None` when archived).
+    fn hit(&self, p: &Pattern, q: &[f32], now: SimTime) -> Option<Hit> {
+        if self.archived(p, now) {
+            return None;
+        }
+        let cosine = dot(q, &p.vector);
+        Some(Hit { id: p.id, score: p.score(&self.cfg, now, cosine), cosine })
+    }
+
+    /// Exhaustive exact ranking.
+    fn exhaustive(&self, q: &[f32], k: usize, now: SimTime) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = self.patterns.values().filter_map(|p| self.hit(p, q, now)).collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        hits.truncate(k);
+        hits
+    }
+
+    /// Queries, then reinforces what it returned.
+    pub fn query_and_reinforce(
+        &mut self,
+        agent: &str,
+        query: &[f32],
+        k: usize,
+        now: SimTime,
+    ) -> Result<Vec<Hit>, FieldError> {
+        let hits = self.query(query, k, now)?;
+        self.reinforce(agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now)?;
+        Ok(hits)
+    }
+
+    /// Counts `agent`'s access to each pattern (resetting its decay clock);
+    /// when several are accessed together each gains the co-access bonus.
+    /// Their index rows are rewritten in place.
+    pub fn reinforce(&mut self, agent: &str, ids: &[u64], now: SimTime) -> Result<(), FieldError> {
+        self.maybe_rebase(now)?;
+        let together = ids.len() > 1;
+        for id in ids {
+            if let Some(p) = self.patterns.get_mut(id) {
+                p.strength = p.decayed(&self.cfg, now);
+                p.accesses += 1;
+                p.last_access = now;
+                if !p.accessed_by.contains(agent) {
+                    p.accessed_by.insert(agent.to_string());
+                }
+                if together {
+                    p.bonus += self.cfg.co_access_bonus;
+                }
+            }
+        }
+        self.refresh(ids)
+    }
+
+    /// Patterns archived at `now` (decay is applied at score time; nothing
+    /// is removed).
+    pub fn decay(&self, now: SimTime) -> Vec<u64> {
+        self.patterns.values().filter(|p| self.archived(p, now)).map(|p| p.id).collect()
+    }
+
+    /// Resonance of two patterns at `now`: `cos^2 x s_A x s_B`.
+    pub fn resonance(&self, a: u64, b: u64, now: SimTime) -> Option<f64> {
+        let (pa, pb) = (self.patterns.get(&a)?, self.patterns.get(&b)?);
+        let c = dot(&pa.vector, &pb.vector);
+        Some(c * c * pa.decayed(&self.cfg, now) * pb.decayed(&self.cfg, now))
+    }
+
+    /// The source's classifications: a pattern is *resonant* with a query
+    /// when cosine > 0.7 and its decayed strength > 0.1; two patterns are
+    /// *strongly resonant* when their resonance exceeds 0.5.
+    pub fn is_resonant(&self, hit: &Hit, now: SimTime) -> bool {
+        self.patterns.get(&hit.id).is_some_and(|p| hit.cosine > 0.7 && p.decayed(&self.cfg, now) > 0.1)
+    }
+
+    /// See [`Field::is_resonant`].
+    pub fn strongly_resonant(&self, a: u64, b: u64, now: SimTime) -> bool {
+        self.resonance(a, b, now).is_some_and(|r| r > 0.5)
+    }
+
+    /// Stability at `now` (see [`Stability`]).
+    pub fn measure_stability(&self, now: SimTime) -> Stability {
+        let live: Vec<(f64, u32)> = self
+            .patterns
+            .values()
+            .filter(|p| !self.archived(p, now))
+            .map(|p| (p.decayed(&self.cfg, now), p.accesses))
+            .collect();
+        let total: f64 = live.iter().map(|(s, _)| s).sum();
+        if live.is_empty() || total <= 0.0 {
+            return Stability { attractor_strength: 0.0, organisation: 0.0, stability: 0.0 };
+        }
+        let attractor_strength = live.iter().filter(|(_, a)| *a >= 2).map(|(s, _)| s).sum::<f64>() / total;
+        let organisation = if live.len() < 2 {
+            1.0
+        } else {
+            let h: f64 = live.iter().map(|(s, _)| s / total).filter(|p| *p > 0.0).map(|p| -p * p.ln()).sum();
+            1.0 - h / (live.len() as f64).ln()
+        };
+        Stability { attractor_strength, organisation, stability: 0.6 * attractor_strength + 0.4 * organisation }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::rng::{Purpose, Stream};
+
+    fn h(x: u64) -> SimTime {
+        SimTime(x * 3600)
+    }
+
+    fn random_vec(s: &mut Stream, dim: usize) -> Vec<f32> {
+        (0..dim).map(|_| s.normal() as f32).collect()
+    }
+
+    /// Exactness: over many random fields, with strong but decayed
+    /// patterns close to the query, the top-k equals a brute-force ranking,
+    /// and a batch answers each query exactly as a single query does; also
+    /// after reinforcement rewrote rows and after a rebase.
+    #[test]
+    fn top_k_is_exact_against_brute_force() {
+        let mut s = Stream::derive(5, 0, 0, Purpose::Testing);
+        for case in 0..40 {
+            let dim = 16;
+            let mut f = Field::new(dim, FieldConfig::default()).expect("field");
+            // Every third case lives 500 h in: the rows are rebased.
+            let base = if case % 3 == 2 { 500 } else { 0 };
+            let h = |x: u64| h(base + x);
+            let q = random_vec(&mut s, dim);
+            let n = 50 + s.below(200);
+            for i in 0..n {
+                // A third are near copies of the query, injected long ago.
+                let (v, at) = if s.below(3) == 0 {
+                    (q.iter().map(|x| x + 0.05 * s.normal() as f32).collect::<Vec<_>>(), h(s.below(40) as u64))
+                } else {
+                    (random_vec(&mut s, dim), h(40 + s.below(10) as u64))
+                };
+                f.inject("a", &format!("k{i}"), "v", &v, 0.2 + 3.0 * s.unit(), at).expect("inject");
+                if s.below(5) == 0 {
+                    f.reinforce("a", &[i as u64], h(45)).expect("reinforce");
+                }
+            }
+            let now = h(50);
+            let k = 1 + s.below(10);
+            let others: Vec<Vec<f32>> = (0..s.below(4)).map(|_| random_vec(&mut s, dim)).collect();
+            let mut batch: Vec<&[f32]> = vec![&q];
+            batch.extend(others.iter().map(Vec::as_slice));
+            let answers = f.query_batch(&batch, k, now).expect("batch");
+            for (b, query) in batch.iter().enumerate() {
+                let qn = normalised(query).expect("nonzero");
+                let mut brute: Vec<Hit> = f
+                    .patterns()
+                    .values()
+                    .filter(|p| !f.archived(p, now))
+                    .map(|p| {
+                        let c = dot(&qn, &p.vector);
+                        Hit { id: p.id, score: p.score(f.config(), now, c), cosine: c }
+                    })
+                    .collect();
+                brute.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+                brute.truncate(k);
+                assert_eq!(answers[b], brute, "case {case}, query {b} (seed 5)");
+                assert_eq!(f.query(query, k, now).expect("query"), answers[b], "batched = single, case {case}");
+            }
+        }
+    }
+
+    #[test]
+    fn decay_follows_the_closed_form_and_archives() {
+        let cfg = FieldConfig::default();
+        let mut f = Field::new(4, cfg.clone()).expect("field");
+        f.inject("a", "k", "v", &[1.0, 0.0, 0.0, 0.0], 2.0, h(0)).expect("inject");
+        let p = &f.patterns()[&0];
+        for t in [0u64, 1, 7, 30] {
+            let expected = 2.0 * (-0.1 * t as f64).exp();
+            assert!((p.decayed(&cfg, h(t)) - expected).abs() < 1e-12);
+        }
+        // 2 e^(-0.1 t) < 0.05 from t = ln(40)/0.1 = 36.9 h.
+        assert!(f.decay(h(36)).is_empty());
+        assert_eq!(f.decay(h(37)), vec![0]);
+        assert!(f.query(&[1.0, 0.0, 0.0, 0.0], 5, h(37)).expect("query").is_empty(), "archived patterns are left out");
+    }
+
+    #[test]
+    fn reinjection_reinforces_and_co_access_strengthens() {
+        let mut f = Field::new(4, FieldConfig { permeability: 0.5, ..Default::default() }).expect("field");
+        let a = f.inject("a", "k1", "v", &[1.0, 0.1, 0.0, 0.0], 2.0, h(0)).expect("inject");
+        assert!((f.patterns()[&a.id].strength - 1.0).abs() < 1e-12, "strength x permeability");
+        let again = f.inject("b", "k1", "v", &[0.0, 1.0, 0.0, 0.0], 2.0, h(1)).expect("inject");
+        assert_eq!(again, Injected { id: a.id, reinforced: true });
+        assert_eq!(f.patterns().len(), 1);
+        f.inject("a", "k2", "v", &[1.0, 0.2, 0.0, 0.0], 2.0, h(1)).expect("inject");
+        let before: f64 = f.patterns().values().map(|p| p.score(f.config(), h(2), 1.0)).sum();
+        for t in 2..5 {
+            let hits = f.query_and_reinforce("c", &[1.0, 0.15, 0.0, 0.0], 2, h(t)).expect("query");
+            assert_eq!(hits.len(), 2);
+        }
+        let after: f64 = f.patterns().values().map(|p| p.score(f.config(), h(4), 1.0)).sum();
+        assert!(after > before, "co-accessed patterns gain strength: {before} -> {after}");
+        assert!((f.patterns()[&1].bonus - 0.06).abs() < 1e-12);
+    }
+
+    #[test]
+    fn save_and_load_round_trip() {
+        let mut s = Stream::derive(8, 0, 0, Purpose::Testing);
+        let mut f = Field::new(8, FieldConfig::default()).expect("field");
+        for i in 0..40 {
+            f.inject("a", &format!("k{i}"), "v", &random_vec(&mut s, 8), 1.0 + s.unit(), h(i)).expect("inject");
+        }
+        let q = random_vec(&mut s, 8);
+        f.query_and_reinforce("b", &q, 5, h(41)).expect("query");
+        let dir = std::env::temp_dir().join(format!("field-save-{}", std::process::id()));
+        f.save(&dir).expect("save");
+        let g = Field::load(&dir).expect("load");
+        assert_eq!(g.digest(), f.digest());
+        assert_eq!(g.query(&q, 7, h(42)).expect("query"), f.query(&q, 7, h(42)).expect("query"));
+        // A flipped byte of the table is a typed error naming the file,
+        // the frame and its offset.
+        let mut bytes = std::fs::read(dir.join("field.patterns")).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(dir.join("field.patterns"), &bytes).expect("damage");
+        match Field::load(&dir) {
+            Err(FieldError::Stored(e)) => match &*e {
+                engine::Error::Corrupt { file, frame: 0, offset: 12, .. } => assert!(file.ends_with("field.patterns")),
+                other => panic!("expected a corrupt frame 0, got {other}"),
+            },
+            Err(other) => panic!("expected a stored-file error, got {other}"),
+            Ok(_) => panic!("a damaged table loaded"),
+        }
+    }
+
+    #[test]
+    fn resonance_stability_and_bad_input() {
+        let mut f = Field::new(2, FieldConfig::default()).expect("field");
+        f.inject("a", "x", "1", &[1.0, 0.0], 1.0, h(0)).expect("inject");
+        f.inject("a", "y", "1", &[0.9, 0.1], 1.0, h(0)).expect("inject");
+        let r = f.resonance(0, 1, h(0)).expect("both exist");
+        assert!((r - 0.9f64.powi(2) / (0.81f64 + 0.01)).abs() < 1e-6, "{r}");
+        assert!(f.strongly_resonant(0, 1, h(0)));
+        let s0 = f.measure_stability(h(0));
+        assert!((s0.stability - (0.6 * s0.attractor_strength + 0.4 * s0.organisation)).abs() < 1e-12);
+        f.reinforce("a", &[0], h(0)).expect("reinforce");
+        f.reinforce("b", &[0], h(0)).expect("reinforce");
+        assert!(f.measure_stability(h(0)).attractor_strength > 0.4);
+        assert_eq!(
+            f.inject("a", "z", "1", &[1.0, 0.0, 0.0], 1.0, h(0)),
+            Err(FieldError::WrongDimension { expected: 2, got: 3 })
+        );
+        assert_eq!(f.query(&[1.0], 1, h(0)), Err(FieldError::WrongDimension { expected: 2, got: 1 }));
+        assert_eq!(f.inject("a", "z", "1", &[0.0, 0.0], 1.0, h(0)), Err(FieldError::BadVector));
+        assert_eq!(f.inject("a", "z", "1", &[1.0, 0.0], -1.0, h(0)), Err(FieldError::BadStrength(-1.0)));
+    }
+}

@@ -1,0 +1,227 @@
+//! What a field context has seen: operation counts per agent, and a
+//! timeline point after every phase. [`Telemetry::report`] turns them, with
+//! the field's final state, into the JSON the CLI prints.
+
+use crate::pattern::{Field, Stability};
+use engine::clock::SimTime;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Stability above this counts as converged (the source's 0.75).
+pub const CONVERGED_ABOVE: f64 = 0.75;
+
+/// Resonance is summarised over at most this many live patterns (the
+/// strongest; pairs grow quadratically).
+pub const RESONANCE_PATTERN_CAP: usize = 2000;
+
+/// The field after one phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    /// Phase number, from 1.
+    pub phase: u64,
+    /// Simulated hours at the phase.
+    pub hours: f64,
+    /// Patterns not archived.
+    pub live: usize,
+    /// Patterns archived (kept, left out of queries).
+    pub archived: usize,
+    /// Sum of decayed strengths of live patterns.
+    pub total_strength: f64,
+    /// Stability at the phase.
+    pub stability: Stability,
+    /// Every pattern's decayed strength, by id (the decay picture).
+    pub strengths: Vec<(u64, f64)>,
+}
+
+/// Counters and timeline of one context.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Telemetry {
+    injects: BTreeMap<String, u64>,
+    queries: BTreeMap<String, u64>,
+    timeline: Vec<TimelinePoint>,
+}
+
+/// Operation counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    /// All agents.
+    pub total: u64,
+    /// Per agent.
+    pub by_agent: BTreeMap<String, u64>,
+}
+
+/// One bucket of the resonance histogram, `[lo, hi)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Lower bound.
+    pub lo: f64,
+    /// Upper bound (the last bucket is open).
+    pub hi: f64,
+    /// Pairs in it.
+    pub count: u64,
+}
+
+/// The distribution of pairwise resonance among live patterns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResonanceSummary {
+    /// Patterns the pairs were drawn from.
+    pub patterns: usize,
+    /// Pairs.
+    pub pairs: u64,
+    /// Mean resonance.
+    pub mean: f64,
+    /// Largest.
+    pub max: f64,
+    /// Pairs above 0.5 (the source's "strongly resonant").
+    pub strongly_resonant_pairs: u64,
+    /// Histogram.
+    pub histogram: Vec<Bucket>,
+}
+
+/// A pattern that more than one agent accessed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedPattern {
+    /// Id.
+    pub id: u64,
+    /// The agent that injected it.
+    pub injected_by: String,
+    /// Key.
+    pub key: String,
+    /// Accessing agents, sorted.
+    pub accessed_by: Vec<String>,
+    /// Accesses.
+    pub accesses: u32,
+}
+
+/// The telemetry report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TelemetryReport {
+    /// Injections.
+    pub injects: Counts,
+    /// Queries.
+    pub queries: Counts,
+    /// Patterns in the field.
+    pub patterns: usize,
+    /// Of which archived at the end.
+    pub archived: usize,
+    /// Resonance among live patterns at the end.
+    pub resonance: ResonanceSummary,
+    /// Patterns accessed by more than one agent (cross-agent resonance).
+    pub multi_agent_patterns: Vec<SharedPattern>,
+    /// Final stability.
+    pub stability: Stability,
+    /// The first phase at which stability exceeded 0.75, if any.
+    pub convergence_phase: Option<u64>,
+    /// One point per phase.
+    pub timeline: Vec<TimelinePoint>,
+    /// Why the event log stopped, if it did (the field itself is intact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_error: Option<String>,
+}
+
+fn counts(m: &BTreeMap<String, u64>) -> Counts {
+    Counts { total: m.values().sum(), by_agent: m.clone() }
+}
+
+impl Telemetry {
+    /// Counts an injection.
+    pub fn count_inject(&mut self, agent: &str) {
+        *self.injects.entry(agent.to_string()).or_default() += 1;
+    }
+
+    /// Counts a query.
+    pub fn count_query(&mut self, agent: &str) {
+        *self.queries.entry(agent.to_string()).or_default() += 1;
+    }
+
+    /// The timeline so far.
+    pub fn timeline(&self) -> &[TimelinePoint] {
+        &self.timeline
+    }
+
+    /// Takes the timeline point after a phase.
+    pub fn observe(&mut self, field: &Field, now: SimTime) -> &TimelinePoint {
+        let cfg = field.config();
+        let strengths: Vec<(u64, f64)> = field.patterns().values().map(|p| (p.id, p.decayed(cfg, now))).collect();
+        let live: Vec<f64> = strengths.iter().map(|(_, s)| *s).filter(|s| *s >= cfg.archive_below).collect();
+        self.timeline.push(TimelinePoint {
+            phase: self.timeline.len() as u64 + 1,
+            hours: now.0 as f64 / 3600.0,
+            live: live.len(),
+            archived: strengths.len() - live.len(),
+            total_strength: live.iter().sum(),
+            stability: field.measure_stability(now),
+            strengths,
+        });
+        &self.timeline[self.timeline.len() - 1]
+    }
+
+    /// The report at `now`.
+    pub fn report(&self, field: &Field, now: SimTime) -> TelemetryReport {
+        let cfg = field.config();
+        let archived = field.decay(now).len();
+        let mut live: Vec<(f64, u64)> = field
+            .patterns()
+            .values()
+            .filter(|p| !field.archived(p, now))
+            .map(|p| (p.decayed(cfg, now), p.id))
+            .collect();
+        live.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        live.truncate(RESONANCE_PATTERN_CAP);
+        live.sort_by_key(|p| p.1);
+        let edges = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0];
+        let mut histogram: Vec<Bucket> = edges
+            .iter()
+            .enumerate()
+            .map(|(i, lo)| Bucket { lo: *lo, hi: edges.get(i + 1).copied().unwrap_or(f64::INFINITY), count: 0 })
+            .collect();
+        let (mut pairs, mut sum, mut max, mut strong) = (0u64, 0.0f64, 0.0f64, 0u64);
+        for (i, (_, a)) in live.iter().enumerate() {
+            for (_, b) in &live[i + 1..] {
+                let r = field.resonance(*a, *b, now).unwrap_or(0.0);
+                pairs += 1;
+                sum += r;
+                max = max.max(r);
+                strong += u64::from(r > 0.5);
+                if let Some(bucket) = histogram.iter_mut().rev().find(|b| r >= b.lo) {
+                    bucket.count += 1;
+                }
+            }
+        }
+        // JSON has no infinity: the open bucket's bound is its lower one.
+        if let Some(last) = histogram.last_mut() {
+            last.hi = last.lo;
+        }
+        let multi_agent_patterns = field
+            .patterns()
+            .values()
+            .filter(|p| p.accessed_by.len() > 1)
+            .map(|p| SharedPattern {
+                id: p.id,
+                injected_by: p.agent.clone(),
+                key: p.key.clone(),
+                accessed_by: p.accessed_by.iter().cloned().collect(),
+                accesses: p.accesses,
+            })
+            .collect();
+        TelemetryReport {
+            injects: counts(&self.injects),
+            queries: counts(&self.queries),
+            patterns: field.patterns().len(),
+            archived,
+            resonance: ResonanceSummary {
+                patterns: live.len(),
+                pairs,
+                mean: if pairs == 0 { 0.0 } else { sum / pairs as f64 },
+                max,
+                strongly_resonant_pairs: strong,
+                histogram,
+            },
+            multi_agent_patterns,
+            stability: field.measure_stability(now),
+            convergence_phase: self.timeline.iter().find(|p| p.stability.stability > CONVERGED_ABOVE).map(|p| p.phase),
+            timeline: self.timeline.clone(),
+            log_error: None,
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! The inference client: the one layer between the embedding port and a
+//! provider. It serves cached texts, splits the rest into physical requests
+//! (by batch size and by tokens per request), runs them with capped
+//! concurrency under a rate limiter, retries transient failures with
+//! exponential backoff and jitter (honouring a retry-after), never retries
+//! a permanent one, and bills each request. There is no other retry layer.
+
+use crate::cache::TextCache;
+use crate::clock::{Sleeper, TokioSleeper};
+use crate::provider::{EmbedProvider, FailureKind, ProviderRequest};
+use engine::cost::{estimate_tokens, Price, Spend};
+use engine::digest::{Digest, DigestWriter};
+use engine::embed::upstream::{backoff_ms, cache_key, split_requests, ClientSettings};
+use engine::embed::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
+use engine::error::{Error, Result};
+use engine::rng::Stream;
+use engine::BoxFuture;
+use futures::StreamExt;
+use parking_lot::Mutex;
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Token buckets for requests and tokens per minute.
+#[derive(Debug)]
+struct RateLimiter {
+    rpm: f64,
+    tpm: f64,
+    /// Requests left, tokens left, and when they were last topped up.
+    state: Mutex<(f64, f64, Option<Duration>)>,
+}
+
+impl RateLimiter {
+    fn new(rpm: u32, tpm: u64) -> Self {
+        RateLimiter { rpm: f64::from(rpm), tpm: tpm as f64, state: Mutex::new((f64::from(rpm), tpm as f64, None)) }
+    }
+
+    /// Waits until one request of `tokens` may go.
+    async fn acquire(&self, tokens: u64, clock: &dyn Sleeper) {
+        if self.rpm <= 0.0 && self.tpm <= 0.0 {
+            return;
+        }
+        loop {
+            let wait = {
+                let mut s = self.state.lock();
+                let now = clock.now();
+                let elapsed = s.2.map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
+                s.2 = Some(now);
+                s.0 = (s.0 + elapsed * self.rpm / 60.0).min(self.rpm);
+                // A request larger than a minute's tokens waits for a full bucket.
+                let need = (tokens as f64).min(self.tpm);
+                s.1 = (s.1 + elapsed * self.tpm / 60.0).min(self.tpm);
+                let req_ok = self.rpm <= 0.0 || s.0 >= 1.0;
+                let tok_ok = self.tpm <= 0.0 || s.1 >= need;
+                if req_ok && tok_ok {
+                    if self.rpm > 0.0 {
+                        s.0 -= 1.0;
+                    }
+                    if self.tpm > 0.0 {
+                        s.1 -= need;
+                    }
+                    return;
+                }
+                let req_wait = if req_ok { 0.0 } else { (1.0 - s.0) * 60.0 / self.rpm };
+                let tok_wait = if tok_ok { 0.0 } else { (need - s.1) * 60.0 / self.tpm };
+                req_wait.max(tok_wait)
+            };
+            clock.sleep(Duration::from_secs_f64(wait.max(0.001))).await;
+        }
+    }
+}
+
+/// The inference client over one provider.
+pub struct InferenceClient {
+    provider: Arc<dyn EmbedProvider>,
+    settings: ClientSettings,
+    price: Price,
+    cache: Option<TextCache>,
+    limiter: RateLimiter,
+    seed: u64,
+    /// Real time by default; tests give a simulated clock.
+    clock: Arc<dyn Sleeper>,
+}
+
+struct Sent {
+    call: EmbedCall,
+    result: std::result::Result<Vec<Vec<f32>>, String>,
+}
+
+impl InferenceClient {
+    /// A client; `cache` of `None` disables caching. `seed` seeds the
+    /// backoff jitter.
+    pub fn new(
+        provider: Arc<dyn EmbedProvider>,
+        settings: ClientSettings,
+        price: Price,
+        cache: Option<TextCache>,
+        seed: u64,
+    ) -> Self {
+        let limiter = RateLimiter::new(settings.requests_per_minute, settings.tokens_per_minute);
+        InferenceClient { provider, settings, price, cache, limiter, seed, clock: Arc::new(TokioSleeper::new()) }
+    }
+
+    /// The same client waiting on `clock` (rate limits and backoff) instead
+    /// of tokio's real clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Sleeper>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Sends one physical request. `keys` are the texts' cache keys, which
+    /// already cover model, dimension and text: the request digest is taken
+    /// over them rather than over the texts again.
+    async fn send(&self, key: &EmbedKey, texts: Cow<'_, [String]>, keys: &[Digest], indices: Vec<u32>) -> Sent {
+        let mut w = DigestWriter::new("embed physical request v1");
+        w.u64(keys.len() as u64);
+        for k in keys {
+            w.digest(k);
+        }
+        let digest = w.finish().0;
+        let estimate: u64 = texts.iter().map(|t| estimate_tokens(t)).sum();
+        let mut spend = Spend::default();
+        let mut attempt = 0u32;
+        loop {
+            self.limiter.acquire(estimate, self.clock.as_ref()).await;
+            let req = ProviderRequest { model: &key.model, dim: key.dim, texts: &texts, attempt, digest };
+            match self.provider.request(req).await {
+                Ok(reply) => {
+                    spend.add(&self.price.bill(reply.billed_tokens.unwrap_or(estimate), 0));
+                    let call = EmbedCall { texts: indices, attempts: attempt + 1, spend };
+                    return Sent { call, result: Ok(reply.vectors) };
+                }
+                Err(e) => {
+                    if let Some(t) = e.billed_tokens {
+                        spend.add(&self.price.bill(t, 0));
+                    }
+                    if !e.kind.transient() || attempt >= self.settings.max_retries {
+                        let call = EmbedCall { texts: indices, attempts: attempt + 1, spend };
+                        let why = if e.kind.transient() { "retries exhausted" } else { "not retried" };
+                        let msg = format!("{} after {} attempt(s), {why}", e.message, attempt + 1);
+                        return Sent { call, result: Err(msg) };
+                    }
+                    let retry_after = match e.kind {
+                        FailureKind::RateLimited { retry_after_ms } => retry_after_ms,
+                        FailureKind::Server | FailureKind::Timeout | FailureKind::Permanent => None,
+                    };
+                    let jitter_key =
+                        DigestWriter::new("backoff jitter v1").u64(self.seed).bytes(&digest).u32(attempt).finish();
+                    let jitter = Stream::from_key(jitter_key.0).unit();
+                    let s = &self.settings;
+                    let ms = backoff_ms(attempt, s.backoff_base_ms, s.backoff_max_ms, retry_after, jitter);
+                    self.clock.sleep(Duration::from_millis(ms)).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+}
+
+impl EmbeddingPort for InferenceClient {
+    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
+        Box::pin(async move {
+            let mut vectors: Vec<Option<Arc<[f32]>>> = vec![None; texts.len()];
+            let mut misses = Vec::new();
+            let keys: Vec<_> = texts.iter().map(|t| cache_key(&key.model, key.dim, t)).collect();
+            let mut cache_hits = 0u64;
+            for (i, k) in keys.iter().enumerate() {
+                match self.cache.as_ref().and_then(|c| c.get(k)) {
+                    Some(v) => {
+                        vectors[i] = Some(v);
+                        cache_hits += 1;
+                    }
+                    None => misses.push(i),
+                }
+            }
+            let miss_texts: Vec<&str> = misses.iter().map(|i| texts[*i].as_str()).collect();
+            let requests = split_requests(&miss_texts, self.settings.batch_size, self.settings.max_tokens_per_request);
+            let keys = &keys;
+            let mut sent: Vec<(usize, Sent)> = futures::stream::iter(requests.into_iter().enumerate().map(|(r, members)| {
+                let idx: Vec<usize> = members.iter().map(|m| misses[*m]).collect();
+                // Without cache hits inside it, a request is a run of the
+                // input: borrow it instead of copying the texts.
+                let contiguous = idx.windows(2).all(|w| w[1] == w[0] + 1);
+                let batch: Cow<'_, [String]> = match (contiguous, idx.first(), idx.last()) {
+                    (true, Some(a), Some(b)) => Cow::Borrowed(&texts[*a..=*b]),
+                    _ => Cow::Owned(idx.iter().map(|i| texts[*i].clone()).collect()),
+                };
+                let batch_keys: Vec<Digest> = idx.iter().map(|i| keys[*i]).collect();
+                async move { (r, self.send(key, batch, &batch_keys, idx.iter().map(|i| *i as u32).collect()).await) }
+            }))
+            .buffer_unordered(self.settings.concurrency.max(1))
+            .collect()
+            .await;
+            sent.sort_by_key(|(r, _)| *r);
+            let mut calls = Vec::with_capacity(sent.len());
+            let mut failure = None;
+            let mut fresh = Vec::new();
+            for (_, s) in sent {
+                match s.result {
+                    Ok(vs) if vs.len() != s.call.texts.len() => {
+                        failure.get_or_insert(format!(
+                            "provider returned {} vectors for {} texts",
+                            vs.len(),
+                            s.call.texts.len()
+                        ));
+                    }
+                    Ok(vs) => match vs.iter().find(|v| v.len() != key.dim) {
+                        Some(v) => {
+                            failure.get_or_insert(format!(
+                                "provider returned a vector of dimension {}, expected {}",
+                                v.len(),
+                                key.dim
+                            ));
+                        }
+                        None => {
+                            for (i, v) in s.call.texts.iter().zip(vs) {
+                                let v: Arc<[f32]> = Arc::from(v);
+                                fresh.push((keys[*i as usize], v.clone()));
+                                vectors[*i as usize] = Some(v);
+                            }
+                        }
+                    },
+                    Err(msg) => {
+                        failure.get_or_insert(msg);
+                    }
+                }
+                calls.push(s.call);
+            }
+            if let Some(cause) = failure {
+                let mut incurred = Spend::default();
+                for c in &calls {
+                    incurred.add(&c.spend);
+                }
+                return Err(Error::Embedding { cause, incurred });
+            }
+            if let Some(c) = &self.cache {
+                c.put_all(fresh);
+            }
+            let vectors = vectors
+                .into_iter()
+                .map(|v| v.expect("every text is a hit or a validated miss; this is a bug"))
+                .collect();
+            Ok(EmbedBatch { vectors, calls, cache_hits })
+        })
+    }
+
+    fn finish(&self) -> Result<()> {
+        self.cache.as_ref().map_or(Ok(()), TextCache::save)
+    }
+
+    fn warm(&self, key: &EmbedKey, texts: &[String], vectors: &[Arc<[f32]>]) {
+        if let Some(c) = &self.cache {
+            c.put_all(texts.iter().zip(vectors).map(|(t, v)| (cache_key(&key.model, key.dim, t), v.clone())));
+        }
+    }
+}

@@ -1,0 +1,67 @@
+#![warn(missing_docs)]
+//! The adapters behind the engine's embedding port: everything that waits,
+//! talks to the network or keeps a runtime.
+//!
+//! [`InferenceClient`] is the one [`engine::embed::EmbeddingPort`] over a
+//! provider: it serves cached texts ([`TextCache`]), splits the rest into
+//! physical requests, sends them with capped concurrency under per-minute
+//! limits, retries transient failures with seeded backoff and bills each
+//! request. Every decision it takes (the split, the backoff, the cache key)
+//! is a plain function of [`engine::embed::upstream`]; time comes from a
+//! [`clock::Sleeper`], so tests run it on simulated time.
+//!
+//! Providers ([`provider::EmbedProvider`]): [`LocalProvider`] (the
+//! embedded default), [`ModelledProvider`] (latency and seeded faults, for
+//! benches and tests) and [`HttpProvider`] (any OpenAI-compatible
+//! `/embeddings` endpoint). [`build_embedder`] picks one from the
+//! configuration.
+//!
+//! ```
+//! use engine::config::Config;
+//! use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
+//!
+//! let cfg = Config::defaults();
+//! let client = providers::build_embedder(&cfg, 42).unwrap();
+//! let key = EmbedKey { role: EmbedRole::Memory, model: cfg.raw.embedding.model.clone(), dim: 8 };
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+//! let batch = rt.block_on(client.embed(&key, &["a red shoe".to_string()])).unwrap();
+//! assert_eq!(batch.vectors[0].len(), 8);
+//! ```
+
+pub mod cache;
+pub mod client;
+pub mod clock;
+pub mod http;
+pub mod local;
+pub mod modelled;
+pub mod provider;
+
+pub use cache::TextCache;
+pub use client::InferenceClient;
+pub use http::HttpProvider;
+pub use local::LocalProvider;
+pub use modelled::ModelledProvider;
+pub use provider::EmbedProvider;
+
+use engine::config::{Config, Provider};
+use std::sync::Arc;
+
+/// The inference client over the provider `cfg.embedding` names, with its
+/// cache (in memory, or the cache file, loaded now). `seed` seeds the
+/// backoff jitter. Fails when the HTTP provider's key is missing or the
+/// cache file cannot be read. A hosted provider is built only when the
+/// configuration names it.
+pub fn build_embedder(cfg: &Config, seed: u64) -> engine::Result<InferenceClient> {
+    let e = &cfg.raw.embedding;
+    let provider: Arc<dyn EmbedProvider> = match e.provider {
+        Provider::Local => Arc::new(LocalProvider),
+        Provider::Modelled => Arc::new(ModelledProvider::new(e.modelled.clone())),
+        Provider::Openai => Arc::new(HttpProvider::new(&e.http)?),
+    };
+    let cache = match (e.cache, e.cache_file.as_str()) {
+        (false, _) => None,
+        (true, "") => Some(TextCache::in_memory()),
+        (true, file) => Some(TextCache::with_file(std::path::Path::new(file))?),
+    };
+    Ok(InferenceClient::new(provider, e.client_settings(), cfg.embedding_price, cache, seed))
+}

@@ -1,0 +1,85 @@
+//! A provider modelled on a hosted API, for benches and tests: latency per
+//! request plus per token, a cap on requests in flight, and seeded faults.
+//! Whether a fault fires is decided from (seed, request digest, attempt),
+//! never from call order, so the same run fails the same way every time.
+//! Vectors are the local embedder's.
+
+use crate::clock::{Sleeper, TokioSleeper};
+use crate::provider::{EmbedProvider, FailureKind, ProviderError, ProviderReply, ProviderRequest};
+use engine::cost::estimate_tokens;
+use engine::digest::DigestWriter;
+use engine::embed::local::embed_text;
+use engine::embed::upstream::ModelledSettings;
+use engine::rng::Stream;
+use engine::BoxFuture;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The modelled provider.
+pub struct ModelledProvider {
+    settings: ModelledSettings,
+    slots: tokio::sync::Semaphore,
+    /// Where the latency is spent: real time by default.
+    clock: Arc<dyn Sleeper>,
+}
+
+impl ModelledProvider {
+    /// A provider with these settings.
+    pub fn new(settings: ModelledSettings) -> Self {
+        let slots = tokio::sync::Semaphore::new(settings.concurrency.max(1));
+        ModelledProvider { settings, slots, clock: Arc::new(TokioSleeper::new()) }
+    }
+
+    /// The same provider spending its latency on `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Sleeper>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The fault (if any) of this attempt of this request.
+    pub fn fault(&self, digest: &[u8; 32], attempt: u32) -> Option<FailureKind> {
+        let key =
+            DigestWriter::new("modelled provider fault v1").u64(self.settings.seed).u32(attempt).bytes(digest).finish();
+        let mut s = Stream::from_key(key.0);
+        let x = s.unit();
+        let st = &self.settings;
+        let mut edge = st.rate_limited;
+        if x < edge {
+            return Some(FailureKind::RateLimited { retry_after_ms: Some(st.retry_after_ms) });
+        }
+        edge += st.server_error;
+        if x < edge {
+            return Some(FailureKind::Server);
+        }
+        edge += st.timeout;
+        if x < edge {
+            return Some(FailureKind::Timeout);
+        }
+        edge += st.permanent;
+        (x < edge).then_some(FailureKind::Permanent)
+    }
+}
+
+impl EmbedProvider for ModelledProvider {
+    fn request<'a>(&'a self, req: ProviderRequest<'a>) -> BoxFuture<'a, Result<ProviderReply, ProviderError>> {
+        Box::pin(async move {
+            let _slot = self.slots.acquire().await.map_err(|_| ProviderError {
+                kind: FailureKind::Permanent,
+                message: "modelled provider closed".into(),
+                billed_tokens: None,
+            })?;
+            let tokens: u64 = req.texts.iter().map(|t| estimate_tokens(t)).sum();
+            let ms = self.settings.latency_ms + self.settings.latency_per_token_us * tokens as f64 / 1000.0;
+            self.clock.sleep(Duration::from_secs_f64(ms.max(0.0) / 1000.0)).await;
+            if let Some(kind) = self.fault(&req.digest, req.attempt) {
+                // A 5xx after processing bills its tokens, as hosted APIs can.
+                let billed_tokens = matches!(kind, FailureKind::Server).then_some(tokens);
+                return Err(ProviderError { kind, message: format!("modelled {kind:?}"), billed_tokens });
+            }
+            Ok(ProviderReply {
+                vectors: req.texts.iter().map(|t| embed_text(t, req.dim)).collect(),
+                billed_tokens: Some(tokens),
+            })
+        })
+    }
+}

@@ -1,0 +1,74 @@
+//! Upstream embedding providers: one physical request at a time. The
+//! inference client ([`crate::client`]) batches, retries, caches and bills
+//! around them.
+
+use engine::BoxFuture;
+
+/// One physical request.
+#[derive(Debug, Clone, Copy)]
+pub struct ProviderRequest<'a> {
+    /// Model name.
+    pub model: &'a str,
+    /// Vector dimension asked for.
+    pub dim: usize,
+    /// The texts, in order.
+    pub texts: &'a [String],
+    /// Attempt number, from 0.
+    pub attempt: u32,
+    /// Digest of the request's content (model, dim, texts), for seeded
+    /// fault injection and jitter that never depend on call order.
+    pub digest: [u8; 32],
+}
+
+/// A provider's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderReply {
+    /// One vector per text.
+    pub vectors: Vec<Vec<f32>>,
+    /// Input tokens the provider reports having billed; `None` means the
+    /// client's estimate is billed.
+    pub billed_tokens: Option<u64>,
+}
+
+/// How a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// 429: retry after the given delay, if the provider said.
+    RateLimited {
+        /// The provider's retry-after, in milliseconds.
+        retry_after_ms: Option<u64>,
+    },
+    /// 5xx: retry.
+    Server,
+    /// No answer in time: retry.
+    Timeout,
+    /// Bad request, bad key, unknown model: never retried.
+    Permanent,
+}
+
+impl FailureKind {
+    /// Whether a retry can help.
+    pub fn transient(self) -> bool {
+        match self {
+            FailureKind::RateLimited { .. } | FailureKind::Server | FailureKind::Timeout => true,
+            FailureKind::Permanent => false,
+        }
+    }
+}
+
+/// A failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderError {
+    /// Kind.
+    pub kind: FailureKind,
+    /// Message.
+    pub message: String,
+    /// Tokens the failed attempt was billed for, if the provider said.
+    pub billed_tokens: Option<u64>,
+}
+
+/// An upstream embedding service.
+pub trait EmbedProvider: Send + Sync {
+    /// Embeds one physical request.
+    fn request<'a>(&'a self, req: ProviderRequest<'a>) -> BoxFuture<'a, Result<ProviderReply, ProviderError>>;
+}

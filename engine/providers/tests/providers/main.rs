@@ -1,0 +1,11 @@
+//! Integration tests of the providers crate: the inference client over
+//! scripted and modelled providers, and the HTTP provider against a real
+//! HTTP server on loopback.
+
+// A test names the variant it expects and reports any other.
+#![allow(clippy::wildcard_enum_match_arm)]
+
+// The inference client: chunking, cache hits, retries, billing, failures, simulated time.
+mod client;
+// The OpenAI-compatible HTTP provider, against a loopback server.
+mod http;
