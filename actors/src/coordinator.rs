@@ -222,101 +222,142 @@ impl TurnCoordinator {
         replies
     }
 
+    /// Runs one tick: DESIGN section 3, one method per stage over the
+    /// tick's [`TickWork`].
     async fn run_tick(&self, state: &mut CoordinatorState, tick: u32) -> TickReport {
+        let mut work = self.begin(state, tick);
+        self.validate(state, &mut work);
+        self.retrieval_embedding(state, &mut work).instrument(stage_span("retrieval-embedding")).await;
+        self.retrieve_and_prompt(state, &mut work).instrument(stage_span("retrieve-and-prompt")).await;
+        work.timings.preparation = ms(work.started);
+        let chat_started = Instant::now();
+        self.chat(&mut work).instrument(stage_span("chat")).await;
+        work.timings.chat = ms(chat_started);
+        let finalise_started = Instant::now();
+        let requests = self.draft_memories(&mut work);
+        self.memory_embedding(&mut work, requests).instrument(stage_span("memory-embedding")).await;
+        self.commit(state, &mut work).instrument(stage_span("commit")).await;
+        work.timings.memory_finalisation = ms(finalise_started);
+        self.finish(state, work)
+    }
+
+    /// The tick's jobs, in job order, each with a bare outcome.
+    fn begin(&self, state: &CoordinatorState, tick: u32) -> TickWork {
         let shared = &self.shared;
         let started = Instant::now();
         let now = Clock::with_hours_per_tick(shared.config.raw.run.hours_per_tick).at(tick);
         let interests = &state.interests;
         let jobs = shared.scenario.jobs(shared.seed, tick, shared.personas, |p| &interests[p as usize]);
-        let groups = groups(&jobs);
-        let mut outcomes: Vec<Outcome> = jobs
+        let outcomes = jobs
             .iter()
             .map(|j| {
-                Outcome::new(
-                    tick,
-                    j.position,
-                    j.persona,
-                    shared.scenario.stimuli[j.stimulus as usize].id.clone(),
-                    j.exposure,
-                )
+                let stimulus = shared.scenario.stimuli[j.stimulus as usize].id.clone();
+                Outcome::new(tick, j.position, j.persona, stimulus, j.exposure)
             })
             .collect();
+        TickWork {
+            tick,
+            now,
+            started,
+            groups: groups(&jobs),
+            query: vec![None; jobs.len()],
+            parts: vec![None; jobs.len()],
+            jobs,
+            outcomes,
+            ready: Vec::new(),
+            conversed: Vec::new(),
+            drafted: Vec::new(),
+            retrieval: StageResult::default(),
+            memory: StageResult::default(),
+            consolidation: Vec::new(),
+            timings: Timings::default(),
+        }
+    }
 
-        // 1. Validate: personas whose actor is gone are refused up front.
-        self.progress.stage(tick, "validate", 0, jobs.len() as u64);
-        for (p, range) in &groups {
+    /// Stage 1: personas whose actor is gone are refused up front.
+    fn validate(&self, state: &CoordinatorState, work: &mut TickWork) {
+        self.progress.stage(work.tick, "validate", 0, work.jobs.len() as u64);
+        for (p, range) in &work.groups {
             if let Slot::Gone(reason) = &state.slots[*p as usize] {
-                for o in &mut outcomes[range.clone()] {
+                for o in &mut work.outcomes[range.clone()] {
                     o.status = Status::Refused { reason: format!("persona is unavailable: {reason}") };
                 }
             }
         }
+    }
 
-        // 2. Retrieval embedding.
-        self.progress.stage(tick, "retrieval embedding", 0, jobs.len() as u64);
+    /// Stage 2: each persona says what it needs embedded; the texts go
+    /// through one deduplicated port call and the vectors back to their jobs.
+    async fn retrieval_embedding(&self, state: &mut CoordinatorState, work: &mut TickWork) {
+        let tick = work.tick;
+        self.progress.stage(tick, "retrieval embedding", 0, work.jobs.len() as u64);
+        let jobs = &work.jobs;
         let needs = self
-            .ask(state, &mut outcomes, &groups, Stage::RetrievalEmbedding, tick, |_, range, reply| {
+            .ask(state, &mut work.outcomes, &work.groups, Stage::RetrievalEmbedding, tick, |_, range, reply| {
                 Some(PersonaMsg::RetrievalNeeds { tick, jobs: jobs[range].to_vec(), reply })
             })
-            .instrument(stage_span("retrieval-needs"))
             .await;
         let mut requests = Vec::new();
-        for ((_, range), need) in groups.iter().zip(&needs) {
+        for ((_, range), need) in work.groups.iter().zip(&needs) {
             let Some(need) = need else { continue };
             for (i, text) in range.clone().zip(need) {
-                if let (Some(text), true) = (text, is_ok(&outcomes[i])) {
+                if let (Some(text), true) = (text, is_ok(&work.outcomes[i])) {
                     requests.push((i as u32, text.clone()));
                 }
             }
         }
         let positions: Vec<u32> = requests.iter().map(|(i, _)| *i).collect();
-        let retrieval =
-            self.stage_embed(EmbedRole::Retrieval, requests).instrument(stage_span("retrieval-embedding")).await;
-        let mut query: Vec<Option<Arc<[f32]>>> = vec![None; jobs.len()];
+        let retrieval = self.stage_embed(EmbedRole::Retrieval, requests).await;
         for (r, pos) in positions.iter().enumerate() {
-            query[*pos as usize] = retrieval.vectors[r].as_ref().map(|e| e.vector.clone());
+            work.query[*pos as usize] = retrieval.vectors[r].as_ref().map(|e| e.vector.clone());
         }
         for (pos, spend) in &retrieval.allocation {
-            outcomes[*pos as usize].spend.retrieval_embedding_estimate = *spend;
+            work.outcomes[*pos as usize].spend.retrieval_embedding_estimate = *spend;
         }
         for (pos, reason) in &retrieval.failed {
-            fail(&mut outcomes[*pos as usize], Stage::RetrievalEmbedding, reason.clone());
+            fail(&mut work.outcomes[*pos as usize], Stage::RetrievalEmbedding, reason.clone());
         }
+        work.retrieval = retrieval;
+    }
 
-        // 3. Retrieve and prompt, each persona over its own memories.
-        self.progress.stage(tick, "retrieve and prompt", 0, jobs.len() as u64);
-        let prepared_replies = self
-            .ask(state, &mut outcomes, &groups, Stage::Prepare, tick, |_, range, reply| {
+    /// Stage 3: each persona ranks its own memories and builds its prompts;
+    /// a context-budget refusal becomes the job's outcome.
+    async fn retrieve_and_prompt(&self, state: &mut CoordinatorState, work: &mut TickWork) {
+        let (tick, now) = (work.tick, work.now);
+        self.progress.stage(tick, "retrieve and prompt", 0, work.jobs.len() as u64);
+        let (jobs, query) = (&work.jobs, &work.query);
+        let replies = self
+            .ask(state, &mut work.outcomes, &work.groups, Stage::Prepare, tick, |_, range, reply| {
                 let batch = range.map(|i| (jobs[i], query[i].clone())).collect();
                 Some(PersonaMsg::Prepare { tick, now, jobs: batch, reply })
             })
-            .instrument(stage_span("retrieve-and-prompt"))
             .await;
-        let mut ready: Vec<Prepared> = Vec::with_capacity(jobs.len());
-        for ((_, range), reply) in groups.iter().zip(prepared_replies) {
+        for ((_, range), reply) in work.groups.iter().zip(replies) {
             let Some(reply) = reply else { continue };
             for (i, prepared) in range.clone().zip(reply) {
-                if !is_ok(&outcomes[i]) {
+                let o = &mut work.outcomes[i];
+                if !is_ok(o) {
                     continue;
                 }
                 match prepared {
                     Ok(p) => {
-                        outcomes[i].retrieved = p.retrieved.clone();
-                        outcomes[i].prompt = Some(p.reaction.prompt_digest());
-                        ready.push(p);
+                        o.retrieved = p.retrieved.clone();
+                        o.prompt = Some(p.reaction.prompt_digest());
+                        work.ready.push(p);
                     }
-                    Err(reason) => outcomes[i].status = Status::Refused { reason },
+                    Err(reason) => o.status = Status::Refused { reason },
                 }
             }
         }
-        let preparation_ms = ms(started);
+    }
 
-        // 4. Chat, concurrently and bounded; results are placed by position.
-        let chat_started = Instant::now();
+    /// Stage 4: the conversations, concurrently and bounded; results are
+    /// kept in job order whatever order they finish in.
+    async fn chat(&self, work: &mut TickWork) {
+        let (shared, tick) = (&self.shared, work.tick);
+        let ready = std::mem::take(&mut work.ready);
         let total = ready.len() as u64;
         self.progress.stage(tick, "chat", 0, total);
-        let concurrency = shared.config.raw.chat.concurrency;
-        let mut conversed: Vec<(Prepared, Conversation)> = Vec::with_capacity(ready.len());
         let mut stream = futures::stream::iter(ready.into_iter().map(|p| {
             let shared = Arc::clone(shared);
             let position = p.job.position;
@@ -326,32 +367,32 @@ impl TurnCoordinator {
             });
             async move { (position, task.await) }
         }))
-        .buffered(concurrency);
+        .buffered(shared.config.raw.chat.concurrency);
         let mut done = 0u64;
-        let chat_span = stage_span("chat");
-        while let Some((position, joined)) = stream.next().instrument(chat_span.clone()).await {
+        while let Some((position, joined)) = stream.next().await {
             done += 1;
             if done % 1024 == 0 || done == total {
                 self.progress.stage(tick, "chat", done, total);
             }
             match joined {
-                Ok(pair) => conversed.push(pair),
-                Err(e) => fail(&mut outcomes[position as usize], Stage::Chat, format!("chat task failed: {e}")),
+                Ok(pair) => work.conversed.push(pair),
+                Err(e) => fail(&mut work.outcomes[position as usize], Stage::Chat, format!("chat task failed: {e}")),
             }
         }
-        drop(stream);
-        let chat_ms = ms(chat_started);
-        chat_span.in_scope(|| tracing::debug!(jobs = total, "chat stage done"));
+        tracing::debug!(jobs = total, "chat stage done");
+    }
 
-        // 5. Draft memories.
-        let finalise_started = Instant::now();
-        self.progress.stage(tick, "memory embedding", 0, conversed.len() as u64);
-        let ctx = TickContext { cfg: &shared.config, scenario: &shared.scenario, tick, now };
-        let mut parts: Vec<Option<JobCommit>> = vec![None; jobs.len()];
+    /// Stage 5: outcomes take their replies, and each successful job drafts
+    /// its memories (without vectors). Returns the texts to embed, by job
+    /// position.
+    fn draft_memories(&self, work: &mut TickWork) -> Vec<(u32, String)> {
+        let shared = &self.shared;
+        self.progress.stage(work.tick, "memory embedding", 0, work.conversed.len() as u64);
+        let ctx = TickContext { cfg: &shared.config, scenario: &shared.scenario, tick: work.tick, now: work.now };
         let mut requests = Vec::new();
-        for (prepared, conversation) in conversed {
+        for (prepared, conversation) in std::mem::take(&mut work.conversed) {
             let i = prepared.job.position as usize;
-            let o = &mut outcomes[i];
+            let o = &mut work.outcomes[i];
             for c in &conversation.calls {
                 o.spend.chat.add(&c.spend);
             }
@@ -360,14 +401,12 @@ impl TurnCoordinator {
                 Err(reason) => fail(o, Stage::Chat, reason),
                 Ok(c) => {
                     let new = drafts(&prepared.job, &ctx, &c);
-                    for m in &new {
-                        requests.push((i as u32, m.description.clone()));
-                    }
+                    requests.extend(new.iter().map(|m| (i as u32, m.description.clone())));
                     o.reaction = Some(c.reaction.clone());
                     o.reflection = c.reflection.clone();
                     o.probes =
                         c.probes.iter().map(|(id, r)| ProbeAnswer { id: id.clone(), reply: r.clone() }).collect();
-                    parts[i] = Some(JobCommit {
+                    work.parts[i] = Some(JobCommit {
                         touched: prepared.retrieved,
                         memories: new,
                         belief: Some((o.stimulus.clone(), c.reaction.intent, c.reaction.sentiment)),
@@ -377,67 +416,80 @@ impl TurnCoordinator {
                 }
             }
         }
+        requests
+    }
 
-        // 6. Memory embedding.
+    /// Stage 6: the drafts' texts through one deduplicated port call; each
+    /// draft keeps its own identity even when it shares a vector.
+    async fn memory_embedding(&self, work: &mut TickWork, requests: Vec<(u32, String)>) {
         let owners: Vec<u32> = requests.iter().map(|(i, _)| *i).collect();
-        let memory = self.stage_embed(EmbedRole::Memory, requests).instrument(stage_span("memory-embedding")).await;
-        let mut next = vec![0usize; jobs.len()];
+        let memory = self.stage_embed(EmbedRole::Memory, requests).await;
+        let mut next = vec![0usize; work.jobs.len()];
         for (r, owner) in owners.iter().enumerate() {
             let i = *owner as usize;
-            if let Some(part) = parts[i].as_mut() {
+            if let Some(part) = work.parts[i].as_mut() {
                 part.memories[next[i]].vector = memory.vectors[r].clone();
                 next[i] += 1;
             }
         }
         for (pos, spend) in &memory.allocation {
-            outcomes[*pos as usize].spend.memory_embedding_estimate = *spend;
+            work.outcomes[*pos as usize].spend.memory_embedding_estimate = *spend;
         }
         for (pos, reason) in &memory.failed {
-            fail(&mut outcomes[*pos as usize], Stage::MemoryEmbedding, reason.clone());
-            parts[*pos as usize] = None;
+            fail(&mut work.outcomes[*pos as usize], Stage::MemoryEmbedding, reason.clone());
+            work.parts[*pos as usize] = None;
         }
+        work.memory = memory;
+    }
 
-        // 7. Commit at the tick boundary, persona by persona.
-        self.progress.stage(tick, "commit", 0, jobs.len() as u64);
-        let mut committed: Vec<Vec<usize>> = vec![Vec::new(); groups.len()];
+    /// Stage 7: each persona applies its jobs' results and consolidates;
+    /// the new memory ids come back to their outcomes.
+    async fn commit(&self, state: &mut CoordinatorState, work: &mut TickWork) {
+        let (shared, tick, now) = (&self.shared, work.tick, work.now);
+        self.progress.stage(tick, "commit", 0, work.jobs.len() as u64);
+        let mut committed: Vec<Vec<usize>> = vec![Vec::new(); work.groups.len()];
         let section = &shared.config.raw.consolidation;
         let consolidate = section.enabled.then(|| Consolidate {
             rules: section.rules.clone(),
             dry_run: section.dry_run,
             end_session: tick == shared.session_end_tick,
         });
-        let drafted: Vec<Option<Vec<engine::persona::state::NewMemory>>> =
-            parts.iter().map(|p| p.as_ref().map(|p| p.memories.clone())).collect();
+        work.drafted = work.parts.iter().map(|p| p.as_ref().map(|p| p.memories.clone())).collect();
+        let parts = &mut work.parts;
         let commits = self
-            .ask(state, &mut outcomes, &groups, Stage::Commit, tick, |g, range, reply| {
+            .ask(state, &mut work.outcomes, &work.groups, Stage::Commit, tick, |g, range, reply| {
                 let ok: Vec<usize> = range.filter(|i| parts[*i].is_some()).collect();
                 if ok.is_empty() && consolidate.is_none() {
                     return None;
                 }
-                let jobs_commit = ok.iter().filter_map(|i| parts[*i].take()).collect();
+                let jobs = ok.iter().filter_map(|i| parts[*i].take()).collect();
                 committed[g] = ok;
                 Some(PersonaMsg::Commit {
-                    commit: PersonaCommit { tick, now, jobs: jobs_commit, consolidation: consolidate.clone() },
+                    commit: PersonaCommit { tick, now, jobs, consolidation: consolidate.clone() },
                     reply,
                 })
             })
-            .instrument(stage_span("commit"))
             .await;
-        let mut consolidation = Vec::new();
         for (g, reply) in commits.into_iter().enumerate() {
             let Some(applied) = reply else { continue };
-            let (p, _) = &groups[g];
+            let (p, _) = &work.groups[g];
             state.persona_digests[*p as usize] = Some(applied.digest);
             for (i, ids) in committed[g].iter().zip(applied.ids) {
-                outcomes[*i].memories = ids;
+                work.outcomes[*i].memories = ids;
             }
             if !applied.changes.is_empty() {
-                consolidation.push((*p, applied.changes));
+                work.consolidation.push((*p, applied.changes));
             }
         }
-        for o in outcomes.iter_mut().filter(|o| !is_ok(o)) {
+        for o in work.outcomes.iter_mut().filter(|o| !is_ok(o)) {
             o.memories.clear();
         }
+    }
+
+    /// The committed tick: memory events in job order, the stimuli shown,
+    /// and the chained digests.
+    fn finish(&self, state: &mut CoordinatorState, work: TickWork) -> TickReport {
+        let TickWork { tick, outcomes, drafted, retrieval, memory, consolidation, mut timings, started, .. } = work;
         let mut memories = Vec::new();
         for (o, drafts) in outcomes.iter().zip(&drafted) {
             let Some(drafts) = drafts else { continue };
@@ -459,33 +511,51 @@ impl TurnCoordinator {
                 stimuli.push(o.stimulus.clone());
             }
         }
-        let tick_digests = state.digests.chain(
-            tick,
-            &outcomes,
-            &state.persona_digests,
-            &[(retrieval.stats, &retrieval.calls), (memory.stats, &memory.calls)],
-        );
-        state.digests = tick_digests;
-        let finalise_ms = ms(finalise_started);
+        let stages = [(retrieval.stats, &retrieval.calls[..]), (memory.stats, &memory.calls[..])];
+        let digests = state.digests.chain(tick, &outcomes, &state.persona_digests, &stages);
+        state.digests = digests;
+        timings.total = ms(started);
         TickReport {
             tick,
             outcomes,
-            digests: tick_digests,
+            digests,
             persona_digests: state.persona_digests.clone(),
             retrieval: (retrieval.stats, retrieval.provider_spend, retrieval.calls),
             memory: (memory.stats, memory.provider_spend, memory.calls),
-            timings: Timings {
-                total: ms(started),
-                preparation: preparation_ms,
-                chat: chat_ms,
-                memory_finalisation: finalise_ms,
-            },
-            embeddings: shared.recorder.as_ref().map(|r| r.take()).unwrap_or_default(),
+            timings,
+            embeddings: self.shared.recorder.as_ref().map(|r| r.take()).unwrap_or_default(),
             memories,
             stimuli,
             consolidation,
         }
     }
+}
+
+/// What one tick carries from stage to stage.
+struct TickWork {
+    tick: u32,
+    now: engine::clock::SimTime,
+    /// Wall clock at the start, for timings only.
+    started: Instant,
+    jobs: Vec<Job>,
+    /// Each persona's contiguous job range.
+    groups: Vec<(u32, Range<usize>)>,
+    /// One per job, in job order.
+    outcomes: Vec<Outcome>,
+    /// Retrieval vectors, by job position.
+    query: Vec<Option<Arc<[f32]>>>,
+    /// Prepared jobs awaiting chat, in job order.
+    ready: Vec<Prepared>,
+    /// Conversations, in job order.
+    conversed: Vec<(Prepared, Conversation)>,
+    /// What each job will commit, by position.
+    parts: Vec<Option<JobCommit>>,
+    /// The drafts each job committed, by position (memory events).
+    drafted: Vec<Option<Vec<engine::persona::state::NewMemory>>>,
+    retrieval: StageResult,
+    memory: StageResult,
+    consolidation: Vec<(u32, Vec<Change>)>,
+    timings: Timings,
 }
 
 impl Actor for TurnCoordinator {
@@ -534,5 +604,138 @@ impl Actor for TurnCoordinator {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The stages one at a time, against fake personas: actors that answer
+    //! the coordinator's messages with fixed replies, or drop them as a
+    //! failed actor does.
+
+    use super::*;
+    use crate::progress::Silent;
+    use engine::chat::ScriptedPersonaModel;
+    use engine::config::Config;
+    use engine::persona::Traits;
+    use engine::scenario::Scenario;
+
+    /// What a fake persona does with each message.
+    #[derive(Clone, Copy)]
+    enum Fake {
+        /// Needs `text` embedded for every job, refuses to prepare any.
+        Needs(&'static str),
+        /// Drops every reply, as an actor that panicked would.
+        Dead,
+    }
+
+    impl Actor for Fake {
+        type Msg = PersonaMsg;
+        type State = ();
+        type Arguments = ();
+
+        async fn pre_start(&self, _: ActorRef<PersonaMsg>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+
+        async fn handle(&self, _: ActorRef<PersonaMsg>, msg: PersonaMsg, _: &mut ()) -> Result<(), ActorProcessingErr> {
+            let Fake::Needs(text) = *self else { return Ok(()) };
+            match msg {
+                PersonaMsg::RetrievalNeeds { jobs, reply, .. } => {
+                    let _ = reply.send(vec![Some(text.to_string()); jobs.len()]);
+                }
+                PersonaMsg::Prepare { jobs, reply, .. } => {
+                    let _ = reply.send(jobs.iter().map(|_| Err(format!("{text}: over budget"))).collect());
+                }
+                PersonaMsg::Commit { .. } | PersonaMsg::Snapshot { .. } => {}
+            }
+            Ok(())
+        }
+    }
+
+    async fn coordinator(fakes: &[Fake]) -> (TurnCoordinator, CoordinatorState) {
+        let config = Config::defaults();
+        let embedder: Arc<dyn engine::embed::EmbeddingPort> =
+            Arc::new(providers::build_embedder(&config, 0).expect("local embedder"));
+        let chat = Arc::new(ScriptedPersonaModel { seed: 1, malformed_rate: 0.0, price: config.chat_price });
+        let shared = RunShared {
+            config,
+            scenario: Scenario::builtin("default").expect("built in"),
+            traits: Traits::builtin(),
+            seed: 1,
+            personas: fakes.len() as u32,
+            session_end_tick: 1,
+            embedder: Some(embedder),
+            recorder: None,
+            chat,
+            strategy: engine::embed::Strategy::Batched,
+        };
+        let mut slots = Vec::new();
+        for fake in fakes {
+            let (actor, _) = Actor::spawn(None, *fake, ()).await.expect("spawn a fake persona");
+            slots.push(Slot::Live(actor));
+        }
+        let state = CoordinatorState {
+            slots,
+            interests: vec![Vec::new(); fakes.len()],
+            digests: TickDigests::default(),
+            persona_digests: vec![Some(Digest::default()); fakes.len()],
+        };
+        (TurnCoordinator { shared: Arc::new(shared), progress: Arc::new(Silent) }, state)
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+    }
+
+    #[test]
+    fn validate_refuses_the_jobs_of_a_gone_persona() {
+        rt().block_on(async {
+            let (c, mut state) = coordinator(&[Fake::Needs("a"), Fake::Needs("b")]).await;
+            state.slots[1] = Slot::Gone("it panicked".into());
+            let mut work = c.begin(&state, 1);
+            c.validate(&state, &mut work);
+            let statuses: Vec<_> = work.outcomes.iter().map(|o| (o.persona, o.status.clone())).collect();
+            assert!(statuses.iter().any(|(p, s)| *p == 0 && *s == Status::Ok), "{statuses:?}");
+            assert!(statuses.iter().filter(|(p, _)| *p == 1).all(|(_, s)| matches!(
+                s,
+                Status::Refused { reason } if reason.contains("it panicked")
+            )));
+        });
+    }
+
+    #[test]
+    fn retrieval_embedding_dedups_across_personas_and_fails_only_a_dead_one() {
+        rt().block_on(async {
+            let (c, mut state) = coordinator(&[Fake::Needs("same"), Fake::Dead, Fake::Needs("same")]).await;
+            let mut work = c.begin(&state, 1);
+            c.retrieval_embedding(&mut state, &mut work).await;
+            let s = &work.retrieval.stats;
+            assert_eq!((s.texts_requested, s.unique_texts_submitted, s.port_invocations), (2, 1, 1));
+            for o in &work.outcomes {
+                match o.persona {
+                    1 => assert!(matches!(o.status, Status::Failed { stage: Stage::RetrievalEmbedding, .. })),
+                    _ => assert_eq!(o.status, Status::Ok),
+                }
+            }
+            assert!(matches!(state.slots[1], Slot::Gone(_)));
+            assert_eq!(state.persona_digests[1], None);
+            let vectors: Vec<_> = work.outcomes.iter().map(|o| work.query[o.position as usize].clone()).collect();
+            assert!(vectors[0].is_some() && vectors[0] == vectors[2], "one vector, shared by position");
+        });
+    }
+
+    #[test]
+    fn preparation_refusals_become_outcomes_and_nothing_reaches_chat() {
+        rt().block_on(async {
+            let (c, mut state) = coordinator(&[Fake::Needs("x"), Fake::Needs("y")]).await;
+            let mut work = c.begin(&state, 1);
+            c.retrieve_and_prompt(&mut state, &mut work).await;
+            assert!(work.ready.is_empty());
+            for o in &work.outcomes {
+                let want = if o.persona == 0 { "x: over budget" } else { "y: over budget" };
+                assert_eq!(o.status, Status::Refused { reason: want.into() });
+            }
+        });
     }
 }

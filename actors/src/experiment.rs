@@ -275,32 +275,107 @@ fn key_of(role: Role, text: &str) -> String {
     format!("{}:{}", role.name(), &DigestWriter::new("point key v1").str(text).finish().hex()[..12])
 }
 
-/// Runs one mission.
+/// Runs one mission. The agents and the field actor are stopped and
+/// awaited on every exit path, a failed start included.
 pub async fn mission(spec: &MissionSpec) -> Result<MissionResult> {
-    let mut agents = Vec::new();
-    for role in [Role::Researcher, Role::Analyst, Role::Writer] {
-        let actor = AgentActor { role, chat: Arc::clone(&spec.chat), model: spec.model.clone() };
-        let (a, join) = Actor::spawn(None, actor, ())
-            .await
-            .map_err(|e| Error::Spawn { actor: role.name().into(), cause: e.to_string() })?;
-        agents.push((a, join));
+    let mut team = Team { agents: Vec::new(), field: None };
+    let result = async {
+        for role in [Role::Researcher, Role::Analyst, Role::Writer] {
+            let actor = AgentActor { role, chat: Arc::clone(&spec.chat), model: spec.model.clone() };
+            let agent = Actor::spawn(None, actor, ())
+                .await
+                .map_err(|e| Error::Spawn { actor: role.name().into(), cause: e.to_string() })?;
+            team.agents.push(agent);
+        }
+        if let Condition::Field = spec.condition {
+            team.field = Some(FieldHandle::spawn(spec.dim, spec.field.clone()).await?);
+        }
+        let agents: Vec<_> = team.agents.iter().map(|(a, _)| a.clone()).collect();
+        run_mission(spec, &agents, team.field.as_ref().map(|(h, _)| h)).await
     }
-    let field = match spec.condition {
-        Condition::Field => Some(FieldHandle::spawn(spec.dim, spec.field.clone()).await?),
-        Condition::MessagePassing => None,
-    };
-    let result =
-        run_mission(spec, &agents.iter().map(|(a, _)| a.clone()).collect::<Vec<_>>(), field.as_ref().map(|(h, _)| h))
-            .await;
-    for (a, join) in agents {
-        a.stop(None);
-        let _ = join.await;
-    }
-    if let Some((h, join)) = field {
-        h.stop();
-        let _ = join.await;
-    }
+    .await;
+    team.shutdown().await;
     result
+}
+
+/// A mission's actors: stopped and awaited by [`Team::shutdown`], and
+/// stopped by `Drop` if the mission is abandoned before it.
+struct Team {
+    agents: Vec<(ActorRef<AgentMsg>, tokio::task::JoinHandle<()>)>,
+    field: Option<(FieldHandle, tokio::task::JoinHandle<()>)>,
+}
+
+impl Team {
+    async fn shutdown(&mut self) {
+        for (a, join) in std::mem::take(&mut self.agents) {
+            a.stop(None);
+            let _ = join.await;
+        }
+        if let Some((h, join)) = self.field.take() {
+            h.stop();
+            let _ = join.await;
+        }
+    }
+}
+
+impl Drop for Team {
+    fn drop(&mut self) {
+        for (a, _) in &self.agents {
+            a.stop(None);
+        }
+        if let Some((h, _)) = &self.field {
+            h.stop();
+        }
+    }
+}
+
+/// What the agents produced in one iteration.
+struct Worked {
+    researcher: Option<AgentWork>,
+    analyst: Option<AgentWork>,
+    writer: Option<AgentWork>,
+}
+
+/// The work phase of an iteration: the agents that have input work
+/// concurrently.
+async fn work_phase(
+    spec: &MissionSpec,
+    agents: &[ActorRef<AgentMsg>],
+    researcher: Option<Vec<String>>,
+    analyst: Option<Vec<String>>,
+    writer: Option<Vec<String>>,
+) -> Result<Worked> {
+    let (q, b) = (&spec.topic.question, &spec.budgets);
+    let run = |agent: usize, items: Option<Vec<String>>, context: u64, output: u64| async move {
+        match items {
+            Some(items) => work(&agents[agent], q, items, context, output).await.map(Some),
+            None => Ok(None),
+        }
+    };
+    let (r, a, w) = tokio::join!(
+        run(0, researcher, u64::MAX, b.researcher_output),
+        run(1, analyst, b.analyst_context, b.analyst_output),
+        run(2, writer, b.writer_context, b.writer_output),
+    );
+    Ok(Worked { researcher: r?, analyst: a?, writer: w? })
+}
+
+/// The write phase's injections: every line the researcher and the analyst
+/// produced, with their embedding tokens.
+fn write_ops(spec: &MissionSpec, worked: &mut Worked) -> (Vec<Op>, u64) {
+    let mut writes = Vec::new();
+    let mut tokens = 0;
+    let researcher = worked.researcher.as_mut().map(|x| std::mem::take(&mut x.lines));
+    let analyst = worked.analyst.as_mut().map(|x| std::mem::take(&mut x.lines));
+    for (role, lines) in [(Role::Researcher, researcher), (Role::Analyst, analyst)] {
+        for line in lines.unwrap_or_default() {
+            tokens += estimate_tokens(&line);
+            let entry =
+                Entry { key: key_of(role, &line), vector: embed_text(&line, spec.dim), value: line, strength: 1.0 };
+            writes.push(Op { role, op: PortOp::Inject(entry) });
+        }
+    }
+    (writes, tokens)
 }
 
 async fn run_mission(
@@ -324,7 +399,7 @@ async fn run_mission(
         }
     };
     let t = &spec.topic;
-    let b = &spec.budgets;
+    let k = spec.budgets.k;
     let question_vec = embed_text(&t.question, spec.dim);
     let mut embedding_tokens = estimate_tokens(&t.question);
     let (mut chat, mut latency_ms, mut report) = (Spend::default(), 0.0f64, String::new());
@@ -336,10 +411,10 @@ async fn run_mission(
         // Read phase.
         let mut reads = Vec::new();
         if analyst_works {
-            reads.push(Op { role: Role::Analyst, op: PortOp::Query { vector: question_vec.clone(), k: b.k } });
+            reads.push(Op { role: Role::Analyst, op: PortOp::Query { vector: question_vec.clone(), k } });
         }
         if writer_works {
-            reads.push(Op { role: Role::Writer, op: PortOp::Query { vector: question_vec.clone(), k: b.k } });
+            reads.push(Op { role: Role::Writer, op: PortOp::Query { vector: question_vec.clone(), k } });
         }
         let seen: Vec<Vec<String>> = if reads.is_empty() {
             Vec::new()
@@ -359,53 +434,20 @@ async fn run_mission(
         let researcher = (it <= p).then(|| sentences(&t.passages[it - 1].text));
         let analyst_items = if analyst_works { seen.next() } else { None };
         let writer_items = if writer_works { seen.next() } else { None };
-        let (r, a, w) = tokio::join!(
-            async {
-                match researcher {
-                    Some(items) => work(&agents[0], &t.question, items, u64::MAX, b.researcher_output).await.map(Some),
-                    None => Ok(None),
-                }
-            },
-            async {
-                match analyst_items {
-                    Some(items) => {
-                        work(&agents[1], &t.question, items, b.analyst_context, b.analyst_output).await.map(Some)
-                    }
-                    None => Ok(None),
-                }
-            },
-            async {
-                match writer_items {
-                    Some(items) => {
-                        work(&agents[2], &t.question, items, b.writer_context, b.writer_output).await.map(Some)
-                    }
-                    None => Ok(None),
-                }
-            },
-        );
-        let (r, a, w) = (r?, a?, w?);
+        let mut worked = work_phase(spec, agents, researcher, analyst_items, writer_items).await?;
         let mut slowest = 0.0f64;
-        for done in [&r, &a, &w].into_iter().flatten() {
+        for done in [&worked.researcher, &worked.analyst, &worked.writer].into_iter().flatten() {
             chat.add(&done.spend);
             slowest = slowest.max(spec.latency.chat(&done.spend));
         }
         latency_ms += slowest;
-        if let Some(w) = w {
+        if let Some(w) = &worked.writer {
             report = w.lines.join("\n");
         }
         // Write phase.
-        let mut writes = Vec::new();
-        for (role, lines) in [(Role::Researcher, r.map(|x| x.lines)), (Role::Analyst, a.map(|x| x.lines))] {
-            for line in lines.unwrap_or_default() {
-                embedding_tokens += estimate_tokens(&line);
-                let entry =
-                    Entry { key: key_of(role, &line), vector: embed_text(&line, spec.dim), value: line, strength: 1.0 };
-                writes.push(Op { role, op: PortOp::Inject(entry) });
-            }
-        }
+        let (writes, tokens) = write_ops(spec, &mut worked);
         if !writes.is_empty() {
-            let tokens: u64 =
-                writes.iter().map(|o| if let PortOp::Inject(e) = &o.op { estimate_tokens(&e.value) } else { 0 }).sum();
+            embedding_tokens += tokens;
             latency_ms += spec.latency.embed_call_ms + spec.latency.embed_token_ms * tokens as f64;
             shared.phase(writes, now).await?;
         }

@@ -4,19 +4,21 @@
 use crate::coordinator::{CoordinatorArgs, TickReport, TurnCoordinator, TurnMsg};
 use crate::error::{Error, Result};
 use crate::persona::PersonaActor;
+use crate::persona::PersonaMsg;
 use crate::progress::Progress;
 use crate::shared::RunShared;
-use crate::supervisor::PanelSupervisor;
+use crate::supervisor::{PanelSupervisor, SupervisorMsg};
 use engine::chat::{ChatPort, ScriptedPersonaModel};
 use engine::config::Config;
 use engine::embed::{EmbeddingPort, Strategy};
 use engine::persona::{generate, PersonaState, Traits};
-use engine::report::{EmbeddingTotals, RunSummary, Stopped};
+use engine::report::{EmbeddingTotals, RunSummary, StopReason, Stopped};
 use engine::scenario::Scenario;
 use engine::trace::EmbedRecorder;
 use engine::turn::TickDigests;
 use futures::StreamExt;
 use ractor::concurrency::oneshot;
+use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorRef};
 use std::sync::Arc;
 use std::time::Instant;
@@ -102,13 +104,42 @@ pub fn default_ports(cfg: &Config, seed: u64) -> Result<Ports> {
 
 /// Runs a simulation. `on_tick` receives every committed tick in order (to
 /// write it out); an error from it stops the run. When `keep_states` is set
-/// the final persona states are returned.
+/// the final persona states are returned. Every actor the run started is
+/// stopped and awaited before it returns, whatever the exit path.
 pub async fn run(
     spec: RunSpec,
     progress: Arc<dyn Progress>,
     keep_states: bool,
     mut on_tick: impl FnMut(TickReport) -> std::result::Result<(), String>,
 ) -> Result<RunResult> {
+    check_spec(&spec)?;
+    let started = Instant::now();
+    let (shared, genesis, mut summary) = prepare(spec)?;
+    let mut panel = Panel::spawn(&shared, progress, genesis).await?;
+    let outcome = match panel.coordinator() {
+        Some(c) => drive(c, &mut summary, shared.ticks_asked, shared.budget, &mut on_tick).await,
+        None => Err(Error::Spawn { actor: "coordinator".into(), cause: "it was never started; this is a bug".into() }),
+    };
+    let mut final_states = Vec::new();
+    if let (Ok(()), true, Some(coordinator)) = (&outcome, keep_states, panel.coordinator()) {
+        for p in 0..shared.run.personas {
+            let (tx, rx) = oneshot();
+            if coordinator.cast(TurnMsg::Snapshot { persona: p, reply: tx.into() }).is_err() {
+                break;
+            }
+            final_states.push(rx.await.ok().flatten());
+        }
+    }
+    panel.shutdown().await;
+    outcome?;
+    if let Some(port) = &shared.run.embedder {
+        port.finish()?;
+    }
+    summary.timings_ms.total = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(RunResult { summary, final_states })
+}
+
+fn check_spec(spec: &RunSpec) -> Result<()> {
     if spec.personas == 0 || spec.personas > MAX_PERSONAS {
         return Err(Error::InvalidInput {
             what: "personas",
@@ -121,10 +152,21 @@ pub async fn run(
             cause: format!("must be between 1 and {MAX_TICKS}, got {}", spec.ticks),
         });
     }
-    let started = Instant::now();
+    Ok(())
+}
+
+/// What a run shares with its actors, and what only the driver reads.
+struct Prepared {
+    run: Arc<RunShared>,
+    ticks_asked: u32,
+    budget: Option<u64>,
+}
+
+/// The ports (default ones only for what the caller did not supply: a
+/// replay never constructs a live provider, nor reads its key), the shared
+/// inputs, the genesis digests and the empty summary.
+fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
     let cfg = &spec.config;
-    // Default ports are built only for what the caller did not supply: a
-    // replay never constructs a live provider (nor reads its key).
     let (embedder, chat) = match (spec.embedder, spec.chat) {
         (Some(e), Some(c)) => (Some(e), c),
         (e, c) => {
@@ -150,7 +192,7 @@ pub async fn run(
         0 => spec.planned_ticks.unwrap_or(spec.ticks),
         t => t,
     };
-    let shared = Arc::new(RunShared {
+    let run = Arc::new(RunShared {
         config: spec.config,
         scenario: spec.scenario,
         traits: spec.traits,
@@ -162,62 +204,105 @@ pub async fn run(
         chat,
         strategy: spec.strategy,
     });
+    Ok((Prepared { run, ticks_asked: spec.ticks, budget: spec.budget_nano_usd }, genesis, summary))
+}
 
-    let (supervisor, _) = Actor::spawn(None, PanelSupervisor, ())
-        .await
-        .map_err(|e| Error::Spawn { actor: "supervisor".into(), cause: e.to_string() })?;
-    // Persona actors start concurrently (a sequential spawn waits for each
-    // actor's start-up in turn); `buffered` keeps them in persona order.
-    let mut interests = Vec::with_capacity(spec.personas as usize);
-    let mut starting = Vec::with_capacity(spec.personas as usize);
-    for id in 0..spec.personas {
-        let profile = generate(&shared.traits, shared.seed, id);
-        interests.push(profile.interests.clone());
-        starting.push((id, profile));
-    }
-    let cell = supervisor.get_cell();
-    let mut spawned = futures::stream::iter(starting.into_iter().map(|(id, profile)| {
-        let actor = PersonaActor { shared: Arc::clone(&shared) };
-        let cell = cell.clone();
-        async move { (id, Actor::spawn_linked(None, actor, profile, cell).await) }
-    }))
-    .buffered(256);
-    let mut personas = Vec::with_capacity(spec.personas as usize);
-    while let Some((id, started)) = spawned.next().await {
-        if id % 4096 == 0 {
-            progress.stage(0, "starting personas", u64::from(id), u64::from(spec.personas));
-        }
-        let (actor, _) =
-            started.map_err(|e| Error::Spawn { actor: engine::persona::profile::label(id), cause: e.to_string() })?;
-        personas.push(actor);
-    }
-    drop(spawned);
-    let coordinator_args = CoordinatorArgs { personas, interests, genesis };
-    let (coordinator, _) =
-        Actor::spawn(None, TurnCoordinator { shared: Arc::clone(&shared), progress }, coordinator_args)
+/// Every actor of a run: the supervisor, the persona actors under it and
+/// the coordinator. [`Panel::shutdown`] stops them and awaits their tasks;
+/// if the panel is dropped without it (an early return, a cancelled run),
+/// `Drop` still stops every actor, so none outlives its run.
+struct Panel {
+    supervisor: Option<(ActorRef<SupervisorMsg>, JoinHandle<()>)>,
+    personas: Vec<(ActorRef<PersonaMsg>, JoinHandle<()>)>,
+    coordinator: Option<(ActorRef<TurnMsg>, JoinHandle<()>)>,
+}
+
+impl Panel {
+    /// Starts the supervisor, the personas (concurrently, kept in persona
+    /// order) and the coordinator. A failed spawn stops whatever started.
+    async fn spawn(shared: &Prepared, progress: Arc<dyn Progress>, genesis: TickDigests) -> Result<Panel> {
+        let shared = &shared.run;
+        let supervisor = Actor::spawn(None, PanelSupervisor, ())
             .await
-            .map_err(|e| Error::Spawn { actor: "coordinator".into(), cause: e.to_string() })?;
-
-    let outcome = drive(&coordinator, &mut summary, spec.ticks, spec.budget_nano_usd, &mut on_tick).await;
-    let mut final_states = Vec::new();
-    if outcome.is_ok() && keep_states {
-        for p in 0..shared.personas {
-            let (tx, rx) = oneshot();
-            if coordinator.cast(TurnMsg::Snapshot { persona: p, reply: tx.into() }).is_err() {
-                break;
+            .map_err(|e| Error::Spawn { actor: "supervisor".into(), cause: e.to_string() })?;
+        let mut panel = Panel { supervisor: Some(supervisor), personas: Vec::new(), coordinator: None };
+        let mut interests = Vec::with_capacity(shared.personas as usize);
+        let mut starting = Vec::with_capacity(shared.personas as usize);
+        for id in 0..shared.personas {
+            let profile = generate(&shared.traits, shared.seed, id);
+            interests.push(profile.interests.clone());
+            starting.push((id, profile));
+        }
+        let cell = panel.supervisor.as_ref().map(|(s, _)| s.get_cell()).expect("the supervisor was just set");
+        let mut spawned = futures::stream::iter(starting.into_iter().map(|(id, profile)| {
+            let actor = PersonaActor { shared: Arc::clone(shared) };
+            let cell = cell.clone();
+            async move { (id, Actor::spawn_linked(None, actor, profile, cell).await) }
+        }))
+        .buffered(256);
+        while let Some((id, started)) = spawned.next().await {
+            if id % 4096 == 0 {
+                progress.stage(0, "starting personas", u64::from(id), u64::from(shared.personas));
             }
-            final_states.push(rx.await.ok().flatten());
+            match started {
+                Ok(actor) => panel.personas.push(actor),
+                Err(e) => {
+                    drop(spawned);
+                    panel.shutdown().await;
+                    return Err(Error::Spawn { actor: engine::persona::profile::label(id), cause: e.to_string() });
+                }
+            }
+        }
+        drop(spawned);
+        let personas = panel.personas.iter().map(|(a, _)| a.clone()).collect();
+        let args = CoordinatorArgs { personas, interests, genesis };
+        match Actor::spawn(None, TurnCoordinator { shared: Arc::clone(shared), progress }, args).await {
+            Ok(c) => panel.coordinator = Some(c),
+            Err(e) => {
+                panel.shutdown().await;
+                return Err(Error::Spawn { actor: "coordinator".into(), cause: e.to_string() });
+            }
+        }
+        Ok(panel)
+    }
+
+    fn coordinator(&self) -> Option<&ActorRef<TurnMsg>> {
+        self.coordinator.as_ref().map(|(c, _)| c)
+    }
+
+    /// Stops the coordinator, then the personas, then the supervisor, and
+    /// waits for each task to end.
+    async fn shutdown(&mut self) {
+        if let Some((c, h)) = self.coordinator.take() {
+            c.stop(None);
+            let _ = h.await;
+        }
+        let personas = std::mem::take(&mut self.personas);
+        for (p, _) in &personas {
+            p.stop(None);
+        }
+        for (_, h) in personas {
+            let _ = h.await;
+        }
+        if let Some((s, h)) = self.supervisor.take() {
+            s.stop(None);
+            let _ = h.await;
         }
     }
-    coordinator.stop(None);
-    supervisor.stop_children(None);
-    supervisor.stop(None);
-    outcome?;
-    if let Some(port) = &shared.embedder {
-        port.finish()?;
+}
+
+impl Drop for Panel {
+    fn drop(&mut self) {
+        if let Some((c, _)) = &self.coordinator {
+            c.stop(None);
+        }
+        for (p, _) in &self.personas {
+            p.stop(None);
+        }
+        if let Some((s, _)) = &self.supervisor {
+            s.stop(None);
+        }
     }
-    summary.timings_ms.total = started.elapsed().as_secs_f64() * 1000.0;
-    Ok(RunResult { summary, final_states })
 }
 
 async fn drive(
@@ -250,7 +335,7 @@ async fn drive(
             if spent >= b && tick < ticks {
                 tracing::info!(tick, spent, budget = b, "budget reached; stopping at the tick boundary");
                 summary.stopped = Some(Stopped {
-                    reason: "budget".into(),
+                    reason: StopReason::Budget,
                     after_tick: tick,
                     spent_nano_usd: spent,
                     budget_nano_usd: b,

@@ -5,17 +5,13 @@
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-/// Messages to the supervisor.
-pub enum SupervisorMsg {
-    /// How many child failures have been seen so far.
-    Failures {
-        /// Reply.
-        reply: ractor::RpcReplyPort<usize>,
-    },
-}
+/// Messages to the supervisor: none. It acts only on supervision events
+/// from its children; a failure shows in the run as the failed jobs of the
+/// persona, and in the log.
+pub enum SupervisorMsg {}
 
 /// The supervisor. It has no configuration; its state is the number of
-/// persona actors that failed.
+/// persona actors that failed, which it logs as they fail.
 pub struct PanelSupervisor;
 
 impl Actor for PanelSupervisor {
@@ -31,14 +27,9 @@ impl Actor for PanelSupervisor {
         &self,
         _myself: ActorRef<Self::Msg>,
         message: Self::Msg,
-        failed: &mut usize,
+        _failed: &mut usize,
     ) -> Result<(), ActorProcessingErr> {
-        match message {
-            SupervisorMsg::Failures { reply } => {
-                let _ = reply.send(*failed);
-            }
-        }
-        Ok(())
+        match message {}
     }
 
     async fn handle_supervisor_evt(
@@ -48,8 +39,8 @@ impl Actor for PanelSupervisor {
         failed: &mut usize,
     ) -> Result<(), ActorProcessingErr> {
         if let SupervisionEvent::ActorFailed(cell, err) = event {
-            tracing::warn!(actor = %cell.get_id(), error = %err, "persona actor failed; the rest of the panel continues");
             *failed += 1;
+            tracing::warn!(actor = %cell.get_id(), error = %err, failed = *failed, "persona actor failed; the rest of the panel continues");
         }
         Ok(())
     }

@@ -7,10 +7,11 @@ use actors::run::{run, RunSpec};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use engine::config::RawConfig;
+use engine::digest::Digest;
 use engine::embed::Strategy;
 use engine::experiment::stats::median;
 use engine::report::RunSummary;
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -54,12 +55,91 @@ struct Cell {
     last: RunSummary,
 }
 
+/// One strategy and cache condition, as reported.
+#[derive(Debug, Serialize)]
+struct Row {
+    strategy: &'static str,
+    cache: &'static str,
+    median_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+    port_invocations: u64,
+    upstream_requests: u64,
+    unique_texts_submitted: u64,
+    texts_requested: u64,
+    cache_hits: u64,
+    embedding_tokens: u64,
+    billed_nano_usd: u64,
+    allocated_nano_usd: u64,
+    digest: Digest,
+}
+
+/// The workload both strategies ran.
+#[derive(Debug, Serialize)]
+struct Workload {
+    personas: u32,
+    ticks: u32,
+    reps: u32,
+    latency_ms: f64,
+    batch_size: u32,
+    concurrency: u32,
+    scenario: &'static str,
+    seed: u64,
+}
+
+/// The `--json` report of `sim-cli bench embed`.
+#[derive(Debug, Serialize)]
+struct Report {
+    workload: Workload,
+    baseline: &'static str,
+    results: Vec<Row>,
+    /// Per-persona over batched median time, cold cache.
+    speedup_ratio: f64,
+    /// The same, warm cache.
+    warm_speedup_ratio: f64,
+}
+
+const BASELINE: &str =
+    "per-persona: one port call per text, no dedup, each awaited in turn (the original blocking loop)";
+
 /// Runs `sim-cli bench embed`.
 pub fn bench(cmd: BenchCommand) -> Result<()> {
     let BenchCommand::Embed(args) = cmd;
     if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
         anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);
     }
+    let cells = measure(&args)?;
+    let cell = |s: &str, c: &str| cells.iter().find(|x| x.strategy == s && x.cache == c).map(|x| median(&x.ms));
+    let ratio = |c: &str| match (cell("per-persona", c), cell("batched", c)) {
+        (Some(p), Some(b)) if b > 0.0 => p / b,
+        _ => 0.0,
+    };
+    let report = Report {
+        workload: Workload {
+            personas: args.personas,
+            ticks: args.ticks,
+            reps: args.reps,
+            latency_ms: args.latency_ms,
+            batch_size: 64,
+            concurrency: 4,
+            scenario: "default",
+            seed: args.seed,
+        },
+        baseline: BASELINE,
+        results: cells.iter().map(row).collect(),
+        speedup_ratio: ratio("cold"),
+        warm_speedup_ratio: ratio("warm"),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(())
+}
+
+/// Runs each strategy cold and warm, `reps` times each, in one process.
+fn measure(args: &EmbedBenchArgs) -> Result<Vec<Cell>> {
     let dir = std::env::temp_dir().join(format!("sim-bench-embed-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let rt = runtime(None)?;
@@ -98,48 +178,35 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let cell = |s: &str, c: &str| cells.iter().find(|x| x.strategy == s && x.cache == c).map(|x| median(&x.ms));
-    let ratio = |c: &str| match (cell("per-persona", c), cell("batched", c)) {
-        (Some(p), Some(b)) if b > 0.0 => p / b,
-        _ => 0.0,
-    };
-    let rows: Vec<Value> = cells
-        .iter()
-        .map(|c| {
-            let s = &c.last;
-            json!({
-                "strategy": c.strategy, "cache": c.cache,
-                "median_ms": median(&c.ms),
-                "min_ms": c.ms.iter().copied().fold(f64::INFINITY, f64::min),
-                "max_ms": c.ms.iter().copied().fold(0.0, f64::max),
-                "port_invocations": s.embedding.port_invocations, "upstream_requests": s.embedding.upstream_requests,
-                "unique_texts_submitted": s.embedding.unique_texts_submitted, "texts_requested": s.embedding.texts_requested,
-                "cache_hits": s.embedding.cache_hits, "embedding_tokens": s.tokens.embedding,
-                "billed_nano_usd": s.cost.provider_total_nano_usd, "allocated_nano_usd": s.cost.allocated_total_nano_usd,
-                "digest": s.digest,
-            })
-        })
-        .collect();
-    let report = json!({
-        "workload": {"personas": args.personas, "ticks": args.ticks, "reps": args.reps, "latency_ms": args.latency_ms,
-                     "batch_size": 64, "concurrency": 4, "scenario": "default", "seed": args.seed},
-        "baseline": "per-persona: one port call per text, no dedup, each awaited in turn (the original blocking loop)",
-        "results": rows,
-        "speedup_ratio": ratio("cold"),
-        "warm_speedup_ratio": ratio("warm"),
-    });
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+    Ok(cells)
+}
+
+fn row(c: &Cell) -> Row {
+    let s = &c.last;
+    Row {
+        strategy: c.strategy,
+        cache: c.cache,
+        median_ms: median(&c.ms),
+        min_ms: c.ms.iter().copied().fold(f64::INFINITY, f64::min),
+        max_ms: c.ms.iter().copied().fold(0.0, f64::max),
+        port_invocations: s.embedding.port_invocations,
+        upstream_requests: s.embedding.upstream_requests,
+        unique_texts_submitted: s.embedding.unique_texts_submitted,
+        texts_requested: s.embedding.texts_requested,
+        cache_hits: s.embedding.cache_hits,
+        embedding_tokens: s.tokens.embedding,
+        billed_nano_usd: s.cost.provider_total_nano_usd,
+        allocated_nano_usd: s.cost.allocated_total_nano_usd,
+        digest: s.digest,
     }
+}
+
+fn print_report(report: &Report) {
+    let w = &report.workload;
     println!(
         "Embedding strategies, end to end: {} personas x {} ticks, {} reps, modelled provider at {} ms per request,\n\
          batch 64, concurrency 4. Baseline: {}.\n",
-        args.personas,
-        args.ticks,
-        args.reps,
-        args.latency_ms,
-        report["baseline"].as_str().unwrap_or_default()
+        w.personas, w.ticks, w.reps, w.latency_ms, report.baseline
     );
     println!(
         "  {:<12} {:<5} {:>10} {:>10} {:>10} {:>8} {:>9} {:>7} {:>6} {:>8} {:>12} {:>12}",
@@ -156,27 +223,25 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
         "billed nUSD",
         "alloc nUSD"
     );
-    for r in &rows {
+    for r in &report.results {
         println!(
             "  {:<12} {:<5} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>9} {:>7} {:>6} {:>8} {:>12} {:>12}",
-            r["strategy"].as_str().unwrap_or_default(),
-            r["cache"].as_str().unwrap_or_default(),
-            r["median_ms"].as_f64().unwrap_or(0.0),
-            r["min_ms"].as_f64().unwrap_or(0.0),
-            r["max_ms"].as_f64().unwrap_or(0.0),
-            r["port_invocations"].to_string(),
-            r["upstream_requests"].to_string(),
-            r["unique_texts_submitted"].to_string(),
-            r["cache_hits"].to_string(),
-            r["embedding_tokens"].to_string(),
-            r["billed_nano_usd"].to_string(),
-            r["allocated_nano_usd"].to_string()
+            r.strategy,
+            r.cache,
+            r.median_ms,
+            r.min_ms,
+            r.max_ms,
+            r.port_invocations,
+            r.upstream_requests,
+            r.unique_texts_submitted,
+            r.cache_hits,
+            r.embedding_tokens,
+            r.billed_nano_usd,
+            r.allocated_nano_usd
         );
     }
     println!(
         "\nper-persona / batched median time: cold {:.2}x, warm {:.2}x",
-        report["speedup_ratio"].as_f64().unwrap_or(0.0),
-        report["warm_speedup_ratio"].as_f64().unwrap_or(0.0)
+        report.speedup_ratio, report.warm_speedup_ratio
     );
-    Ok(())
 }

@@ -13,6 +13,7 @@ use clap::{Args, Subcommand};
 use engine::clock::SimTime;
 use engine::rng::{Purpose, Stream};
 use faiss::{index_factory, Index, MetricType};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -67,7 +68,7 @@ pub struct SimulateArgs {
     /// Boundary permeability applied at injection.
     #[arg(long, default_value_t = 1.0)]
     pub permeability: f64,
-    /// Output directory (must not exist or be empty). Default: runs/field-s<seed>.
+    /// Output directory (must not exist or be empty). Default: runs/field-s{seed}.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Tokio worker threads. Results do not depend on it.
@@ -352,129 +353,177 @@ fn read_bandwidth(bytes: usize, min: Duration) -> f64 {
     bytes as f64 / per / 1e9
 }
 
+/// One field size of `field bench`, measured side by side with a bare
+/// FAISS flat index on the same vectors.
+#[derive(Debug, Serialize)]
+struct SizeResult {
+    vectors: usize,
+    dim: usize,
+    inject_us: f64,
+    plain_inject_us: f64,
+    query_single_us: f64,
+    query_single_qps: f64,
+    query_batched_qps: f64,
+    plain_scan_single_qps: f64,
+    plain_scan_batched_qps: f64,
+    single_overhead: f64,
+    batched_overhead: f64,
+    scanned_gb_per_s_single: f64,
+    scanned_gb_per_s_batched: f64,
+    plain_scanned_gb_per_s_single: f64,
+}
+
+/// A target of the source plan, checked at 5000 x 2048.
+#[derive(Debug, Serialize)]
+struct Target {
+    name: &'static str,
+    threshold: f64,
+    value: f64,
+    pass: bool,
+}
+
+/// The `--json` report of `field bench`.
+#[derive(Debug, Serialize)]
+struct BenchReport {
+    k: usize,
+    batch: usize,
+    read_bandwidth_gb_per_s: f64,
+    sizes: Vec<SizeResult>,
+    targets: Option<Vec<Target>>,
+}
+
 fn bench_cmd(a: BenchArgs) -> Result<()> {
-    let dim = a.dim as usize;
-    let k = a.k as usize;
+    let (dim, k) = (a.dim as usize, a.k as usize);
     let min = Duration::from_millis(a.min_ms);
-    let faiss_err = |e: faiss::error::Error| anyhow::anyhow!("faiss: {e}");
-    let mut sizes = Vec::new();
     let terminal = std::io::stderr().is_terminal();
+    let mut sizes = Vec::new();
     for &n in &a.vectors {
-        let n = n as usize;
         if terminal {
             eprint!("\r\x1b[2K[{n} x {dim}]");
         }
-        let mut s = Stream::derive(a.seed, n as u32, 0, Purpose::Field);
-        let data = s.unit_vectors(n, dim);
-        let queries = s.unit_vectors(64, dim);
-        // Inject: one at a time into the field, and into a bare index.
-        let started = Instant::now();
-        let mut field = Field::new(dim, FieldConfig::default())?;
-        for (i, v) in data.chunks_exact(dim).enumerate() {
-            let at = SimTime((i % 12) as u64 * 3600);
-            field.inject(&format!("agent-{}", i % 3), &format!("k{i}"), "v", v, 0.5 + (i % 5) as f64 * 0.25, at)?;
-        }
-        let inject_us = started.elapsed().as_secs_f64() * 1e6 / n as f64;
-        let started = Instant::now();
-        let mut plain = index_factory(dim as u32, "Flat", MetricType::InnerProduct).map_err(faiss_err)?;
-        for v in data.chunks_exact(dim) {
-            plain.add(v).map_err(faiss_err)?;
-        }
-        let plain_inject_us = started.elapsed().as_secs_f64() * 1e6 / n as f64;
-        let now = SimTime(12 * 3600);
-        let mut qi = 0usize;
-        let single = time_per_call(min, || {
-            let q = &queries[(qi % 64) * dim..(qi % 64 + 1) * dim];
-            qi += 1;
-            field.query_and_reinforce("bench", q, k, now)?;
-            Ok(())
-        })?;
-        let mut qi = 0usize;
-        let plain_single = time_per_call(min, || {
-            let q = &queries[(qi % 64) * dim..(qi % 64 + 1) * dim];
-            qi += 1;
-            plain.search(q, k).map_err(faiss_err)?;
-            Ok(())
-        })?;
-        let batch: Vec<&[f32]> = queries.chunks_exact(dim).collect();
-        let batched = time_per_call(min, || {
-            field.query_batch(&batch, k, now)?;
-            Ok(())
-        })? / 64.0;
-        let plain_batched = time_per_call(min, || {
-            plain.search(&queries, k).map_err(faiss_err)?;
-            Ok(())
-        })? / 64.0;
-        let bytes = (n * dim * 4) as f64;
-        sizes.push(json!({
-            "vectors": n,
-            "dim": dim,
-            "inject_us": inject_us,
-            "plain_inject_us": plain_inject_us,
-            "query_single_us": single * 1e6,
-            "query_single_qps": 1.0 / single,
-            "query_batched_qps": 1.0 / batched,
-            "plain_scan_single_qps": 1.0 / plain_single,
-            "plain_scan_batched_qps": 1.0 / plain_batched,
-            "single_overhead": single / plain_single,
-            "batched_overhead": batched / plain_batched,
-            "scanned_gb_per_s_single": bytes / single / 1e9,
-            "scanned_gb_per_s_batched": bytes / batched / 1e9,
-            "plain_scanned_gb_per_s_single": bytes / plain_single / 1e9,
-        }));
+        sizes.push(measure_size(&a, n as usize, min)?);
     }
     let largest = a.vectors.iter().max().copied().unwrap_or(1) as usize * dim * 4;
     let bandwidth = read_bandwidth(largest.max(64 << 20), min);
     if terminal {
         eprint!("\r\x1b[2K");
     }
-    let at_target = sizes.iter().find(|s| s["vectors"] == 5000 && s["dim"] == 2048).cloned();
-    let targets = at_target.map(|s| {
-        let f = |key: &str| s[key].as_f64().unwrap_or(0.0);
-        json!([
-            {"name": "single queries/s at 5000 x 2048", "threshold": 400.0, "value": f("query_single_qps"), "pass": f("query_single_qps") >= 400.0},
-            {"name": "share of read bandwidth, single", "threshold": 0.8, "value": f("scanned_gb_per_s_single") / bandwidth, "pass": f("scanned_gb_per_s_single") / bandwidth >= 0.8},
-            {"name": "batched queries/s at 5000 x 2048", "threshold": 3000.0, "value": f("query_batched_qps"), "pass": f("query_batched_qps") >= 3000.0},
-            {"name": "decay + reinforcement overhead over bare FAISS, single", "threshold": 1.10, "value": f("single_overhead"), "pass": f("single_overhead") <= 1.10},
-            {"name": "decay overhead over bare FAISS, batched", "threshold": 1.10, "value": f("batched_overhead"), "pass": f("batched_overhead") <= 1.10},
-        ])
-    });
-    let report = json!({"k": k, "batch": 64, "read_bandwidth_gb_per_s": bandwidth, "sizes": sizes, "targets": targets});
+    let targets = targets(&sizes, bandwidth);
+    let report = BenchReport { k, batch: 64, read_bandwidth_gb_per_s: bandwidth, sizes, targets };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+    } else {
+        print_bench(&report, dim);
     }
-    println!("Field vs plain FAISS flat scan, dim {dim}, k {k}, batches of 64; single-thread read bandwidth {bandwidth:.1} GB/s");
+    Ok(())
+}
+
+/// Injects `n` seeded vectors into a field and into a bare index, then
+/// times single and batched queries on both.
+fn measure_size(a: &BenchArgs, n: usize, min: Duration) -> Result<SizeResult> {
+    let (dim, k) = (a.dim as usize, a.k as usize);
+    let faiss_err = |e: faiss::error::Error| anyhow::anyhow!("faiss: {e}");
+    let mut s = Stream::derive(a.seed, n as u32, 0, Purpose::Field);
+    let data = s.unit_vectors(n, dim);
+    let queries = s.unit_vectors(64, dim);
+    // Inject: one at a time into the field, and into a bare index.
+    let started = Instant::now();
+    let mut field = Field::new(dim, FieldConfig::default())?;
+    for (i, v) in data.chunks_exact(dim).enumerate() {
+        let at = SimTime((i % 12) as u64 * 3600);
+        field.inject(&format!("agent-{}", i % 3), &format!("k{i}"), "v", v, 0.5 + (i % 5) as f64 * 0.25, at)?;
+    }
+    let inject_us = started.elapsed().as_secs_f64() * 1e6 / n as f64;
+    let started = Instant::now();
+    let mut plain = index_factory(dim as u32, "Flat", MetricType::InnerProduct).map_err(faiss_err)?;
+    for v in data.chunks_exact(dim) {
+        plain.add(v).map_err(faiss_err)?;
+    }
+    let plain_inject_us = started.elapsed().as_secs_f64() * 1e6 / n as f64;
+    let now = SimTime(12 * 3600);
+    let query = |qi: usize| &queries[(qi % 64) * dim..(qi % 64 + 1) * dim];
+    let mut qi = 0usize;
+    let single = time_per_call(min, || {
+        qi += 1;
+        field.query_and_reinforce("bench", query(qi - 1), k, now)?;
+        Ok(())
+    })?;
+    let mut qi = 0usize;
+    let plain_single = time_per_call(min, || {
+        qi += 1;
+        plain.search(query(qi - 1), k).map_err(faiss_err)?;
+        Ok(())
+    })?;
+    let batch: Vec<&[f32]> = queries.chunks_exact(dim).collect();
+    let batched = time_per_call(min, || {
+        field.query_batch(&batch, k, now)?;
+        Ok(())
+    })? / 64.0;
+    let plain_batched = time_per_call(min, || {
+        plain.search(&queries, k).map_err(faiss_err)?;
+        Ok(())
+    })? / 64.0;
+    let bytes = (n * dim * 4) as f64;
+    Ok(SizeResult {
+        vectors: n,
+        dim,
+        inject_us,
+        plain_inject_us,
+        query_single_us: single * 1e6,
+        query_single_qps: 1.0 / single,
+        query_batched_qps: 1.0 / batched,
+        plain_scan_single_qps: 1.0 / plain_single,
+        plain_scan_batched_qps: 1.0 / plain_batched,
+        single_overhead: single / plain_single,
+        batched_overhead: batched / plain_batched,
+        scanned_gb_per_s_single: bytes / single / 1e9,
+        scanned_gb_per_s_batched: bytes / batched / 1e9,
+        plain_scanned_gb_per_s_single: bytes / plain_single / 1e9,
+    })
+}
+
+/// The source plan's targets, when 5000 x 2048 was measured.
+fn targets(sizes: &[SizeResult], bandwidth: f64) -> Option<Vec<Target>> {
+    let s = sizes.iter().find(|s| s.vectors == 5000 && s.dim == 2048)?;
+    let at_least = |name, threshold, value| Target { name, threshold, value, pass: value >= threshold };
+    let at_most = |name, threshold, value| Target { name, threshold, value, pass: value <= threshold };
+    Some(vec![
+        at_least("single queries/s at 5000 x 2048", 400.0, s.query_single_qps),
+        at_least("share of read bandwidth, single", 0.8, s.scanned_gb_per_s_single / bandwidth),
+        at_least("batched queries/s at 5000 x 2048", 3000.0, s.query_batched_qps),
+        at_most("decay + reinforcement overhead over bare FAISS, single", 1.10, s.single_overhead),
+        at_most("decay overhead over bare FAISS, batched", 1.10, s.batched_overhead),
+    ])
+}
+
+fn print_bench(report: &BenchReport, dim: usize) {
+    println!(
+        "Field vs plain FAISS flat scan, dim {dim}, k {}, batches of 64; single-thread read bandwidth {:.1} GB/s",
+        report.k, report.read_bandwidth_gb_per_s
+    );
     println!(
         "{:>8} {:>10} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>8}",
         "vectors", "inject us", "single q/s", "plain q/s", "batch q/s", "plain q/s", "single x", "batch x", "GB/s"
     );
-    for s in &sizes {
-        let f = |key: &str| s[key].as_f64().unwrap_or(0.0);
+    for s in &report.sizes {
         println!(
             "{:>8} {:>10.1} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>9.3} {:>9.3} {:>8.1}",
-            s["vectors"],
-            f("inject_us"),
-            f("query_single_qps"),
-            f("plain_scan_single_qps"),
-            f("query_batched_qps"),
-            f("plain_scan_batched_qps"),
-            f("single_overhead"),
-            f("batched_overhead"),
-            f("scanned_gb_per_s_single")
+            s.vectors,
+            s.inject_us,
+            s.query_single_qps,
+            s.plain_scan_single_qps,
+            s.query_batched_qps,
+            s.plain_scan_batched_qps,
+            s.single_overhead,
+            s.batched_overhead,
+            s.scanned_gb_per_s_single
         );
     }
-    if let Some(Value::Array(t)) = report.get("targets") {
+    if let Some(t) = &report.targets {
         println!("Targets at 5000 x 2048:");
         for c in t {
-            let pass = if c["pass"].as_bool().unwrap_or(false) { "pass" } else { "FAIL" };
-            println!(
-                "  {:<55} {:>10.3} (threshold {}) {pass}",
-                c["name"].as_str().unwrap_or(""),
-                c["value"].as_f64().unwrap_or(0.0),
-                c["threshold"]
-            );
+            let pass = if c.pass { "pass" } else { "FAIL" };
+            println!("  {:<55} {:>10.3} (threshold {}) {pass}", c.name, c.value, c.threshold);
         }
     }
-    Ok(())
 }

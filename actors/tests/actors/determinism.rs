@@ -43,5 +43,5 @@ fn golden_digests_of_a_fixed_small_run() {
     );
 }
 
-const GOLDEN_DIGEST: &str = "52a4fb884a16b6c8eaf5dcf3a3890067b2012c0a36577b2e49b6f5f3e691508a";
-const GOLDEN_FULL_DIGEST: &str = "ba5252f64b1fd84d4a1745abeecebe0b92e85f68089e2c1bbedb2e823b3adc5a";
+const GOLDEN_DIGEST: &str = "276b1df8364bb65d800db12d73346fbc17854cf8110c0e6815647598bcb913da";
+const GOLDEN_FULL_DIGEST: &str = "755084ec72d64643823b1bd8e2af7bfec6724d83d4f22fb3d1d876f46dc1d08c";

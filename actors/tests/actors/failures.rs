@@ -90,7 +90,7 @@ fn modelled_faults_are_retried_and_conserved_end_to_end() {
         run_with(spec, 2).0.summary
     };
     let (a, b) = (run(), run());
-    assert_eq!((a.digest.clone(), a.full_digest.clone()), (b.digest, b.full_digest), "faults are seeded, not timed");
+    assert_eq!((a.digest, a.full_digest), (b.digest, b.full_digest), "faults are seeded, not timed");
     let e = &a.embedding;
     assert!(e.upstream_requests > e.unique_texts_submitted.div_ceil(8), "retries happened: {e:?}");
     assert_eq!(a.cost.allocated_total_nano_usd, a.cost.provider_total_nano_usd);

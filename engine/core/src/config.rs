@@ -308,11 +308,20 @@ impl RawConfig {
 
     /// Validates and resolves. `source_name` names the file in errors.
     pub fn resolve(self, source_name: &str) -> Result<Config> {
-        let bad = |field: &str, cause: String| Error::Config {
-            source_name: source_name.to_string(),
-            field: field.to_string(),
-            cause,
-        };
+        let checks = [Self::check_run, Self::check_embedding, Self::check_chat, Self::check_rules_and_prices];
+        if let Some((field, cause)) = checks.iter().find_map(|check| check(&self).err()) {
+            return Err(Error::Config { source_name: source_name.to_string(), field: field.to_string(), cause });
+        }
+        let p = &self.prices;
+        Ok(Config {
+            embedding_price: Price::from_usd_per_mtok(p.embedding_usd_per_mtok, 0.0),
+            chat_price: Price::from_usd_per_mtok(p.chat_input_usd_per_mtok, p.chat_output_usd_per_mtok),
+            raw: self,
+        })
+    }
+
+    /// `[run]` and `[retrieval]`.
+    fn check_run(&self) -> std::result::Result<(), Bad> {
         if self.run.hours_per_tick == 0 {
             return Err(bad("run.hours_per_tick", "must be at least 1".into()));
         }
@@ -332,6 +341,11 @@ impl RawConfig {
                 format!("must be in (0, 1], got {}", r.recency_decay_per_hour),
             ));
         }
+        Ok(())
+    }
+
+    /// `[embedding]` and its provider sections.
+    fn check_embedding(&self) -> std::result::Result<(), Bad> {
         let e = &self.embedding;
         if !(8..=65_536).contains(&e.dim) {
             return Err(bad("embedding.dim", format!("must be between 8 and 65536, got {}", e.dim)));
@@ -378,6 +392,11 @@ impl RawConfig {
         if e.model.trim().is_empty() {
             return Err(bad("embedding.model", "must not be empty".into()));
         }
+        Ok(())
+    }
+
+    /// `[chat]`.
+    fn check_chat(&self) -> std::result::Result<(), Bad> {
         let c = &self.chat;
         if c.concurrency == 0 {
             return Err(bad("chat.concurrency", "must be at least 1".into()));
@@ -388,6 +407,11 @@ impl RawConfig {
         if c.model.trim().is_empty() {
             return Err(bad("chat.model", "must not be empty".into()));
         }
+        Ok(())
+    }
+
+    /// `[consolidation.rules]`, `[reflection]` and `[prices]`.
+    fn check_rules_and_prices(&self) -> std::result::Result<(), Bad> {
         let c = &self.consolidation.rules;
         for (name, v) in [
             ("consolidation.rules.working_to_short", c.working_to_short),
@@ -423,12 +447,16 @@ impl RawConfig {
                 return Err(bad(name, format!("must be between 0 and 1000000 USD, got {v}")));
             }
         }
-        Ok(Config {
-            embedding_price: Price::from_usd_per_mtok(p.embedding_usd_per_mtok, 0.0),
-            chat_price: Price::from_usd_per_mtok(p.chat_input_usd_per_mtok, p.chat_output_usd_per_mtok),
-            raw: self,
-        })
+        Ok(())
     }
+}
+
+/// A refused setting: its dotted path and what is wrong with it.
+type Bad = (&'static str, String);
+
+/// The refusal of `field`.
+fn bad(field: &'static str, cause: String) -> Bad {
+    (field, cause)
 }
 
 impl Config {

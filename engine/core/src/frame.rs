@@ -158,7 +158,7 @@ impl<R: Read> FrameReader<R> {
     }
 
     /// Reads the next frame, or says that the file ends or is torn.
-    pub fn next(&mut self) -> Result<Next> {
+    pub fn read_next(&mut self) -> Result<Next> {
         if self.offset >= self.len {
             return Ok(Next::End);
         }
@@ -191,7 +191,7 @@ impl<R: Read> FrameReader<R> {
 
     /// The next frame, strictly: a torn frame is an error.
     pub fn next_frame(&mut self) -> Result<Option<Frame>> {
-        match self.next()? {
+        match self.read_next()? {
             Next::Frame(f) => Ok(Some(f)),
             Next::Torn(t) => Err(t.error()),
             Next::End => Ok(None),
@@ -368,7 +368,7 @@ mod tests {
         let mut r = FrameReader::new(bytes, bytes.len() as u64, "t.bin", &F)?;
         let mut out = Vec::new();
         loop {
-            let n = r.next()?;
+            let n = r.read_next()?;
             let stop = !matches!(n, Next::Frame(_));
             out.push(n);
             if stop {

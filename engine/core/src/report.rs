@@ -128,10 +128,26 @@ pub struct ConsolidationTotals {
 }
 
 /// Why a run stopped before its last tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopReason {
+    /// Recorded spend reached the budget at a tick boundary.
+    Budget,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Budget => "budget",
+        })
+    }
+}
+
+/// A run that stopped before its last tick.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stopped {
-    /// `budget`.
-    pub reason: String,
+    /// Why.
+    pub reason: StopReason,
     /// Last committed tick.
     pub after_tick: u32,
     /// Recorded spend at the stop.

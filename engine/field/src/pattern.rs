@@ -792,14 +792,13 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         std::fs::write(dir.join("field.patterns"), &bytes).expect("damage");
-        match Field::load(&dir) {
-            Err(FieldError::Stored(e)) => match &*e {
-                engine::Error::Corrupt { file, frame: 0, offset: 12, .. } => assert!(file.ends_with("field.patterns")),
-                other => panic!("expected a corrupt frame 0, got {other}"),
-            },
-            Err(other) => panic!("expected a stored-file error, got {other}"),
-            Ok(_) => panic!("a damaged table loaded"),
-        }
+        let Err(FieldError::Stored(e)) = Field::load(&dir) else {
+            panic!("a damaged table must be a stored-file error")
+        };
+        let engine::Error::Corrupt { file, frame: 0, offset: 12, .. } = &*e else {
+            panic!("expected a corrupt frame 0, got {e}")
+        };
+        assert!(file.ends_with("field.patterns"), "{file}");
     }
 
     #[test]

@@ -94,6 +94,18 @@ pub struct Applied {
     pub digest: Digest,
 }
 
+/// What a commit carries from job to job: its digest writer, the changes so
+/// far, the dry run's scratch ledger, and the commit's time and energies.
+struct Pass {
+    w: DigestWriter,
+    changes: Vec<Change>,
+    scratch: Option<crate::memory::Ledger>,
+    now: SimTime,
+    tick: u32,
+    boost: f64,
+    initial: f64,
+}
+
 fn write_change(w: &mut DigestWriter, c: &Change) {
     match c {
         Change::Created { record, version } => w.u8(0).str(record).u64(*version),
@@ -144,9 +156,11 @@ impl PersonaState {
         let mut w = DigestWriter::new("persona v1");
         w.u32(profile.id).str(&profile.name).u8(profile.age).str(&profile.city).str(&profile.occupation);
         w.str(&profile.income).f32(profile.price_sensitivity).str(&profile.bio);
+        w.u32(profile.interests.len() as u32);
         for i in &profile.interests {
             w.str(i);
         }
+        w.u32(profile.brand_attitudes.len() as u32);
         for (b, a) in &profile.brand_attitudes {
             w.str(b).f32(*a);
         }
@@ -196,87 +210,27 @@ impl PersonaState {
         let mut w = DigestWriter::new("persona commit v1");
         w.digest(&self.digest).u32(commit.tick).u64(commit.now.0);
         let mut ids = Vec::with_capacity(commit.jobs.len());
-        let mut changes = Vec::new();
         let scope = Scope::All;
         // A dry run plays the whole pass on a copy and reports the copy's
         // changes; the real ledger only records accesses and new memories.
         let mut scratch = commit.consolidation.as_ref().filter(|c| c.dry_run).map(|_| self.ledger.clone());
+        let mut changes = Vec::new();
         if let Some(c) = &commit.consolidation {
             changes.extend(scratch.as_mut().unwrap_or(&mut self.ledger).decay(&c.rules, commit.now, scope, false));
         }
-        let boost = commit.consolidation.as_ref().map_or(0.0, |c| c.rules.access_boost);
-        let initial = commit.consolidation.as_ref().map_or(1.0, |c| c.rules.initial_energy);
+        let mut pass = Pass {
+            w,
+            changes,
+            scratch,
+            now: commit.now,
+            tick: commit.tick,
+            boost: commit.consolidation.as_ref().map_or(0.0, |c| c.rules.access_boost),
+            initial: commit.consolidation.as_ref().map_or(1.0, |c| c.rules.initial_energy),
+        };
         for job in commit.jobs {
-            w.u32(job.touched.len() as u32);
-            for t in &job.touched {
-                w.u32(t.seq);
-            }
-            self.memory.touch(&job.touched, commit.now);
-            let touched: Vec<String> = job.touched.iter().map(|t| t.to_string()).collect();
-            for t in &touched {
-                if let Ok(c) = self.ledger.access(t, commit.now, boost) {
-                    changes.push(c);
-                }
-                if let Some(l) = scratch.as_mut() {
-                    let _ = l.access(t, commit.now, boost);
-                }
-            }
-            self.ledger.coactivate(&touched);
-            if let Some(l) = scratch.as_mut() {
-                l.coactivate(&touched);
-            }
-            let mut job_ids = Vec::with_capacity(job.memories.len());
-            for m in job.memories {
-                let id = MemoryId { persona: self.profile.id, seq: self.memory.next_seq() };
-                w.u32(id.seq).u8(m.kind.digest_code()).str(&m.description).u8(m.importance).f32(m.sentiment);
-                for s in &m.sources {
-                    w.str(s);
-                }
-                match &m.vector {
-                    Some(e) => w.u8(1).digest(&e.digest),
-                    None => w.u8(0),
-                };
-                self.memory.push(MemoryRecord {
-                    id,
-                    kind: m.kind,
-                    description: m.description,
-                    importance: m.importance,
-                    sentiment: m.sentiment,
-                    tick: commit.tick,
-                    created: commit.now,
-                    last_access: commit.now,
-                    sources: m.sources,
-                    vector: m.vector.map(|e| e.vector),
-                });
-                if let Ok(c) = self.ledger.create(&id.to_string(), commit.now, initial, Tier::Working, false, None) {
-                    changes.push(c);
-                }
-                if let Some(l) = scratch.as_mut() {
-                    let _ = l.create(&id.to_string(), commit.now, initial, Tier::Working, false, None);
-                }
-                self.visible.push(true);
-                job_ids.push(id);
-            }
-            if let Some((stimulus, intent, sentiment)) = job.belief {
-                w.str(&stimulus).u8(intent).f32(sentiment);
-                let b = self.beliefs.entry(stimulus).or_insert(Belief {
-                    intent,
-                    sentiment,
-                    exposures: 0,
-                    last_tick: commit.tick,
-                });
-                b.intent = intent;
-                b.sentiment = sentiment;
-                b.exposures += 1;
-                b.last_tick = commit.tick;
-            }
-            self.importance_since_reflection += job.importance;
-            if job.reflected {
-                self.importance_since_reflection = 0;
-            }
-            w.u32(self.importance_since_reflection);
-            ids.push(job_ids);
+            ids.push(self.apply_job(job, &mut pass));
         }
+        let Pass { mut w, mut changes, mut scratch, .. } = pass;
         if let Some(c) = &commit.consolidation {
             let ledger = scratch.as_mut().unwrap_or(&mut self.ledger);
             if c.end_session {
@@ -305,5 +259,79 @@ impl PersonaState {
         self.digest = w.finish();
         changes.retain(|c| !matches!(c, Change::Decayed { .. } | Change::Accessed { .. } | Change::Created { .. }));
         Applied { ids, changes, digest: self.digest }
+    }
+
+    /// One job of a commit: its accesses, its new memories and its belief.
+    fn apply_job(&mut self, job: JobCommit, pass: &mut Pass) -> Vec<MemoryId> {
+        pass.w.u32(job.touched.len() as u32);
+        for t in &job.touched {
+            pass.w.u32(t.seq);
+        }
+        self.memory.touch(&job.touched, pass.now);
+        let touched: Vec<String> = job.touched.iter().map(|t| t.to_string()).collect();
+        for t in &touched {
+            if let Ok(c) = self.ledger.access(t, pass.now, pass.boost) {
+                pass.changes.push(c);
+            }
+            if let Some(l) = pass.scratch.as_mut() {
+                let _ = l.access(t, pass.now, pass.boost);
+            }
+        }
+        self.ledger.coactivate(&touched);
+        if let Some(l) = pass.scratch.as_mut() {
+            l.coactivate(&touched);
+        }
+        let mut job_ids = Vec::with_capacity(job.memories.len());
+        for m in job.memories {
+            let id = MemoryId { persona: self.profile.id, seq: self.memory.next_seq() };
+            pass.w.u32(id.seq).u8(m.kind.digest_code()).str(&m.description).u8(m.importance).f32(m.sentiment);
+            pass.w.u32(m.sources.len() as u32);
+            for s in &m.sources {
+                pass.w.str(s);
+            }
+            match &m.vector {
+                Some(e) => pass.w.u8(1).digest(&e.digest),
+                None => pass.w.u8(0),
+            };
+            self.memory.push(MemoryRecord {
+                id,
+                kind: m.kind,
+                description: m.description,
+                importance: m.importance,
+                sentiment: m.sentiment,
+                tick: pass.tick,
+                created: pass.now,
+                last_access: pass.now,
+                sources: m.sources,
+                vector: m.vector.map(|e| e.vector),
+            });
+            if let Ok(c) = self.ledger.create(&id.to_string(), pass.now, pass.initial, Tier::Working, false, None) {
+                pass.changes.push(c);
+            }
+            if let Some(l) = pass.scratch.as_mut() {
+                let _ = l.create(&id.to_string(), pass.now, pass.initial, Tier::Working, false, None);
+            }
+            self.visible.push(true);
+            job_ids.push(id);
+        }
+        if let Some((stimulus, intent, sentiment)) = job.belief {
+            pass.w.str(&stimulus).u8(intent).f32(sentiment);
+            let b = self.beliefs.entry(stimulus).or_insert(Belief {
+                intent,
+                sentiment,
+                exposures: 0,
+                last_tick: pass.tick,
+            });
+            b.intent = intent;
+            b.sentiment = sentiment;
+            b.exposures += 1;
+            b.last_tick = pass.tick;
+        }
+        self.importance_since_reflection += job.importance;
+        if job.reflected {
+            self.importance_since_reflection = 0;
+        }
+        pass.w.u32(self.importance_since_reflection);
+        job_ids
     }
 }

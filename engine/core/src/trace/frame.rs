@@ -38,7 +38,7 @@ pub fn read_trace<R: Read>(r: R, len: u64, file: &str, lenient: bool) -> Result<
     let mut end = None;
     let mut torn = None;
     loop {
-        let f = match r.next()? {
+        let f = match r.read_next()? {
             Next::Frame(f) => f,
             Next::Torn(t) => {
                 torn = Some(t);

@@ -247,6 +247,7 @@ impl TickDigests {
         for o in outcomes {
             o.write_content(&mut w);
         }
+        w.u32(personas.len() as u32);
         for p in personas {
             match p {
                 Some(d) => w.u8(1).digest(d),
@@ -259,9 +260,10 @@ impl TickDigests {
         for o in outcomes {
             o.write_costs(&mut f);
         }
+        f.u32(embedding.len() as u32);
         for (stats, calls) in embedding {
             f.u64(stats.port_invocations).u64(stats.upstream_requests).u64(stats.texts_requested);
-            f.u64(stats.unique_texts_submitted).u64(stats.cache_hits);
+            f.u64(stats.unique_texts_submitted).u64(stats.cache_hits).u64(calls.len() as u64);
             for c in *calls {
                 f.u64(c.texts.len() as u64);
                 for t in &c.texts {
