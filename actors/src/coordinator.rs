@@ -345,7 +345,7 @@ impl TurnCoordinator {
                         o.prompt = Some(p.reaction.prompt_digest());
                         work.ready.push(p);
                     }
-                    Err(reason) => o.status = Status::Refused { reason },
+                    Err(refusal) => o.status = Status::Refused { reason: refusal.to_string() },
                 }
             }
         }
@@ -398,7 +398,7 @@ impl TurnCoordinator {
             }
             o.chat_calls = conversation.calls;
             match conversation.result {
-                Err(reason) => fail(o, Stage::Chat, reason),
+                Err(failure) => fail(o, Stage::Chat, failure.to_string()),
                 Ok(c) => {
                     let new = drafts(&prepared.job, &ctx, &c);
                     requests.extend(new.iter().map(|m| (i as u32, m.description.clone())));
@@ -619,6 +619,7 @@ mod tests {
     use engine::config::Config;
     use engine::persona::Traits;
     use engine::scenario::Scenario;
+    use engine::turn::Refusal;
 
     /// What a fake persona does with each message.
     #[derive(Clone, Copy)]
@@ -645,7 +646,9 @@ mod tests {
                     let _ = reply.send(vec![Some(text.to_string()); jobs.len()]);
                 }
                 PersonaMsg::Prepare { jobs, reply, .. } => {
-                    let _ = reply.send(jobs.iter().map(|_| Err(format!("{text}: over budget"))).collect());
+                    let budget = text.len() as u64;
+                    let _ = reply
+                        .send(jobs.iter().map(|_| Err(Refusal::ContextBudget { needed: 9_999, budget })).collect());
                 }
                 PersonaMsg::Commit { .. } | PersonaMsg::Snapshot { .. } => {}
             }
@@ -728,13 +731,13 @@ mod tests {
     #[test]
     fn preparation_refusals_become_outcomes_and_nothing_reaches_chat() {
         rt().block_on(async {
-            let (c, mut state) = coordinator(&[Fake::Needs("x"), Fake::Needs("y")]).await;
+            let (c, mut state) = coordinator(&[Fake::Needs("x"), Fake::Needs("yy")]).await;
             let mut work = c.begin(&state, 1);
             c.retrieve_and_prompt(&mut state, &mut work).await;
             assert!(work.ready.is_empty());
             for o in &work.outcomes {
-                let want = if o.persona == 0 { "x: over budget" } else { "y: over budget" };
-                assert_eq!(o.status, Status::Refused { reason: want.into() });
+                let want = Refusal::ContextBudget { needed: 9_999, budget: 1 + u64::from(o.persona) };
+                assert_eq!(o.status, Status::Refused { reason: want.to_string() });
             }
         });
     }

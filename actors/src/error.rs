@@ -17,12 +17,13 @@ pub enum Error {
         cause: String,
     },
     /// An actor could not be spawned.
-    #[error("could not start the {actor} actor: {cause}")]
+    #[error("could not start the {actor} actor: {source}")]
     Spawn {
         /// Which actor.
         actor: String,
-        /// ractor's message.
-        cause: String,
+        /// ractor's error.
+        #[source]
+        source: Box<ractor::SpawnErr>,
     },
     /// The coordinator stopped answering (an internal fault).
     #[error("the turn coordinator failed during tick {tick}: {cause}")]
@@ -33,23 +34,103 @@ pub enum Error {
         cause: String,
     },
     /// The observer (e.g. the output writer) refused a committed tick.
-    #[error("could not record tick {tick}: {cause}")]
+    #[error("could not record tick {tick}: {source}")]
     Observer {
         /// The tick.
         tick: u32,
-        /// The observer's message.
-        cause: String,
+        /// The observer's error.
+        #[source]
+        source: Box<Error>,
     },
+    /// A re-run stopped because it diverged from its trace at this tick.
+    #[error("the re-run diverged from the trace at tick {0}")]
+    Diverged(u32),
+    /// The trace writer thread stopped before the run did.
+    #[error("the trace writer {0}")]
+    TraceWriter(&'static str),
     /// The field actor stopped answering (an internal fault).
     #[error("the field actor failed: {0}")]
     FieldActor(String),
-    /// A mission of the experiment failed.
+    /// A mission of the experiment failed (an internal fault of the
+    /// mission's machinery).
     #[error("{0}")]
     Mission(String),
+    /// An agent's chat call failed.
+    #[error("{role} chat call failed: {source}")]
+    AgentChat {
+        /// The agent's role.
+        role: &'static str,
+        /// The chat port's error.
+        #[source]
+        source: Box<engine::Error>,
+    },
+    /// A mission of the experiment failed; `source` says how.
+    #[error("mission on topic {topic}, repetition {rep}, {condition}: {source}")]
+    InMission {
+        /// The topic.
+        topic: String,
+        /// The repetition.
+        rep: u32,
+        /// The condition's name.
+        condition: &'static str,
+        /// What failed.
+        #[source]
+        source: Box<Error>,
+    },
     /// The field refused an operation.
     #[error(transparent)]
     Field(#[from] ::field::PortError),
 }
 
+impl Error {
+    /// Whether the caller is at fault (bad configuration, bad input, a
+    /// fixture or trace that cannot be used) rather than this program or
+    /// its environment (an actor that failed, a disk that refused a write).
+    pub fn is_caller_fault(&self) -> bool {
+        match self {
+            Error::Engine(e) => matches!(
+                e,
+                engine::Error::Config { .. }
+                    | engine::Error::Fixture { .. }
+                    | engine::Error::Parse { .. }
+                    | engine::Error::Format { .. }
+                    | engine::Error::Corrupt { .. }
+                    | engine::Error::Torn { .. }
+                    | engine::Error::RecordedByOlder { .. }
+            ),
+            Error::InvalidInput { .. } => true,
+            Error::Field(e) => e.is_caller_fault(),
+            Error::Observer { source, .. } | Error::InMission { source, .. } => source.is_caller_fault(),
+            Error::AgentChat { .. } => false,
+            Error::Spawn { .. }
+            | Error::Coordinator { .. }
+            | Error::TraceWriter(_)
+            | Error::Diverged(_)
+            | Error::FieldActor(_)
+            | Error::Mission(_) => false,
+        }
+    }
+}
+
 /// Result with this crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caller_faults_are_told_from_internal_ones() {
+        let config =
+            || engine::Error::Config { source_name: "c.toml".into(), field: "chat.model".into(), cause: "x".into() };
+        let io = || engine::Error::Io { file: "t.bin".into(), source: std::io::Error::other("disk full") };
+        assert!(Error::InvalidInput { what: "personas", cause: "0".into() }.is_caller_fault());
+        assert!(Error::Engine(config()).is_caller_fault());
+        assert!(!Error::Engine(io()).is_caller_fault());
+        assert!(!Error::Coordinator { tick: 1, cause: "gone".into() }.is_caller_fault());
+        // Wrapped errors are judged by what they wrap.
+        assert!(Error::Observer { tick: 2, source: Box::new(Error::Engine(config())) }.is_caller_fault());
+        assert!(!Error::Observer { tick: 2, source: Box::new(Error::Engine(io())) }.is_caller_fault());
+        assert!(Error::Field(::field::PortError::DuplicateSequence { agent: "a".into(), seq: 1 }).is_caller_fault());
+    }
+}

@@ -128,7 +128,7 @@ pub enum AgentMsg {
         /// Output budget in tokens.
         output_budget: u64,
         /// Reply.
-        reply: RpcReplyPort<std::result::Result<AgentWork, String>>,
+        reply: RpcReplyPort<engine::Result<AgentWork>>,
     },
 }
 
@@ -162,12 +162,11 @@ impl Actor for AgentActor {
         let (text, items_seen) = prompt(self.role, output_budget, &question, &items, context_budget);
         let request = ChatRequest::new(&self.model, ChatPurpose::Agent, text);
         *calls += 1;
-        let answer = self
-            .chat
-            .complete(&request)
-            .await
-            .map(|r| AgentWork { lines: parse_lines(&r.text), spend: r.spend, items_seen })
-            .map_err(|e| format!("{} chat call failed: {e}", self.role.name()));
+        let answer = self.chat.complete(&request).await.map(|r| AgentWork {
+            lines: parse_lines(&r.text),
+            spend: r.spend,
+            items_seen,
+        });
         let _ = reply.send(answer);
         Ok(())
     }
@@ -259,6 +258,7 @@ impl Shared {
 }
 
 async fn work(
+    role: Role,
     agent: &ActorRef<AgentMsg>,
     question: &str,
     items: Vec<String>,
@@ -268,7 +268,9 @@ async fn work(
     let (tx, rx) = oneshot();
     let msg = AgentMsg::Work { question: question.into(), items, context_budget, output_budget, reply: tx.into() };
     agent.cast(msg).map_err(|e| Error::Mission(format!("agent unreachable: {e}")))?;
-    rx.await.map_err(|_| Error::Mission("an agent stopped without replying".into()))?.map_err(Error::Mission)
+    rx.await
+        .map_err(|_| Error::Mission("an agent stopped without replying".into()))?
+        .map_err(|e| Error::AgentChat { role: role.name(), source: Box::new(e) })
 }
 
 fn key_of(role: Role, text: &str) -> String {
@@ -280,11 +282,11 @@ fn key_of(role: Role, text: &str) -> String {
 pub async fn mission(spec: &MissionSpec) -> Result<MissionResult> {
     let mut team = Team { agents: Vec::new(), field: None };
     let result = async {
-        for role in [Role::Researcher, Role::Analyst, Role::Writer] {
+        for role in ROLES {
             let actor = AgentActor { role, chat: Arc::clone(&spec.chat), model: spec.model.clone() };
             let agent = Actor::spawn(None, actor, ())
                 .await
-                .map_err(|e| Error::Spawn { actor: role.name().into(), cause: e.to_string() })?;
+                .map_err(|e| Error::Spawn { actor: role.name().into(), source: Box::new(e) })?;
             team.agents.push(agent);
         }
         if let Condition::Field = spec.condition {
@@ -329,6 +331,9 @@ impl Drop for Team {
     }
 }
 
+/// The team, in the order the agents are spawned and addressed.
+const ROLES: [Role; 3] = [Role::Researcher, Role::Analyst, Role::Writer];
+
 /// What the agents produced in one iteration.
 struct Worked {
     researcher: Option<AgentWork>,
@@ -348,7 +353,7 @@ async fn work_phase(
     let (q, b) = (&spec.topic.question, &spec.budgets);
     let run = |agent: usize, items: Option<Vec<String>>, context: u64, output: u64| async move {
         match items {
-            Some(items) => work(&agents[agent], q, items, context, output).await.map(Some),
+            Some(items) => work(ROLES[agent], &agents[agent], q, items, context, output).await.map(Some),
             None => Ok(None),
         }
     };
@@ -545,12 +550,11 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     chat: Arc::clone(&chat),
                     model: SCRIPTED_MODEL.into(),
                 };
-                let r = mission(&m).await.map_err(|e| {
-                    Error::Mission(format!(
-                        "mission on topic {}, repetition {rep}, {}: {e}",
-                        topic.name,
-                        condition.name()
-                    ))
+                let r = mission(&m).await.map_err(|e| Error::InMission {
+                    topic: topic.name.clone(),
+                    rep,
+                    condition: condition.name(),
+                    source: Box::new(e),
                 })?;
                 let tel = r.telemetry.as_ref();
                 out.push(Mission {

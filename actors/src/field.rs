@@ -207,7 +207,7 @@ impl FieldHandle {
     pub async fn spawn(dim: usize, cfg: FieldConfig) -> Result<(FieldHandle, tokio::task::JoinHandle<()>)> {
         let (actor, join) = Actor::spawn(None, FieldActor, (dim, cfg))
             .await
-            .map_err(|e| Error::Spawn { actor: "field".into(), cause: e.to_string() })?;
+            .map_err(|e| Error::Spawn { actor: "field".into(), source: Box::new(e) })?;
         Ok((FieldHandle(actor), join))
     }
 

@@ -6,7 +6,7 @@ use engine::clock::SimTime;
 use engine::persona::state::Applied;
 use engine::persona::{PersonaCommit, PersonaState, Profile};
 use engine::scenario::Job;
-use engine::turn::{prepare, retrieval_need, Prepared, TickContext};
+use engine::turn::{prepare, retrieval_need, Prepared, Refusal, TickContext};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::sync::Arc;
 
@@ -32,7 +32,7 @@ pub enum PersonaMsg {
         /// Jobs with their retrieval vectors, in job order.
         jobs: Vec<(Job, Option<Arc<[f32]>>)>,
         /// Reply: one entry per job.
-        reply: RpcReplyPort<Vec<Result<Prepared, String>>>,
+        reply: RpcReplyPort<Vec<Result<Prepared, Refusal>>>,
     },
     /// Stage 7: apply the tick's results and consolidate. Replies with the
     /// new memory ids per job, the consolidation changes and the new state

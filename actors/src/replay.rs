@@ -177,7 +177,7 @@ pub async fn rerun(
     trace: &ReadTrace,
     live: bool,
     progress: Arc<dyn Progress>,
-    on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> std::result::Result<(), String>,
+    on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
     rerun_with(trace, live, false, progress, on_tick).await
 }
@@ -193,7 +193,7 @@ async fn rerun_with(
     live: bool,
     keep_states: bool,
     progress: Arc<dyn Progress>,
-    mut on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> std::result::Result<(), String>,
+    mut on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
     let mut spec = spec_from_header(&trace.header)?;
     // Live ports exist only when resuming; replay never builds one.
@@ -221,13 +221,13 @@ async fn rerun_with(
         if let Some(frame) = frame {
             if let Some(d) = compare(frame, &report) {
                 divergence = Some(d);
-                return Err("diverged from the trace".into());
+                return Err(Error::Diverged(report.tick));
             }
             matched += 1;
         } else if !live {
             divergence =
                 Some(Divergence { tick: report.tick, persona: None, what: "the trace has no such tick".into() });
-            return Err("diverged from the trace".into());
+            return Err(Error::Diverged(report.tick));
         }
         on_tick(report, frame)
     })

@@ -110,16 +110,14 @@ pub async fn run(
     spec: RunSpec,
     progress: Arc<dyn Progress>,
     keep_states: bool,
-    mut on_tick: impl FnMut(TickReport) -> std::result::Result<(), String>,
+    mut on_tick: impl FnMut(TickReport) -> Result<()>,
 ) -> Result<RunResult> {
     check_spec(&spec)?;
     let started = Instant::now();
     let (shared, genesis, mut summary) = prepare(spec)?;
     let mut panel = Panel::spawn(&shared, progress, genesis).await?;
-    let outcome = match panel.coordinator() {
-        Some(c) => drive(c, &mut summary, shared.ticks_asked, shared.budget, &mut on_tick).await,
-        None => Err(Error::Spawn { actor: "coordinator".into(), cause: "it was never started; this is a bug".into() }),
-    };
+    let coordinator = panel.coordinator().expect("Panel::spawn starts the coordinator or fails; this is a bug");
+    let outcome = drive(coordinator, &mut summary, shared.ticks_asked, shared.budget, &mut on_tick).await;
     let mut final_states = Vec::new();
     if let (Ok(()), true, Some(coordinator)) = (&outcome, keep_states, panel.coordinator()) {
         for p in 0..shared.run.personas {
@@ -224,7 +222,7 @@ impl Panel {
         let shared = &shared.run;
         let supervisor = Actor::spawn(None, PanelSupervisor, ())
             .await
-            .map_err(|e| Error::Spawn { actor: "supervisor".into(), cause: e.to_string() })?;
+            .map_err(|e| Error::Spawn { actor: "supervisor".into(), source: Box::new(e) })?;
         let mut panel = Panel { supervisor: Some(supervisor), personas: Vec::new(), coordinator: None };
         let mut interests = Vec::with_capacity(shared.personas as usize);
         let mut starting = Vec::with_capacity(shared.personas as usize);
@@ -249,7 +247,7 @@ impl Panel {
                 Err(e) => {
                     drop(spawned);
                     panel.shutdown().await;
-                    return Err(Error::Spawn { actor: engine::persona::profile::label(id), cause: e.to_string() });
+                    return Err(Error::Spawn { actor: engine::persona::profile::label(id), source: Box::new(e) });
                 }
             }
         }
@@ -260,7 +258,7 @@ impl Panel {
             Ok(c) => panel.coordinator = Some(c),
             Err(e) => {
                 panel.shutdown().await;
-                return Err(Error::Spawn { actor: "coordinator".into(), cause: e.to_string() });
+                return Err(Error::Spawn { actor: "coordinator".into(), source: Box::new(e) });
             }
         }
         Ok(panel)
@@ -310,7 +308,7 @@ async fn drive(
     summary: &mut RunSummary,
     ticks: u32,
     budget: Option<u64>,
-    on_tick: &mut impl FnMut(TickReport) -> std::result::Result<(), String>,
+    on_tick: &mut impl FnMut(TickReport) -> Result<()>,
 ) -> Result<()> {
     for tick in 1..=ticks {
         let (tx, rx) = oneshot();
@@ -329,7 +327,7 @@ async fn drive(
         summary.timings_ms.preparation += report.timings.preparation;
         summary.timings_ms.chat += report.timings.chat;
         summary.timings_ms.memory_finalisation += report.timings.memory_finalisation;
-        on_tick(report).map_err(|cause| Error::Observer { tick, cause })?;
+        on_tick(report).map_err(|e| Error::Observer { tick, source: Box::new(e) })?;
         if let Some(b) = budget {
             let spent = summary.cost.provider_total_nano_usd;
             if spent >= b && tick < ticks {

@@ -7,6 +7,7 @@
 //! is reported as done before it is durable. The channel holds at most two
 //! frames, so a slow disk slows the run rather than filling memory.
 
+use crate::error::{Error, Result};
 use engine::trace::{Record, TraceWriter};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::thread::JoinHandle;
@@ -14,7 +15,7 @@ use std::thread::JoinHandle;
 /// A trace writer on its own thread.
 pub struct TraceSink {
     tx: Option<SyncSender<Record>>,
-    handle: Option<JoinHandle<Result<u64, String>>>,
+    handle: Option<JoinHandle<Result<u64>>>,
 }
 
 impl TraceSink {
@@ -25,7 +26,7 @@ impl TraceSink {
             .name("trace-writer".into())
             .spawn(move || {
                 for record in rx {
-                    writer.append(&record).map_err(|e| e.to_string())?;
+                    writer.append(&record)?;
                 }
                 Ok(writer.len())
             })
@@ -35,25 +36,25 @@ impl TraceSink {
 
     /// Queues a record. Fails (with the writer's error) once the writer has
     /// stopped.
-    pub fn send(&mut self, record: Record) -> Result<(), String> {
+    pub fn send(&mut self, record: Record) -> Result<()> {
         let sent = self.tx.as_ref().is_some_and(|tx| tx.send(record).is_ok());
         if sent {
             return Ok(());
         }
-        Err(self.join().err().unwrap_or_else(|| "the trace writer stopped".into()))
+        Err(self.join().err().unwrap_or(Error::TraceWriter("stopped")))
     }
 
-    fn join(&mut self) -> Result<u64, String> {
+    fn join(&mut self) -> Result<u64> {
         self.tx = None;
         match self.handle.take() {
-            Some(h) => h.join().map_err(|_| "the trace writer panicked; this is a bug".to_string())?,
-            None => Err("the trace writer could not be started".into()),
+            Some(h) => h.join().map_err(|_| Error::TraceWriter("panicked; this is a bug"))?,
+            None => Err(Error::TraceWriter("could not be started")),
         }
     }
 
     /// Waits until every queued record is written and synced; returns the
     /// trace's length in bytes.
-    pub fn finish(mut self) -> Result<u64, String> {
+    pub fn finish(mut self) -> Result<u64> {
         self.join()
     }
 }

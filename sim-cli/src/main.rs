@@ -71,10 +71,22 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => report(&e),
+    }
+}
+
+/// Prints an error and picks the exit code: 1 when the input is at fault
+/// (or the cause is not known to be internal), 70 (`EX_SOFTWARE`) when the
+/// engine says the fault is its own or its environment's (an actor that
+/// failed, a disk that refused a write).
+fn report(e: &anyhow::Error) -> ExitCode {
+    let internal = e.chain().find_map(|c| c.downcast_ref::<actors::Error>()).is_some_and(|a| !a.is_caller_fault());
+    if internal {
+        eprintln!("internal error (not a problem with your input): {e:#}");
+        ExitCode::from(70)
+    } else {
+        eprintln!("error: {e:#}");
+        ExitCode::FAILURE
     }
 }
 

@@ -96,13 +96,13 @@ pub struct OutcomeWriter {
 
 impl OutcomeWriter {
     /// Appends one tick's outcomes and flushes.
-    pub fn write_tick(&mut self, report: &TickReport) -> std::result::Result<(), String> {
-        let err = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", self.path.display());
+    pub fn write_tick(&mut self, report: &TickReport) -> engine::Result<()> {
+        let err = |e: std::io::Error| engine::Error::Io { file: self.path.display().to_string(), source: e };
         for o in &report.outcomes {
-            serde_json::to_writer(&mut self.file, o).map_err(|e| err(&e))?;
-            self.file.write_all(b"\n").map_err(|e| err(&e))?;
+            serde_json::to_writer(&mut self.file, o).map_err(|e| err(e.into()))?;
+            self.file.write_all(b"\n").map_err(err)?;
         }
-        self.file.flush().map_err(|e| err(&e))
+        self.file.flush().map_err(err)
     }
 }
 

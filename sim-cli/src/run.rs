@@ -182,8 +182,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         t.finish();
     }
     let mut summary = result?.summary;
-    trace.send(Record::End(run_end(&summary))).map_err(anyhow::Error::msg)?;
-    trace.finish().map_err(anyhow::Error::msg)?;
+    trace.send(Record::End(run_end(&summary)))?;
+    trace.finish()?;
     summary.out_dir = out.path().display().to_string();
     out.write_summary(&summary)?;
     finish(&summary, args.json)
@@ -259,8 +259,8 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
         bail!("cannot resume {}: re-running the recorded ticks diverged at {d}", path.display());
     }
     let mut summary = rerun.result.summary;
-    trace.send(Record::End(run_end(&summary))).map_err(anyhow::Error::msg)?;
-    trace.finish().map_err(anyhow::Error::msg)?;
+    trace.send(Record::End(run_end(&summary)))?;
+    trace.finish()?;
     summary.out_dir = run_dir.display().to_string();
     out.write_summary(&summary)?;
     finish(&summary, json)

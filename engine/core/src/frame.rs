@@ -208,24 +208,29 @@ pub fn open(path: &Path, format: &Format) -> Result<FrameReader<std::io::BufRead
 
 /// Reads every frame of a whole file, strictly, and decodes each payload
 /// with `decode`; a payload that does not decode is [`Error::Corrupt`].
-pub fn read_all<T>(
+pub fn read_all<T, E: std::fmt::Display>(
     path: &Path,
     format: &Format,
-    mut decode: impl FnMut(&Frame) -> std::result::Result<T, String>,
+    mut decode: impl FnMut(&Frame) -> std::result::Result<T, E>,
 ) -> Result<Vec<T>> {
     let mut r = open(path, format)?;
     let mut out = Vec::new();
     while let Some(f) = r.next_frame()? {
-        out.push(decode(&f).map_err(|cause| r.corrupt(&f, cause))?);
+        out.push(decode(&f).map_err(|e| r.corrupt(&f, e))?);
     }
     Ok(out)
 }
 
+/// A payload too large for one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a frame of {0} bytes exceeds the {MAX_FRAME}-byte limit")]
+pub struct FrameTooLarge(pub usize);
+
 /// The head of a frame holding `payload`; a payload over [`MAX_FRAME`] is
 /// refused, so a writer never builds a frame its reader would reject.
-pub fn frame_head(payload: &[u8]) -> std::result::Result<[u8; FRAME_HEAD as usize], String> {
+pub fn frame_head(payload: &[u8]) -> std::result::Result<[u8; FRAME_HEAD as usize], FrameTooLarge> {
     if payload.len() as u64 > MAX_FRAME {
-        return Err(format!("a frame of {} bytes exceeds the {MAX_FRAME}-byte limit", payload.len()));
+        return Err(FrameTooLarge(payload.len()));
     }
     let mut head = [0u8; FRAME_HEAD as usize];
     head[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -234,7 +239,7 @@ pub fn frame_head(payload: &[u8]) -> std::result::Result<[u8; FRAME_HEAD as usiz
 }
 
 /// Appends one frame holding `payload` to `out`.
-pub fn push_frame(out: &mut Vec<u8>, payload: &[u8]) -> std::result::Result<(), String> {
+pub fn push_frame(out: &mut Vec<u8>, payload: &[u8]) -> std::result::Result<(), FrameTooLarge> {
     out.extend_from_slice(&frame_head(payload)?);
     out.extend_from_slice(payload);
     Ok(())
@@ -269,7 +274,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 pub fn write_file<'a>(path: &Path, format: &Format, payloads: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
     let mut bytes = format.preamble().to_vec();
     for p in payloads {
-        push_frame(&mut bytes, p).map_err(|cause| Error::Format { file: path.display().to_string(), cause })?;
+        push_frame(&mut bytes, p)
+            .map_err(|e| Error::Format { file: path.display().to_string(), cause: e.to_string() })?;
     }
     write_atomic(path, &bytes)
 }
@@ -298,7 +304,8 @@ impl FrameWriter {
             });
         }
         let mut bytes = format.preamble().to_vec();
-        push_frame(&mut bytes, first).map_err(|cause| Error::Format { file: path.display().to_string(), cause })?;
+        push_frame(&mut bytes, first)
+            .map_err(|e| Error::Format { file: path.display().to_string(), cause: e.to_string() })?;
         write_atomic(path, &bytes)?;
         let file = OpenOptions::new().append(true).open(path).map_err(|e| io(path, e))?;
         Ok(FrameWriter { file, path: path.to_path_buf(), len: bytes.len() as u64 })
@@ -322,8 +329,8 @@ impl FrameWriter {
 
     /// Appends one frame and syncs it; returns the bytes written.
     pub fn append(&mut self, payload: &[u8]) -> Result<u64> {
-        let head =
-            frame_head(payload).map_err(|cause| Error::Format { file: self.path.display().to_string(), cause })?;
+        let head = frame_head(payload)
+            .map_err(|e| Error::Format { file: self.path.display().to_string(), cause: e.to_string() })?;
         self.file
             .write_all(&head)
             .and_then(|_| self.file.write_all(payload))
@@ -413,7 +420,7 @@ mod tests {
     #[test]
     fn writers_refuse_what_readers_would_refuse() {
         let big = vec![0u8; MAX_FRAME as usize + 1];
-        assert!(frame_head(&big).expect_err("over the limit").contains("exceeds"));
+        assert_eq!(frame_head(&big), Err(FrameTooLarge(big.len())));
         assert!(frame_head(&big[..MAX_FRAME as usize]).is_ok());
     }
 
@@ -426,10 +433,10 @@ mod tests {
         let mut w = FrameWriter::create(&path, &F, b"first", false).expect("create");
         w.append(b"second").expect("append");
         assert!(FrameWriter::create(&path, &F, b"again", false).is_err());
-        let all = read_all(&path, &F, |f| Ok(f.payload.clone())).expect("read");
+        let all = read_all(&path, &F, |f| Ok::<_, String>(f.payload.clone())).expect("read");
         assert_eq!(all, vec![b"first".to_vec(), b"second".to_vec()]);
         write_file(&path, &F, [&b"only"[..]]).expect("rewrite");
-        assert_eq!(read_all(&path, &F, |f| Ok(f.payload.len())).expect("read"), vec![4]);
+        assert_eq!(read_all(&path, &F, |f| Ok::<_, String>(f.payload.len())).expect("read"), vec![4]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -158,6 +158,19 @@ pub enum FieldError {
     },
 }
 
+impl FieldError {
+    /// Whether the caller is at fault: a bad vector or strength, a damaged
+    /// or mismatched saved field. FAISS failures and I/O errors are not.
+    pub fn is_caller_fault(&self) -> bool {
+        match self {
+            FieldError::WrongDimension { .. } | FieldError::BadVector | FieldError::BadStrength(_) => true,
+            FieldError::Files { .. } => true,
+            FieldError::Stored(e) => !matches!(**e, engine::Error::Io { .. }),
+            FieldError::Faiss(_) => false,
+        }
+    }
+}
+
 /// Errors compare by value; a stored-file error (which holds an I/O error
 /// that has no equality) compares by its message.
 impl PartialEq for FieldError {
@@ -471,7 +484,7 @@ impl Field {
         let err = |cause: String| FieldError::Files { path: dir.display().to_string(), cause };
         type Table = (u64, FieldConfig, SimTime, Vec<Pattern>);
         let tables = engine::frame::read_all(&dir.join("field.patterns"), &FIELD_PATTERNS, |f| {
-            engine::codec::decode::<Table>(&f.payload).map_err(|e| e.to_string())
+            engine::codec::decode::<Table>(&f.payload)
         })
         .map_err(|e| FieldError::Stored(std::sync::Arc::new(e)))?;
         let Ok::<[Table; 1], _>([(dim, cfg, epoch, patterns)]) = tables.try_into() else {

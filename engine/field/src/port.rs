@@ -106,6 +106,20 @@ pub enum PortError {
     Field(#[from] FieldError),
 }
 
+impl PortError {
+    /// Whether the caller is at fault (a bad operation or input) rather
+    /// than FAISS or the file system.
+    pub fn is_caller_fault(&self) -> bool {
+        match self {
+            PortError::UnknownContext(_)
+            | PortError::Destroyed(_)
+            | PortError::NotInTeam { .. }
+            | PortError::DuplicateSequence { .. } => true,
+            PortError::Field(e) => e.is_caller_fault(),
+        }
+    }
+}
+
 /// The order a phase applies `ops` in: indices sorted by `(agent, seq)`,
 /// with every operation whose key is not unique marked as a duplicate (all
 /// of them, so that arrival order cannot pick a winner).

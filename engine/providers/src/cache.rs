@@ -43,9 +43,7 @@ impl TextCache {
     pub fn with_file(path: &Path) -> Result<Self> {
         let mut map = HashMap::new();
         if path.exists() {
-            let frames = engine::frame::read_all(path, &CACHE_FILE, |f| {
-                engine::codec::decode::<Entries>(&f.payload).map_err(|e| e.to_string())
-            })?;
+            let frames = engine::frame::read_all(path, &CACHE_FILE, |f| engine::codec::decode::<Entries>(&f.payload))?;
             for (k, v) in frames.into_iter().flatten() {
                 map.insert(Digest(k), Arc::from(v));
             }

@@ -48,16 +48,32 @@ pub struct Conversed {
     pub probes: Vec<(String, Option<ProbeReply>)>,
 }
 
+/// Why a job's chat stage failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChatFailure {
+    /// The chat port returned an error (after its own retries).
+    #[error("chat provider failed: {0}")]
+    Provider(String),
+    /// Every guardrail attempt returned a reply that does not parse.
+    #[error("no valid reply after {attempts} attempts: {last}")]
+    NoValidReply {
+        /// Attempts made.
+        attempts: u32,
+        /// Why the last reply was refused.
+        last: String,
+    },
+}
+
 /// Stage 4's result for one job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversation {
     /// Every call made, in order.
     pub calls: Vec<ChatCallRecord>,
     /// The result, or why the job failed.
-    pub result: Result<Conversed, String>,
+    pub result: Result<Conversed, ChatFailure>,
 }
 
-async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCallRecord>) -> Result<String, String> {
+async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCallRecord>) -> crate::Result<String> {
     match port.complete(request).await {
         Ok(reply) => {
             calls.push(ChatCallRecord {
@@ -69,7 +85,7 @@ async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCa
             });
             Ok(reply.text)
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 
@@ -94,12 +110,12 @@ pub async fn converse(
                 }
                 Err(e) => last_error = e.to_string(),
             },
-            Err(e) => return Conversation { calls, result: Err(format!("chat provider failed: {e}")) },
+            Err(e) => return Conversation { calls, result: Err(ChatFailure::Provider(e.to_string())) },
         }
     }
     let Some(reaction) = reaction else {
-        let tries = chat.max_guardrail_retries + 1;
-        return Conversation { calls, result: Err(format!("no valid reply after {tries} attempts: {last_error}")) };
+        let attempts = chat.max_guardrail_retries + 1;
+        return Conversation { calls, result: Err(ChatFailure::NoValidReply { attempts, last: last_error }) };
     };
 
     let mut reflection = None;

@@ -72,15 +72,27 @@ pub struct Prepared {
     pub probes: Vec<(String, String)>,
 }
 
+/// Why a job is refused before any model call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The reaction prompt does not fit the chat model's context budget.
+    #[error("prompt needs {needed} tokens, over the context budget of {budget}")]
+    ContextBudget {
+        /// Estimated tokens of the prompt.
+        needed: u64,
+        /// `chat.context_budget_tokens`.
+        budget: u64,
+    },
+}
+
 /// Stage 3: ranks the persona's own memories with `query` and builds the
-/// prompts. Refuses (with the reason) when the prompt exceeds the context
-/// budget.
+/// prompts. Refuses when the prompt exceeds the context budget.
 pub fn prepare(
     state: &PersonaState,
     job: &Job,
     query: Option<&[f32]>,
     ctx: &TickContext<'_>,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, Refusal> {
     let cfg = &ctx.cfg.raw;
     let scored = state.memory.retrieve(query, ctx.now, &cfg.retrieval, &state.visible);
     let recalled: Vec<&MemoryRecord> = scored.iter().filter_map(|s| state.memory.get(s.id)).collect();
@@ -88,10 +100,7 @@ pub fn prepare(
     let prompt = reaction_prompt(&state.header, &recalled, stimulus, job.exposure);
     let prompt_tokens = estimate_tokens(&prompt);
     if prompt_tokens > cfg.chat.context_budget_tokens {
-        return Err(format!(
-            "prompt needs {prompt_tokens} tokens, over the context budget of {}",
-            cfg.chat.context_budget_tokens
-        ));
+        return Err(Refusal::ContextBudget { needed: prompt_tokens, budget: cfg.chat.context_budget_tokens });
     }
     let remaining = cfg.reflection.importance_threshold.saturating_sub(state.importance_since_reflection);
     // A single reaction adds at most 10 importance.

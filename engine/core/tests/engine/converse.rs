@@ -4,7 +4,7 @@ use engine::config::{Config, RawConfig};
 use engine::persona::{generate, PersonaState, Traits};
 use engine::scenario::Scenario;
 use engine::testing::{block_on_ready, FixedChat};
-use engine::turn::{converse, drafts, prepare, Conversation, TickContext};
+use engine::turn::{converse, drafts, prepare, ChatFailure, Conversation, TickContext};
 
 const GOOD: &str = "REACTION: Looks useful.\nSENTIMENT: 0.5\nINTENT: 4\nIMPORTANCE: 9\n";
 const BAD: &str = "Sure, sounds great!";
@@ -38,7 +38,7 @@ fn retries_are_bounded_and_the_failure_keeps_its_calls() {
         RawConfig::from_toml("[chat]\nmax_guardrail_retries = 1\n", "t").and_then(|r| r.resolve("t")).expect("valid");
     let chat = FixedChat::default().with(ChatPurpose::Reaction, &[BAD, BAD, GOOD]);
     let c = run(&chat, &cfg, &default_scenario(), 1, 0);
-    assert!(c.result.expect_err("two bad replies").contains("2 attempts"));
+    assert!(matches!(c.result, Err(ChatFailure::NoValidReply { attempts: 2, .. })), "{:?}", c.result);
     assert_eq!(c.calls.len(), 2);
     assert_eq!(c.calls.iter().map(|c| c.spend.nano_usd).sum::<u64>(), 4);
 }
