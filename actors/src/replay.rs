@@ -4,8 +4,9 @@
 use crate::coordinator::TickReport;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use crate::run::{default_ports, run, RunResult, RunSpec, NO_EMBEDDINGS};
+use crate::run::{default_ports, run, RunResult, RunSpec};
 use engine::chat::ChatPort;
+use engine::config::EmbeddingModel;
 use engine::embed::EmbeddingPort;
 use engine::persona::profile::label;
 use engine::persona::Traits;
@@ -211,7 +212,7 @@ async fn rerun_with(
         spec.ticks = (trace.ticks.len() as u32).max(1);
     }
     spec.chat = Some(chat.clone() as Arc<dyn ChatPort>);
-    if spec.config.raw.embedding.model != NO_EMBEDDINGS {
+    if let EmbeddingModel::Named(_) = spec.config.raw.embedding.model() {
         spec.embedder = Some(embedder.clone() as Arc<dyn EmbeddingPort>);
     }
     let mut matched = 0u32;

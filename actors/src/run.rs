@@ -9,7 +9,7 @@ use crate::progress::Progress;
 use crate::shared::RunShared;
 use crate::supervisor::{PanelSupervisor, SupervisorMsg};
 use engine::chat::{ChatPort, ScriptedPersonaModel};
-use engine::config::Config;
+use engine::config::{Config, EmbeddingModel};
 use engine::embed::{EmbeddingPort, Strategy};
 use engine::persona::{generate, PersonaState, Traits};
 use engine::report::{EmbeddingTotals, RunSummary, StopReason, Stopped};
@@ -83,9 +83,6 @@ pub struct RunResult {
     pub final_states: Vec<Option<PersonaState>>,
 }
 
-/// The model an embedding port name stands for.
-pub const NO_EMBEDDINGS: &str = "none";
-
 /// An embedding port (if any) and a chat port.
 pub type Ports = (Option<Arc<dyn EmbeddingPort>>, Arc<dyn ChatPort>);
 
@@ -95,8 +92,7 @@ pub type Ports = (Option<Arc<dyn EmbeddingPort>>, Arc<dyn ChatPort>);
 pub fn default_ports(cfg: &Config, seed: u64) -> Result<Ports> {
     let chat =
         Arc::new(ScriptedPersonaModel { seed, malformed_rate: cfg.raw.chat.malformed_rate, price: cfg.chat_price });
-    let e = &cfg.raw.embedding;
-    if e.model == NO_EMBEDDINGS {
+    if cfg.raw.embedding.model() == EmbeddingModel::Disabled {
         return Ok((None, chat));
     }
     Ok((Some(Arc::new(providers::build_embedder(cfg, seed)?)), chat))

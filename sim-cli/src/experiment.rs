@@ -8,13 +8,13 @@ use actors::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel, 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::experiment::summary::{summarise, Condition, RunRecord, Summary};
-use engine::experiment::topic::{Finding, Passage, BUILTIN_TOPICS};
+use engine::experiment::topic::BUILTIN_TOPICS;
 use engine::experiment::Topic;
 use engine::rng::{Purpose, Stream};
+use engine::trace::read_trace_file;
 use plotters::prelude::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// Options of `sim-cli experiment`.
@@ -96,65 +96,13 @@ pub fn resolve_topics(arg: &str) -> Result<Vec<Topic>> {
     Ok(out)
 }
 
-/// A topic built from a persona run's reactions: per stimulus, the panel's
-/// mean purchase intent and share of positive reactions are the gold
-/// findings; the reactions themselves are the rest of the source.
+/// The topic of `--from-run DIR`: built from the run's trace (no model
+/// call) by [`Topic::from_outcomes`].
 pub fn topic_from_run(dir: &Path) -> Result<Topic> {
-    let path = dir.join("outcomes.jsonl");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("--from-run: cannot read {}", path.display()))?;
-    let mut by_stimulus: BTreeMap<String, Vec<(u8, String)>> = BTreeMap::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: Value =
-            serde_json::from_str(line).with_context(|| format!("{}: line {} is not JSON", path.display(), i + 1))?;
-        let (Some(stimulus), Some(reaction)) = (v["stimulus"].as_str(), v.get("reaction").filter(|r| !r.is_null()))
-        else {
-            continue;
-        };
-        let intent = reaction["intent"].as_u64().and_then(|x| u8::try_from(x).ok());
-        let (Some(intent), Some(said)) = (intent, reaction["text"].as_str()) else {
-            bail!("{}: line {}: the reaction has no intent or text", path.display(), i + 1);
-        };
-        by_stimulus.entry(stimulus.to_string()).or_default().push((intent, said.to_string()));
-    }
-    if by_stimulus.is_empty() {
-        bail!("--from-run {}: outcomes.jsonl holds no successful reactions", dir.display());
-    }
-    let (mut passages, mut findings) = (Vec::new(), Vec::new());
-    for (si, (stimulus, reactions)) in by_stimulus.iter().enumerate() {
-        let n = reactions.len();
-        let mean = reactions.iter().map(|(i, _)| f64::from(*i)).sum::<f64>() / n as f64;
-        let positive = (100.0 * reactions.iter().filter(|(i, _)| *i >= 4).count() as f64 / n as f64).round();
-        let mean_s = format!("{mean:.1} of 5");
-        let share_s = format!("{positive}% of reactions to {stimulus}");
-        let mut text = format!("Mean purchase intent for {stimulus} was {mean_s} across {n} reactions. {share_s} showed intent of 4 or more.");
-        for (_, said) in reactions.iter().take(6) {
-            let said = said.trim().trim_end_matches(['.', '!', '?']);
-            text.push_str(&format!(" One panellist said: {said}."));
-        }
-        let pid = format!("p{}", si + 1);
-        findings.push(Finding {
-            id: format!("{stimulus}-intent"),
-            passage: pid.clone(),
-            phrases: vec![format!("mean purchase intent for {stimulus}"), mean_s],
-            importance: 3,
-        });
-        findings.push(Finding {
-            id: format!("{stimulus}-positive"),
-            passage: pid.clone(),
-            phrases: vec![share_s],
-            importance: 2,
-        });
-        passages.push(Passage { id: pid, text });
-    }
-    let topic = Topic {
-        name: "panel".into(),
-        title: format!("Persona panel {}", dir.display()),
-        question: "How did the persona panel react to each stimulus, and how likely are they to buy?".into(),
-        passages,
-        findings,
-    };
-    topic.validate(&path.display().to_string())?;
-    Ok(topic)
+    let path = if dir.is_file() { dir.to_path_buf() } else { dir.join("trace.bin") };
+    let trace = read_trace_file(&path, false).with_context(|| format!("--from-run {}", dir.display()))?;
+    let outcomes = trace.ticks.iter().flat_map(|t| &t.outcomes);
+    Ok(Topic::from_outcomes(&format!("Persona panel {}", dir.display()), outcomes)?)
 }
 
 /// Runs `sim-cli experiment`.
@@ -183,15 +131,12 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         chat: None,
         field_logs: Some(out.join("fields")),
     };
-    let terminal = std::io::stderr().is_terminal();
+    let bar = crate::progress::bar(0, "missions");
     let missions = runtime(a.threads)?.block_on(run_experiment(&spec, |done, total| {
-        if terminal {
-            eprint!("\r\x1b[2K[mission {done}/{total}]");
-        }
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
     }));
-    if terminal {
-        eprint!("\r\x1b[2K");
-    }
+    bar.finish_and_clear();
     let missions = missions.context("the experiment failed")?;
     let records: Vec<RunRecord> = missions.iter().map(|m| m.record.clone()).collect();
     let summary = summarise(&records, main_lambda, &a.lambda);

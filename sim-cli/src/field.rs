@@ -15,7 +15,6 @@ use engine::rng::{Purpose, Stream};
 use faiss::{index_factory, Index, MetricType};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -170,16 +169,9 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
         field: FieldConfig { lambda: a.lambda, permeability: a.permeability, ..FieldConfig::default() },
         out: Some(out.clone()),
     };
-    let terminal = std::io::stderr().is_terminal();
-    let phases = a.phases;
-    let result = runtime(a.threads)?.block_on(simulate(&spec, |p| {
-        if terminal {
-            eprint!("\r\x1b[2K[phase {p}/{phases}]");
-        }
-    }));
-    if terminal {
-        eprint!("\r\x1b[2K");
-    }
+    let bar = crate::progress::bar(u64::from(a.phases), "phases");
+    let result = runtime(a.threads)?.block_on(simulate(&spec, |p| bar.set_position(u64::from(p))));
+    bar.finish_and_clear();
     let result = result.context("field simulation failed")?;
     let telemetry = serde_json::to_value(&result.telemetry)?;
     write_json(&out.join("telemetry.json"), &telemetry)?;
@@ -395,19 +387,17 @@ struct BenchReport {
 fn bench_cmd(a: BenchArgs) -> Result<()> {
     let (dim, k) = (a.dim as usize, a.k as usize);
     let min = Duration::from_millis(a.min_ms);
-    let terminal = std::io::stderr().is_terminal();
+    let bar = crate::progress::bar(a.vectors.len() as u64 + 1, "field bench");
     let mut sizes = Vec::new();
     for &n in &a.vectors {
-        if terminal {
-            eprint!("\r\x1b[2K[{n} x {dim}]");
-        }
+        bar.set_message(format!("{n} x {dim}"));
         sizes.push(measure_size(&a, n as usize, min)?);
+        bar.inc(1);
     }
+    bar.set_message("read bandwidth");
     let largest = a.vectors.iter().max().copied().unwrap_or(1) as usize * dim * 4;
     let bandwidth = read_bandwidth(largest.max(64 << 20), min);
-    if terminal {
-        eprint!("\r\x1b[2K");
-    }
+    bar.finish_and_clear();
     let targets = targets(&sizes, bandwidth);
     let report = BenchReport { k, batch: 64, read_bandwidth_gb_per_s: bandwidth, sizes, targets };
     if a.json {

@@ -1,40 +1,54 @@
-//! Progress on a terminal: one line on stderr, rewritten in place, shown
-//! only when stderr is a terminal.
+//! Progress on a terminal, through indicatif: bars on stderr, drawn only
+//! when stderr is a terminal and hidden when it is piped, so scripts that
+//! read stdout (or stderr) see no control characters.
 
 use actors::progress::Progress;
-use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::Duration;
 
-/// Prints `[tick 2/3] chat 512/1000` on stderr, at most ten times a second.
+/// A bar of `total` steps labelled `prefix`, or a hidden one when stderr is
+/// not a terminal.
+pub fn bar(total: u64, prefix: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total).with_prefix(prefix.to_string());
+    bar.set_style(style());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn style() -> ProgressStyle {
+    ProgressStyle::with_template("{prefix:>12} {msg:<20} [{bar:30}] {pos}/{len} {elapsed}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
+}
+
+/// A run's progress: `[tick 2/3] chat [=====>    ] 512/1000`.
 pub struct TerminalProgress {
     ticks: u32,
-    last: Mutex<Option<(Instant, String)>>,
+    bar: ProgressBar,
 }
 
 impl TerminalProgress {
     /// A reporter when stderr is a terminal; `None` when piped.
     pub fn new(ticks: u32) -> Option<Self> {
-        std::io::stderr().is_terminal().then(|| TerminalProgress { ticks, last: Mutex::new(None) })
+        std::io::stderr().is_terminal().then(|| TerminalProgress { ticks, bar: bar(0, "setup") })
     }
 
-    /// Clears the progress line.
+    /// Clears the bar.
     pub fn finish(&self) {
-        eprint!("\r\x1b[2K");
+        self.bar.finish_and_clear();
     }
 }
 
 impl Progress for TerminalProgress {
     fn stage(&self, tick: u32, stage: &str, done: u64, total: u64) {
-        let Ok(mut last) = self.last.lock() else { return };
-        let stage_changed = last.as_ref().is_none_or(|(_, s)| s != stage);
-        if !stage_changed && last.as_ref().is_some_and(|(t, _)| t.elapsed() < Duration::from_millis(100)) {
-            return;
-        }
-        *last = Some((Instant::now(), stage.to_string()));
-        let head = if tick == 0 { "[setup]".to_string() } else { format!("[tick {tick}/{}]", self.ticks) };
-        let count = if total > 0 { format!(" {done}/{total}") } else { String::new() };
-        eprint!("\r\x1b[2K{head} {stage}{count}");
-        let _ = std::io::stderr().flush();
+        let head = if tick == 0 { "setup".to_string() } else { format!("tick {tick}/{}", self.ticks) };
+        self.bar.set_prefix(head);
+        self.bar.set_message(stage.to_string());
+        self.bar.set_length(total);
+        self.bar.set_position(done);
     }
 }

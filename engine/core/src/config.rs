@@ -133,7 +133,28 @@ pub struct EmbeddingSection {
     pub http: crate::embed::upstream::HttpSettings,
 }
 
+/// Whether a run embeds at all, and with which model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbeddingModel<'a> {
+    /// `model = "none"`: no embeddings; relevance is zero and both
+    /// embedding stages are skipped.
+    Disabled,
+    /// The named model.
+    Named(&'a str),
+}
+
 impl EmbeddingSection {
+    /// The `model` value that turns embeddings off.
+    pub const DISABLED: &'static str = "none";
+
+    /// The model, or that embeddings are off.
+    pub fn model(&self) -> EmbeddingModel<'_> {
+        match self.model.as_str() {
+            Self::DISABLED => EmbeddingModel::Disabled,
+            name => EmbeddingModel::Named(name),
+        }
+    }
+
     /// The inference client's settings from this section.
     pub fn client_settings(&self) -> crate::embed::upstream::ClientSettings {
         crate::embed::upstream::ClientSettings {

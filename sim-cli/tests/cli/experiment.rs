@@ -121,7 +121,7 @@ fn bad_experiment_input_is_named() {
         (&["experiment", "--reps", "0"], "--reps"),
         (&["experiment", "--topics", "9"], "--topics 9"),
         (&["experiment", "--lambda=-0.1"], "--lambda"),
-        (&["experiment", "--from-run", "empty"], "outcomes.jsonl"),
+        (&["experiment", "--from-run", "empty"], "--from-run empty"),
     ];
     for (args, needle) in cases {
         let o = sim(&dir, args);

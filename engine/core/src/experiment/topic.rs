@@ -2,8 +2,9 @@
 //! carries, each with an id, key phrases and an importance.
 
 use crate::error::{Error, Result};
+use crate::turn::Outcome;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A source passage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,6 +55,67 @@ pub const BUILTIN_TOPICS: [(&str, &str); 5] = [
     ("remote-work", include_str!("../../../../fixtures/topics/remote-work.toml")),
     ("antibiotic-resistance", include_str!("../../../../fixtures/topics/antibiotic-resistance.toml")),
 ];
+
+impl Topic {
+    /// A topic built from a persona run's outcomes: per stimulus, the
+    /// panel's mean purchase intent and share of positive reactions (intent
+    /// 4 or more) are the gold findings; six of its reactions, quoted, are
+    /// the rest of the source. `title` names the run. Fails when no outcome
+    /// holds a reaction.
+    pub fn from_outcomes<'a>(title: &str, outcomes: impl IntoIterator<Item = &'a Outcome>) -> Result<Topic> {
+        let mut by_stimulus: BTreeMap<&str, Vec<(u8, &str)>> = BTreeMap::new();
+        for o in outcomes {
+            if let Some(r) = &o.reaction {
+                by_stimulus.entry(&o.stimulus).or_default().push((r.intent, &r.text));
+            }
+        }
+        if by_stimulus.is_empty() {
+            return Err(Error::Fixture {
+                source_name: title.to_string(),
+                field: "outcomes".into(),
+                cause: "the run holds no successful reactions".into(),
+            });
+        }
+        let (mut passages, mut findings) = (Vec::new(), Vec::new());
+        for (si, (stimulus, reactions)) in by_stimulus.iter().enumerate() {
+            let n = reactions.len();
+            let mean = reactions.iter().map(|(i, _)| f64::from(*i)).sum::<f64>() / n as f64;
+            let positive = (100.0 * reactions.iter().filter(|(i, _)| *i >= 4).count() as f64 / n as f64).round();
+            let mean_s = format!("{mean:.1} of 5");
+            let share_s = format!("{positive}% of reactions to {stimulus}");
+            let mut text = format!(
+                "Mean purchase intent for {stimulus} was {mean_s} across {n} reactions. {share_s} showed intent of 4 or more."
+            );
+            for (_, said) in reactions.iter().take(6) {
+                let said = said.trim().trim_end_matches(['.', '!', '?']);
+                text.push_str(&format!(" One panellist said: {said}."));
+            }
+            let pid = format!("p{}", si + 1);
+            findings.push(Finding {
+                id: format!("{stimulus}-intent"),
+                passage: pid.clone(),
+                phrases: vec![format!("mean purchase intent for {stimulus}"), mean_s],
+                importance: 3,
+            });
+            findings.push(Finding {
+                id: format!("{stimulus}-positive"),
+                passage: pid.clone(),
+                phrases: vec![share_s],
+                importance: 2,
+            });
+            passages.push(Passage { id: pid, text });
+        }
+        let topic = Topic {
+            name: "panel".into(),
+            title: title.to_string(),
+            question: "How did the persona panel react to each stimulus, and how likely are they to buy?".into(),
+            passages,
+            findings,
+        };
+        topic.validate(title)?;
+        Ok(topic)
+    }
+}
 
 /// Splits text into sentences (at `.`, `!` or `?` followed by a space or
 /// the end, not after a digit-dot-digit such as `1.27`).
@@ -174,5 +236,26 @@ mod tests {
         assert!(e.contains("t.toml") && e.contains("findings[1].phrases"), "{e}");
         let e = Topic::from_toml("name = 3", "u.toml").expect_err("malformed").to_string();
         assert!(e.contains("u.toml") && e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn a_run_becomes_a_topic_with_intent_findings() {
+        let reacted = |persona: u32, stimulus: &str, intent: u8| {
+            let mut o = Outcome::new(1, persona, persona, stimulus.into(), 0);
+            o.reaction = Some(crate::persona::reply::Reaction {
+                text: format!("Persona {persona} says intent {intent}."),
+                sentiment: 0.0,
+                intent,
+                importance: 3,
+            });
+            o
+        };
+        let outcomes = [reacted(0, "mug", 5), reacted(1, "mug", 2), Outcome::new(1, 2, 2, "mug".into(), 0)];
+        let t = Topic::from_outcomes("panel run", &outcomes).expect("a topic");
+        assert_eq!(t.findings.len(), 2);
+        assert_eq!(t.findings[0].phrases, vec!["mean purchase intent for mug".to_string(), "3.5 of 5".into()]);
+        assert_eq!(t.findings[1].phrases, vec!["50% of reactions to mug".to_string()]);
+        let none = Topic::from_outcomes("empty run", &outcomes[2..]).expect_err("no reactions").to_string();
+        assert!(none.contains("empty run") && none.contains("no successful reactions"), "{none}");
     }
 }
