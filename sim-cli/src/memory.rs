@@ -7,7 +7,7 @@ use actors::replay::{replay_states, spec_from_header};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use engine::clock::SimTime;
-use engine::memory::{Change, ConsolidationConfig, MemoryWorld, Op, Tier, Version};
+use engine::memory::{Change, ConsolidationConfig, MemoryWorld, Op, RecordId, Tier, Version};
 use engine::trace::frame::read_trace_file;
 use engine::trace::ReadTrace;
 use serde_json::{json, Value};
@@ -64,7 +64,7 @@ pub enum MemoryCommand {
     /// One memory: its record, every version, and its cluster links.
     Inspect {
         /// Memory id, e.g. m-00003-0001 or a test memory's id.
-        id: String,
+        id: RecordId,
         #[command(flatten)]
         dir: RunDir,
     },
@@ -123,7 +123,7 @@ pub enum TestCommand {
     /// Access a test memory, raising its energy.
     Boost {
         /// Its id.
-        id: String,
+        id: RecordId,
         /// Energy added.
         #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         amount: f64,
@@ -135,7 +135,7 @@ pub enum TestCommand {
     /// Close test memories (their versions stay readable).
     Delete {
         /// One id; omit with --all.
-        id: Option<String>,
+        id: Option<RecordId>,
         /// Every test memory.
         #[arg(long)]
         all: bool,
@@ -399,7 +399,7 @@ fn health(dir: &RunDir) -> Result<()> {
     })
 }
 
-fn inspect(id: &str, dir: &RunDir) -> Result<()> {
+fn inspect(id: &RecordId, dir: &RunDir) -> Result<()> {
     let l = load(dir)?;
     let found = l.world.ledgers().find(|(_, ledger)| !ledger.history(id).is_empty());
     let Some((owner, ledger)) = found else { bail!("memory id {id}: no such memory in {}", dir.run().display()) };
@@ -407,7 +407,8 @@ fn inspect(id: &str, dir: &RunDir) -> Result<()> {
     if dir.test_only && !history.iter().any(|v| v.is_test) {
         bail!("memory id {id} is not a test memory (--test-only)");
     }
-    let record = engine::persona::MemoryId::parse(id)
+    let record = id
+        .memory()
         .and_then(|m| l.world.personas.iter().find(|p| p.profile.id == m.persona).and_then(|p| p.memory.get(m)));
     let text = record.map(|r| r.description.clone()).or_else(|| l.world.test_content.get(id).cloned());
     let v = json!({
@@ -514,7 +515,7 @@ fn test(cmd: TestCommand) -> Result<()> {
                 &dir,
                 |l| {
                     Ok(Op::TestCreate {
-                        id: format!(
+                        id: RecordId::Named(format!(
                             "t-{:04}",
                             l.world
                                 .test
@@ -524,7 +525,7 @@ fn test(cmd: TestCommand) -> Result<()> {
                                 .collect::<std::collections::BTreeSet<_>>()
                                 .len()
                                 + 1
-                        ),
+                        )),
                         content,
                         energy,
                         tier,

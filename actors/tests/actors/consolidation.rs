@@ -20,7 +20,7 @@ fn expired_memories_are_never_retrieved() {
     }
     assert!(result.summary.consolidation.expired > 0);
     let state = result.final_states[0].as_ref().expect("alive");
-    let first = state.ledger.history(&state.memory.records()[0].id.to_string());
+    let first = state.ledger.history(&state.memory.records()[0].id.into());
     assert_eq!(
         first.iter().map(|v| v.tier).collect::<Vec<_>>(),
         vec![Tier::Working, Tier::Expired],

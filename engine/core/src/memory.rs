@@ -18,5 +18,5 @@ pub mod ledger;
 pub mod ops;
 pub mod scenarios;
 
-pub use ledger::{Change, ConsolidationConfig, Ledger, LedgerError, Scope, Tier, Version};
+pub use ledger::{Change, ConsolidationConfig, Ledger, LedgerError, RecordId, Scope, Tier, Version};
 pub use ops::{MemoryWorld, Op};

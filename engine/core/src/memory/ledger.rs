@@ -1,7 +1,7 @@
 //! The versioned ledger and its operations.
 
 use crate::clock::SimTime;
-use crate::persona::memory::cosine;
+use crate::persona::memory::{cosine, MemoryId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -126,6 +126,78 @@ impl ConsolidationConfig {
     }
 }
 
+/// A ledger record's id: one of a persona's memories, or a record named by
+/// hand (test memories). Compared, ordered and hashed as a value, so the
+/// ledger never formats or parses an id to look one up. It reads and
+/// writes as text (`m-00007-0003`, `test-gradual-decay-1`) in every format.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecordId {
+    /// A persona's memory.
+    Memory(MemoryId),
+    /// A record named by hand.
+    Named(String),
+}
+
+impl RecordId {
+    /// The id `text` stands for: a memory when it is exactly a memory id as
+    /// [`MemoryId`] writes it, otherwise a named record.
+    pub fn parse(text: &str) -> RecordId {
+        match MemoryId::parse(text) {
+            Some(id) if id.to_string() == text => RecordId::Memory(id),
+            _ => RecordId::Named(text.to_string()),
+        }
+    }
+
+    /// The memory, when this is one.
+    pub fn memory(&self) -> Option<MemoryId> {
+        match self {
+            RecordId::Memory(id) => Some(*id),
+            RecordId::Named(_) => None,
+        }
+    }
+}
+
+impl std::str::FromStr for RecordId {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<RecordId, Self::Err> {
+        Ok(RecordId::parse(s))
+    }
+}
+
+impl From<&str> for RecordId {
+    fn from(text: &str) -> RecordId {
+        RecordId::parse(text)
+    }
+}
+
+impl From<MemoryId> for RecordId {
+    fn from(id: MemoryId) -> RecordId {
+        RecordId::Memory(id)
+    }
+}
+
+impl std::fmt::Display for RecordId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordId::Memory(id) => id.fmt(f),
+            RecordId::Named(name) => f.write_str(name),
+        }
+    }
+}
+
+impl Serialize for RecordId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for RecordId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|s| RecordId::parse(&s))
+    }
+}
+
 /// One version of a record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -133,7 +205,7 @@ pub struct Version {
     /// Version number, unique in the ledger, increasing.
     pub version: u64,
     /// The record this is a version of.
-    pub record: String,
+    pub record: RecordId,
     /// Tier.
     pub tier: Tier,
     /// Energy.
@@ -191,14 +263,14 @@ pub enum Change {
     /// A record was created.
     Created {
         /// Record.
-        record: String,
+        record: RecordId,
         /// Version.
         version: u64,
     },
     /// Energy decayed.
     Decayed {
         /// Record.
-        record: String,
+        record: RecordId,
         /// Before.
         from: f64,
         /// After.
@@ -207,14 +279,14 @@ pub enum Change {
     /// An access raised energy.
     Accessed {
         /// Record.
-        record: String,
+        record: RecordId,
         /// Energy after.
         energy: f64,
     },
     /// Promoted to a higher tier: a new version.
     Promoted {
         /// Record.
-        record: String,
+        record: RecordId,
         /// Closed version.
         from_version: u64,
         /// New version.
@@ -227,14 +299,14 @@ pub enum Change {
     /// Ready but over the batch size this run.
     PromotionBlocked {
         /// Record.
-        record: String,
+        record: RecordId,
         /// Energy.
         energy: f64,
     },
     /// Expired: a new version in the expired tier.
     Expired {
         /// Record.
-        record: String,
+        record: RecordId,
         /// Closed version.
         from_version: u64,
         /// New version.
@@ -243,7 +315,7 @@ pub enum Change {
     /// Energy set by hand: a new version.
     Reset {
         /// Record.
-        record: String,
+        record: RecordId,
         /// New version.
         to_version: u64,
         /// New energy.
@@ -252,21 +324,21 @@ pub enum Change {
     /// Queued for promotion at a session boundary.
     Queued {
         /// Record.
-        record: String,
+        record: RecordId,
     },
     /// Current version closed with no successor (deleting a test record).
     Closed {
         /// Record.
-        record: String,
+        record: RecordId,
         /// Version.
         version: u64,
     },
     /// Two records joined a cluster.
     Clustered {
         /// One record.
-        a: String,
+        a: RecordId,
         /// The other.
-        b: String,
+        b: RecordId,
         /// Their cosine similarity.
         similarity: f64,
     },
@@ -274,7 +346,7 @@ pub enum Change {
 
 impl Change {
     /// The record the change is about (the first one, for a cluster).
-    pub fn record(&self) -> &str {
+    pub fn record(&self) -> &RecordId {
         match self {
             Change::Created { record, .. }
             | Change::Decayed { record, .. }
@@ -294,31 +366,34 @@ impl Change {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LedgerError {
     /// No record with that id.
-    #[error("no memory record {0:?}")]
-    UnknownRecord(String),
+    #[error("no memory record \"{0}\"")]
+    UnknownRecord(RecordId),
     /// The record exists but has no current version (it was deleted).
-    #[error("memory record {0:?} has no current version")]
-    Closed(String),
+    #[error("memory record \"{0}\" has no current version")]
+    Closed(RecordId),
     /// An energy that is negative or not a number.
     #[error("energy must be a finite number >= 0, got {0}")]
     BadEnergy(f64),
     /// A record id already in use.
-    #[error("memory record {0:?} already exists")]
-    Exists(String),
+    #[error("memory record \"{0}\" already exists")]
+    Exists(RecordId),
+    /// No test scenario of that name.
+    #[error("no test scenario {0:?}")]
+    UnknownScenario(String),
     /// A real record where the operation is for test records only.
-    #[error("memory record {0:?} is not a test memory")]
-    NotTest(String),
+    #[error("memory record \"{0}\" is not a test memory")]
+    NotTest(RecordId),
 }
 
 /// Every version of every record.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Ledger {
     versions: Vec<Version>,
-    current: BTreeMap<String, usize>,
+    current: BTreeMap<RecordId, usize>,
     /// Every record ever created, current or not.
-    known: BTreeSet<String>,
-    coactivations: BTreeMap<(String, String), u32>,
-    clusters: BTreeSet<(String, String)>,
+    known: BTreeSet<RecordId>,
+    coactivations: BTreeMap<(RecordId, RecordId), u32>,
+    clusters: BTreeSet<(RecordId, RecordId)>,
 }
 
 impl Ledger {
@@ -328,7 +403,7 @@ impl Ledger {
     }
 
     /// The current version of a record.
-    pub fn current(&self, record: &str) -> Option<&Version> {
+    pub fn current(&self, record: &RecordId) -> Option<&Version> {
         self.current.get(record).map(|i| &self.versions[*i])
     }
 
@@ -338,17 +413,17 @@ impl Ledger {
     }
 
     /// A record's versions, oldest first.
-    pub fn history(&self, record: &str) -> Vec<&Version> {
-        self.versions.iter().filter(|v| v.record == record).collect()
+    pub fn history(&self, record: &RecordId) -> Vec<&Version> {
+        self.versions.iter().filter(|v| v.record == *record).collect()
     }
 
     /// Cluster links of a record.
-    pub fn cluster_links(&self, record: &str) -> Vec<&str> {
+    pub fn cluster_links(&self, record: &RecordId) -> Vec<&RecordId> {
         self.clusters
             .iter()
             .filter_map(|(a, b)| match (a == record, b == record) {
-                (true, _) => Some(b.as_str()),
-                (_, true) => Some(a.as_str()),
+                (true, _) => Some(b),
+                (_, true) => Some(a),
                 _ => None,
             })
             .collect()
@@ -362,18 +437,18 @@ impl Ledger {
         self.versions.len() as u64 - 1
     }
 
-    fn current_index(&self, record: &str) -> Result<usize, LedgerError> {
+    fn current_index(&self, record: &RecordId) -> Result<usize, LedgerError> {
         match self.current.get(record) {
             Some(i) => Ok(*i),
-            None if self.known.contains(record) => Err(LedgerError::Closed(record.into())),
-            None => Err(LedgerError::UnknownRecord(record.into())),
+            None if self.known.contains(record) => Err(LedgerError::Closed(record.clone())),
+            None => Err(LedgerError::UnknownRecord(record.clone())),
         }
     }
 
     /// Creates a record in `tier` with `energy`.
     pub fn create(
         &mut self,
-        record: &str,
+        record: &RecordId,
         now: SimTime,
         energy: f64,
         tier: Tier,
@@ -383,12 +458,12 @@ impl Ledger {
         if !(energy.is_finite() && energy >= 0.0) {
             return Err(LedgerError::BadEnergy(energy));
         }
-        if !self.known.insert(record.to_string()) {
-            return Err(LedgerError::Exists(record.into()));
+        if !self.known.insert(record.clone()) {
+            return Err(LedgerError::Exists(record.clone()));
         }
         let version = self.push(Version {
             version: 0,
-            record: record.into(),
+            record: record.clone(),
             tier,
             energy,
             created: now,
@@ -405,11 +480,11 @@ impl Ledger {
             valid_from: now,
             valid_to: None,
         });
-        Ok(Change::Created { record: record.into(), version })
+        Ok(Change::Created { record: record.clone(), version })
     }
 
     /// An access: energy rises by `amount` (the configured boost by default).
-    pub fn access(&mut self, record: &str, now: SimTime, amount: f64) -> Result<Change, LedgerError> {
+    pub fn access(&mut self, record: &RecordId, now: SimTime, amount: f64) -> Result<Change, LedgerError> {
         if !(amount.is_finite() && amount >= 0.0) {
             return Err(LedgerError::BadEnergy(amount));
         }
@@ -419,12 +494,12 @@ impl Ledger {
         v.peak_energy = v.peak_energy.max(v.energy);
         v.access_count += 1;
         v.last_accessed = v.last_accessed.max(now);
-        Ok(Change::Accessed { record: record.into(), energy: v.energy })
+        Ok(Change::Accessed { record: record.clone(), energy: v.energy })
     }
 
     /// Records retrieved together; each pair's co-activation count rises.
-    pub fn coactivate(&mut self, records: &[String]) {
-        let mut sorted: Vec<&String> = records.iter().collect();
+    pub fn coactivate(&mut self, records: &[RecordId]) {
+        let mut sorted: Vec<&RecordId> = records.iter().collect();
         sorted.sort();
         sorted.dedup();
         for (i, a) in sorted.iter().enumerate() {
@@ -555,7 +630,7 @@ impl Ledger {
     }
 
     /// Sets a record's energy: a new version.
-    pub fn reset(&mut self, record: &str, energy: f64, now: SimTime) -> Result<Change, LedgerError> {
+    pub fn reset(&mut self, record: &RecordId, energy: f64, now: SimTime) -> Result<Change, LedgerError> {
         if !(energy.is_finite() && energy >= 0.0) {
             return Err(LedgerError::BadEnergy(energy));
         }
@@ -570,19 +645,19 @@ impl Ledger {
             valid_to: None,
             ..old
         });
-        Ok(Change::Reset { record: record.into(), to_version, energy })
+        Ok(Change::Reset { record: record.clone(), to_version, energy })
     }
 
     /// Closes a test record's current version without a successor. Its
     /// versions stay readable; real records cannot be deleted.
-    pub fn delete_test(&mut self, record: &str, now: SimTime) -> Result<Change, LedgerError> {
+    pub fn delete_test(&mut self, record: &RecordId, now: SimTime) -> Result<Change, LedgerError> {
         let i = self.current_index(record)?;
         if !self.versions[i].is_test {
-            return Err(LedgerError::NotTest(record.into()));
+            return Err(LedgerError::NotTest(record.clone()));
         }
         self.versions[i].valid_to = Some(now);
         self.current.remove(record);
-        Ok(Change::Closed { record: record.into(), version: i as u64 })
+        Ok(Change::Closed { record: record.clone(), version: i as u64 })
     }
 
     /// The session boundary: working records above `session_threshold`
@@ -619,11 +694,11 @@ impl Ledger {
         cfg: &ConsolidationConfig,
         scope: Scope,
         dry_run: bool,
-        vector: impl Fn(&str) -> Option<&'v [f32]>,
+        vector: impl Fn(&RecordId) -> Option<&'v [f32]>,
     ) -> Vec<Change> {
         let mut out = Vec::new();
         // Only pairs past the threshold and not yet clustered are copied out.
-        let pairs: Vec<(String, String)> = self
+        let pairs: Vec<(RecordId, RecordId)> = self
             .coactivations
             .iter()
             .filter(|(k, n)| **n >= cfg.coactivation_threshold && !self.clusters.contains(*k))
@@ -656,6 +731,10 @@ mod tests {
         SimTime(hours * 3600)
     }
 
+    fn r(id: &str) -> RecordId {
+        RecordId::parse(id)
+    }
+
     /// Decay matches `e0 * e^(-rate * hours)`, as a property over random
     /// energies, tiers and intervals, including decays split in steps.
     #[test]
@@ -666,12 +745,12 @@ mod tests {
             let mut l = Ledger::default();
             let e0 = s.unit() * 10.0;
             let tier = *s.pick(&[Tier::Working, Tier::ShortTerm, Tier::LongTerm]);
-            l.create("m", h(0), e0, tier, false, None).expect("create");
+            l.create(&r("m"), h(0), e0, tier, false, None).expect("create");
             let (a, b) = (s.below(50) as u64, s.below(50) as u64);
             l.decay(&cfg, h(a), Scope::All, false);
             l.decay(&cfg, h(a + b), Scope::All, false);
             let expected = e0 * (-cfg.decay_rate(tier) * (a + b) as f64).exp();
-            let got = l.current("m").map(|v| v.energy).unwrap_or(f64::NAN);
+            let got = l.current(&r("m")).map(|v| v.energy).unwrap_or(f64::NAN);
             assert!((got - expected).abs() <= 1e-9 * expected.max(1.0), "case {case}: {got} vs {expected}");
         }
     }
@@ -687,19 +766,20 @@ mod tests {
             ("st-above", 5.5, Tier::ShortTerm),
             ("w3", 3.0, Tier::Working),
         ] {
-            l.create(id, h(0), e, t, false, None).expect("create");
+            l.create(&r(id), h(0), e, t, false, None).expect("create");
         }
         let changes = l.promote(&cfg, h(1), Scope::All, false);
-        let promoted: Vec<&str> =
-            changes.iter().filter(|c| matches!(c, Change::Promoted { .. })).map(Change::record).collect();
-        let blocked: Vec<&str> =
-            changes.iter().filter(|c| matches!(c, Change::PromotionBlocked { .. })).map(Change::record).collect();
+        let ids = |keep: fn(&Change) -> bool| -> Vec<String> {
+            changes.iter().filter(|c| keep(c)).map(|c| c.record().to_string()).collect()
+        };
+        let promoted = ids(|c| matches!(c, Change::Promoted { .. }));
+        let blocked = ids(|c| matches!(c, Change::PromotionBlocked { .. }));
         assert_eq!(promoted, vec!["st-above", "w3"], "highest energy first, two per run");
         assert_eq!(blocked, vec!["above"]);
-        assert_eq!(l.current("st-above").map(|v| v.tier), Some(Tier::LongTerm));
-        assert_eq!(l.current("at").map(|v| v.tier), Some(Tier::Working), "2.0 is not above 2.0");
-        assert_eq!(l.current("st-at").map(|v| v.tier), Some(Tier::ShortTerm));
-        let history = l.history("w3");
+        assert_eq!(l.current(&r("st-above")).map(|v| v.tier), Some(Tier::LongTerm));
+        assert_eq!(l.current(&r("at")).map(|v| v.tier), Some(Tier::Working), "2.0 is not above 2.0");
+        assert_eq!(l.current(&r("st-at")).map(|v| v.tier), Some(Tier::ShortTerm));
+        let history = l.history(&r("w3"));
         assert_eq!(history.len(), 2);
         assert_eq!((history[0].tier, history[0].valid_to), (Tier::Archived, Some(h(1))));
         assert_eq!(history[1].previous, Some(history[0].version));
@@ -709,27 +789,27 @@ mod tests {
     fn expiry_and_deletion_keep_every_version() {
         let cfg = ConsolidationConfig::default();
         let mut l = Ledger::default();
-        l.create("real", h(0), 1.0, Tier::Working, false, None).expect("create");
-        l.create("test", h(0), 1.0, Tier::Working, true, None).expect("create");
+        l.create(&r("real"), h(0), 1.0, Tier::Working, false, None).expect("create");
+        l.create(&r("test"), h(0), 1.0, Tier::Working, true, None).expect("create");
         l.decay(&cfg, h(10), Scope::All, false);
         let expired = l.expire(&cfg, h(10), Scope::All, false);
         assert_eq!(expired.len(), 2);
-        assert_eq!(l.current("real").map(|v| v.tier), Some(Tier::Expired));
-        l.delete_test("test", h(11)).expect("delete");
-        assert!(l.current("test").is_none());
-        assert_eq!(l.history("test").len(), 2, "closed, not destroyed");
-        assert_eq!(l.delete_test("real", h(11)), Err(LedgerError::NotTest("real".into())));
-        assert_eq!(l.access("test", h(12), 1.0), Err(LedgerError::Closed("test".into())));
-        assert_eq!(l.access("nope", h(12), 1.0), Err(LedgerError::UnknownRecord("nope".into())));
-        assert_eq!(l.reset("real", -1.0, h(12)), Err(LedgerError::BadEnergy(-1.0)));
+        assert_eq!(l.current(&r("real")).map(|v| v.tier), Some(Tier::Expired));
+        l.delete_test(&r("test"), h(11)).expect("delete");
+        assert!(l.current(&r("test")).is_none());
+        assert_eq!(l.history(&r("test")).len(), 2, "closed, not destroyed");
+        assert_eq!(l.delete_test(&r("real"), h(11)), Err(LedgerError::NotTest("real".into())));
+        assert_eq!(l.access(&r("test"), h(12), 1.0), Err(LedgerError::Closed("test".into())));
+        assert_eq!(l.access(&r("nope"), h(12), 1.0), Err(LedgerError::UnknownRecord("nope".into())));
+        assert_eq!(l.reset(&r("real"), -1.0, h(12)), Err(LedgerError::BadEnergy(-1.0)));
     }
 
     #[test]
     fn test_only_never_touches_real_records_and_dry_run_changes_nothing() {
         let cfg = ConsolidationConfig::default();
         let mut l = Ledger::default();
-        l.create("real", h(0), 9.0, Tier::Working, false, None).expect("create");
-        l.create("test", h(0), 9.0, Tier::Working, true, None).expect("create");
+        l.create(&r("real"), h(0), 9.0, Tier::Working, false, None).expect("create");
+        l.create(&r("test"), h(0), 9.0, Tier::Working, true, None).expect("create");
         let before = l.clone();
         let dry: Vec<Change> = [
             l.decay(&cfg, h(1), Scope::All, true),
@@ -741,20 +821,20 @@ mod tests {
         assert_eq!(l, before, "a dry run changes nothing");
         l.decay(&cfg, h(1), Scope::TestOnly, false);
         l.promote(&cfg, h(1), Scope::TestOnly, false);
-        assert_eq!(l.current("real"), before.current("real"), "test-only leaves real records alone");
-        assert_ne!(l.current("test"), before.current("test"));
+        assert_eq!(l.current(&r("real")), before.current(&r("real")), "test-only leaves real records alone");
+        assert_ne!(l.current(&r("test")), before.current(&r("test")));
     }
 
     #[test]
     fn session_end_queues_for_the_lower_threshold() {
         let cfg = ConsolidationConfig::default();
         let mut l = Ledger::default();
-        l.create("a", h(0), 1.6, Tier::Working, false, Some("s1".into())).expect("create");
-        l.create("b", h(0), 1.4, Tier::Working, false, Some("s1".into())).expect("create");
+        l.create(&r("a"), h(0), 1.6, Tier::Working, false, Some("s1".into())).expect("create");
+        l.create(&r("b"), h(0), 1.4, Tier::Working, false, Some("s1".into())).expect("create");
         assert!(l.promote(&cfg, h(0), Scope::All, false).is_empty(), "1.6 is below 2.0");
         assert_eq!(l.end_session(&cfg, Some("s1"), Scope::All, false), vec![Change::Queued { record: "a".into() }]);
         let promoted = l.promote(&cfg, h(0), Scope::All, false);
-        assert!(matches!(&promoted[..], [Change::Promoted { record, tier: Tier::ShortTerm, .. }] if record == "a"));
+        assert!(matches!(&promoted[..], [Change::Promoted { record, tier: Tier::ShortTerm, .. }] if *record == r("a")));
     }
 
     #[test]
@@ -762,18 +842,18 @@ mod tests {
         let cfg = ConsolidationConfig::default();
         let mut l = Ledger::default();
         for id in ["a", "b", "c"] {
-            l.create(id, h(0), 1.0, Tier::Working, false, None).expect("create");
+            l.create(&r(id), h(0), 1.0, Tier::Working, false, None).expect("create");
         }
-        let vectors: BTreeMap<&str, Vec<f32>> =
-            [("a", vec![1.0, 0.0]), ("b", vec![0.9, 0.1]), ("c", vec![0.0, 1.0])].into();
-        let v = |r: &str| vectors.get(r).map(Vec::as_slice);
+        let vectors: BTreeMap<RecordId, Vec<f32>> =
+            [(r("a"), vec![1.0, 0.0]), (r("b"), vec![0.9, 0.1]), (r("c"), vec![0.0, 1.0])].into();
+        let v = |id: &RecordId| vectors.get(id).map(Vec::as_slice);
         for _ in 0..2 {
             l.coactivate(&["a".into(), "b".into(), "c".into()]);
         }
         assert!(l.cluster(&cfg, Scope::All, false, v).is_empty(), "two co-activations are not enough");
         l.coactivate(&["a".into(), "b".into(), "c".into()]);
         let made = l.cluster(&cfg, Scope::All, false, v);
-        assert!(matches!(&made[..], [Change::Clustered { a, b, .. }] if a == "a" && b == "b"), "{made:?}");
-        assert_eq!(l.cluster_links("a"), vec!["b"]);
+        assert!(matches!(&made[..], [Change::Clustered { a, b, .. }] if *a == r("a") && *b == r("b")), "{made:?}");
+        assert_eq!(l.cluster_links(&r("a")), vec![&r("b")]);
     }
 }

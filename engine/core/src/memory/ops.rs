@@ -3,7 +3,7 @@
 //! log over the state a trace reconstructs gives the current state, so
 //! every change survives a reload, and a dry run writes nothing.
 
-use super::ledger::{Change, ConsolidationConfig, Ledger, LedgerError, Scope, Tier};
+use super::ledger::{Change, ConsolidationConfig, Ledger, LedgerError, RecordId, Scope, Tier};
 use super::scenarios;
 use crate::clock::SimTime;
 use crate::embed::local::embed_text;
@@ -18,7 +18,7 @@ pub enum Op {
     /// Create a test memory.
     TestCreate {
         /// Its id.
-        id: String,
+        id: RecordId,
         /// Its text.
         content: String,
         /// Starting energy.
@@ -31,7 +31,7 @@ pub enum Op {
     /// Access a test memory.
     TestBoost {
         /// Which.
-        id: String,
+        id: RecordId,
         /// Energy added.
         amount: f64,
         /// When.
@@ -40,7 +40,7 @@ pub enum Op {
     /// Close test memories (one, or all with `None`).
     TestDelete {
         /// Which.
-        id: Option<String>,
+        id: Option<RecordId>,
         /// When.
         at: SimTime,
     },
@@ -100,7 +100,7 @@ pub struct MemoryWorld {
     /// Test memories, which belong to no persona.
     pub test: Ledger,
     /// Test memories' texts (and so their vectors).
-    pub test_content: BTreeMap<String, String>,
+    pub test_content: BTreeMap<RecordId, String>,
 }
 
 impl MemoryWorld {
@@ -134,15 +134,15 @@ impl MemoryWorld {
             Op::TestBoost { id, amount, at } => Ok(vec![test(self.test.access(id, *at, *amount)?)]),
             Op::TestDelete { id: Some(id), at } => Ok(vec![test(self.test.delete_test(id, *at)?)]),
             Op::TestDelete { id: None, at } => {
-                let ids: Vec<String> = self.test.currents().map(|v| v.record.clone()).collect();
+                let ids: Vec<RecordId> = self.test.currents().map(|v| v.record.clone()).collect();
                 ids.iter().map(|id| self.test.delete_test(id, *at).map(test)).collect()
             }
             Op::TestScenario { name, at } => {
                 let made = scenarios::create(&mut self.test, name, *at)
-                    .ok_or_else(|| LedgerError::UnknownRecord(format!("scenario {name}")))??;
+                    .ok_or_else(|| LedgerError::UnknownScenario(name.clone()))??;
                 for (id, text) in scenarios::CLUSTER_TEXTS {
                     if name == "cluster-formation" {
-                        self.test_content.insert(id.to_string(), text.to_string());
+                        self.test_content.insert(RecordId::Named(id.to_string()), text.to_string());
                     }
                 }
                 Ok(made.into_iter().map(test).collect())
@@ -150,7 +150,7 @@ impl MemoryWorld {
             Op::Consolidate { decay, promote, cluster, clean_expired, test_only, at } => {
                 let scope = if *test_only { Scope::TestOnly } else { Scope::All };
                 let mut out = Vec::new();
-                let mut pass = |owner: String, ledger: &mut Ledger, vector: &dyn Fn(&str) -> Option<Vec<f32>>| {
+                let mut pass = |owner: String, ledger: &mut Ledger, vector: &dyn Fn(&RecordId) -> Option<Vec<f32>>| {
                     if *decay {
                         out.extend(ledger.decay(cfg, *at, scope, false).into_iter().map(|c| (owner.clone(), c)));
                     }
@@ -158,7 +158,7 @@ impl MemoryWorld {
                         out.extend(ledger.promote(cfg, *at, scope, false).into_iter().map(|c| (owner.clone(), c)));
                     }
                     if *cluster {
-                        let owned: BTreeMap<String, Vec<f32>> = ledger
+                        let owned: BTreeMap<RecordId, Vec<f32>> = ledger
                             .currents()
                             .filter_map(|v| vector(&v.record).map(|x| (v.record.clone(), x)))
                             .collect();
@@ -172,10 +172,7 @@ impl MemoryWorld {
                 if !*test_only {
                     for p in &mut self.personas {
                         let PersonaState { profile, memory, ledger, .. } = p;
-                        let vector = |r: &str| {
-                            let id = crate::persona::MemoryId::parse(r)?;
-                            memory.get(id)?.vector.as_deref().map(<[f32]>::to_vec)
-                        };
+                        let vector = |r: &RecordId| memory.get(r.memory()?)?.vector.as_deref().map(<[f32]>::to_vec);
                         pass(profile.label(), ledger, &vector);
                     }
                 }
@@ -185,7 +182,7 @@ impl MemoryWorld {
                     .first()
                     .and_then(|p| p.memory.records().iter().find_map(|m| m.vector.as_ref().map(|v| v.len())))
                     .unwrap_or(256);
-                pass("test".into(), &mut self.test, &|r: &str| content.get(r).map(|t| embed_text(t, dim)));
+                pass("test".into(), &mut self.test, &|r: &RecordId| content.get(r).map(|t| embed_text(t, dim)));
                 Ok(out)
             }
         }
@@ -227,7 +224,7 @@ mod tests {
         assert!(matches!(&dry[..], [(_, Change::Promoted { .. })]));
         assert_eq!(w.test, before);
         w.apply(&ops[2], &cfg, false).expect("real");
-        assert_eq!(w.test.current("t-1").map(|v| v.tier), Some(Tier::ShortTerm));
+        assert_eq!(w.test.current(&"t-1".into()).map(|v| v.tier), Some(Tier::ShortTerm));
         assert!(w.apply(&Op::TestBoost { id: "nope".into(), amount: 1.0, at: h(2) }, &cfg, false).is_err());
     }
 }

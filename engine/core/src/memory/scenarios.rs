@@ -2,7 +2,7 @@
 //! consolidation. Every record is a test record, so scenarios never touch
 //! real memories.
 
-use super::ledger::{Change, Ledger, LedgerError, Tier};
+use super::ledger::{Change, Ledger, LedgerError, RecordId, Tier};
 use crate::clock::SimTime;
 use crate::embed::local::embed_text;
 
@@ -18,14 +18,15 @@ pub const CLUSTER_TEXTS: &[(&str, &str)] = &[
 ];
 
 /// The vector of a cluster-formation record (the local embedder's).
-pub fn cluster_vector(record: &str, dim: usize) -> Option<Vec<f32>> {
-    CLUSTER_TEXTS.iter().find(|(id, _)| *id == record).map(|(_, t)| embed_text(t, dim))
+pub fn cluster_vector(record: &RecordId, dim: usize) -> Option<Vec<f32>> {
+    let RecordId::Named(record) = record else { return None };
+    CLUSTER_TEXTS.iter().find(|(id, _)| id == record).map(|(_, t)| embed_text(t, dim))
 }
 
 /// Creates scenario `name` at `now`. Unknown names are `None`.
 pub fn create(ledger: &mut Ledger, name: &str, now: SimTime) -> Option<Result<Vec<Change>, LedgerError>> {
     let test = |l: &mut Ledger, id: String, energy: f64, tier: Tier| {
-        l.create(&id, now, energy, tier, true, Some(format!("scenario:{name}")))
+        l.create(&RecordId::Named(id), now, energy, tier, true, Some(format!("scenario:{name}")))
     };
     let run = |l: &mut Ledger| -> Result<Vec<Change>, LedgerError> {
         let mut out = Vec::new();
@@ -36,7 +37,7 @@ pub fn create(ledger: &mut Ledger, name: &str, now: SimTime) -> Option<Result<Ve
                     let id = format!("test-high-access-{i}");
                     out.push(test(l, id.clone(), 1.0, Tier::Working)?);
                     for _ in 1..i {
-                        out.push(l.access(&id, now, 1.0)?);
+                        out.push(l.access(&RecordId::Named(id.clone()), now, 1.0)?);
                     }
                 }
             }
@@ -57,7 +58,7 @@ pub fn create(ledger: &mut Ledger, name: &str, now: SimTime) -> Option<Result<Ve
                 for (id, _) in CLUSTER_TEXTS {
                     out.push(test(l, id.to_string(), 1.0, Tier::Working)?);
                 }
-                let ids: Vec<String> = CLUSTER_TEXTS.iter().map(|(id, _)| id.to_string()).collect();
+                let ids: Vec<RecordId> = CLUSTER_TEXTS.iter().map(|(id, _)| RecordId::Named(id.to_string())).collect();
                 for _ in 0..3 {
                     l.coactivate(&ids);
                 }
@@ -79,7 +80,7 @@ mod tests {
     }
 
     fn tiers(l: &Ledger, prefix: &str) -> Vec<Tier> {
-        l.currents().filter(|v| v.record.starts_with(prefix)).map(|v| v.tier).collect()
+        l.currents().filter(|v| v.record.to_string().starts_with(prefix)).map(|v| v.tier).collect()
     }
 
     fn fresh(name: &str) -> Ledger {
@@ -111,13 +112,16 @@ mod tests {
         assert_eq!(tiers(&l, "test-gradual-decay"), expected);
 
         let mut l = fresh("cluster-formation");
-        let vectors: Vec<(String, Vec<f32>)> =
-            CLUSTER_TEXTS.iter().filter_map(|(id, _)| cluster_vector(id, 256).map(|v| (id.to_string(), v))).collect();
+        let vectors: Vec<(RecordId, Vec<f32>)> = CLUSTER_TEXTS
+            .iter()
+            .map(|(id, _)| RecordId::from(*id))
+            .filter_map(|id| cluster_vector(&id, 256).map(|v| (id, v)))
+            .collect();
         let made = l.cluster(&cfg, Scope::TestOnly, false, |r| {
             vectors.iter().find(|(id, _)| id == r).map(|(_, v)| v.as_slice())
         });
         assert_eq!(made.len(), 1, "{made:?}");
-        assert_eq!(l.cluster_links("test-cluster-1"), vec!["test-cluster-2"]);
+        assert_eq!(l.cluster_links(&"test-cluster-1".into()), vec![&RecordId::from("test-cluster-2")]);
 
         let mut l = fresh("high-access");
         assert!(create(&mut l, "high-access", h(0)).expect("known").is_err(), "ids are not reused");

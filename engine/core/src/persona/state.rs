@@ -10,7 +10,7 @@ use super::profile::Profile;
 use crate::clock::SimTime;
 use crate::digest::{Digest, DigestWriter};
 use crate::embed::Embedding;
-use crate::memory::{Change, ConsolidationConfig, Ledger, Scope, Tier};
+use crate::memory::{Change, ConsolidationConfig, Ledger, RecordId, Scope, Tier};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -107,25 +107,24 @@ struct Pass {
 }
 
 fn write_change(w: &mut DigestWriter, c: &Change) {
+    // A record id is hashed as the text it reads as, as it always was.
+    let id = |r: &RecordId| r.to_string();
     match c {
-        Change::Created { record, version } => w.u8(0).str(record).u64(*version),
-        Change::Decayed { record, from, to } => w.u8(1).str(record).f64(*from).f64(*to),
-        Change::Accessed { record, energy } => w.u8(2).str(record).f64(*energy),
+        Change::Created { record, version } => w.u8(0).str(&id(record)).u64(*version),
+        Change::Decayed { record, from, to } => w.u8(1).str(&id(record)).f64(*from).f64(*to),
+        Change::Accessed { record, energy } => w.u8(2).str(&id(record)).f64(*energy),
         Change::Promoted { record, from_version, to_version, tier, energy } => {
-            w.u8(3).str(record).u64(*from_version).u64(*to_version).u8(tier.digest_code()).f64(*energy)
+            w.u8(3).str(&id(record)).u64(*from_version).u64(*to_version).u8(tier.digest_code()).f64(*energy)
         }
-        Change::PromotionBlocked { record, energy } => w.u8(4).str(record).f64(*energy),
-        Change::Expired { record, from_version, to_version } => w.u8(5).str(record).u64(*from_version).u64(*to_version),
-        Change::Reset { record, to_version, energy } => w.u8(6).str(record).u64(*to_version).f64(*energy),
-        Change::Queued { record } => w.u8(7).str(record),
-        Change::Closed { record, version } => w.u8(8).str(record).u64(*version),
-        Change::Clustered { a, b, similarity } => w.u8(9).str(a).str(b).f64(*similarity),
+        Change::PromotionBlocked { record, energy } => w.u8(4).str(&id(record)).f64(*energy),
+        Change::Expired { record, from_version, to_version } => {
+            w.u8(5).str(&id(record)).u64(*from_version).u64(*to_version)
+        }
+        Change::Reset { record, to_version, energy } => w.u8(6).str(&id(record)).u64(*to_version).f64(*energy),
+        Change::Queued { record } => w.u8(7).str(&id(record)),
+        Change::Closed { record, version } => w.u8(8).str(&id(record)).u64(*version),
+        Change::Clustered { a, b, similarity } => w.u8(9).str(&id(a)).str(&id(b)).f64(*similarity),
     };
-}
-
-/// The sequence number of the memory a ledger record names.
-fn seq_of(record: &str) -> Option<usize> {
-    MemoryId::parse(record).map(|id| id.seq as usize)
 }
 
 /// Everything one persona owns.
@@ -238,7 +237,8 @@ impl PersonaState {
             }
             changes.extend(ledger.promote(&c.rules, commit.now, scope, false));
             let records = self.memory.records();
-            let vector = |r: &str| seq_of(r).and_then(|s| records.get(s)).and_then(|m| m.vector.as_deref());
+            let vector =
+                |r: &RecordId| r.memory().and_then(|m| records.get(m.seq as usize)).and_then(|m| m.vector.as_deref());
             changes.extend(ledger.cluster(&c.rules, scope, false, vector));
             changes.extend(ledger.expire(&c.rules, commit.now, scope, false));
         }
@@ -250,7 +250,7 @@ impl PersonaState {
         if scratch.is_none() {
             for c in &changes {
                 if let Change::Expired { record, .. } = c {
-                    if let Some(v) = seq_of(record).and_then(|s| self.visible.get_mut(s)) {
+                    if let Some(v) = record.memory().and_then(|m| self.visible.get_mut(m.seq as usize)) {
                         *v = false;
                     }
                 }
@@ -268,7 +268,7 @@ impl PersonaState {
             pass.w.u32(t.seq);
         }
         self.memory.touch(&job.touched, pass.now);
-        let touched: Vec<String> = job.touched.iter().map(|t| t.to_string()).collect();
+        let touched: Vec<RecordId> = job.touched.iter().map(|t| RecordId::Memory(*t)).collect();
         for t in &touched {
             if let Ok(c) = self.ledger.access(t, pass.now, pass.boost) {
                 pass.changes.push(c);
@@ -305,11 +305,12 @@ impl PersonaState {
                 sources: m.sources,
                 vector: m.vector.map(|e| e.vector),
             });
-            if let Ok(c) = self.ledger.create(&id.to_string(), pass.now, pass.initial, Tier::Working, false, None) {
+            if let Ok(c) = self.ledger.create(&RecordId::Memory(id), pass.now, pass.initial, Tier::Working, false, None)
+            {
                 pass.changes.push(c);
             }
             if let Some(l) = pass.scratch.as_mut() {
-                let _ = l.create(&id.to_string(), pass.now, pass.initial, Tier::Working, false, None);
+                let _ = l.create(&RecordId::Memory(id), pass.now, pass.initial, Tier::Working, false, None);
             }
             self.visible.push(true);
             job_ids.push(id);

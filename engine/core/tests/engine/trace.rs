@@ -55,7 +55,10 @@ fn tick(t: u32) -> TickFrame {
         memories: Vec::new(),
         persona_digests: vec![Some(d), None],
         digests: TickDigests { digest: d, full_digest: d },
-        consolidation: vec![(1, vec![Change::Queued { record: "m-00001-0000".into() }])],
+        consolidation: vec![(
+            1,
+            vec![Change::Queued { record: engine::persona::MemoryId { persona: 1, seq: 0 }.into() }],
+        )],
     }
 }
 
