@@ -13,7 +13,7 @@ use engine::experiment::Topic;
 use engine::rng::{Purpose, Stream};
 use engine::trace::read_trace_file;
 use plotters::prelude::*;
-use serde_json::json;
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -105,6 +105,62 @@ pub fn topic_from_run(dir: &Path) -> Result<Topic> {
     Ok(Topic::from_outcomes(&format!("Persona panel {}", dir.display()), outcomes)?)
 }
 
+/// `results.json`.
+#[derive(Debug, Serialize)]
+struct Results<'a> {
+    experiment: Setup<'a>,
+    summary: &'a Summary,
+    runs: &'a [RunRecord],
+}
+
+/// How the experiment was set up.
+#[derive(Debug, Serialize)]
+struct Setup<'a> {
+    seed: u64,
+    reps: u32,
+    topics: Vec<TopicSummary<'a>>,
+    lambdas: &'a [f64],
+    main_lambda: f64,
+    dim: u32,
+    budgets: &'a Budgets,
+    latency_model: &'a LatencyModel,
+    model: ModelSummary,
+}
+
+#[derive(Debug, Serialize)]
+struct TopicSummary<'a> {
+    name: &'a str,
+    title: &'a str,
+    findings: usize,
+}
+
+/// The model that wrote the agents' text.
+#[derive(Debug, Serialize)]
+struct ModelSummary {
+    name: &'static str,
+    kind: &'static str,
+    live: bool,
+}
+
+/// The `--json` output of `sim-cli experiment`.
+#[derive(Debug, Serialize)]
+struct Done<'a> {
+    out: String,
+    summary: &'a Summary,
+}
+
+/// One line of the blind export's `key.json`.
+#[derive(Debug, Serialize)]
+struct KeyEntry<'a> {
+    pair: String,
+    topic: &'a str,
+    rep: u32,
+    #[serde(rename = "A")]
+    a: &'static str,
+    #[serde(rename = "B")]
+    b: &'static str,
+}
+
 /// Runs `sim-cli experiment`.
 pub fn experiment(a: ExperimentArgs) -> Result<()> {
     if a.lambda.is_empty() || a.lambda.iter().any(|l| !l.is_finite() || *l < 0.0) {
@@ -140,21 +196,24 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     let missions = missions.context("the experiment failed")?;
     let records: Vec<RunRecord> = missions.iter().map(|m| m.record.clone()).collect();
     let summary = summarise(&records, main_lambda, &a.lambda);
-    let results = json!({
-        "experiment": {
-            "seed": a.seed,
-            "reps": a.reps,
-            "topics": topics.iter().map(|t| json!({"name": t.name, "title": t.title, "findings": t.findings.len()})).collect::<Vec<_>>(),
-            "lambdas": a.lambda,
-            "main_lambda": main_lambda,
-            "dim": a.dim,
-            "budgets": spec.budgets,
-            "latency_model": spec.latency,
-            "model": {"name": SCRIPTED_MODEL, "kind": "scripted", "live": false},
+    let results = Results {
+        experiment: Setup {
+            seed: a.seed,
+            reps: a.reps,
+            topics: topics
+                .iter()
+                .map(|t| TopicSummary { name: &t.name, title: &t.title, findings: t.findings.len() })
+                .collect(),
+            lambdas: &a.lambda,
+            main_lambda,
+            dim: a.dim,
+            budgets: &spec.budgets,
+            latency_model: &spec.latency,
+            model: ModelSummary { name: SCRIPTED_MODEL, kind: "scripted", live: false },
         },
-        "summary": summary,
-        "runs": records,
-    });
+        summary: &summary,
+        runs: &records,
+    };
     std::fs::write(out.join("results.json"), serde_json::to_vec_pretty(&results)?)
         .with_context(|| format!("cannot write {}", out.display()))?;
     charts(&out, &missions, &topics, main_lambda)?;
@@ -163,7 +222,8 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         blind_export(dir, &records, &topics, main_lambda, a.seed)?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"out": out.display().to_string(), "summary": summary}))?);
+        let done = Done { out: out.display().to_string(), summary: &summary };
+        println!("{}", serde_json::to_string_pretty(&done)?);
     } else {
         print!("{}", criteria_table(&summary));
         println!("\nWrote {}: report.md, results.json, decay.svg, retention.svg, stability.svg,", out.display());
@@ -468,7 +528,13 @@ fn blind_export(dir: &Path, records: &[RunRecord], topics: &[Topic], main_lambda
             std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
         }
         sheet.push_str(&format!("{id},,\n"));
-        key.push(json!({"pair": id, "topic": field.topic, "rep": field.rep, "A": a.condition.name(), "B": b.condition.name()}));
+        key.push(KeyEntry {
+            pair: id,
+            topic: &field.topic,
+            rep: field.rep,
+            a: a.condition.name(),
+            b: b.condition.name(),
+        });
     }
     std::fs::write(dir.join("key.json"), serde_json::to_vec_pretty(&key)?)?;
     std::fs::write(dir.join("ratings.csv"), sheet)?;

@@ -6,15 +6,16 @@
 
 use crate::run::runtime;
 use ::field::log::replay as replay_log;
+use ::field::log::ReplayedPhase;
 use ::field::{Field, FieldConfig};
 use actors::field_sim::{simulate, FieldSimSpec};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use engine::clock::SimTime;
+use engine::digest::Digest;
 use engine::rng::{Purpose, Stream};
 use faiss::{index_factory, Index, MetricType};
 use serde::Serialize;
-use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -173,18 +174,17 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
     let result = runtime(a.threads)?.block_on(simulate(&spec, |p| bar.set_position(u64::from(p))));
     bar.finish_and_clear();
     let result = result.context("field simulation failed")?;
-    let telemetry = serde_json::to_value(&result.telemetry)?;
-    write_json(&out.join("telemetry.json"), &telemetry)?;
-    let summary = json!({
-        "out": out.display().to_string(),
-        "digest": result.digest.hex(),
-        "operations": {"ok": result.ok, "failed": result.failed},
-        "patterns": result.telemetry.patterns,
-        "archived": result.telemetry.archived,
-        "multi_agent_patterns": result.telemetry.multi_agent_patterns.len(),
-        "stability": result.telemetry.stability.stability,
-        "convergence_phase": result.telemetry.convergence_phase,
-    });
+    write_json(&out.join("telemetry.json"), &result.telemetry)?;
+    let summary = SimulateSummary {
+        out: out.display().to_string(),
+        digest: result.digest,
+        operations: Operations { ok: result.ok, failed: result.failed },
+        patterns: result.telemetry.patterns,
+        archived: result.telemetry.archived,
+        multi_agent_patterns: result.telemetry.multi_agent_patterns.len(),
+        stability: result.telemetry.stability.stability,
+        convergence_phase: result.telemetry.convergence_phase,
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
@@ -212,7 +212,36 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
     Ok(())
 }
 
-fn write_json(path: &Path, v: &Value) -> Result<()> {
+/// The `--json` summary of `field simulate`.
+#[derive(Debug, Serialize)]
+struct SimulateSummary {
+    out: String,
+    digest: Digest,
+    operations: Operations,
+    patterns: usize,
+    archived: usize,
+    multi_agent_patterns: usize,
+    stability: f64,
+    convergence_phase: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Operations {
+    ok: u64,
+    failed: u64,
+}
+
+/// The `--json` report of `field replay`.
+#[derive(Debug, Serialize)]
+struct ReplayReport<'a> {
+    log: String,
+    phases: &'a [ReplayedPhase],
+    matched: bool,
+    first_divergence: Option<u64>,
+    digest: Digest,
+}
+
+fn write_json(path: &Path, v: &impl Serialize) -> Result<()> {
     std::fs::write(path, serde_json::to_vec_pretty(v)?).with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -229,7 +258,13 @@ fn replay_cmd(a: LogArgs) -> Result<()> {
     let (steps, session) = replay_log(&path).with_context(|| format!("cannot replay {}", path.display()))?;
     let diverged = steps.iter().find(|s| !s.matches).map(|s| s.phase);
     if a.json {
-        let v = json!({"log": path.display().to_string(), "phases": steps, "matched": diverged.is_none(), "first_divergence": diverged, "digest": session.field.digest().hex()});
+        let v = ReplayReport {
+            log: path.display().to_string(),
+            phases: &steps,
+            matched: diverged.is_none(),
+            first_divergence: diverged,
+            digest: session.field.digest(),
+        };
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(

@@ -4,12 +4,16 @@
 use crate::run::trace_path;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use engine::digest::Digest;
+use engine::embed::Strategy;
 use engine::persona::profile::label;
+use engine::persona::MemoryKind;
 use engine::report::Distribution;
 use engine::trace::frame::read_trace_file;
 use engine::trace::{ReadTrace, TickFrame};
 use engine::turn::Status;
-use serde_json::{json, Value};
+use engine::turn::{ProbeAnswer, ReflectionResult, Stage};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -42,39 +46,145 @@ fn parse_persona(s: &str, personas: u32) -> Result<u32> {
     Ok(id)
 }
 
-fn tick_summary(t: &TickFrame) -> Value {
-    let (mut ok, mut failed, mut refused, mut chat, mut spend) = (0, 0, 0, 0, 0u64);
+/// The `--json` output of `sim-cli inspect`.
+#[derive(Debug, Serialize)]
+struct Inspected<'a> {
+    trace: String,
+    header: HeaderView<'a>,
+    ticks: Vec<TickSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tick_detail: Option<TickDetail<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    persona: Option<PersonaHistory<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct HeaderView<'a> {
+    format_version: u32,
+    engine_version: &'a str,
+    seed: u64,
+    personas: u32,
+    ticks: u32,
+    ticks_recorded: usize,
+    scenario: &'a str,
+    scenario_hash: &'a str,
+    traits_hash: &'a str,
+    config_hash: Digest,
+    budget_nano_usd: Option<u64>,
+    strategy: Strategy,
+    status: String,
+}
+
+#[derive(Debug, Serialize)]
+struct TickSummary {
+    tick: u32,
+    jobs: usize,
+    ok: usize,
+    failed: usize,
+    refused: usize,
+    chat_calls: usize,
+    embedding_invocations: usize,
+    memories: usize,
+    allocated_nano_usd: u64,
+    digest: Digest,
+    full_digest: Digest,
+}
+
+#[derive(Debug, Serialize)]
+struct TickDetail<'a> {
+    tick: u32,
+    stimuli: &'a [String],
+    intent: BTreeMap<&'a str, Distribution>,
+    problems: Vec<Problem<'a>>,
+}
+
+/// A job that failed or was refused.
+#[derive(Debug, Serialize)]
+struct Problem<'a> {
+    position: u32,
+    persona: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed: Option<Stage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refused: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct PersonaHistory<'a> {
+    persona: String,
+    turns: Vec<Turn<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct Turn<'a> {
+    tick: u32,
+    stimulus: &'a str,
+    exposure: u32,
+    status: &'a Status,
+    intent: Option<u8>,
+    sentiment: Option<f32>,
+    reaction: Option<&'a str>,
+    retrieved: Vec<String>,
+    reflection: &'a Option<ReflectionResult>,
+    probes: &'a [ProbeAnswer],
+    new_memories: Vec<NewMemoryView<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct NewMemoryView<'a> {
+    id: String,
+    kind: MemoryKind,
+    importance: u8,
+    description: &'a str,
+}
+
+fn tick_summary(t: &TickFrame) -> TickSummary {
+    let (mut ok, mut failed, mut refused, mut chat_calls, mut spend) = (0, 0, 0, 0, 0u64);
     for o in &t.outcomes {
         match o.status {
             Status::Ok => ok += 1,
             Status::Failed { .. } => failed += 1,
             Status::Refused { .. } => refused += 1,
         }
-        chat += o.chat_calls.len();
+        chat_calls += o.chat_calls.len();
         spend += o.spend.total().nano_usd;
     }
-    json!({
-        "tick": t.tick, "jobs": t.outcomes.len(), "ok": ok, "failed": failed, "refused": refused,
-        "chat_calls": chat, "embedding_invocations": t.embeddings.len(), "memories": t.memories.len(),
-        "allocated_nano_usd": spend, "digest": t.digests.digest.hex(), "full_digest": t.digests.full_digest.hex(),
-    })
+    TickSummary {
+        tick: t.tick,
+        jobs: t.outcomes.len(),
+        ok,
+        failed,
+        refused,
+        chat_calls,
+        embedding_invocations: t.embeddings.len(),
+        memories: t.memories.len(),
+        allocated_nano_usd: spend,
+        digest: t.digests.digest,
+        full_digest: t.digests.full_digest,
+    }
 }
 
-fn tick_detail(t: &TickFrame) -> Value {
+fn tick_detail(t: &TickFrame) -> TickDetail<'_> {
     let mut intent: BTreeMap<&str, Distribution> = BTreeMap::new();
     let mut problems = Vec::new();
     for o in &t.outcomes {
+        let problem = |failed, refused, reason| Problem {
+            position: o.position,
+            persona: label(o.persona),
+            failed,
+            refused,
+            reason,
+        };
         match (&o.status, &o.reaction) {
             (Status::Ok, Some(r)) => {
                 let d = intent.entry(&o.stimulus).or_default();
                 d.histogram[usize::from(r.intent.clamp(1, 5) - 1)] += 1;
                 d.n += 1;
             }
-            (Status::Failed { stage, reason }, _) => problems
-                .push(json!({"position": o.position, "persona": label(o.persona), "failed": stage, "reason": reason})),
-            (Status::Refused { reason }, _) => {
-                problems.push(json!({"position": o.position, "persona": label(o.persona), "refused": reason}))
-            }
+            (Status::Failed { stage, reason }, _) => problems.push(problem(Some(*stage), None, Some(reason))),
+            (Status::Refused { reason }, _) => problems.push(problem(None, Some(reason), None)),
             (Status::Ok, None) => {}
         }
     }
@@ -82,29 +192,40 @@ fn tick_detail(t: &TickFrame) -> Value {
         let sum: u64 = d.histogram.iter().enumerate().map(|(i, c)| (i as u64 + 1) * c).sum();
         d.mean = if d.n > 0 { sum as f64 / d.n as f64 } else { 0.0 };
     }
-    json!({ "tick": t.tick, "stimuli": t.stimuli, "intent": intent, "problems": problems })
+    TickDetail { tick: t.tick, stimuli: &t.stimuli, intent, problems }
 }
 
-fn persona_history(trace: &ReadTrace, id: u32) -> Value {
-    let mut rows = Vec::new();
+fn persona_history(trace: &ReadTrace, id: u32) -> PersonaHistory<'_> {
+    let mut turns = Vec::new();
     for t in &trace.ticks {
         for o in t.outcomes.iter().filter(|o| o.persona == id) {
-            let memories: Vec<Value> = t
+            let new_memories = t
                 .memories
                 .iter()
                 .filter(|m| m.position == o.position)
-                .map(|m| json!({"id": m.id.to_string(), "kind": m.kind, "importance": m.importance, "description": m.description}))
+                .map(|m| NewMemoryView {
+                    id: m.id.to_string(),
+                    kind: m.kind,
+                    importance: m.importance,
+                    description: &m.description,
+                })
                 .collect();
-            rows.push(json!({
-                "tick": t.tick, "stimulus": o.stimulus, "exposure": o.exposure, "status": o.status,
-                "intent": o.reaction.as_ref().map(|r| r.intent), "sentiment": o.reaction.as_ref().map(|r| r.sentiment),
-                "reaction": o.reaction.as_ref().map(|r| r.text.clone()),
-                "retrieved": o.retrieved.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
-                "reflection": o.reflection, "probes": o.probes, "new_memories": memories,
-            }));
+            turns.push(Turn {
+                tick: t.tick,
+                stimulus: &o.stimulus,
+                exposure: o.exposure,
+                status: &o.status,
+                intent: o.reaction.as_ref().map(|r| r.intent),
+                sentiment: o.reaction.as_ref().map(|r| r.sentiment),
+                reaction: o.reaction.as_ref().map(|r| r.text.as_str()),
+                retrieved: o.retrieved.iter().map(|m| m.to_string()).collect(),
+                reflection: &o.reflection,
+                probes: &o.probes,
+                new_memories,
+            });
         }
     }
-    json!({ "persona": label(id), "turns": rows })
+    PersonaHistory { persona: label(id), turns }
 }
 
 /// Runs `sim-cli inspect`.
@@ -120,23 +241,39 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
         (None, Some(t)) => format!("unfinished; a torn frame at byte offset {} (resume to continue)", t.offset),
         (None, None) => "unfinished (resume to continue)".to_string(),
     };
-    let header = json!({
-        "format_version": h.format_version, "engine_version": h.engine_version, "seed": h.seed,
-        "personas": h.personas, "ticks": h.ticks, "ticks_recorded": read.ticks.len(),
-        "scenario": h.scenario_origin, "scenario_hash": h.scenario_hash, "traits_hash": h.traits_hash,
-        "config_hash": h.config_hash.hex(), "budget_nano_usd": h.budget_nano_usd, "strategy": h.strategy, "status": status,
-    });
-    let mut out = json!({ "trace": path.display().to_string(), "header": header,
-        "ticks": read.ticks.iter().map(tick_summary).collect::<Vec<_>>() });
-    if let Some(n) = args.tick {
-        let Some(t) = read.ticks.get((n as usize).wrapping_sub(1)) else {
-            bail!("--tick {n}: the trace holds ticks 1 to {}", read.ticks.len());
-        };
-        out["tick_detail"] = tick_detail(t);
-    }
-    if let Some(p) = &args.persona {
-        out["persona"] = persona_history(&read, parse_persona(p, h.personas)?);
-    }
+    let header = HeaderView {
+        format_version: h.format_version,
+        engine_version: &h.engine_version,
+        seed: h.seed,
+        personas: h.personas,
+        ticks: h.ticks,
+        ticks_recorded: read.ticks.len(),
+        scenario: &h.scenario_origin,
+        scenario_hash: &h.scenario_hash,
+        traits_hash: &h.traits_hash,
+        config_hash: h.config_hash,
+        budget_nano_usd: h.budget_nano_usd,
+        strategy: h.strategy,
+        status,
+    };
+    let tick_detail = match args.tick {
+        None => None,
+        Some(n) => match read.ticks.get((n as usize).wrapping_sub(1)) {
+            Some(t) => Some(tick_detail(t)),
+            None => bail!("--tick {n}: the trace holds ticks 1 to {}", read.ticks.len()),
+        },
+    };
+    let persona = match &args.persona {
+        Some(p) => Some(persona_history(&read, parse_persona(p, h.personas)?)),
+        None => None,
+    };
+    let out = Inspected {
+        trace: path.display().to_string(),
+        header,
+        ticks: read.ticks.iter().map(tick_summary).collect(),
+        tick_detail,
+        persona,
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -145,80 +282,68 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
     Ok(())
 }
 
-fn s(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other @ (Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_)) => other.to_string(),
-    }
-}
-
-fn print_text(v: &Value) {
-    let h = &v["header"];
-    println!("Trace {}", s(&v["trace"]));
+fn print_text(v: &Inspected<'_>) {
+    let h = &v.header;
+    println!("Trace {}", v.trace);
     println!(
         "  format {} (engine {}), seed {}, {} personas, {} of {} ticks recorded, {}",
-        h["format_version"],
-        s(&h["engine_version"]),
-        h["seed"],
-        h["personas"],
-        h["ticks_recorded"],
-        h["ticks"],
-        s(&h["status"])
+        h.format_version, h.engine_version, h.seed, h.personas, h.ticks_recorded, h.ticks, h.status
     );
-    println!(
-        "  scenario {} ({}), config {}",
-        s(&h["scenario"]),
-        &s(&h["scenario_hash"])[..16],
-        &s(&h["config_hash"])[..16]
-    );
+    let short = |s: &str| s.get(..16).unwrap_or(s).to_string();
+    println!("  scenario {} ({}), config {}", h.scenario, short(h.scenario_hash), short(&h.config_hash.hex()));
     println!(
         "\n  {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8} {:>14}  digest",
         "tick", "jobs", "ok", "failed", "refused", "chat", "embed", "memories", "nano-USD"
     );
-    for t in v["ticks"].as_array().into_iter().flatten() {
+    for t in &v.ticks {
         println!(
             "  {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8} {:>14}  {}",
-            s(&t["tick"]),
-            s(&t["jobs"]),
-            s(&t["ok"]),
-            s(&t["failed"]),
-            s(&t["refused"]),
-            s(&t["chat_calls"]),
-            s(&t["embedding_invocations"]),
-            s(&t["memories"]),
-            s(&t["allocated_nano_usd"]),
-            &s(&t["digest"])[..16]
+            t.tick,
+            t.jobs,
+            t.ok,
+            t.failed,
+            t.refused,
+            t.chat_calls,
+            t.embedding_invocations,
+            t.memories,
+            t.allocated_nano_usd,
+            short(&t.digest.hex())
         );
     }
-    if let Some(d) = v.get("tick_detail") {
-        println!("\nTick {}: stimuli {}", d["tick"], d["stimuli"]);
-        for (id, dist) in d["intent"].as_object().into_iter().flatten() {
-            let mean = dist["mean"].as_f64().unwrap_or(0.0);
-            println!("  {:<24} n {:>6}  mean {mean:.2}  histogram {}", id, s(&dist["n"]), dist["histogram"]);
+    if let Some(d) = &v.tick_detail {
+        println!("\nTick {}: stimuli {}", d.tick, d.stimuli.join(", "));
+        for (id, dist) in &d.intent {
+            println!("  {:<24} n {:>6}  mean {:.2}  histogram {:?}", id, dist.n, dist.mean, dist.histogram);
         }
-        for p in d["problems"].as_array().into_iter().flatten() {
-            println!("  {p}");
+        for p in &d.problems {
+            match (p.failed, p.refused) {
+                (Some(stage), _) => {
+                    println!("  {} (job {}): failed at {stage:?}: {}", p.persona, p.position, p.reason.unwrap_or(""))
+                }
+                (None, r) => println!("  {} (job {}): refused: {}", p.persona, p.position, r.unwrap_or("")),
+            }
         }
     }
-    if let Some(p) = v.get("persona") {
-        println!("\nPersona {}", s(&p["persona"]));
-        for t in p["turns"].as_array().into_iter().flatten() {
-            let sentiment = t["sentiment"].as_f64().map_or("-".to_string(), |x| format!("{x:+.2}"));
+    if let Some(p) = &v.persona {
+        println!("\nPersona {}", p.persona);
+        for t in &p.turns {
+            let sentiment = t.sentiment.map_or("-".to_string(), |x| format!("{x:+.2}"));
+            let status = match t.status {
+                Status::Ok => "ok".to_string(),
+                Status::Failed { stage, reason } => format!("failed at {stage:?}: {reason}"),
+                Status::Refused { reason } => format!("refused: {reason}"),
+            };
+            let intent = t.intent.map_or("-".to_string(), |i| i.to_string());
             println!(
-                "  tick {} {} (exposure {}): {}, intent {}, sentiment {sentiment}",
-                t["tick"],
-                s(&t["stimulus"]),
-                t["exposure"],
-                s(&t["status"]),
-                s(&t["intent"])
+                "  tick {} {} (exposure {}): {status}, intent {intent}, sentiment {sentiment}",
+                t.tick, t.stimulus, t.exposure
             );
-            println!("    reaction: {}", s(&t["reaction"]));
-            if let Some(r) = t["retrieved"].as_array().filter(|r| !r.is_empty()) {
-                println!("    recalled: {}", r.iter().map(s).collect::<Vec<_>>().join(", "));
+            println!("    reaction: {}", t.reaction.unwrap_or("-"));
+            if !t.retrieved.is_empty() {
+                println!("    recalled: {}", t.retrieved.join(", "));
             }
-            for m in t["new_memories"].as_array().into_iter().flatten() {
-                println!("    + {} [{} {}] {}", s(&m["id"]), s(&m["kind"]), m["importance"], s(&m["description"]));
+            for m in &t.new_memories {
+                println!("    + {} [{:?} {}] {}", m.id, m.kind, m.importance, m.description);
             }
         }
     }

@@ -10,7 +10,8 @@ use engine::clock::SimTime;
 use engine::memory::{Change, ConsolidationConfig, MemoryWorld, Op, RecordId, Tier, Version};
 use engine::trace::frame::read_trace_file;
 use engine::trace::ReadTrace;
-use serde_json::{json, Value};
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -201,7 +202,7 @@ fn load(dir: &RunDir) -> Result<Loaded> {
     Ok(Loaded { world, rules, trace, ops, op_changes, ops_path, now })
 }
 
-fn emit(json: bool, v: &Value, text: impl FnOnce(&Value)) -> Result<()> {
+fn emit<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T)) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(v)?);
     } else {
@@ -210,13 +211,180 @@ fn emit(json: bool, v: &Value, text: impl FnOnce(&Value)) -> Result<()> {
     Ok(())
 }
 
-fn n(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        Value::Number(x) => x.as_f64().filter(|f| f.fract() != 0.0).map_or(x.to_string(), |f| format!("{f:.3}")),
-        other @ (Value::Bool(_) | Value::Array(_) | Value::Object(_)) => other.to_string(),
+/// A number for the text output, `-` when there is none.
+fn num(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{x:.3}"))
+}
+
+/// Records per tier.
+#[derive(Debug, Default, Serialize)]
+struct TierCounts {
+    working: u64,
+    #[serde(rename = "shortTerm")]
+    short_term: u64,
+    #[serde(rename = "longTerm")]
+    long_term: u64,
+    archived: u64,
+    expired: u64,
+}
+
+impl TierCounts {
+    fn get(&self, t: Tier) -> u64 {
+        match t {
+            Tier::Working => self.working,
+            Tier::ShortTerm => self.short_term,
+            Tier::LongTerm => self.long_term,
+            Tier::Archived => self.archived,
+            Tier::Expired => self.expired,
+        }
     }
+
+    fn add(&mut self, t: Tier) {
+        let slot = match t {
+            Tier::Working => &mut self.working,
+            Tier::ShortTerm => &mut self.short_term,
+            Tier::LongTerm => &mut self.long_term,
+            Tier::Archived => &mut self.archived,
+            Tier::Expired => &mut self.expired,
+        };
+        *slot += 1;
+    }
+}
+
+/// Energy statistics of live records.
+#[derive(Debug, Serialize)]
+struct EnergyStats {
+    n: usize,
+    average: Option<f64>,
+    median: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Status {
+    run: String,
+    test_only: bool,
+    tiers: TierCounts,
+    real: TierCounts,
+    test: TierCounts,
+    energy: EnergyStats,
+}
+
+#[derive(Debug, Serialize)]
+struct Bucket {
+    from: u64,
+    to: u64,
+    count: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct EnergyHistogram {
+    tier: Option<&'static str>,
+    histogram: Vec<Bucket>,
+}
+
+/// A promotion, or one blocked by the batch size, at a tick commit or in a
+/// manual pass (`tick` null, `hour` set).
+#[derive(Debug, Serialize)]
+struct PromotionEvent<'a> {
+    tick: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hour: Option<f64>,
+    persona: String,
+    record: &'a RecordId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    to: Option<&'static str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    blocked: bool,
+    energy: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Promotions<'a> {
+    from_tick: u32,
+    to_tick: u32,
+    promoted: usize,
+    blocked: usize,
+    events: Vec<PromotionEvent<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct AtCommit {
+    enabled: bool,
+    dry_run: bool,
+    last_tick: Option<u32>,
+}
+
+#[derive(Debug, Serialize)]
+struct HealthErrors {
+    failed_jobs: usize,
+    ops_log_lines_rejected: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct Health<'a> {
+    config: &'a engine::config::ConsolidationSection,
+    consolidation_at_commit: AtCommit,
+    operations_last_ran_at_hour: &'a BTreeMap<&'static str, f64>,
+    errors: HealthErrors,
+    ops_log: String,
+}
+
+#[derive(Debug, Serialize)]
+struct RecordView<'a> {
+    id: &'a RecordId,
+    owner: &'a str,
+    description: Option<String>,
+    kind: Option<engine::persona::MemoryKind>,
+    tick: Option<u32>,
+    importance: Option<u8>,
+    versions: &'a [&'a Version],
+    cluster_links: Vec<&'a RecordId>,
+}
+
+#[derive(Debug, Serialize)]
+struct Predicted<'a> {
+    record: &'a RecordId,
+    owner: String,
+    tier: &'static str,
+    energy: f64,
+    predicted: f64,
+    prediction: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct Prediction<'a> {
+    hours: f64,
+    will_expire: usize,
+    will_survive: usize,
+    records: Vec<Predicted<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct OwnedChange<'a> {
+    owner: &'a str,
+    change: &'a Change,
+}
+
+#[derive(Debug, Serialize)]
+struct Operated<'a> {
+    op: &'a Op,
+    dry_run: bool,
+    changes: Vec<OwnedChange<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct TestMemory<'a> {
+    id: &'a RecordId,
+    tier: &'static str,
+    energy: f64,
+    content: Option<&'a String>,
+}
+
+#[derive(Debug, Serialize)]
+struct TestMemories<'a> {
+    test_memories: Vec<TestMemory<'a>>,
 }
 
 const TIERS: [Tier; 5] = [Tier::Working, Tier::ShortTerm, Tier::LongTerm, Tier::Archived, Tier::Expired];
@@ -227,12 +395,12 @@ fn counted(v: &Version) -> bool {
     v.valid_to.is_none() || v.tier == Tier::Archived
 }
 
-fn counts<'a>(versions: impl Iterator<Item = &'a Version>) -> Value {
-    let mut c = [0u64; 5];
+fn counts<'a>(versions: impl Iterator<Item = &'a Version>) -> TierCounts {
+    let mut c = TierCounts::default();
     for v in versions.filter(|v| counted(v)) {
-        c[TIERS.iter().position(|t| *t == v.tier).unwrap_or(0)] += 1;
+        c.add(v.tier);
     }
-    json!({"working": c[0], "shortTerm": c[1], "longTerm": c[2], "archived": c[3], "expired": c[4]})
+    c
 }
 
 fn live(world: &MemoryWorld, test_only: bool) -> Vec<(String, &Version)> {
@@ -255,33 +423,34 @@ fn status(dir: &RunDir) -> Result<()> {
     e.sort_by(f64::total_cmp);
     let k = e.len();
     let energy = if k == 0 {
-        json!({"n": 0, "average": null, "median": null, "min": null, "max": null})
+        EnergyStats { n: 0, average: None, median: None, min: None, max: None }
     } else {
         let median = if k % 2 == 1 { e[k / 2] } else { (e[k / 2 - 1] + e[k / 2]) / 2.0 };
-        json!({"n": k, "average": e.iter().sum::<f64>() / k as f64, "median": median, "min": e[0], "max": e[k - 1]})
+        let average = e.iter().sum::<f64>() / k as f64;
+        EnergyStats { n: k, average: Some(average), median: Some(median), min: Some(e[0]), max: Some(e[k - 1]) }
     };
-    let v = json!({
-        "run": dir.run().display().to_string(), "test_only": dir.test_only,
-        "tiers": counts(all.iter().copied()),
-        "real": counts(all.iter().copied().filter(|v| !v.is_test)),
-        "test": counts(all.iter().copied().filter(|v| v.is_test)),
-        "energy": energy,
-    });
+    let v = Status {
+        run: dir.run().display().to_string(),
+        test_only: dir.test_only,
+        tiers: counts(all.iter().copied()),
+        real: counts(all.iter().copied().filter(|v| !v.is_test)),
+        test: counts(all.iter().copied().filter(|v| v.is_test)),
+        energy,
+    };
     emit(dir.json, &v, |v| {
         println!("Memory in {}{}", dir.run().display(), if dir.test_only { " (test memories only)" } else { "" });
         println!("  {:<10} {:>10} {:>10} {:>10}", "tier", "all", "real", "test");
         for t in TIERS {
-            let k = t.as_str();
-            println!("  {:<10} {:>10} {:>10} {:>10}", k, n(&v["tiers"][k]), n(&v["real"][k]), n(&v["test"][k]));
+            println!("  {:<10} {:>10} {:>10} {:>10}", t.as_str(), v.tiers.get(t), v.real.get(t), v.test.get(t));
         }
-        let e = &v["energy"];
+        let e = &v.energy;
         println!(
             "  energy of live memories: n {}, average {}, median {}, min {}, max {}",
-            n(&e["n"]),
-            n(&e["average"]),
-            n(&e["median"]),
-            n(&e["min"]),
-            n(&e["max"])
+            e.n,
+            num(e.average),
+            num(e.median),
+            num(e.min),
+            num(e.max)
         );
     })
 }
@@ -299,8 +468,8 @@ fn energy(tier: Option<&str>, dir: &RunDir) -> Result<()> {
     for (_, v) in live(&l.world, dir.test_only).into_iter().filter(|(_, v)| want.is_none_or(|t| v.tier == t)) {
         *buckets.entry(v.energy.max(0.0).floor() as u64).or_default() += 1;
     }
-    let rows: Vec<Value> = buckets.iter().map(|(b, c)| json!({"from": b, "to": b + 1, "count": c})).collect();
-    let v = json!({"tier": want.map(Tier::as_str), "histogram": rows});
+    let histogram = buckets.iter().map(|(b, c)| Bucket { from: *b, to: b + 1, count: *c }).collect();
+    let v = EnergyHistogram { tier: want.map(Tier::as_str), histogram };
     emit(dir.json, &v, |_| {
         let max = buckets.values().copied().max().unwrap_or(0);
         println!("Energy of live memories{}", want.map_or(String::new(), |t| format!(" in {}", t.as_str())));
@@ -315,50 +484,60 @@ fn promotions(last_ticks: Option<u32>, dir: &RunDir) -> Result<()> {
     let l = load(dir)?;
     let last = l.trace.ticks.last().map_or(0, |t| t.tick);
     let from = last_ticks.map_or(1, |k| last.saturating_sub(k) + 1);
-    let mut rows = Vec::new();
-    for t in l.trace.ticks.iter().filter(|t| t.tick >= from) {
-        for (p, changes) in &t.consolidation {
-            for c in changes {
-                if let Change::Promoted { record, tier, energy, .. } = c {
-                    rows.push(json!({"tick": t.tick, "persona": engine::persona::profile::label(*p), "record": record, "to": tier.as_str(), "energy": energy}));
-                } else if let Change::PromotionBlocked { record, energy } = c {
-                    rows.push(json!({"tick": t.tick, "persona": engine::persona::profile::label(*p), "record": record, "blocked": true, "energy": energy}));
-                }
+    fn event(tick: Option<u32>, hour: Option<f64>, persona: String, c: &Change) -> Option<PromotionEvent<'_>> {
+        match c {
+            Change::Promoted { record, tier, energy, .. } => Some(PromotionEvent {
+                tick,
+                hour,
+                persona,
+                record,
+                to: Some(tier.as_str()),
+                blocked: false,
+                energy: *energy,
+            }),
+            Change::PromotionBlocked { record, energy } => {
+                Some(PromotionEvent { tick, hour, persona, record, to: None, blocked: true, energy: *energy })
             }
+            Change::Created { .. }
+            | Change::Decayed { .. }
+            | Change::Accessed { .. }
+            | Change::Expired { .. }
+            | Change::Reset { .. }
+            | Change::Queued { .. }
+            | Change::Closed { .. }
+            | Change::Clustered { .. } => None,
         }
     }
-    if dir.test_only {
-        rows.clear();
+    let mut events = Vec::new();
+    if !dir.test_only {
+        for t in l.trace.ticks.iter().filter(|t| t.tick >= from) {
+            for (p, changes) in &t.consolidation {
+                let label = engine::persona::profile::label(*p);
+                events.extend(changes.iter().filter_map(|c| event(Some(t.tick), None, label.clone(), c)));
+            }
+        }
     }
     // Manual passes (`memory consolidate`), with their simulated hour.
     for (at, owner, c) in &l.op_changes {
         if dir.test_only && owner != "test" {
             continue;
         }
-        let hour = at.0 as f64 / 3600.0;
-        if let Change::Promoted { record, tier, energy, .. } = c {
-            rows.push(json!({"tick": null, "hour": hour, "persona": owner, "record": record, "to": tier.as_str(), "energy": energy}));
-        } else if let Change::PromotionBlocked { record, energy } = c {
-            rows.push(json!({"tick": null, "hour": hour, "persona": owner, "record": record, "blocked": true, "energy": energy}));
-        }
+        events.extend(event(None, Some(at.0 as f64 / 3600.0), owner.clone(), c));
     }
-    let promoted = rows.iter().filter(|r| r.get("to").is_some()).count();
-    let v = json!({"from_tick": from, "to_tick": last, "promoted": promoted, "blocked": rows.len() - promoted, "events": rows});
+    let promoted = events.iter().filter(|e| e.to.is_some()).count();
+    let v = Promotions { from_tick: from, to_tick: last, promoted, blocked: events.len() - promoted, events };
     emit(dir.json, &v, |v| {
         println!(
             "Promotions in ticks {from} to {last}: {} promoted, {} blocked by the batch size",
-            v["promoted"], v["blocked"]
+            v.promoted, v.blocked
         );
-        for r in v["events"].as_array().into_iter().flatten().take(40) {
-            let what = if r.get("blocked").is_some() { "blocked".to_string() } else { format!("-> {}", n(&r["to"])) };
-            let when =
-                if r["tick"].is_null() { format!("hour {}", n(&r["hour"])) } else { format!("tick {}", n(&r["tick"])) };
-            println!(
-                "  {when:<10} {:<8} {:<24} {what:<13} energy {}",
-                n(&r["persona"]),
-                n(&r["record"]),
-                n(&r["energy"])
-            );
+        for r in v.events.iter().take(40) {
+            let what = r.to.map_or("blocked".to_string(), |t| format!("-> {t}"));
+            let when = match (r.tick, r.hour) {
+                (Some(t), _) => format!("tick {t}"),
+                (None, h) => format!("hour {}", num(h)),
+            };
+            println!("  {when:<10} {:<8} {:<24} {what:<13} energy {:.3}", r.persona, r.record.to_string(), r.energy);
         }
     })
 }
@@ -367,7 +546,7 @@ fn health(dir: &RunDir) -> Result<()> {
     let l = load(dir)?;
     let config = spec_from_header(&l.trace.header)?.config.raw.consolidation;
     let last_tick = l.trace.ticks.last().map(|t| t.tick);
-    let mut last_ops = std::collections::BTreeMap::new();
+    let mut last_ops = BTreeMap::new();
     for op in &l.ops {
         last_ops.insert(op.name(), op.at().0 as f64 / 3600.0);
     }
@@ -377,20 +556,20 @@ fn health(dir: &RunDir) -> Result<()> {
         .iter()
         .map(|t| t.outcomes.iter().filter(|o| matches!(o.status, engine::turn::Status::Failed { .. })).count())
         .sum();
-    let v = json!({
-        "config": config,
-        "consolidation_at_commit": {"enabled": config.enabled, "dry_run": config.dry_run, "last_tick": last_tick},
-        "operations_last_ran_at_hour": last_ops,
-        "errors": {"failed_jobs": failed_jobs, "ops_log_lines_rejected": 0},
-        "ops_log": l.ops_path.display().to_string(),
-    });
+    let v = Health {
+        config: &config,
+        consolidation_at_commit: AtCommit { enabled: config.enabled, dry_run: config.dry_run, last_tick },
+        operations_last_ran_at_hour: &last_ops,
+        errors: HealthErrors { failed_jobs, ops_log_lines_rejected: 0 },
+        ops_log: l.ops_path.display().to_string(),
+    };
     emit(dir.json, &v, |v| {
-        println!("Consolidation config in force:\n  {}", v["config"]);
+        println!("Consolidation config in force:\n  {}", serde_json::to_string(v.config).unwrap_or_default());
         println!(
             "At each commit: enabled {}, dry run {}, last ran at tick {}",
             config.enabled,
             config.dry_run,
-            n(&v["consolidation_at_commit"]["last_tick"])
+            last_tick.map_or("-".to_string(), |t| t.to_string())
         );
         for (op, at) in &last_ops {
             println!("  {op}: last at simulated hour {at:.1}");
@@ -411,13 +590,18 @@ fn inspect(id: &RecordId, dir: &RunDir) -> Result<()> {
         .memory()
         .and_then(|m| l.world.personas.iter().find(|p| p.profile.id == m.persona).and_then(|p| p.memory.get(m)));
     let text = record.map(|r| r.description.clone()).or_else(|| l.world.test_content.get(id).cloned());
-    let v = json!({
-        "id": id, "owner": owner, "description": text,
-        "kind": record.map(|r| r.kind), "tick": record.map(|r| r.tick), "importance": record.map(|r| r.importance),
-        "versions": history, "cluster_links": ledger.cluster_links(id),
-    });
+    let v = RecordView {
+        id,
+        owner: &owner,
+        description: text,
+        kind: record.map(|r| r.kind),
+        tick: record.map(|r| r.tick),
+        importance: record.map(|r| r.importance),
+        versions: &history,
+        cluster_links: ledger.cluster_links(id),
+    };
     emit(dir.json, &v, |v| {
-        println!("{id} ({owner})\n  {}", n(&v["description"]));
+        println!("{id} ({owner})\n  {}", v.description.as_deref().unwrap_or("-"));
         println!(
             "  {:>7} {:<10} {:>8} {:>7} {:>10} {:>10}  previous",
             "version", "tier", "energy", "access", "from hour", "to hour"
@@ -435,7 +619,8 @@ fn inspect(id: &RecordId, dir: &RunDir) -> Result<()> {
                 to
             );
         }
-        println!("  cluster links: {}", n(&v["cluster_links"]));
+        let links: Vec<String> = v.cluster_links.iter().map(|r| r.to_string()).collect();
+        println!("  cluster links: [{}]", links.join(", "));
     })
 }
 
@@ -444,20 +629,23 @@ fn predict(hours: f64, dir: &RunDir) -> Result<()> {
         bail!("--hours {hours}: must be a non-negative number");
     }
     let l = load(dir)?;
-    let rows: Vec<Value> = live(&l.world, dir.test_only)
+    let records: Vec<Predicted<'_>> = live(&l.world, dir.test_only)
         .into_iter()
         .map(|(owner, v)| {
             let predicted = v.energy * (-l.rules.decay_rate(v.tier) * hours).exp();
-            let verdict = if predicted < l.rules.expire_below { "will expire" } else { "will survive" };
-            json!({"record": v.record, "owner": owner, "tier": v.tier.as_str(), "energy": v.energy, "predicted": predicted, "prediction": verdict})
+            let prediction = if predicted < l.rules.expire_below { "will expire" } else { "will survive" };
+            Predicted { record: &v.record, owner, tier: v.tier.as_str(), energy: v.energy, predicted, prediction }
         })
         .collect();
-    let expire = rows.iter().filter(|r| r["prediction"] == "will expire").count();
-    let v = json!({"hours": hours, "will_expire": expire, "will_survive": rows.len() - expire, "records": rows});
+    let will_expire = records.iter().filter(|r| r.prediction == "will expire").count();
+    let v = Prediction { hours, will_expire, will_survive: records.len() - will_expire, records };
     emit(dir.json, &v, |v| {
-        println!("In {hours} simulated hours without access: {expire} will expire, {} will survive", v["will_survive"]);
-        for r in v["records"].as_array().into_iter().flatten().filter(|r| r["prediction"] == "will expire").take(30) {
-            println!("  {:<16} {:<10} {} -> {}", n(&r["record"]), n(&r["tier"]), n(&r["energy"]), n(&r["predicted"]));
+        println!(
+            "In {hours} simulated hours without access: {will_expire} will expire, {} will survive",
+            v.will_survive
+        );
+        for r in v.records.iter().filter(|r| r.prediction == "will expire").take(30) {
+            println!("  {:<16} {:<10} {:.3} -> {:.3}", r.record.to_string(), r.tier, r.energy, r.predicted);
         }
     })
 }
@@ -477,27 +665,27 @@ fn operate(dir: &RunDir, op: impl FnOnce(&Loaded) -> Result<Op>, dry_run: bool) 
             .and_then(|_| f.sync_data())
             .with_context(|| format!("cannot write {}", l.ops_path.display()))?;
     }
-    let changes: Vec<Value> = changes
+    let changes: Vec<OwnedChange<'_>> = changes
         .iter()
         .filter(|(_, c)| !matches!(c, Change::Decayed { .. }))
-        .map(|(o, c)| json!({"owner": o, "change": c}))
+        .map(|(owner, change)| OwnedChange { owner, change })
         .collect();
     let decayed = l.world.ledgers().count();
-    let v = json!({"op": op, "dry_run": dry_run, "changes": changes});
+    let v = Operated { op: &op, dry_run, changes };
     emit(dir.json, &v, |v| {
         println!(
             "{}{}: {} changes{}",
             op.name(),
             if dry_run { " (dry run, nothing written)" } else { "" },
-            changes.len(),
+            v.changes.len(),
             if matches!(op, Op::Consolidate { decay: true, .. }) {
                 format!(" besides decay over {decayed} ledgers")
             } else {
                 String::new()
             }
         );
-        for c in v["changes"].as_array().into_iter().flatten().take(50) {
-            println!("  {} {}", n(&c["owner"]), c["change"]);
+        for c in v.changes.iter().take(50) {
+            println!("  {} {}", c.owner, serde_json::to_string(c.change).unwrap_or_default());
         }
     })
 }
@@ -555,16 +743,21 @@ fn test(cmd: TestCommand) -> Result<()> {
         }
         TestCommand::List(dir) => {
             let l = load(&dir)?;
-            let rows: Vec<Value> = l.world.test.currents().map(|v| json!({"id": v.record, "tier": v.tier.as_str(), "energy": v.energy, "content": l.world.test_content.get(&v.record)})).collect();
-            emit(dir.json, &json!({"test_memories": rows}), |v| {
-                for r in v["test_memories"].as_array().into_iter().flatten() {
-                    println!(
-                        "  {:<24} {:<10} {:>8}  {}",
-                        n(&r["id"]),
-                        n(&r["tier"]),
-                        n(&r["energy"]),
-                        n(&r["content"])
-                    );
+            let test_memories = l
+                .world
+                .test
+                .currents()
+                .map(|v| TestMemory {
+                    id: &v.record,
+                    tier: v.tier.as_str(),
+                    energy: v.energy,
+                    content: l.world.test_content.get(&v.record),
+                })
+                .collect();
+            emit(dir.json, &TestMemories { test_memories }, |v| {
+                for r in &v.test_memories {
+                    let content = r.content.map_or("-", String::as_str);
+                    println!("  {:<24} {:<10} {:>8.3}  {content}", r.id.to_string(), r.tier, r.energy);
                 }
             })
         }

@@ -5,8 +5,9 @@ use crate::run::{progress, runtime, trace_path};
 use actors::replay::rerun;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use engine::digest::Digest;
 use engine::trace::frame::read_trace_file;
-use serde_json::json;
+use serde::Serialize;
 use std::path::PathBuf;
 
 /// Options of `sim-cli replay`.
@@ -25,6 +26,30 @@ pub struct ReplayArgs {
     pub json: bool,
 }
 
+/// The `--json` report of `sim-cli replay`.
+#[derive(Debug, Serialize)]
+struct ReplayReport<'a> {
+    trace: String,
+    ticks_recorded: u32,
+    ticks_matched: u32,
+    complete: bool,
+    divergence: Option<Diverged<'a>>,
+    provider_calls: u64,
+    cassette_hits: u64,
+    cassette_misses: u64,
+    first_miss: Option<&'a str>,
+    digest: Option<Digest>,
+    full_digest: Option<Digest>,
+}
+
+/// The first divergence of a replay.
+#[derive(Debug, Serialize)]
+struct Diverged<'a> {
+    tick: u32,
+    persona: Option<u32>,
+    what: &'a str,
+}
+
 /// Runs `sim-cli replay`.
 pub fn replay(args: ReplayArgs) -> Result<()> {
     let path = trace_path(&args.trace)?;
@@ -40,19 +65,19 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
     let complete = read.end.is_some();
     let last = read.ticks.last().map(|t| t.digests);
     if args.json {
-        let v = json!({
-            "trace": path.display().to_string(),
-            "ticks_recorded": recorded,
-            "ticks_matched": out.ticks_matched,
-            "complete": complete,
-            "divergence": out.divergence.as_ref().map(|d| json!({"tick": d.tick, "persona": d.persona, "what": d.what})),
-            "provider_calls": out.cassette.provider_calls,
-            "cassette_hits": out.cassette.hits,
-            "cassette_misses": out.cassette.misses,
-            "first_miss": out.first_miss,
-            "digest": last.map(|d| d.digest.hex()),
-            "full_digest": last.map(|d| d.full_digest.hex()),
-        });
+        let v = ReplayReport {
+            trace: path.display().to_string(),
+            ticks_recorded: recorded,
+            ticks_matched: out.ticks_matched,
+            complete,
+            divergence: out.divergence.as_ref().map(|d| Diverged { tick: d.tick, persona: d.persona, what: &d.what }),
+            provider_calls: out.cassette.provider_calls,
+            cassette_hits: out.cassette.hits,
+            cassette_misses: out.cassette.misses,
+            first_miss: out.first_miss.as_deref(),
+            digest: last.map(|d| d.digest),
+            full_digest: last.map(|d| d.full_digest),
+        };
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         match &out.divergence {
