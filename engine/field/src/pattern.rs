@@ -785,6 +785,27 @@ mod tests {
         assert!((f.patterns()[&1].bonus - 0.06).abs() < 1e-12);
     }
 
+    /// An index whose rows match the table but whose metric is L2 would
+    /// rank by distance; loading refuses it rather than answer wrongly.
+    #[test]
+    fn load_refuses_an_l2_index() {
+        let mut f = Field::new(4, FieldConfig::default()).expect("field");
+        f.inject("a", "k", "v", &[1.0, 0.0, 0.0, 0.0], 1.0, h(0)).expect("inject");
+        let dir = std::env::temp_dir().join(format!("field-l2-{}", std::process::id()));
+        f.save(&dir).expect("save");
+        let ip = faiss::read_index(dir.join("field.index").to_str().expect("utf-8")).expect("read");
+        let mut rows = vec![0.0f32; ip.d() as usize];
+        rows.copy_from_slice(
+            &Rows::guard(&mut f.index.lock(), ip.d() as usize).expect("guard").all()[..ip.d() as usize],
+        );
+        let mut l2 = IdMap::new(FlatIndexImpl::new_l2(ip.d()).expect("flat")).expect("id map");
+        l2.add_with_ids(&rows, &[Idx::new(0)]).expect("add");
+        faiss::write_index(&l2, dir.join("field.index").to_str().expect("utf-8")).expect("write");
+        let err = Field::load(&dir).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("L2") && err.contains("inner product"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn save_and_load_round_trip() {
         let mut s = Stream::derive(8, 0, 0, Purpose::Testing);
