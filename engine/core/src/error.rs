@@ -54,14 +54,15 @@ pub enum Error {
         /// Returned dimension.
         got: usize,
     },
-    /// An embedding provider failed after its retries; `incurred` is what was
-    /// billed before the failure.
+    /// An embedding provider failed after its retries. `calls` are the
+    /// invocation's physical requests as billed, each with the texts it
+    /// carried, so that what failed is charged to the texts it was for.
     #[error("embedding provider failed: {cause}")]
     Embedding {
         /// The provider's message.
         cause: String,
-        /// What the failed invocation had already cost.
-        incurred: Spend,
+        /// Every physical request of the failed invocation, as billed.
+        calls: Vec<crate::embed::EmbedCall>,
     },
     /// A chat provider failed.
     #[error("chat provider failed: {cause}")]
@@ -114,23 +115,17 @@ pub enum Error {
         /// Bytes left in the file.
         available: u64,
     },
-    /// A trace was recorded with a configuration this engine resolves to a
-    /// different hash: new settings or changed defaults since.
-    #[error(
-        "{file} was recorded by engine {recorded_by} with an older configuration \
-         (its recorded hash {recorded_hash} is {current_hash} under engine {current}); replay it with engine {recorded_by}"
-    )]
+    /// A trace was recorded by another engine in a way this one cannot
+    /// reproduce: an older trace format, or a configuration this engine
+    /// resolves to a different hash (new settings or changed defaults since).
+    #[error("{file} was recorded by engine {recorded_by} {why}; replay it with engine {recorded_by}")]
     RecordedByOlder {
         /// The trace.
         file: String,
         /// The engine version that recorded it.
         recorded_by: String,
-        /// This engine's version.
-        current: String,
-        /// The hash in the trace header.
-        recorded_hash: String,
-        /// What the recorded configuration hashes to now.
-        current_hash: String,
+        /// What no longer matches, e.g. "with an older configuration (...)".
+        why: String,
     },
     /// Replay asked the cassette for an answer the trace does not hold.
     #[error("cassette miss: no recorded answer for {what} request {digest}")]
@@ -140,6 +135,19 @@ pub enum Error {
         /// The request digest.
         digest: String,
     },
+}
+
+impl Error {
+    /// What a failed invocation had already cost (zero for other errors).
+    pub fn incurred(&self) -> Spend {
+        let mut total = Spend::default();
+        if let Error::Embedding { calls, .. } = self {
+            for c in calls {
+                total.add(&c.spend);
+            }
+        }
+        total
+    }
 }
 
 /// Result with the engine's [`Error`].

@@ -227,11 +227,7 @@ impl EmbeddingPort for InferenceClient {
                 calls.push(s.call);
             }
             if let Some(cause) = failure {
-                let mut incurred = Spend::default();
-                for c in &calls {
-                    incurred.add(&c.spend);
-                }
-                return Err(Error::Embedding { cause, incurred });
+                return Err(Error::Embedding { cause, calls });
             }
             if let Some(c) = &self.cache {
                 c.put_all(fresh);

@@ -190,7 +190,7 @@ fn a_trace_from_an_older_engine_names_the_engine_that_recorded_it() {
         assert!(!out.status.success(), "{args:?} accepted an old trace");
         let err = stderr(&out);
         assert!(
-            err.contains("recorded by engine 0.1.0 with an older configuration")
+            err.contains("was recorded by engine 0.1.0 in trace format 1")
                 && err.contains("replay it with engine 0.1.0"),
             "{args:?}: {err}"
         );

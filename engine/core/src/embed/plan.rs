@@ -224,13 +224,15 @@ async fn submit(
             }
         }
         Err(e) => {
-            if let Error::Embedding { incurred, .. } = &e {
-                out.provider_spend.add(incurred);
-                // Which texts the failed attempts carried is not known here:
-                // the incurred cost is spread over all of them.
-                let whole = EmbedCall { texts: (0..texts.len() as u32).collect(), attempts: 0, spend: *incurred };
-                allocate(&refs, &consumers, std::slice::from_ref(&whole), &mut out.allocation);
-                out.calls.push(whole);
+            // Each physical request's bill goes to the texts it carried, as
+            // on success: no chunk pays for another.
+            if let Error::Embedding { calls, .. } = &e {
+                out.stats.upstream_requests += calls.iter().map(|c| u64::from(c.attempts)).sum::<u64>();
+                for c in calls {
+                    out.provider_spend.add(&c.spend);
+                }
+                allocate(&refs, &consumers, calls, &mut out.allocation);
+                out.calls.extend(calls.iter().cloned());
             }
             fail(out, e.to_string());
         }
@@ -271,7 +273,7 @@ pub async fn embed_stage(port: &dyn EmbeddingPort, key: &EmbedKey, plan: &Plan, 
 mod tests {
     use super::*;
     use crate::cost::Price;
-    use crate::embed::EmbedRole;
+    use crate::embed::{EmbedBatch, EmbedRole};
     use crate::testing::block_on_ready as block_on;
     use crate::testing::LocalPort;
 
@@ -358,5 +360,47 @@ mod tests {
         assert_eq!((r.stats.port_invocations, r.stats.unique_texts_submitted), (3, 3));
         let b = block_on(embed_stage(&port, &key(), &plan, Strategy::Batched));
         assert_eq!(r.vectors, b.vectors);
+    }
+
+    /// A port whose invocation fails after three physical requests with
+    /// different bills: texts 0-1, then 2, then 3.
+    struct FailsInChunks;
+
+    impl EmbeddingPort for FailsInChunks {
+        fn embed<'a>(&'a self, _: &'a EmbedKey, _: &'a [String]) -> crate::BoxFuture<'a, crate::Result<EmbedBatch>> {
+            let call = |texts: Vec<u32>, attempts, nano_usd| EmbedCall {
+                texts,
+                attempts,
+                spend: Spend { input_tokens: nano_usd / 10, output_tokens: 0, nano_usd },
+            };
+            let calls = vec![call(vec![0, 1], 1, 1_000), call(vec![2], 3, 30_000), call(vec![3], 1, 500)];
+            Box::pin(std::future::ready(Err(Error::Embedding { cause: "third request refused".into(), calls })))
+        }
+    }
+
+    /// A failed invocation charges each job for the chunks its texts were
+    /// in, and only those; its physical requests count, retries included.
+    #[test]
+    fn a_failure_spread_over_chunks_charges_each_job_its_own_chunks() {
+        // Job 0 needs texts 0 and 2; job 1 needs text 1; job 2 text 3; job 3 text 2.
+        let plan = Plan::new(vec![
+            (0, "aaaa".into()),
+            (1, "bbbb".into()),
+            (0, "cccc".into()),
+            (2, "dddd".into()),
+            (3, "cccc".into()),
+        ]);
+        assert_eq!(plan.unique_texts(), vec!["aaaa", "bbbb", "cccc", "dddd"]);
+        let r = block_on(embed_stage(&FailsInChunks, &key(), &plan, Strategy::Batched));
+        let money = |job: u32| r.allocation.get(&job).map_or(0, |s| s.nano_usd);
+        // Chunk 1 (1,000) splits evenly over texts 0 and 1 (same length);
+        // chunk 2 (30,000) over text 2's two jobs; chunk 3 (500) to job 2.
+        assert_eq!(money(0), 500 + 15_000);
+        assert_eq!(money(1), 500);
+        assert_eq!(money(2), 500);
+        assert_eq!(money(3), 15_000);
+        assert_eq!(r.provider_spend.nano_usd, 31_500);
+        assert_eq!(r.stats.upstream_requests, 5, "1 + 3 attempts + 1");
+        assert_eq!(r.failed.len(), 4, "every job of the invocation fails");
     }
 }

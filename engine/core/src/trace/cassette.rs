@@ -43,7 +43,7 @@ impl EmbeddingPort for EmbedRecorder {
             let result = self.inner.embed(key, texts).await;
             let recorded = match &result {
                 Ok(b) => Ok((Vectors(b.vectors.clone()), b.calls.clone(), b.cache_hits)),
-                Err(Error::Embedding { cause, incurred }) => Err((cause.clone(), *incurred)),
+                Err(Error::Embedding { cause, calls }) => Err((cause.clone(), calls.clone())),
                 Err(other) => Err((other.to_string(), Default::default())),
             };
             let exchange = EmbedExchange {
@@ -175,7 +175,7 @@ impl EmbeddingPort for CassetteEmbedder {
             }
             let out = match answer {
                 Ok((vectors, calls, cache_hits)) => Ok(EmbedBatch { vectors: vectors.0, calls, cache_hits }),
-                Err((cause, incurred)) => Err(Error::Embedding { cause, incurred }),
+                Err((cause, calls)) => Err(Error::Embedding { cause, calls }),
             };
             return Box::pin(std::future::ready(out));
         }

@@ -31,8 +31,14 @@ pub struct ReadTrace {
 /// torn last frame is an error; leniently (for resume) it is reported in
 /// [`ReadTrace::torn`] and everything before it is returned. Damage anywhere
 /// else is always an error naming the file, the frame and its byte offset.
-pub fn read_trace<R: Read>(r: R, len: u64, file: &str, lenient: bool) -> Result<ReadTrace> {
-    let mut r = FrameReader::new(r, len, file, &TRACE)?;
+pub fn read_trace<R: Read>(mut r: R, len: u64, file: &str, lenient: bool) -> Result<ReadTrace> {
+    let mut pre = [0u8; crate::frame::PREAMBLE as usize];
+    let got = read_up_to(&mut r, &mut pre).map_err(|e| Error::Io { file: file.to_string(), source: e })?;
+    let version = u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]);
+    if got == pre.len() && pre[..8] == TRACE.magic && (1..FORMAT_VERSION).contains(&version) {
+        return Err(older_format(&pre[..], r, len, file, version));
+    }
+    let mut r = FrameReader::new(pre[..got].chain(r), len, file, &TRACE)?;
     let mut header = None;
     let mut ticks: Vec<TickFrame> = Vec::new();
     let mut end = None;
@@ -77,6 +83,38 @@ pub fn read_trace<R: Read>(r: R, len: u64, file: &str, lenient: bool) -> Result<
         return Err(Error::Format { file: file.to_string(), cause: "the trace has no complete header frame".into() });
     };
     Ok(ReadTrace { header, ticks, end, valid_len: r.valid_len(), torn })
+}
+
+/// Reads as many bytes as `buf` holds, or fewer at the end of the input.
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    Ok(got)
+}
+
+/// The error for a trace of an older format: the header frame has kept its
+/// layout, so it names the engine that wrote the trace.
+fn older_format(pre: &[u8], r: impl Read, len: u64, file: &str, version: u32) -> Error {
+    let old = Format { version, ..TRACE };
+    let header = FrameReader::new(pre.chain(r), len, file, &old)
+        .and_then(|mut frames| frames.next_frame())
+        .ok()
+        .flatten()
+        .and_then(|f| crate::codec::decode::<Record>(&f.payload).ok());
+    let recorded_by = match header {
+        Some(Record::Header(h)) => h.engine_version,
+        Some(Record::Tick(_) | Record::End(_)) | None => "of an earlier version".into(),
+    };
+    Error::RecordedByOlder {
+        file: file.to_string(),
+        recorded_by,
+        why: format!("in trace format {version} (this engine reads format {FORMAT_VERSION})"),
+    }
 }
 
 /// Reads a trace file.

@@ -1,6 +1,5 @@
 //! What a trace holds.
 
-use crate::cost::Spend;
 use crate::digest::{Digest, DigestWriter};
 use crate::embed::{EmbedCall, EmbedKey, EmbedRole};
 use crate::persona::{MemoryId, MemoryKind};
@@ -10,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// The current trace format version.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2: a failed embedding invocation records its physical requests
+/// (each with its texts and bill), not one total.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The first frame: everything needed to re-run the simulation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,12 +115,15 @@ impl Header {
         let config = crate::config::RawConfig::from_toml(&self.config_toml, &name)?.resolve(&name)?;
         let current = config.hash();
         if current != self.config_hash {
+            let why = format!(
+                "with an older configuration (its recorded hash {} is {} under engine {ENGINE_VERSION})",
+                &self.config_hash.hex()[..16],
+                &current.hex()[..16]
+            );
             return Err(crate::Error::RecordedByOlder {
                 file: file.to_string(),
                 recorded_by: self.engine_version.clone(),
-                current: ENGINE_VERSION.to_string(),
-                recorded_hash: self.config_hash.hex()[..16].to_string(),
-                current_hash: current.hex()[..16].to_string(),
+                why,
             });
         }
         Ok(config)
@@ -209,7 +213,7 @@ mod serde_bytes_buf {
 
 /// What an embedding invocation answered: the vectors with the physical
 /// calls and the cache hits, or the error message with what it had cost.
-pub type EmbedAnswer = Result<(Vectors, Vec<EmbedCall>, u64), (String, Spend)>;
+pub type EmbedAnswer = Result<(Vectors, Vec<EmbedCall>, u64), (String, Vec<EmbedCall>)>;
 
 /// One invocation of the embedding port, as answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -296,4 +300,21 @@ pub enum Record {
     Tick(Box<TickFrame>),
     /// The run finished.
     End(RunEnd),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn a_header_whose_config_hashes_differently_names_its_engine() {
+        let mut h = Header::new(&Config::defaults(), 1, 2, 3);
+        assert!(h.config("t.bin").is_ok());
+        h.config_hash = crate::digest::DigestWriter::new("another engine's hash").finish();
+        h.engine_version = "0.0.9".into();
+        let e = h.config("t.bin").expect_err("hash mismatch").to_string();
+        assert!(e.contains("t.bin was recorded by engine 0.0.9 with an older configuration"), "{e}");
+        assert!(e.contains("replay it with engine 0.0.9"), "{e}");
+    }
 }
