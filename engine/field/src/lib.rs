@@ -12,8 +12,11 @@
 //!   re-scores the candidates in one fixed-order kernel, ties by id.
 //! - **decay** is applied at score time; [`Field::decay`] reports what is
 //!   archived at a time.
-//! - **reinforce** counts accesses and, for patterns returned together,
-//!   adds the co-access bonus.
+//! - **reinforce** counts accesses and resets the decay clock (decay runs
+//!   from the last access with the pattern's own S0); patterns returned
+//!   together gain the co-access bonus, and patterns that resonate in one
+//!   answer are amplified by `0.2 x resonance`. Re-injecting a pattern's
+//!   content resurrects it when it has faded.
 //! - **measure_stability** is `0.6 x attractor strength + 0.4 x organisation`
 //!   ([`Stability`] defines both).
 //!

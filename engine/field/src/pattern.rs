@@ -27,6 +27,42 @@ pub struct FieldConfig {
     pub archive_below: f64,
     /// Boundary permeability applied at injection. Default 1.
     pub permeability: f64,
+    /// Resonance amplification: when a query returns two patterns that
+    /// resonate (cosine above 0.7, both decayed strengths above 0.1), each
+    /// gains `factor x resonance` of the pair (its strongest one) as score
+    /// bonus. Default 0.2, the source's cap (`amplification = resonance x
+    /// 0.2`); 0 turns amplification off; above 0.2 is refused.
+    pub resonance_amplification: f64,
+}
+
+impl FieldConfig {
+    /// Checks every parameter's range.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        let bad = |field, cause: String| Err(FieldError::Config { field, cause });
+        let non_negative = [
+            ("lambda", self.lambda),
+            ("boost_per_access", self.boost_per_access),
+            ("co_access_bonus", self.co_access_bonus),
+            ("archive_below", self.archive_below),
+            ("permeability", self.permeability),
+        ];
+        for (field, v) in non_negative {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(field, format!("must be a finite number >= 0, got {v}"));
+            }
+        }
+        if !(self.boost_cap.is_finite() && self.boost_cap >= 1.0) {
+            return bad("boost_cap", format!("must be a finite number >= 1, got {}", self.boost_cap));
+        }
+        if !(0.0..=MAX_AMPLIFICATION).contains(&self.resonance_amplification) {
+            let a = self.resonance_amplification;
+            return bad(
+                "resonance_amplification",
+                format!("must be between 0 and {MAX_AMPLIFICATION} (the source's cap), got {a}"),
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Default for FieldConfig {
@@ -38,6 +74,7 @@ impl Default for FieldConfig {
             co_access_bonus: 0.02,
             archive_below: 0.05,
             permeability: 1.0,
+            resonance_amplification: 0.2,
         }
     }
 }
@@ -86,6 +123,12 @@ impl Pattern {
     pub fn score(&self, cfg: &FieldConfig, now: SimTime, cosine: f64) -> f64 {
         cosine * self.decayed(cfg, now) * self.boost(cfg) + self.bonus
     }
+
+    /// The strength resonance sees: the score's modifiers at cosine 1,
+    /// `S0 x e^(-lambda t) x boost + bonus`.
+    pub fn resonant_strength(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
+        self.score(cfg, now, 1.0)
+    }
 }
 
 /// A query hit.
@@ -97,7 +140,21 @@ pub struct Hit {
     pub score: f64,
     /// Its cosine similarity to the query.
     pub cosine: f64,
+    /// It resonates with another hit of the same answer: their cosine is
+    /// above 0.7 and both decayed strengths are above 0.1.
+    pub resonant: bool,
+    /// One of those resonances is above 0.5.
+    pub strongly_resonant: bool,
 }
+
+/// The source's thresholds: a pair resonates above this cosine...
+pub const RESONANT_COSINE: f64 = 0.7;
+/// ...when both decayed strengths are above this...
+pub const RESONANT_STRENGTH: f64 = 0.1;
+/// ...and resonates strongly when its resonance is above this.
+pub const STRONG_RESONANCE: f64 = 0.5;
+/// The largest amplification factor the source allows.
+pub const MAX_AMPLIFICATION: f64 = 0.2;
 
 /// What an injection did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +205,14 @@ pub enum FieldError {
     /// its offset.
     #[error(transparent)]
     Stored(#[from] std::sync::Arc<engine::Error>),
+    /// A field parameter out of range.
+    #[error("field config {field}: {cause}")]
+    Config {
+        /// The parameter.
+        field: &'static str,
+        /// What is wrong with it.
+        cause: String,
+    },
     /// A saved field could not be written or read.
     #[error("field files {path}: {cause}")]
     Files {
@@ -164,7 +229,7 @@ impl FieldError {
     pub fn is_caller_fault(&self) -> bool {
         match self {
             FieldError::WrongDimension { .. } | FieldError::BadVector | FieldError::BadStrength(_) => true,
-            FieldError::Files { .. } => true,
+            FieldError::Files { .. } | FieldError::Config { .. } => true,
             FieldError::Stored(e) => !matches!(**e, engine::Error::Io { .. }),
             FieldError::Faiss(_) => false,
         }
@@ -184,13 +249,15 @@ impl PartialEq for FieldError {
             (Self::Faiss(a), Self::Faiss(b)) => a == b,
             (Self::Stored(a), Self::Stored(b)) => a.to_string() == b.to_string(),
             (Self::Files { path: a, cause: b }, Self::Files { path: c, cause: d }) => (a, b) == (c, d),
+            (Self::Config { field: a, cause: b }, Self::Config { field: c, cause: d }) => (a, b) == (c, d),
             (
                 Self::WrongDimension { .. }
                 | Self::BadVector
                 | Self::BadStrength(_)
                 | Self::Faiss(_)
                 | Self::Stored(_)
-                | Self::Files { .. },
+                | Self::Files { .. }
+                | Self::Config { .. },
                 _,
             ) => false,
         }
@@ -278,6 +345,7 @@ impl Field {
     /// A field holding `patterns`, whose ids must be `0, 1, 2, ...` in
     /// order (as the field assigns them).
     pub fn from_patterns(dim: usize, cfg: FieldConfig, patterns: Vec<Pattern>) -> Result<Field, FieldError> {
+        cfg.validate()?;
         let epoch = SimTime(patterns.iter().map(|p| p.last_access.0).min().unwrap_or(0));
         Self::assemble(dim, cfg, patterns, epoch, new_index(dim)?, true)
     }
@@ -417,6 +485,13 @@ impl Field {
         }
         let content_hash = DigestWriter::new("field content v1").str(key).str(value).finish();
         if let Some(id) = self.by_hash.get(&content_hash).copied() {
+            // Resurrection: the re-injection brings its strength back (the
+            // larger of the pattern's S0 and what it brings) and, as an
+            // access, resets the decay clock, so a faded pattern is live again.
+            let brought = strength * self.cfg.permeability;
+            if let Some(p) = self.patterns.get_mut(&id) {
+                p.strength = p.strength.max(brought);
+            }
             self.reinforce(agent, &[id], now)?;
             return Ok(Injected { id, reinforced: true });
         }
@@ -523,7 +598,17 @@ impl Field {
     /// FAISS search for the whole batch per over-fetch round. Each answer is
     /// identical to [`Field::query`] of that query alone (the candidates are
     /// re-scored in the same fixed-order kernel, whatever kernel FAISS used).
+    /// Each hit carries its resonance flags within its answer.
     pub fn query_batch(&self, queries: &[&[f32]], k: usize, now: SimTime) -> Result<Vec<Vec<Hit>>, FieldError> {
+        let mut answers = self.rank_batch(queries, k, now)?;
+        for hits in &mut answers {
+            self.flag_resonance(hits, now);
+        }
+        Ok(answers)
+    }
+
+    /// The ranking of [`Field::query_batch`], without the flags.
+    fn rank_batch(&self, queries: &[&[f32]], k: usize, now: SimTime) -> Result<Vec<Vec<Hit>>, FieldError> {
         let mut normed = Vec::with_capacity(queries.len());
         for q in queries {
             if q.len() != self.dim {
@@ -591,7 +676,13 @@ impl Field {
             return None;
         }
         let cosine = dot(q, &p.vector);
-        Some(Hit { id: p.id, score: p.score(&self.cfg, now, cosine), cosine })
+        Some(Hit {
+            id: p.id,
+            score: p.score(&self.cfg, now, cosine),
+            cosine,
+            resonant: false,
+            strongly_resonant: false,
+        })
     }
 
     /// Exhaustive exact ranking.
@@ -611,19 +702,80 @@ impl Field {
         now: SimTime,
     ) -> Result<Vec<Hit>, FieldError> {
         let hits = self.query(query, k, now)?;
-        self.reinforce(agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now)?;
+        self.reinforce_answer(agent, &hits, now)?;
         Ok(hits)
     }
 
-    /// Counts `agent`'s access to each pattern (resetting its decay clock);
-    /// when several are accessed together each gains the co-access bonus.
-    /// Their index rows are rewritten in place.
+    /// Reinforces an answer: amplification first (each resonant hit gains
+    /// `resonance_amplification x` its strongest qualifying resonance in
+    /// the answer, measured before this access), then the accesses and the
+    /// co-access bonus of [`Field::reinforce`].
+    pub fn reinforce_answer(&mut self, agent: &str, hits: &[Hit], now: SimTime) -> Result<(), FieldError> {
+        let factor = self.cfg.resonance_amplification;
+        if factor > 0.0 {
+            let gains: Vec<(u64, f64)> = hits
+                .iter()
+                .filter(|h| h.resonant)
+                .map(|h| (h.id, factor * self.strongest_resonance(h.id, hits, now)))
+                .collect();
+            for (id, gain) in gains {
+                if let Some(p) = self.patterns.get_mut(&id) {
+                    p.bonus += gain;
+                }
+            }
+        }
+        self.reinforce(agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now)
+    }
+
+    /// Whether two patterns qualify as resonant at `now`.
+    fn resonate(&self, a: &Pattern, b: &Pattern, now: SimTime) -> Option<f64> {
+        let cos = dot(&a.vector, &b.vector);
+        let live = a.decayed(&self.cfg, now) > RESONANT_STRENGTH && b.decayed(&self.cfg, now) > RESONANT_STRENGTH;
+        (cos > RESONANT_COSINE && live).then_some(cos)
+    }
+
+    /// The strongest resonance of `id` with another qualifying hit.
+    fn strongest_resonance(&self, id: u64, hits: &[Hit], now: SimTime) -> f64 {
+        let Some(a) = self.patterns.get(&id) else { return 0.0 };
+        hits.iter()
+            .filter(|h| h.id != id)
+            .filter_map(|h| self.patterns.get(&h.id))
+            .filter(|b| self.resonate(a, b, now).is_some())
+            .filter_map(|b| self.resonance(a.id, b.id, now))
+            .fold(0.0, f64::max)
+    }
+
+    /// Sets each hit's resonance flags against the other hits of its
+    /// answer. Pairs are visited in rank order, so flags never depend on
+    /// anything but the answer.
+    fn flag_resonance(&self, hits: &mut [Hit], now: SimTime) {
+        for i in 0..hits.len() {
+            for j in i + 1..hits.len() {
+                let (Some(a), Some(b)) = (self.patterns.get(&hits[i].id), self.patterns.get(&hits[j].id)) else {
+                    continue;
+                };
+                if self.resonate(a, b, now).is_none() {
+                    continue;
+                }
+                let strong = self.resonance(a.id, b.id, now).is_some_and(|r| r > STRONG_RESONANCE);
+                for h in [i, j] {
+                    hits[h].resonant = true;
+                    hits[h].strongly_resonant |= strong;
+                }
+            }
+        }
+    }
+
+    /// Counts `agent`'s access to each pattern and resets its decay clock:
+    /// decay runs again from this access, with the pattern's own S0 (the
+    /// source: "next decay calculation uses new last_accessed"). When
+    /// several are accessed together each gains the co-access bonus. Their
+    /// index rows are rewritten in place.
     pub fn reinforce(&mut self, agent: &str, ids: &[u64], now: SimTime) -> Result<(), FieldError> {
         self.maybe_rebase(now)?;
         let together = ids.len() > 1;
         for id in ids {
             if let Some(p) = self.patterns.get_mut(id) {
-                p.strength = p.decayed(&self.cfg, now);
                 p.accesses += 1;
                 p.last_access = now;
                 if !p.accessed_by.contains(agent) {
@@ -643,23 +795,30 @@ impl Field {
         self.patterns.values().filter(|p| self.archived(p, now)).map(|p| p.id).collect()
     }
 
-    /// Resonance of two patterns at `now`: `cos^2 x s_A x s_B`.
+    /// Resonance of two patterns at `now`: `cos^2 x s_A x s_B`, each
+    /// strength with the score's modifiers
+    /// ([`Pattern::resonant_strength`]).
     pub fn resonance(&self, a: u64, b: u64, now: SimTime) -> Option<f64> {
         let (pa, pb) = (self.patterns.get(&a)?, self.patterns.get(&b)?);
         let c = dot(&pa.vector, &pb.vector);
-        Some(c * c * pa.decayed(&self.cfg, now) * pb.decayed(&self.cfg, now))
+        Some(c * c * pa.resonant_strength(&self.cfg, now) * pb.resonant_strength(&self.cfg, now))
     }
 
-    /// The source's classifications: a pattern is *resonant* with a query
-    /// when cosine > 0.7 and its decayed strength > 0.1; two patterns are
-    /// *strongly resonant* when their resonance exceeds 0.5.
-    pub fn is_resonant(&self, hit: &Hit, now: SimTime) -> bool {
-        self.patterns.get(&hit.id).is_some_and(|p| hit.cosine > 0.7 && p.decayed(&self.cfg, now) > 0.1)
-    }
-
-    /// See [`Field::is_resonant`].
+    /// Two patterns are *strongly resonant* when they resonate (cosine
+    /// above 0.7, both decayed strengths above 0.1) and their resonance
+    /// exceeds 0.5.
     pub fn strongly_resonant(&self, a: u64, b: u64, now: SimTime) -> bool {
-        self.resonance(a, b, now).is_some_and(|r| r > 0.5)
+        let (Some(pa), Some(pb)) = (self.patterns.get(&a), self.patterns.get(&b)) else { return false };
+        self.resonate(pa, pb, now).is_some() && self.resonance(a, b, now).is_some_and(|r| r > STRONG_RESONANCE)
+    }
+
+    /// The ratio of the largest to the smallest decayed strength of the
+    /// live patterns (`None` with fewer than one): the source's watch on
+    /// one pattern drowning out the rest.
+    pub fn strength_ratio(&self, now: SimTime) -> Option<f64> {
+        let live = self.patterns.values().filter(|p| !self.archived(p, now)).map(|p| p.decayed(&self.cfg, now));
+        let (min, max) = live.fold((f64::INFINITY, 0.0f64), |(lo, hi), s| (lo.min(s), hi.max(s)));
+        (min.is_finite() && min > 0.0).then(|| max / min)
     }
 
     /// Stability at `now` (see [`Stability`]).
@@ -739,11 +898,18 @@ mod tests {
                     .filter(|p| !f.archived(p, now))
                     .map(|p| {
                         let c = dot(&qn, &p.vector);
-                        Hit { id: p.id, score: p.score(f.config(), now, c), cosine: c }
+                        Hit {
+                            id: p.id,
+                            score: p.score(f.config(), now, c),
+                            cosine: c,
+                            resonant: false,
+                            strongly_resonant: false,
+                        }
                     })
                     .collect();
                 brute.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
                 brute.truncate(k);
+                f.flag_resonance(&mut brute, now);
                 assert_eq!(answers[b], brute, "case {case}, query {b} (seed 5)");
                 assert_eq!(f.query(query, k, now).expect("query"), answers[b], "batched = single, case {case}");
             }
@@ -768,7 +934,9 @@ mod tests {
 
     #[test]
     fn reinjection_reinforces_and_co_access_strengthens() {
-        let mut f = Field::new(4, FieldConfig { permeability: 0.5, ..Default::default() }).expect("field");
+        // Amplification off: this test is about the co-access bonus alone.
+        let cfg = FieldConfig { permeability: 0.5, resonance_amplification: 0.0, ..Default::default() };
+        let mut f = Field::new(4, cfg).expect("field");
         let a = f.inject("a", "k1", "v", &[1.0, 0.1, 0.0, 0.0], 2.0, h(0)).expect("inject");
         assert!((f.patterns()[&a.id].strength - 1.0).abs() < 1e-12, "strength x permeability");
         let again = f.inject("b", "k1", "v", &[0.0, 1.0, 0.0, 0.0], 2.0, h(1)).expect("inject");
@@ -783,6 +951,64 @@ mod tests {
         let after: f64 = f.patterns().values().map(|p| p.score(f.config(), h(4), 1.0)).sum();
         assert!(after > before, "co-accessed patterns gain strength: {before} -> {after}");
         assert!((f.patterns()[&1].bonus - 0.06).abs() < 1e-12);
+    }
+
+    /// The source, section 4.3: "next decay calculation uses new
+    /// last_accessed". With its lambda of 0.1, a pattern an agent queries
+    /// every three hours stays live for two days, while an untouched one
+    /// fades below 0.05 and is archived.
+    #[test]
+    fn re_access_resets_the_decay_clock() {
+        let mut f = Field::new(4, FieldConfig::default()).expect("field");
+        let used = f.inject("a", "used", "v", &[1.0, 0.0, 0.0, 0.0], 1.0, h(0)).expect("inject").id;
+        let idle = f.inject("a", "idle", "v", &[0.0, 1.0, 0.0, 0.0], 1.0, h(0)).expect("inject").id;
+        for t in (3..=48).step_by(3) {
+            let hits = f.query_and_reinforce("b", &[1.0, 0.0, 0.0, 0.0], 1, h(t)).expect("query");
+            assert_eq!(hits.iter().map(|x| x.id).collect::<Vec<_>>(), vec![used], "hour {t}");
+        }
+        let now = h(50);
+        let p = &f.patterns()[&used];
+        assert!((p.decayed(f.config(), now) - (-0.1f64 * 2.0).exp()).abs() < 1e-12, "decays from hour 48 with S0 = 1");
+        assert_eq!(f.decay(now), vec![idle], "the idle pattern fades (e^-5 < 0.05), the used one does not");
+    }
+
+    /// The source, section 4.4: "decayed patterns can be resurrected if
+    /// re-accessed". Re-injecting a faded pattern's content brings back the
+    /// strength it carries and resets the clock.
+    #[test]
+    fn re_injection_resurrects_a_faded_pattern() {
+        let mut f = Field::new(4, FieldConfig::default()).expect("field");
+        let id = f.inject("a", "k", "v", &[1.0, 0.0, 0.0, 0.0], 1.0, h(0)).expect("inject").id;
+        assert_eq!(f.decay(h(40)), vec![id], "faded after 40 hours");
+        assert!(f.query(&[1.0, 0.0, 0.0, 0.0], 1, h(40)).expect("query").is_empty());
+        let again = f.inject("b", "k", "v", &[1.0, 0.0, 0.0, 0.0], 0.8, h(40)).expect("inject");
+        assert_eq!(again, Injected { id, reinforced: true });
+        assert!(f.decay(h(40)).is_empty(), "live again");
+        let p = &f.patterns()[&id];
+        assert!((p.decayed(f.config(), h(40)) - 1.0).abs() < 1e-12, "the larger S0 (1, not 0.8), from hour 40");
+        assert_eq!(f.query(&[1.0, 0.0, 0.0, 0.0], 1, h(41)).expect("query")[0].id, id);
+    }
+
+    /// Hits that resonate with each other in one answer are flagged and,
+    /// on reinforcement, amplified by `0.2 x resonance`; others are not.
+    #[test]
+    fn resonant_hits_are_flagged_and_amplified() {
+        let mut f = Field::new(4, FieldConfig::default()).expect("field");
+        let a = f.inject("a", "a", "v", &[1.0, 0.1, 0.0, 0.0], 1.0, h(0)).expect("inject").id;
+        let b = f.inject("b", "b", "v", &[1.0, 0.0, 0.1, 0.0], 1.0, h(0)).expect("inject").id;
+        let c = f.inject("c", "c", "v", &[0.0, 0.0, 0.0, 1.0], 1.0, h(0)).expect("inject").id;
+        let hits = f.query(&[1.0, 1.0, 1.0, 1.0], 3, h(0)).expect("query");
+        let flags = |id| hits.iter().find(|x| x.id == id).map(|x| (x.resonant, x.strongly_resonant));
+        assert_eq!((flags(a), flags(b), flags(c)), (Some((true, true)), Some((true, true)), Some((false, false))));
+        let r = f.resonance(a, b, h(0)).expect("both exist");
+        f.reinforce_answer("d", &hits, h(0)).expect("reinforce");
+        let bonus = |id| f.patterns()[&id].bonus;
+        assert!((bonus(a) - (0.2 * r + 0.02)).abs() < 1e-12, "amplified and co-accessed");
+        assert!((bonus(c) - 0.02).abs() < 1e-12, "co-accessed only");
+        assert!(matches!(
+            Field::new(4, FieldConfig { resonance_amplification: 0.3, ..Default::default() }),
+            Err(FieldError::Config { .. })
+        ));
     }
 
     /// An index whose rows match the table but whose metric is L2 would

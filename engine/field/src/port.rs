@@ -38,6 +38,10 @@ pub struct Found {
     pub value: String,
     /// Rank score.
     pub score: f64,
+    /// It resonates with another item of the same answer (the field only).
+    pub resonant: bool,
+    /// One of those resonances is strong (the field only).
+    pub strongly_resonant: bool,
 }
 
 /// One operation an agent submits for a phase.
@@ -401,11 +405,8 @@ impl SharedContextPort for FieldContexts {
         }
         for i in &order {
             if let Some(result) = hits_of.remove(i) {
-                let reinforced = result.and_then(|hits| {
-                    s.field
-                        .reinforce(&ops[*i].agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now)
-                        .map(|()| hits)
-                });
+                let reinforced =
+                    result.and_then(|hits| s.field.reinforce_answer(&ops[*i].agent, &hits, now).map(|()| hits));
                 replies[*i] = Some(match reinforced {
                     Ok(hits) => {
                         s.telemetry.count_query(&ops[*i].agent);
@@ -441,6 +442,8 @@ fn found(field: &Field, hits: &[super::Hit]) -> Vec<Found> {
                 key: p.key.clone(),
                 value: p.value.clone(),
                 score: h.score,
+                resonant: h.resonant,
+                strongly_resonant: h.strongly_resonant,
             })
         })
         .collect()
@@ -567,6 +570,8 @@ impl SharedContextPort for MessagePassing {
                 key: m.entry.key.clone(),
                 value: m.entry.value.clone(),
                 score,
+                resonant: false,
+                strongly_resonant: false,
             })
             .collect())
     }

@@ -29,6 +29,10 @@ pub struct TimelinePoint {
     pub total_strength: f64,
     /// Stability at the phase.
     pub stability: Stability,
+    /// Largest over smallest decayed strength of the live patterns (the
+    /// source's watch on one pattern drowning out the rest); `None` while
+    /// nothing is live.
+    pub strength_ratio: Option<f64>,
     /// Every pattern's decayed strength, by id (the decay picture).
     pub strengths: Vec<(u64, f64)>,
 }
@@ -151,6 +155,7 @@ impl Telemetry {
             archived: strengths.len() - live.len(),
             total_strength: live.iter().sum(),
             stability: field.measure_stability(now),
+            strength_ratio: field.strength_ratio(now),
             strengths,
         });
         &self.timeline[self.timeline.len() - 1]
