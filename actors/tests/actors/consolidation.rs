@@ -36,7 +36,7 @@ fn a_dry_run_reports_and_changes_nothing() {
         spec.config = config(toml);
         run_with(spec, 2)
     };
-    let rules = "[consolidation.rules]\nworking_decay = 10.0\naccess_boost = 0.0\n";
+    let rules = "[consolidation.rules]\nworking_decay = 10.0\n";
     let (dry, dry_reports) = run(&format!("[consolidation]\ndry_run = true\n{rules}"));
     let (off, off_reports) = run(&format!("[consolidation]\nenabled = false\n{rules}"));
     assert!(dry.summary.consolidation.expired > 0, "the dry run says what would expire");
@@ -47,6 +47,10 @@ fn a_dry_run_reports_and_changes_nothing() {
     assert_eq!(retrieved(&dry_reports), retrieved(&off_reports), "nothing expired for real");
     let state = dry.final_states[0].as_ref().expect("alive");
     assert!(state.ledger.currents().all(|v| v.tier == Tier::Working));
+    for (d, o) in dry.final_states.iter().zip(&off.final_states) {
+        let (d, o) = (d.as_ref().expect("alive"), o.as_ref().expect("alive"));
+        assert_eq!(d.ledger.versions(), o.ledger.versions(), "real energies and tiers as with consolidation off");
+    }
 }
 
 #[test]

@@ -104,7 +104,16 @@ struct Pass {
     tick: u32,
     boost: f64,
     initial: f64,
+    /// What the real ledger gets: the same, or in a dry run what it gets
+    /// with consolidation off.
+    real_boost: f64,
+    real_initial: f64,
 }
+
+/// Access boost and starting energy with consolidation off: accesses are
+/// counted, energy is untouched.
+const OFF_BOOST: f64 = 0.0;
+const OFF_ENERGY: f64 = 1.0;
 
 fn write_change(w: &mut DigestWriter, c: &Change) {
     // A record id is hashed as the text it reads as, as it always was.
@@ -217,14 +226,20 @@ impl PersonaState {
         if let Some(c) = &commit.consolidation {
             changes.extend(scratch.as_mut().unwrap_or(&mut self.ledger).decay(&c.rules, commit.now, scope, false));
         }
+        // `active`: the rules the reported pass plays by; `applied`: the rules
+        // that change the real ledger (none in a dry run).
+        let active = commit.consolidation.as_ref();
+        let applied = active.filter(|c| !c.dry_run);
         let mut pass = Pass {
             w,
             changes,
             scratch,
             now: commit.now,
             tick: commit.tick,
-            boost: commit.consolidation.as_ref().map_or(0.0, |c| c.rules.access_boost),
-            initial: commit.consolidation.as_ref().map_or(1.0, |c| c.rules.initial_energy),
+            boost: active.map_or(OFF_BOOST, |c| c.rules.access_boost),
+            initial: active.map_or(OFF_ENERGY, |c| c.rules.initial_energy),
+            real_boost: applied.map_or(OFF_BOOST, |c| c.rules.access_boost),
+            real_initial: applied.map_or(OFF_ENERGY, |c| c.rules.initial_energy),
         };
         for job in commit.jobs {
             ids.push(self.apply_job(job, &mut pass));
@@ -269,12 +284,17 @@ impl PersonaState {
         }
         self.memory.touch(&job.touched, pass.now);
         let touched: Vec<RecordId> = job.touched.iter().map(|t| RecordId::Memory(*t)).collect();
+        // In a dry run the real ledger is kept exactly as with consolidation
+        // off (accesses counted, no energy added); the scratch copy plays the
+        // pass and its changes are the ones reported.
         for t in &touched {
-            if let Ok(c) = self.ledger.access(t, pass.now, pass.boost) {
+            let real = self.ledger.access(t, pass.now, pass.real_boost);
+            let reported = match pass.scratch.as_mut() {
+                Some(l) => l.access(t, pass.now, pass.boost),
+                None => real,
+            };
+            if let Ok(c) = reported {
                 pass.changes.push(c);
-            }
-            if let Some(l) = pass.scratch.as_mut() {
-                let _ = l.access(t, pass.now, pass.boost);
             }
         }
         self.ledger.coactivate(&touched);
@@ -305,12 +325,14 @@ impl PersonaState {
                 sources: m.sources,
                 vector: m.vector.map(|e| e.vector),
             });
-            if let Ok(c) = self.ledger.create(&RecordId::Memory(id), pass.now, pass.initial, Tier::Working, false, None)
-            {
+            let record = RecordId::Memory(id);
+            let real = self.ledger.create(&record, pass.now, pass.real_initial, Tier::Working, false, None);
+            let reported = match pass.scratch.as_mut() {
+                Some(l) => l.create(&record, pass.now, pass.initial, Tier::Working, false, None),
+                None => real,
+            };
+            if let Ok(c) = reported {
                 pass.changes.push(c);
-            }
-            if let Some(l) = pass.scratch.as_mut() {
-                let _ = l.create(&RecordId::Memory(id), pass.now, pass.initial, Tier::Working, false, None);
             }
             self.visible.push(true);
             job_ids.push(id);
@@ -334,5 +356,49 @@ impl PersonaState {
         }
         pass.w.u32(self.importance_since_reflection);
         job_ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persona::{generate, Traits};
+
+    fn commit(tick: u32, touched: Vec<MemoryId>, consolidation: Option<Consolidate>) -> PersonaCommit {
+        let memory = NewMemory {
+            kind: MemoryKind::Observation,
+            description: format!("tick {tick}"),
+            importance: 5,
+            sentiment: 0.0,
+            sources: Vec::new(),
+            vector: None,
+        };
+        let job = JobCommit { touched, memories: vec![memory], belief: None, importance: 5, reflected: false };
+        PersonaCommit { tick, now: SimTime(u64::from(tick) * 3600), jobs: vec![job], consolidation }
+    }
+
+    /// With `consolidation.dry_run`, the real ledger is exactly that of a
+    /// run with consolidation off, and each commit reports what a real pass
+    /// would do to the current state.
+    #[test]
+    fn a_dry_run_changes_nothing_and_reports_a_pass_on_the_current_state() {
+        let rules = ConsolidationConfig { expire_below: 0.5, ..Default::default() };
+        let pass = |dry_run| Some(Consolidate { rules: rules.clone(), dry_run, end_session: false });
+        let mut dry = PersonaState::new(generate(&Traits::builtin(), 1, 0));
+        let mut off = dry.clone();
+        let mut reported = 0;
+        for tick in 1..=6 {
+            // The first memory is recalled at each tick; the others fade.
+            let touched: Vec<MemoryId> = dry.memory.records().iter().take(1).map(|m| m.id).collect();
+            let mut enabled_now = dry.clone();
+            let expected = enabled_now.apply(commit(tick, touched.clone(), pass(false))).changes;
+            let got = dry.apply(commit(tick, touched.clone(), pass(true))).changes;
+            assert_eq!(got, expected, "tick {tick}: the report is a real pass on the current state");
+            reported += got.len();
+            off.apply(commit(tick, touched, None));
+        }
+        assert!(reported > 0, "the passes had something to report");
+        assert_eq!(dry.ledger.versions(), off.ledger.versions(), "real tiers and energies as with consolidation off");
+        assert_eq!(dry.memory, off.memory);
     }
 }
