@@ -5,9 +5,12 @@
 //!
 //! IDs read `<strategy>/<cache>/<personas>p <dup>% dup`: 20, 50 and 200
 //! personas; 0%, 50% and 90% of texts duplicated; a cold cache (a fresh
-//! client each iteration) and a warm one (every text cached). The
-//! per-persona baseline awaits each persona's call in turn, as the original
-//! system's loop did. Expect it to be slow: its cold cases dominate the run.
+//! client each iteration) and a warm one (every text cached). Two
+//! baselines: `per-persona` awaits each persona's call in turn, as the
+//! original system's loop did (expect it to be slow: its cold cases dominate
+//! the run); `per-persona-concurrent` makes the same calls concurrently
+//! through the same client (concurrency 4, the same cache), a user's real
+//! alternative to batching.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use engine::config::Config;
@@ -49,7 +52,12 @@ fn stage(c: &mut Criterion) {
         for dup in [0u32, 50, 90] {
             let plan = plan(personas, dup);
             group.throughput(Throughput::Elements(u64::from(personas)));
-            for (strategy, sname) in [(Strategy::Batched, "batched"), (Strategy::PerConsumer, "per-persona")] {
+            let strategies = [
+                (Strategy::Batched, "batched"),
+                (Strategy::PerConsumer, "per-persona"),
+                (Strategy::PerConsumerConcurrent, "per-persona-concurrent"),
+            ];
+            for (strategy, sname) in strategies {
                 let id = |cache: &str| BenchmarkId::new(format!("{sname}/{cache}"), format!("{personas}p {dup}% dup"));
                 group.bench_function(id("cold"), |b| {
                     b.iter(|| rt.block_on(embed_stage(&client(), &key, &plan, strategy)));

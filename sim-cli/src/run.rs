@@ -27,8 +27,11 @@ use std::sync::Arc;
 pub enum EmbedStrategy {
     /// One port call per stage with exact-text-deduplicated texts.
     Batched,
-    /// One port call per text, no dedup, awaited in turn (the baseline).
+    /// One port call per text, no dedup, awaited in turn (the sequential baseline).
     PerPersona,
+    /// One port call per text, no dedup, issued concurrently under the client's
+    /// concurrency and rate limits (the concurrent baseline).
+    PerPersonaConcurrent,
 }
 
 /// Options of `sim-cli run`.
@@ -64,7 +67,7 @@ pub struct RunArgs {
     /// Stop at the first tick boundary where recorded spend reaches this many USD.
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub budget_usd: Option<f64>,
-    /// How embedding work is submitted: batched (default) or per-persona (the baseline for comparison).
+    /// How embedding work is submitted: batched (default), or a per-persona baseline for comparison.
     #[arg(long, value_enum, default_value_t = EmbedStrategy::Batched)]
     pub embed_strategy: EmbedStrategy,
     /// Print the summary as one JSON object on stdout.
@@ -149,6 +152,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let strategy = match args.embed_strategy {
         EmbedStrategy::Batched => Strategy::Batched,
         EmbedStrategy::PerPersona => Strategy::PerConsumer,
+        EmbedStrategy::PerPersonaConcurrent => Strategy::PerConsumerConcurrent,
     };
     let header = Header::new(&config, args.seed, args.personas, args.ticks)
         .with_budget(budget_nano_usd)

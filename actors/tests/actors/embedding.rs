@@ -34,22 +34,30 @@ fn nonpositive_k_skips_retrieval_embedding() {
 
 #[test]
 fn batched_and_per_persona_agree_on_content_not_on_calls() {
-    let run = |strategy| {
+    let run = |strategy, threads| {
         let mut spec = RunSpec::defaults(9, 40, 3);
         spec.scenario = Scenario::builtin("launch-day").expect("built in");
         spec.config = config("[embedding]\nbatch_size = 16\n");
         spec.strategy = strategy;
-        run_with(spec, 2).0
+        run_with(spec, threads).0
     };
-    let batched = run(Strategy::Batched);
-    let per = run(Strategy::PerConsumer);
-    assert_eq!(batched.summary.digest, per.summary.digest, "same retrieved ids, prompts, replies and state");
-    assert_eq!(batched.final_states, per.final_states);
-    assert_ne!(batched.summary.full_digest, per.summary.full_digest, "request grouping and costs differ");
-    assert!(per.summary.embedding.port_invocations > 10 * batched.summary.embedding.port_invocations);
-    for s in [&batched.summary, &per.summary] {
-        assert_eq!(s.cost.allocated_total_nano_usd, s.cost.provider_total_nano_usd);
+    let batched = run(Strategy::Batched, 2);
+    for baseline in [Strategy::PerConsumer, Strategy::PerConsumerConcurrent] {
+        let per = run(baseline, 2);
+        assert_eq!(batched.summary.digest, per.summary.digest, "{baseline:?}: same content");
+        assert_eq!(batched.final_states, per.final_states);
+        assert_ne!(batched.summary.full_digest, per.summary.full_digest, "request grouping and costs differ");
+        assert!(per.summary.embedding.port_invocations > 10 * batched.summary.embedding.port_invocations);
+        for s in [&batched.summary, &per.summary] {
+            assert_eq!(s.cost.allocated_total_nano_usd, s.cost.provider_total_nano_usd);
+        }
     }
+    // Concurrent calls decide cache hits in request order: the same costs
+    // and grouping at any thread count.
+    let one = run(Strategy::PerConsumerConcurrent, 1);
+    let four = run(Strategy::PerConsumerConcurrent, 4);
+    assert_eq!(one.summary.full_digest, four.summary.full_digest);
+    assert_eq!(one.summary.embedding, four.summary.embedding);
 }
 
 #[test]

@@ -240,6 +240,42 @@ impl EmbeddingPort for InferenceClient {
         })
     }
 
+    /// The invocations concurrently, at most `concurrency` at a time, with
+    /// cache hits decided in list order: the first list holding a text (by
+    /// cache key) goes in the first wave; a later list with a text already
+    /// asked for waits for the second wave, when that text is cached. So the
+    /// same lists always hit, miss and cost the same, whatever finishes
+    /// first.
+    fn embed_each<'a>(&'a self, key: &'a EmbedKey, lists: &'a [Vec<String>]) -> BoxFuture<'a, Vec<Result<EmbedBatch>>> {
+        Box::pin(async move {
+            let mut seen = std::collections::HashSet::new();
+            let (mut first, mut later) = (Vec::new(), Vec::new());
+            for (i, texts) in lists.iter().enumerate() {
+                let keys: Vec<Digest> = texts.iter().map(|t| cache_key(&key.model, key.dim, t)).collect();
+                let repeats = keys.iter().any(|k| seen.contains(k));
+                seen.extend(keys);
+                if repeats {
+                    later.push(i)
+                } else {
+                    first.push(i)
+                }
+            }
+            let mut results: Vec<Option<Result<EmbedBatch>>> = (0..lists.len()).map(|_| None).collect();
+            for wave in [first, later] {
+                let done: Vec<(usize, Result<EmbedBatch>)> = futures::stream::iter(
+                    wave.into_iter().map(|i| async move { (i, self.embed(key, &lists[i]).await) }),
+                )
+                .buffer_unordered(self.settings.concurrency.max(1))
+                .collect()
+                .await;
+                for (i, r) in done {
+                    results[i] = Some(r);
+                }
+            }
+            results.into_iter().map(|r| r.expect("every list is in one wave; this is a bug")).collect()
+        })
+    }
+
     fn finish(&self) -> Result<()> {
         self.cache.as_ref().map_or(Ok(()), TextCache::save)
     }

@@ -76,13 +76,14 @@ fn bench_embed_reports_both_strategies_and_the_ratio() {
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let rows = v["results"].as_array().expect("results");
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 6, "three strategies, cold and warm");
     let get = |s: &str, c: &str, k: &str| {
         rows.iter().find(|r| r["strategy"] == s && r["cache"] == c).and_then(|r| r[k].as_u64()).expect("row")
     };
     assert!(get("per-persona", "cold", "port_invocations") > get("batched", "cold", "port_invocations"));
     assert_eq!(get("batched", "warm", "upstream_requests"), 0);
-    assert!(v["speedup_ratio"].as_f64().is_some());
+    assert!(get("per-persona-concurrent", "cold", "port_invocations") > get("batched", "cold", "port_invocations"));
+    assert!(v["speedup_ratio"].as_f64().is_some() && v["concurrent_speedup_ratio"].as_f64().is_some());
     let digests: Vec<&str> = rows.iter().filter_map(|r| r["digest"].as_str()).collect();
     assert!(digests.windows(2).all(|w| w[0] == w[1]), "strategy and cache never change content");
 }

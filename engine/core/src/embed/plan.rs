@@ -2,7 +2,7 @@
 //! mappings, vector association and cost allocation, behind one function,
 //! [`embed_stage`].
 
-use super::port::{EmbedCall, EmbedKey, EmbeddingPort};
+use super::port::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
 use crate::cost::{estimate_tokens, split_proportional, Spend};
 use crate::digest::{Digest, DigestWriter};
 use crate::error::Error;
@@ -19,8 +19,13 @@ pub enum Strategy {
     #[default]
     Batched,
     /// One invocation per request, no dedup, awaited one after another: the
-    /// baseline for comparison.
+    /// source's own "before" (its calls blocked each loop).
     PerConsumer,
+    /// One invocation per request, no dedup, issued concurrently through
+    /// [`EmbeddingPort::embed_each`]: a user's real alternative to batching.
+    /// The inference client bounds them by its concurrency and rate limits
+    /// and decides cache hits in request order.
+    PerConsumerConcurrent,
 }
 
 /// A stage's requests, deduplicated by exact text (no normalisation).
@@ -192,6 +197,19 @@ async fn submit(
     requests_of: &[Vec<usize>],
     out: &mut StageResult,
 ) {
+    let result = port.embed(key, texts).await;
+    record(key, texts, consumers, requests_of, result, out);
+}
+
+/// Records one invocation's result into `out`.
+fn record(
+    key: &EmbedKey,
+    texts: &[String],
+    consumers: Vec<&[u32]>,
+    requests_of: &[Vec<usize>],
+    result: Result<EmbedBatch, Error>,
+    out: &mut StageResult,
+) {
     out.stats.port_invocations += 1;
     out.stats.unique_texts_submitted += texts.len() as u64;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -202,7 +220,7 @@ async fn submit(
             }
         }
     };
-    match port.embed(key, texts).await {
+    match result {
         Ok(batch) => {
             out.stats.upstream_requests += batch.calls.iter().map(|c| u64::from(c.attempts)).sum::<u64>();
             out.stats.cache_hits += batch.cache_hits;
@@ -263,6 +281,14 @@ pub async fn embed_stage(port: &dyn EmbeddingPort, key: &EmbedKey, plan: &Plan, 
             for (r, (consumer, u)) in plan.requests.iter().enumerate() {
                 let who = std::slice::from_ref(consumer);
                 submit(port, key, std::slice::from_ref(&plan.texts[*u]), vec![who], &[vec![r]], &mut out).await;
+            }
+        }
+        Strategy::PerConsumerConcurrent => {
+            let lists: Vec<Vec<String>> = plan.requests.iter().map(|(_, u)| vec![plan.texts[*u].clone()]).collect();
+            let results = port.embed_each(key, &lists).await;
+            for (r, ((consumer, _), result)) in plan.requests.iter().zip(results).enumerate() {
+                let who = std::slice::from_ref(consumer);
+                record(key, &lists[r], vec![who], &[vec![r]], result, &mut out);
             }
         }
     }

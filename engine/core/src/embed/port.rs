@@ -70,6 +70,20 @@ pub trait EmbeddingPort: Send + Sync {
     /// Embeds `texts` under `key`.
     fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>>;
 
+    /// Embeds several lists, one invocation each, and returns their results
+    /// in list order. The default runs them one after another; an adapter
+    /// that can wait (the inference client) runs them concurrently, and
+    /// must decide anything order-dependent (cache hits) in list order.
+    fn embed_each<'a>(&'a self, key: &'a EmbedKey, lists: &'a [Vec<String>]) -> BoxFuture<'a, Vec<Result<EmbedBatch>>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(lists.len());
+            for texts in lists {
+                out.push(self.embed(key, texts).await);
+            }
+            out
+        })
+    }
+
     /// Called once at the end of a run, e.g. to save a cache file.
     fn finish(&self) -> Result<()> {
         Ok(())

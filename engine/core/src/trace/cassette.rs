@@ -37,26 +37,41 @@ impl EmbedRecorder {
     }
 }
 
+impl EmbedRecorder {
+    /// Logs one invocation as answered.
+    fn log(&self, key: &EmbedKey, texts: &[String], result: &Result<EmbedBatch>) {
+        let recorded = match result {
+            Ok(b) => Ok((Vectors(b.vectors.clone()), b.calls.clone(), b.cache_hits)),
+            Err(Error::Embedding { cause, calls }) => Err((cause.clone(), calls.clone())),
+            Err(other) => Err((other.to_string(), Vec::new())),
+        };
+        let exchange = EmbedExchange {
+            role: key.role,
+            request: embed_request_digest(key, texts),
+            texts: texts.len() as u32,
+            result: recorded,
+        };
+        self.log.lock().push(exchange);
+    }
+}
+
 impl EmbeddingPort for EmbedRecorder {
     fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
         Box::pin(async move {
             let result = self.inner.embed(key, texts).await;
-            let recorded = match &result {
-                Ok(b) => Ok((Vectors(b.vectors.clone()), b.calls.clone(), b.cache_hits)),
-                Err(Error::Embedding { cause, calls }) => Err((cause.clone(), calls.clone())),
-                Err(other) => Err((other.to_string(), Default::default())),
-            };
-            let exchange = EmbedExchange {
-                role: key.role,
-                request: embed_request_digest(key, texts),
-                texts: texts.len() as u32,
-                result: recorded,
-            };
-            {
-                let mut log = self.log.lock();
-                log.push(exchange);
-            }
+            self.log(key, texts, &result);
             result
+        })
+    }
+
+    /// The inner port's (concurrent) invocations, logged in list order.
+    fn embed_each<'a>(&'a self, key: &'a EmbedKey, lists: &'a [Vec<String>]) -> BoxFuture<'a, Vec<Result<EmbedBatch>>> {
+        Box::pin(async move {
+            let results = self.inner.embed_each(key, lists).await;
+            for (texts, result) in lists.iter().zip(&results) {
+                self.log(key, texts, result);
+            }
+            results
         })
     }
 

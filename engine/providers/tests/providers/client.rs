@@ -197,3 +197,19 @@ fn rate_limits_and_backoff_wait_on_the_clock_they_are_given() {
     let b = block_on_ready(client.embed(&key(), &texts(&["a"]))).expect("recovers");
     assert_eq!((b.calls[0].attempts, clock.waits()), (2, vec![Duration::from_millis(1_500)]));
 }
+
+/// Concurrent per-text invocations decide cache hits in list order: the
+/// first list with a text misses, every later one hits, whatever finishes
+/// first; results come back in list order.
+#[test]
+fn concurrent_invocations_hit_the_cache_in_list_order() {
+    let provider = Arc::new(Scripted::default());
+    let client = InferenceClient::new(provider.clone(), settings(8, 100, 0), PRICE, Some(TextCache::in_memory()), 1);
+    let lists: Vec<Vec<String>> = ["a", "b", "a", "c", "b", "a"].iter().map(|t| texts(&[t])).collect();
+    let results = rt().block_on(client.embed_each(&key(), &lists));
+    let hits: Vec<u64> = results.iter().map(|r| r.as_ref().expect("ok").cache_hits).collect();
+    assert_eq!(hits, vec![0, 0, 1, 0, 1, 1]);
+    let mut sent: Vec<String> = provider.seen.lock().iter().map(|(t, _)| t[0].clone()).collect();
+    sent.sort();
+    assert_eq!(sent, vec!["a", "b", "c"], "each text goes upstream once");
+}
