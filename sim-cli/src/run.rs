@@ -149,6 +149,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     // Step 1: every input is read and validated before anything is written.
     let config = load_config(args.config.as_ref())?;
     let loaded = load_scenario(&args.scenario)?;
+    for warning in loaded.scenario.check_run(&loaded.origin, args.ticks, &Traits::builtin())? {
+        eprintln!("warning: {warning}");
+    }
     let strategy = match args.embed_strategy {
         EmbedStrategy::Batched => Strategy::Batched,
         EmbedStrategy::PerPersona => Strategy::PerConsumer,

@@ -6,6 +6,7 @@
 //! with more ticks than the scenario defines cycles through its ticks.
 
 use crate::error::{Error, Result};
+use crate::persona::Traits;
 use crate::rng::{Purpose, Stream};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -266,6 +267,53 @@ impl Scenario {
         &self.ticks[(tick.max(1) as usize - 1) % self.ticks.len()]
     }
 
+    /// Checks the scenario against a run of `ticks` ticks over personas
+    /// drawn from `traits`. Errors name `source_name` and the field: a probe
+    /// past both the run and the scenario's own ticks (it can never be
+    /// asked), and an audience interest no persona can have. A stimulus
+    /// shown to nobody over the run (or the scenario's own cycle, when that
+    /// is longer: a run may stop before a stimulus's turn on purpose) is a
+    /// warning, returned as text.
+    pub fn check_run(&self, source_name: &str, ticks: u32, traits: &Traits) -> Result<Vec<String>> {
+        let bad = |field: String, cause: String| Error::Fixture { source_name: source_name.into(), field, cause };
+        let mut warnings = Vec::new();
+        let own = self.ticks.len() as u32;
+        for (i, p) in self.probes.iter().enumerate() {
+            if p.tick > ticks.max(own) {
+                let cause = format!("tick {} never comes: the run has {ticks} tick(s), the scenario {own}", p.tick);
+                return Err(bad(format!("probes[{i}].tick"), cause));
+            }
+        }
+        for (t, rules) in self.ticks.iter().enumerate() {
+            for (r, rule) in rules.iter().enumerate() {
+                if let Audience::Interest(name) = &rule.audience {
+                    if !traits.interests.contains(name) {
+                        let cause =
+                            format!("no persona has the interest {name:?}; known: {}", traits.interests.join(", "));
+                        return Err(bad(format!("ticks[{t}].show[{r}].audience"), cause));
+                    }
+                }
+            }
+        }
+        let mut shown = vec![false; self.stimuli.len()];
+        for tick in 1..=own {
+            for rule in self.rules(tick) {
+                let reaches = !matches!(rule.audience, Audience::Fraction(f) if f <= 0.0);
+                for s in &rule.stimuli {
+                    shown[*s] |= reaches;
+                }
+            }
+        }
+        warnings.extend(
+            self.stimuli
+                .iter()
+                .zip(shown)
+                .filter(|(_, shown)| !shown)
+                .map(|(s, _)| format!("{source_name}: stimulus {:?} is never shown to anybody", s.id)),
+        );
+        Ok(warnings)
+    }
+
     /// The probes asked at `tick`.
     pub fn probes_at(&self, tick: u32) -> impl Iterator<Item = &Probe> {
         self.probes.iter().filter(move |p| p.tick == tick)
@@ -394,5 +442,21 @@ repeat = 2
         let a = s.jobs(5, 2, 500, no_interests);
         assert_eq!(a, s.jobs(5, 2, 500, no_interests));
         assert_ne!(a, s.jobs(6, 2, 500, no_interests));
+    }
+
+    #[test]
+    fn a_stimulus_nobody_sees_in_the_run_is_a_warning() {
+        let text = "name = \"s\"\n\
+            [[stimuli]]\nid = \"a\"\nkind = \"ad\"\ntitle = \"A\"\ncategory = \"coffee\"\ntext = \"x\"\n\
+            [[stimuli]]\nid = \"b\"\nkind = \"ad\"\ntitle = \"B\"\ncategory = \"coffee\"\ntext = \"y\"\n\
+            [[ticks]]\n[[ticks.show]]\nstimuli = [\"a\"]\n\
+            [[ticks]]\n[[ticks.show]]\nstimuli = [\"b\"]\naudience = \"fraction:0\"\n";
+        let s = Scenario::from_toml(text, "s.toml").expect("valid");
+        let traits = Traits::builtin();
+        let warned = vec!["s.toml: stimulus \"b\" is never shown to anybody".to_string()];
+        assert_eq!(s.check_run("s.toml", 1, &traits).expect("no error"), warned);
+        assert_eq!(s.check_run("s.toml", 5, &traits).expect("no error"), warned);
+        let fixed = Scenario::from_toml(&text.replace("fraction:0", "all"), "s.toml").expect("valid");
+        assert!(fixed.check_run("s.toml", 1, &traits).expect("no error").is_empty(), "a short run is not an error");
     }
 }

@@ -7,6 +7,14 @@ fn fails_with(args: &[&str], needles: &[&str]) {
     std::fs::write(dir.join("bad-config.toml"), "[retrieval]\nk = 5\n\n[chat]\nconcurency = 8\n").expect("write");
     std::fs::write(dir.join("bad-value.toml"), "[embedding]\ndim = 0\n").expect("write");
     std::fs::write(dir.join("a-file"), "x").expect("write");
+    let scenario = |show: &str, probe_tick: u32| {
+        format!(
+            "name = \"s\"\n[[stimuli]]\nid = \"a\"\nkind = \"ad\"\ntitle = \"A\"\ncategory = \"coffee\"\ntext = \"An ad.\"\n[[ticks]]\n[[ticks.show]]\n\
+             stimuli = [\"a\"]\n{show}\n[[probes]]\ntick = {probe_tick}\nid = \"q\"\nquestion = \"Why?\"\n"
+        )
+    };
+    std::fs::write(dir.join("late-probe.toml"), scenario("", 99)).expect("write");
+    std::fs::write(dir.join("astrology.toml"), scenario("audience = \"interest:astrology\"", 1)).expect("write");
     let out = sim(&dir, args);
     assert!(!out.status.success(), "{args:?} should fail");
     let err = stderr(&out);
@@ -32,6 +40,20 @@ fn zero_personas_and_ticks() {
 fn missing_and_malformed_scenario() {
     fails_with(&["run", "--scenario", "nope.toml"], &["nope.toml", "not a built-in"]);
     fails_with(&["run", "--scenario", "bad-scenario.toml"], &["bad-scenario.toml", "line"]);
+}
+
+/// Input that would be silently ignored: a probe after the run's last tick,
+/// an interest no persona has.
+#[test]
+fn scenarios_that_would_do_nothing() {
+    fails_with(
+        &["run", "--ticks", "2", "--scenario", "late-probe.toml"],
+        &["late-probe.toml", "probes[0].tick", "tick 99 never comes"],
+    );
+    fails_with(
+        &["run", "--scenario", "astrology.toml"],
+        &["astrology.toml", "ticks[0].show[0].audience", "astrology", "known: "],
+    );
 }
 
 #[test]

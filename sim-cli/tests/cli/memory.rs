@@ -102,9 +102,27 @@ fn monitoring_commands_answer_in_json() {
     assert!(p["promoted"].as_u64().is_some_and(|n| n > 0));
     let h = json(&sim(&dir, &["memory", "health", "--run", "r", "--json"]));
     assert_eq!(h["config"]["rules"]["working_to_short"], 2.0);
-    let pr = json(&sim(&dir, &["memory", "predict", "--hours", "48", "--run", "r", "--json"]));
-    let total = pr["will_expire"].as_u64().unwrap_or(0) + pr["will_survive"].as_u64().unwrap_or(0);
-    assert_eq!(total as usize, pr["records"].as_array().map_or(0, Vec::len));
+    // The prediction, checked against the decay law with the default rates
+    // (per hour: working 0.5, short-term 0.05, long-term 0.005; expiry below 0.1).
+    let pr = json(&sim(&dir, &["memory", "predict", "--hours", "6", "--run", "r", "--json"]));
+    let records = pr["records"].as_array().expect("records");
+    let mut expiring = 0;
+    for r in records {
+        let rate = match r["tier"].as_str() {
+            Some("working") => 0.5,
+            Some("shortTerm") => 0.05,
+            Some("longTerm") => 0.005,
+            other => panic!("not a live tier: {other:?}"),
+        };
+        let predicted = r["energy"].as_f64().expect("energy") * (-rate * 6.0f64).exp();
+        assert!((r["predicted"].as_f64().expect("predicted") - predicted).abs() < 1e-9, "{r}");
+        let expires = predicted < 0.1;
+        assert_eq!(r["prediction"], if expires { "will expire" } else { "will survive" }, "{r}");
+        expiring += usize::from(expires);
+    }
+    assert!(expiring > 0 && expiring < records.len(), "6 hours expire some memories, not all: {expiring}");
+    assert_eq!(pr["will_expire"].as_u64(), Some(expiring as u64));
+    assert_eq!(pr["will_survive"].as_u64(), Some((records.len() - expiring) as u64));
     for (args, needle) in [
         (vec!["memory", "energy", "--tier", "attic", "--run", "r"], "attic"),
         (vec!["memory", "test", "boost", "t-9999", "--run", "r"], "t-9999"),

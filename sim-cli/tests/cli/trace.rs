@@ -2,8 +2,11 @@ use crate::support::{scratch, sim, stderr};
 use engine::rng::{Purpose, Stream};
 use engine::trace::frame::read_trace_file;
 use engine::trace::{Record, TraceWriter};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Both digests of a `--json` summary.
@@ -121,6 +124,7 @@ fn killed_runs_resume_to_the_same_digest() {
     let reference = sim(&dir, &[&args[..], &["--out", "reference"]].concat());
     let expected = digest_of(&reference);
     let mut s = Stream::derive(77, 0, 0, Purpose::Testing);
+    let mut interrupted = 0;
     for case in 0..6 {
         let run_dir = format!("killed-{case}");
         let delay = Duration::from_millis(s.below(400) as u64);
@@ -141,6 +145,7 @@ fn killed_runs_resume_to_the_same_digest() {
             read.ticks.iter().enumerate().all(|(i, t)| t.tick as usize == i + 1),
             "case {case}: not a contiguous prefix"
         );
+        interrupted += usize::from(read.end.is_none());
         let resumed = sim(&dir, &["run", "--resume", &run_dir, "--json"]);
         assert_eq!(
             digest_of(&resumed),
@@ -151,22 +156,103 @@ fn killed_runs_resume_to_the_same_digest() {
         let replay = sim(&dir, &["replay", &run_dir]);
         assert!(replay.status.success(), "case {case}: {}", String::from_utf8_lossy(&replay.stdout));
     }
+    assert!(interrupted > 0, "no kill landed before its run finished: the test proved nothing (seed 77)");
 }
 
+/// A bounded OpenAI-compatible `/embeddings` server on loopback: each
+/// request gets one 16-dimensional vector per input, then the connection
+/// closes. It records every `Authorization` header and stops when `stop` is
+/// set or after 500 requests.
+fn embeddings_server(
+    stop: Arc<AtomicBool>,
+) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let auth = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = auth.clone();
+    let handle = std::thread::spawn(move || {
+        let mut served = 0;
+        while served < 500 && !stop.load(Ordering::Relaxed) {
+            let Ok((mut sock, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            let _ = sock.set_nonblocking(false);
+            let _ = sock.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 8192];
+            let body = loop {
+                let Ok(n) = sock.read(&mut chunk) else { break None };
+                if n == 0 {
+                    break None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).to_string();
+                let Some(end) = text.find("\r\n\r\n") else { continue };
+                let length = text[..end]
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if buf.len() >= end + 4 + length {
+                    let head = &text[..end];
+                    if let Some(a) = head.lines().find(|l| l.to_ascii_lowercase().starts_with("authorization:")) {
+                        seen.lock().push(a.to_string());
+                    }
+                    break Some(buf[end + 4..end + 4 + length].to_vec());
+                }
+            };
+            let Some(body) = body else { continue };
+            let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let inputs = request["input"].as_array().map_or(0, Vec::len);
+            let data: Vec<serde_json::Value> = (0..inputs)
+                .map(|i| {
+                    let v: Vec<f32> = (0..16).map(|d| ((i * 7 + d) % 5) as f32 + 0.5).collect();
+                    serde_json::json!({"object": "embedding", "index": i, "embedding": v})
+                })
+                .collect();
+            let reply =
+                serde_json::json!({"object": "list", "data": data, "usage": {"prompt_tokens": 3 * inputs}}).to_string();
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+            let _ = sock.write_all(response.as_bytes());
+            served += 1;
+        }
+    });
+    (url, auth, handle)
+}
+
+/// The key of a live provider reaches the provider and nothing else: not
+/// stdout, stderr at debug level, the trace, the config copy or any other
+/// file of the run.
 #[test]
 fn no_secret_from_the_environment_reaches_any_output() {
     let dir = scratch("secrets");
     let secret = "sk-test-5ecret-a1b2c3d4e5f6";
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, auth, server) = embeddings_server(stop.clone());
+    let config = format!(
+        "[embedding]\nprovider = \"openai\"\nmodel = \"text-embedding-3-small\"\ndim = 16\n\
+         [embedding.http]\nbase_url = \"{url}\"\napi_key_env = \"SIM_TEST_SECRET_KEY\"\n"
+    );
+    std::fs::write(dir.join("live.toml"), config).expect("write");
     let out = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
-        .args(["run", "--personas", "10", "--ticks", "2", "--out", "r", "--json"])
+        .args(["run", "--personas", "10", "--ticks", "2", "--config", "live.toml", "--out", "r", "--json"])
         .current_dir(&dir)
+        .env("SIM_TEST_SECRET_KEY", secret)
         .env("OPENAI_API_KEY", secret)
-        .env("SIM_EMBEDDING_API_KEY", secret)
-        .env("ANTHROPIC_API_KEY", secret)
         .env("RUST_LOG", "debug")
         .output()
         .expect("runs");
-    assert!(out.status.success());
+    stop.store(true, Ordering::Relaxed);
+    let _ = server.join();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let auth = auth.lock().clone();
+    assert!(!auth.is_empty(), "the live provider was called");
+    assert!(auth.iter().all(|a| a.ends_with(&format!("Bearer {secret}"))), "{auth:?}");
     let mut seen = vec![out.stdout.clone(), out.stderr.clone()];
     for entry in std::fs::read_dir(dir.join("r")).expect("run dir") {
         seen.push(std::fs::read(entry.expect("entry").path()).expect("file"));
