@@ -97,12 +97,40 @@ pub enum MemoryCommand {
         /// Show what would happen; change nothing (no file is written).
         #[arg(long)]
         dry_run: bool,
+        /// Promote only this tier: working or shortTerm.
+        #[arg(long, value_name = "TIER", requires = "promote")]
+        tier: Option<String>,
         /// Simulated hours that pass before the pass.
         #[arg(long, default_value_t = 1.0)]
         hours: f64,
         #[command(flatten)]
         dir: RunDir,
     },
+    /// Promote one memory a tier up, whatever its energy (a new version).
+    ForcePromote {
+        /// Memory id.
+        id: RecordId,
+        /// Show what would happen; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        dir: RunDir,
+    },
+    /// Set one memory's energy (a new version).
+    ResetEnergy {
+        /// Memory id.
+        id: RecordId,
+        /// The new energy.
+        #[arg(long, allow_negative_numbers = true)]
+        energy: f64,
+        /// Show what would happen; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        dir: RunDir,
+    },
+    /// Promotion readiness per tier: ready, not ready, and how far below the threshold.
+    Ready(RunDir),
 }
 
 /// Test-memory commands.
@@ -118,6 +146,9 @@ pub enum TestCommand {
         /// Starting tier: working, shortTerm or longTerm.
         #[arg(long, default_value = "working")]
         tier: String,
+        /// Show what would happen; write nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         dir: RunDir,
     },
@@ -128,6 +159,9 @@ pub enum TestCommand {
         /// Energy added.
         #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         amount: f64,
+        /// Show what would happen; write nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         dir: RunDir,
     },
@@ -140,6 +174,9 @@ pub enum TestCommand {
         /// Every test memory.
         #[arg(long)]
         all: bool,
+        /// Show what would happen; write nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         dir: RunDir,
     },
@@ -147,6 +184,9 @@ pub enum TestCommand {
     Scenario {
         /// Its name.
         name: String,
+        /// Show what would happen; write nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         dir: RunDir,
     },
@@ -161,6 +201,11 @@ struct Loaded {
     /// What the recorded operations changed, with when.
     op_changes: Vec<(SimTime, String, Change)>,
     ops_path: PathBuf,
+    /// Lines of the operation log that do not parse, with why (kept in the
+    /// file, skipped here).
+    rejected: Vec<String>,
+    /// Recorded operations that no longer apply, with why.
+    op_errors: Vec<String>,
     now: SimTime,
 }
 
@@ -185,21 +230,39 @@ fn load(dir: &RunDir) -> Result<Loaded> {
     let ops_path = path.parent().map(|p| p.join("memory-ops.jsonl")).unwrap_or_else(|| "memory-ops.jsonl".into());
     let mut ops = Vec::new();
     let mut op_changes = Vec::new();
+    let (mut rejected, mut op_errors) = (Vec::new(), Vec::new());
     if ops_path.exists() {
         let text = std::fs::read_to_string(&ops_path).with_context(|| format!("cannot read {}", ops_path.display()))?;
         for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let op: Op = serde_json::from_str(line)
-                .with_context(|| format!("{} line {}: not a memory operation", ops_path.display(), n + 1))?;
-            let changes = world
-                .apply(&op, &rules, false)
-                .with_context(|| format!("{} line {}: cannot be applied", ops_path.display(), n + 1))?;
-            op_changes.extend(changes.into_iter().map(|(owner, c)| (op.at(), owner, c)));
+            let op: Op = match serde_json::from_str(line) {
+                Ok(op) => op,
+                Err(e) => {
+                    let why = format!("{} line {}: not a memory operation ({e}); skipped", ops_path.display(), n + 1);
+                    eprintln!("warning: {why}");
+                    rejected.push(why);
+                    continue;
+                }
+            };
+            match world.apply(&op, &rules, false) {
+                Ok(changes) => op_changes.extend(changes.into_iter().map(|(owner, c)| (op.at(), owner, c))),
+                Err(e) => {
+                    let why = format!(
+                        "{} line {}: {} no longer applies ({e}); skipped",
+                        ops_path.display(),
+                        n + 1,
+                        op.name()
+                    );
+                    eprintln!("warning: {why}");
+                    op_errors.push(why);
+                    continue;
+                }
+            }
             ops.push(op);
         }
     }
     let end = SimTime(u64::from(trace.ticks.last().map_or(0, |t| t.tick)) * hours * 3600);
     let now = ops.iter().map(Op::at).fold(end, SimTime::max);
-    Ok(Loaded { world, rules, trace, ops, op_changes, ops_path, now })
+    Ok(Loaded { world, rules, trace, ops, op_changes, ops_path, rejected, op_errors, now })
 }
 
 fn emit<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T)) -> Result<()> {
@@ -269,6 +332,51 @@ struct Status {
     real: TierCounts,
     test: TierCounts,
     energy: EnergyStats,
+    /// Energy of the current versions per live tier.
+    tier_stats: BTreeMap<&'static str, TierStats>,
+    /// Test records over all current records (none when there are none).
+    test_ratio: Option<f64>,
+}
+
+/// Energy statistics of one tier's current versions.
+#[derive(Debug, Serialize)]
+struct TierStats {
+    count: usize,
+    mean: Option<f64>,
+    median: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+}
+
+impl TierStats {
+    fn of(mut e: Vec<f64>) -> TierStats {
+        e.sort_by(f64::total_cmp);
+        let k = e.len();
+        if k == 0 {
+            return TierStats { count: 0, mean: None, median: None, min: None, max: None };
+        }
+        let median = if k % 2 == 1 { e[k / 2] } else { (e[k / 2 - 1] + e[k / 2]) / 2.0 };
+        let mean = e.iter().sum::<f64>() / k as f64;
+        TierStats { count: k, mean: Some(mean), median: Some(median), min: Some(e[0]), max: Some(e[k - 1]) }
+    }
+}
+
+/// Promotion readiness of one tier.
+#[derive(Debug, Serialize)]
+struct Readiness {
+    threshold: f64,
+    ready: usize,
+    not_ready: usize,
+    /// Of the records not ready: the smallest and the mean energy still needed.
+    closest_gap: Option<f64>,
+    mean_gap: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Ready {
+    working: Readiness,
+    #[serde(rename = "shortTerm")]
+    short_term: Readiness,
 }
 
 #[derive(Debug, Serialize)]
@@ -306,6 +414,8 @@ struct Promotions<'a> {
     to_tick: u32,
     promoted: usize,
     blocked: usize,
+    /// Promoted over ready (promoted and blocked); none when nothing was ready.
+    success_rate: Option<f64>,
     events: Vec<PromotionEvent<'a>>,
 }
 
@@ -317,9 +427,11 @@ struct AtCommit {
 }
 
 #[derive(Debug, Serialize)]
-struct HealthErrors {
+struct HealthErrors<'a> {
     failed_jobs: usize,
     ops_log_lines_rejected: usize,
+    consolidation_errors: usize,
+    details: Vec<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -327,7 +439,7 @@ struct Health<'a> {
     config: &'a engine::config::ConsolidationSection,
     consolidation_at_commit: AtCommit,
     operations_last_ran_at_hour: &'a BTreeMap<&'static str, f64>,
-    errors: HealthErrors,
+    errors: HealthErrors<'a>,
     ops_log: String,
 }
 
@@ -429,9 +541,26 @@ fn status(dir: &RunDir) -> Result<()> {
         let average = e.iter().sum::<f64>() / k as f64;
         EnergyStats { n: k, average: Some(average), median: Some(median), min: Some(e[0]), max: Some(e[k - 1]) }
     };
+    let current = live(&l.world, dir.test_only);
+    let tier_stats = [Tier::Working, Tier::ShortTerm, Tier::LongTerm]
+        .into_iter()
+        .map(|t| {
+            (t.as_str(), TierStats::of(current.iter().filter(|(_, v)| v.tier == t).map(|(_, v)| v.energy).collect()))
+        })
+        .collect();
+    let all_current: Vec<&Version> = l
+        .world
+        .ledgers()
+        .flat_map(|(_, l)| l.currents().collect::<Vec<_>>())
+        .filter(|v| !dir.test_only || v.is_test)
+        .collect();
+    let tests = all_current.iter().filter(|v| v.is_test).count();
+    let test_ratio = (!all_current.is_empty()).then(|| tests as f64 / all_current.len() as f64);
     let v = Status {
         run: dir.run().display().to_string(),
         test_only: dir.test_only,
+        tier_stats,
+        test_ratio,
         tiers: counts(all.iter().copied()),
         real: counts(all.iter().copied().filter(|v| !v.is_test)),
         test: counts(all.iter().copied().filter(|v| v.is_test)),
@@ -476,6 +605,43 @@ fn energy(tier: Option<&str>, dir: &RunDir) -> Result<()> {
         for (b, c) in &buckets {
             let bar = "#".repeat(((*c as f64 / max.max(1) as f64) * 50.0).ceil() as usize);
             println!("  [{b:>3}, {:>3}) {c:>8}  {bar}", b + 1);
+        }
+    })
+}
+
+fn ready(dir: &RunDir) -> Result<()> {
+    let l = load(dir)?;
+    let current = live(&l.world, dir.test_only);
+    let readiness = |tier: Tier, threshold: f64| {
+        let energies: Vec<f64> = current.iter().filter(|(_, v)| v.tier == tier).map(|(_, v)| v.energy).collect();
+        let gaps: Vec<f64> = energies.iter().filter(|e| **e <= threshold).map(|e| threshold - e).collect();
+        Readiness {
+            threshold,
+            ready: energies.len() - gaps.len(),
+            not_ready: gaps.len(),
+            closest_gap: gaps.iter().copied().reduce(f64::min),
+            mean_gap: (!gaps.is_empty()).then(|| gaps.iter().sum::<f64>() / gaps.len() as f64),
+        }
+    };
+    let v = Ready {
+        working: readiness(Tier::Working, l.rules.working_to_short),
+        short_term: readiness(Tier::ShortTerm, l.rules.short_to_long),
+    };
+    emit(dir.json, &v, |v| {
+        println!("Promotion readiness (energy must be above the threshold)");
+        println!(
+            "  {:<10} {:>9} {:>7} {:>9} {:>11} {:>9}",
+            "tier", "threshold", "ready", "not ready", "closest gap", "mean gap"
+        );
+        for (name, r) in [("working", &v.working), ("shortTerm", &v.short_term)] {
+            println!(
+                "  {name:<10} {:>9.3} {:>7} {:>9} {:>11} {:>9}",
+                r.threshold,
+                r.ready,
+                r.not_ready,
+                num(r.closest_gap),
+                num(r.mean_gap)
+            );
         }
     })
 }
@@ -525,11 +691,15 @@ fn promotions(last_ticks: Option<u32>, dir: &RunDir) -> Result<()> {
         events.extend(event(None, Some(at.0 as f64 / 3600.0), owner.clone(), c));
     }
     let promoted = events.iter().filter(|e| e.to.is_some()).count();
-    let v = Promotions { from_tick: from, to_tick: last, promoted, blocked: events.len() - promoted, events };
+    let blocked = events.len() - promoted;
+    let success_rate = (!events.is_empty()).then(|| promoted as f64 / events.len() as f64);
+    let v = Promotions { from_tick: from, to_tick: last, promoted, blocked, success_rate, events };
     emit(dir.json, &v, |v| {
         println!(
-            "Promotions in ticks {from} to {last}: {} promoted, {} blocked by the batch size",
-            v.promoted, v.blocked
+            "Promotions in ticks {from} to {last}: {} promoted, {} blocked by the batch size (success rate {})",
+            v.promoted,
+            v.blocked,
+            v.success_rate.map_or("-".to_string(), |r| format!("{:.1}%", 100.0 * r))
         );
         for r in v.events.iter().take(40) {
             let what = r.to.map_or("blocked".to_string(), |t| format!("-> {t}"));
@@ -560,7 +730,12 @@ fn health(dir: &RunDir) -> Result<()> {
         config: &config,
         consolidation_at_commit: AtCommit { enabled: config.enabled, dry_run: config.dry_run, last_tick },
         operations_last_ran_at_hour: &last_ops,
-        errors: HealthErrors { failed_jobs, ops_log_lines_rejected: 0 },
+        errors: HealthErrors {
+            failed_jobs,
+            ops_log_lines_rejected: l.rejected.len(),
+            consolidation_errors: l.op_errors.len(),
+            details: l.rejected.iter().chain(&l.op_errors).map(String::as_str).collect(),
+        },
         ops_log: l.ops_path.display().to_string(),
     };
     emit(dir.json, &v, |v| {
@@ -574,7 +749,14 @@ fn health(dir: &RunDir) -> Result<()> {
         for (op, at) in &last_ops {
             println!("  {op}: last at simulated hour {at:.1}");
         }
-        println!("Errors: {failed_jobs} failed jobs in the run; every recorded operation applied");
+        let e = &v.errors;
+        println!(
+            "Errors: {} failed jobs in the run, {} operation log lines rejected, {} recorded operations that no longer apply",
+            e.failed_jobs, e.ops_log_lines_rejected, e.consolidation_errors
+        );
+        for d in &e.details {
+            println!("  {d}");
+        }
     })
 }
 
@@ -692,7 +874,7 @@ fn operate(dir: &RunDir, op: impl FnOnce(&Loaded) -> Result<Op>, dry_run: bool) 
 
 fn test(cmd: TestCommand) -> Result<()> {
     match cmd {
-        TestCommand::Create { content, energy, tier, dir } => {
+        TestCommand::Create { content, energy, tier, dry_run, dir } => {
             let tier = Tier::parse(&tier)
                 .filter(|t| t.live())
                 .with_context(|| format!("--tier {tier:?}: expected working, shortTerm or longTerm"))?;
@@ -720,26 +902,26 @@ fn test(cmd: TestCommand) -> Result<()> {
                         at: l.now,
                     })
                 },
-                false,
+                dry_run,
             )
         }
-        TestCommand::Boost { id, amount, dir } => {
+        TestCommand::Boost { id, amount, dry_run, dir } => {
             if !(amount.is_finite() && amount >= 0.0) {
                 bail!("--amount {amount}: must be a non-negative number");
             }
-            operate(&dir, |l| Ok(Op::TestBoost { id, amount, at: l.now }), false)
+            operate(&dir, |l| Ok(Op::TestBoost { id, amount, at: l.now }), dry_run)
         }
-        TestCommand::Delete { id, all, dir } => {
+        TestCommand::Delete { id, all, dry_run, dir } => {
             if id.is_some() == all {
                 bail!("name one test memory, or pass --all");
             }
-            operate(&dir, |l| Ok(Op::TestDelete { id, at: l.now }), false)
+            operate(&dir, |l| Ok(Op::TestDelete { id, at: l.now }), dry_run)
         }
-        TestCommand::Scenario { name, dir } => {
+        TestCommand::Scenario { name, dry_run, dir } => {
             if !engine::memory::scenarios::NAMES.contains(&name.as_str()) {
                 bail!("scenario {name:?}: expected one of {}", engine::memory::scenarios::NAMES.join(", "));
             }
-            operate(&dir, |l| Ok(Op::TestScenario { name, at: l.now }), false)
+            operate(&dir, |l| Ok(Op::TestScenario { name, at: l.now }), dry_run)
         }
         TestCommand::List(dir) => {
             let l = load(&dir)?;
@@ -774,10 +956,19 @@ pub fn memory(cmd: MemoryCommand) -> Result<()> {
         MemoryCommand::Inspect { id, dir } => inspect(&id, &dir),
         MemoryCommand::Predict { hours, dir } => predict(hours, &dir),
         MemoryCommand::Test(cmd) => test(cmd),
-        MemoryCommand::Consolidate { decay, promote, cluster, clean_expired, dry_run, hours, dir } => {
+        MemoryCommand::Consolidate { decay, promote, cluster, clean_expired, dry_run, tier, hours, dir } => {
             if !(hours.is_finite() && hours >= 0.0) {
                 bail!("--hours {hours}: must be a non-negative number");
             }
+            let tier = match tier.as_deref() {
+                None => None,
+                Some(t) => match Tier::parse(t) {
+                    Some(t @ (Tier::Working | Tier::ShortTerm)) => Some(t),
+                    Some(Tier::LongTerm | Tier::Archived | Tier::Expired) | None => {
+                        bail!("--tier {t:?}: expected working or shortTerm (the tiers that promote)")
+                    }
+                },
+            };
             let all = !(decay || promote || cluster || clean_expired);
             let test_only = dir.test_only;
             operate(
@@ -790,11 +981,24 @@ pub fn memory(cmd: MemoryCommand) -> Result<()> {
                         cluster: cluster || all,
                         clean_expired: clean_expired || all,
                         test_only,
+                        tier,
                         at,
                     })
                 },
                 dry_run,
             )
         }
+        MemoryCommand::ForcePromote { id, dry_run, dir } => {
+            let test_only = dir.test_only;
+            operate(&dir, |l| Ok(Op::ForcePromote { id, test_only, at: l.now }), dry_run)
+        }
+        MemoryCommand::ResetEnergy { id, energy, dry_run, dir } => {
+            if !(energy.is_finite() && energy >= 0.0) {
+                bail!("--energy {energy}: must be a non-negative number");
+            }
+            let test_only = dir.test_only;
+            operate(&dir, |l| Ok(Op::ResetEnergy { id, energy, test_only, at: l.now }), dry_run)
+        }
+        MemoryCommand::Ready(dir) => ready(&dir),
     }
 }

@@ -43,5 +43,5 @@ fn golden_digests_of_a_fixed_small_run() {
     );
 }
 
-const GOLDEN_DIGEST: &str = "276b1df8364bb65d800db12d73346fbc17854cf8110c0e6815647598bcb913da";
-const GOLDEN_FULL_DIGEST: &str = "755084ec72d64643823b1bd8e2af7bfec6724d83d4f22fb3d1d876f46dc1d08c";
+const GOLDEN_DIGEST: &str = "4d9996bfea520ba8a4b50df22555e51cc8db4d231a6e644a812ce35e2cf2813c";
+const GOLDEN_FULL_DIGEST: &str = "26207c9d784e00bc6fb214aa742c8c6e0fde6d3e43c1ff67dc88930effcfded4";

@@ -134,3 +134,64 @@ fn monitoring_commands_answer_in_json() {
         assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// The plan's operator controls: force-promote, reset-energy, a one-tier
+/// promotion pass, readiness, and the richer status, promotions and
+/// health; every state change has a dry run that writes nothing.
+#[test]
+fn operator_controls_change_one_memory_and_report_the_rest() {
+    let dir = scratch("memory-controls");
+    assert!(sim(&dir, &["run", "--personas", "6", "--ticks", "3", "--out", "r"]).status.success());
+    let ops = dir.join("r/memory-ops.jsonl");
+    // Dry runs of every state-changing command write nothing.
+    for args in [
+        vec!["memory", "force-promote", "m-00001-0000", "r", "--dry-run"],
+        vec!["memory", "reset-energy", "m-00001-0000", "--energy", "4", "r", "--dry-run"],
+        vec!["memory", "test", "create", "x", "r", "--dry-run"],
+        vec!["memory", "test", "scenario", "high-access", "r", "--dry-run"],
+    ] {
+        assert!(sim(&dir, &args).status.success(), "{args:?}");
+        assert!(!ops.exists(), "{args:?} wrote the operation log");
+    }
+    let before = json(&sim(&dir, &["memory", "inspect", "m-00001-0000", "r", "--json"]));
+    let tier = before["versions"].as_array().and_then(|v| v.last()).map(|v| v["tier"].clone()).expect("a version");
+    let forced = json(&sim(&dir, &["memory", "force-promote", "m-00001-0000", "r", "--json"]));
+    assert_eq!(forced["changes"][0]["change"]["promoted"]["record"], "m-00001-0000");
+    let after = json(&sim(&dir, &["memory", "inspect", "m-00001-0000", "r", "--json"]));
+    let versions = after["versions"].as_array().expect("versions");
+    let closed = &versions[versions.len() - 2];
+    assert_eq!((closed["tier"].clone(), closed["fromTier"].clone()), ("archived".into(), tier), "archived + its tier");
+    assert!(json(&sim(&dir, &["memory", "reset-energy", "m-00001-0000", "--energy", "4.5", "r", "--json"]))["changes"]
+        .is_array());
+    let reset = json(&sim(&dir, &["memory", "inspect", "m-00001-0000", "r", "--json"]));
+    assert_eq!(reset["versions"].as_array().and_then(|v| v.last()).map(|v| v["energy"].clone()), Some(4.5.into()));
+    assert!(!sim(&dir, &["memory", "force-promote", "m-00001-0000", "r", "--test-only"]).status.success());
+
+    // One tier only.
+    let pass =
+        json(&sim(&dir, &["memory", "consolidate", "--promote", "--tier", "shortTerm", "r", "--dry-run", "--json"]));
+    assert!(pass["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .all(|c| c["change"]["promoted"]["tier"] != "shortTerm"));
+
+    let ready = json(&sim(&dir, &["memory", "ready", "r", "--json"]));
+    assert_eq!(ready["working"]["threshold"], 2.0);
+    assert!(ready["working"]["not_ready"].as_u64().is_some_and(|n| n > 0));
+    let status = json(&sim(&dir, &["memory", "status", "r", "--json"]));
+    assert!(status["tier_stats"]["working"]["count"].as_u64().is_some_and(|n| n > 0));
+    assert_eq!(status["test_ratio"], 0.0);
+    let promotions = json(&sim(&dir, &["memory", "promotions", "r", "--json"]));
+    assert!(promotions["success_rate"].as_f64().is_some_and(|r| r > 0.0 && r <= 1.0));
+
+    // A damaged log line is skipped, counted and named, never fatal.
+    let mut log = std::fs::read_to_string(&ops).expect("log");
+    log.push_str("{\"op\": \"teleport\"}\n");
+    std::fs::write(&ops, log).expect("write");
+    let health = sim(&dir, &["memory", "health", "r", "--json"]);
+    assert!(stderr(&health).contains("line 3"), "{}", stderr(&health));
+    let health = json(&health);
+    assert_eq!(health["errors"]["ops_log_lines_rejected"], 1);
+    assert_eq!(health["errors"]["consolidation_errors"], 0);
+}

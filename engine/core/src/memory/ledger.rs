@@ -93,6 +93,10 @@ pub struct ConsolidationConfig {
     pub coactivation_threshold: u32,
     /// Cosine similarity a cluster needs. Default 0.7.
     pub similarity_threshold: f64,
+    /// Simulated seconds between promotion passes at tick commits: a commit
+    /// runs one only when this much time has passed since the last. Default
+    /// 600, the plan's ten minutes (with one-hour ticks, every commit).
+    pub promotion_interval_seconds: u64,
 }
 
 impl Default for ConsolidationConfig {
@@ -110,6 +114,7 @@ impl Default for ConsolidationConfig {
             session_threshold: 1.5,
             coactivation_threshold: 3,
             similarity_threshold: 0.7,
+            promotion_interval_seconds: 600,
         }
     }
 }
@@ -226,6 +231,15 @@ pub struct Version {
     pub promotion_attempts: u32,
     /// Session, if any.
     pub session: Option<String>,
+    /// The instance that made the record: `test-harness` for test records;
+    /// none for a persona's own memories (the ledger's owner made them).
+    pub instance_id: Option<String>,
+    /// The decay rate per simulated hour last applied (0 before the first
+    /// decay).
+    pub decay_rate: f64,
+    /// For an archived or expired version, the tier it was in (the plan's
+    /// `'archived' + tier`).
+    pub from_tier: Option<Tier>,
     /// Test records are isolated from real ones.
     pub is_test: bool,
     /// Queued for promotion at a session boundary.
@@ -377,6 +391,14 @@ pub enum LedgerError {
     /// A record id already in use.
     #[error("memory record \"{0}\" already exists")]
     Exists(RecordId),
+    /// Force-promotion of a record that has no tier above, or is closed.
+    #[error("memory record \"{record}\" is {} and cannot be promoted", tier.as_str())]
+    CannotPromote {
+        /// The record.
+        record: RecordId,
+        /// Its tier.
+        tier: Tier,
+    },
     /// No test scenario of that name.
     #[error("no test scenario {0:?}")]
     UnknownScenario(String),
@@ -394,6 +416,56 @@ pub struct Ledger {
     known: BTreeSet<RecordId>,
     coactivations: BTreeMap<(RecordId, RecordId), u32>,
     clusters: BTreeSet<(RecordId, RecordId)>,
+    /// When the last promotion pass of a tick commit ran.
+    last_promotion_pass: Option<SimTime>,
+}
+
+/// A record to create: [`NewRecord::new`] gives the defaults of a fresh
+/// record (created and accessed now, once); the fields set the rest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRecord {
+    /// Its id.
+    pub record: RecordId,
+    /// Tier.
+    pub tier: Tier,
+    /// Energy.
+    pub energy: f64,
+    /// A test record.
+    pub is_test: bool,
+    /// Session, if any.
+    pub session: Option<String>,
+    /// The instance that made it.
+    pub instance_id: Option<String>,
+    /// Creation time.
+    pub created: SimTime,
+    /// Last access.
+    pub last_accessed: SimTime,
+    /// Accesses so far.
+    pub access_count: u32,
+}
+
+impl NewRecord {
+    /// A record created at `now` with `energy` in `tier`, accessed once.
+    pub fn new(record: RecordId, now: SimTime, energy: f64, tier: Tier) -> NewRecord {
+        NewRecord {
+            record,
+            tier,
+            energy,
+            is_test: false,
+            session: None,
+            instance_id: None,
+            created: now,
+            last_accessed: now,
+            access_count: 1,
+        }
+    }
+
+    /// The same, as a test record made by the test harness.
+    pub fn test(mut self) -> NewRecord {
+        self.is_test = true;
+        self.instance_id = Some("test-harness".into());
+        self
+    }
 }
 
 impl Ledger {
@@ -455,32 +527,93 @@ impl Ledger {
         is_test: bool,
         session: Option<String>,
     ) -> Result<Change, LedgerError> {
+        let new = NewRecord { is_test, session, ..NewRecord::new(record.clone(), now, energy, tier) };
+        self.create_record(if is_test { new.test() } else { new })
+    }
+
+    /// Creates a record as `new` describes it (its version starts at its
+    /// creation time).
+    pub fn create_record(&mut self, new: NewRecord) -> Result<Change, LedgerError> {
+        let NewRecord { record, tier, energy, is_test, session, instance_id, created, last_accessed, access_count } =
+            new;
         if !(energy.is_finite() && energy >= 0.0) {
             return Err(LedgerError::BadEnergy(energy));
         }
         if !self.known.insert(record.clone()) {
-            return Err(LedgerError::Exists(record.clone()));
+            return Err(LedgerError::Exists(record));
         }
         let version = self.push(Version {
             version: 0,
             record: record.clone(),
             tier,
             energy,
-            created: now,
-            last_accessed: now,
-            access_count: 1,
+            created,
+            last_accessed,
+            access_count,
             peak_energy: energy,
-            last_decay: now,
+            last_decay: created,
             last_promotion: None,
             promotion_attempts: 0,
             session,
+            instance_id,
+            decay_rate: 0.0,
+            from_tier: None,
             is_test,
             queued: false,
             previous: None,
-            valid_from: now,
+            valid_from: created,
             valid_to: None,
         });
-        Ok(Change::Created { record: record.clone(), version })
+        Ok(Change::Created { record, version })
+    }
+
+    /// Whether a tick commit may run a promotion pass at `now`: the
+    /// configured interval has passed since the last one (or none ran).
+    pub fn promotion_due(&self, cfg: &ConsolidationConfig, now: SimTime) -> bool {
+        self.last_promotion_pass.is_none_or(|last| now.0.saturating_sub(last.0) >= cfg.promotion_interval_seconds)
+    }
+
+    /// Records that a tick commit ran a promotion pass at `now`.
+    pub fn mark_promotion_pass(&mut self, now: SimTime) {
+        self.last_promotion_pass = Some(now);
+    }
+
+    /// Promotes one record a tier up whatever its energy (the operator's
+    /// force-promote): working to short-term, short-term to long-term.
+    pub fn force_promote(&mut self, record: &RecordId, now: SimTime) -> Result<Change, LedgerError> {
+        let i = self.current_index(record)?;
+        let old = self.versions[i].clone();
+        let tier = match old.tier {
+            Tier::Working => Tier::ShortTerm,
+            Tier::ShortTerm => Tier::LongTerm,
+            Tier::LongTerm | Tier::Archived | Tier::Expired => {
+                return Err(LedgerError::CannotPromote { record: record.clone(), tier: old.tier })
+            }
+        };
+        let to_version = self.promote_version(i, tier, now);
+        Ok(Change::Promoted { record: record.clone(), from_version: old.version, to_version, tier, energy: old.energy })
+    }
+
+    /// Closes version `i` as archived (recording its tier) and opens its
+    /// successor in `tier`.
+    fn promote_version(&mut self, i: usize, tier: Tier, now: SimTime) -> u64 {
+        let old = self.versions[i].clone();
+        let closed = &mut self.versions[i];
+        closed.valid_to = Some(now);
+        closed.from_tier = Some(old.tier);
+        closed.tier = Tier::Archived;
+        closed.promotion_attempts += 1;
+        self.push(Version {
+            tier,
+            last_promotion: Some(now),
+            queued: false,
+            previous: Some(old.version),
+            valid_from: now,
+            valid_to: None,
+            promotion_attempts: old.promotion_attempts + 1,
+            from_tier: None,
+            ..old
+        })
     }
 
     /// An access: energy rises by `amount` (the configured boost by default).
@@ -519,11 +652,13 @@ impl Ledger {
             if !v.tier.live() || !scope.admits(v) {
                 continue;
             }
-            let to = v.energy * (-cfg.decay_rate(v.tier) * now.hours_since(v.last_decay)).exp();
+            let rate = cfg.decay_rate(v.tier);
+            let to = v.energy * (-rate * now.hours_since(v.last_decay)).exp();
             out.push(Change::Decayed { record: v.record.clone(), from: v.energy, to });
             if !dry_run {
                 let v = &mut self.versions[i];
                 v.energy = to;
+                v.decay_rate = rate;
                 v.last_decay = v.last_decay.max(now);
             }
         }
@@ -535,6 +670,18 @@ impl Ledger {
     /// most `promotion_batch_size` per run, highest energy first (ties by
     /// record id). The rest are reported as blocked.
     pub fn promote(&mut self, cfg: &ConsolidationConfig, now: SimTime, scope: Scope, dry_run: bool) -> Vec<Change> {
+        self.promote_tier(cfg, now, scope, None, dry_run)
+    }
+
+    /// [`Ledger::promote`], only for records in `only` when it is set.
+    pub fn promote_tier(
+        &mut self,
+        cfg: &ConsolidationConfig,
+        now: SimTime,
+        scope: Scope,
+        only: Option<Tier>,
+        dry_run: bool,
+    ) -> Vec<Change> {
         let mut ready: Vec<usize> = self
             .current
             .values()
@@ -542,6 +689,7 @@ impl Ledger {
             .filter(|i| {
                 let v = &self.versions[*i];
                 scope.admits(v)
+                    && only.is_none_or(|t| t == v.tier)
                     && match v.tier {
                         Tier::Working => {
                             v.energy > cfg.working_to_short || (v.queued && v.energy > cfg.session_threshold)
@@ -566,24 +714,8 @@ impl Ledger {
                 continue;
             }
             let tier = if old.tier == Tier::Working { Tier::ShortTerm } else { Tier::LongTerm };
-            let to_version = if dry_run {
-                self.versions.len() as u64 + n as u64
-            } else {
-                let closed = &mut self.versions[i];
-                closed.valid_to = Some(now);
-                closed.tier = Tier::Archived;
-                closed.promotion_attempts += 1;
-                self.push(Version {
-                    tier,
-                    last_promotion: Some(now),
-                    queued: false,
-                    previous: Some(old.version),
-                    valid_from: now,
-                    valid_to: None,
-                    promotion_attempts: old.promotion_attempts + 1,
-                    ..old.clone()
-                })
-            };
+            let to_version =
+                if dry_run { self.versions.len() as u64 + n as u64 } else { self.promote_version(i, tier, now) };
             out.push(Change::Promoted {
                 record: old.record,
                 from_version: old.version,
@@ -618,6 +750,7 @@ impl Ledger {
                 self.versions[i].valid_to = Some(now);
                 self.push(Version {
                     tier: Tier::Expired,
+                    from_tier: Some(old.tier),
                     previous: Some(old.version),
                     valid_from: now,
                     valid_to: None,

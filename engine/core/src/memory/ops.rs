@@ -51,6 +51,28 @@ pub enum Op {
         /// When.
         at: SimTime,
     },
+    /// Promote one record a tier up whatever its energy.
+    ForcePromote {
+        /// Which.
+        id: RecordId,
+        /// Refuse a real record.
+        #[serde(default)]
+        test_only: bool,
+        /// When.
+        at: SimTime,
+    },
+    /// Set one record's energy (a new version).
+    ResetEnergy {
+        /// Which.
+        id: RecordId,
+        /// The new energy.
+        energy: f64,
+        /// Refuse a real record.
+        #[serde(default)]
+        test_only: bool,
+        /// When.
+        at: SimTime,
+    },
     /// A manual consolidation pass.
     Consolidate {
         /// Decay energy.
@@ -63,6 +85,9 @@ pub enum Op {
         clean_expired: bool,
         /// Touch test memories only.
         test_only: bool,
+        /// Promote only records in this tier.
+        #[serde(default)]
+        tier: Option<Tier>,
         /// When.
         at: SimTime,
     },
@@ -76,6 +101,8 @@ impl Op {
             | Op::TestBoost { at, .. }
             | Op::TestDelete { at, .. }
             | Op::TestScenario { at, .. }
+            | Op::ForcePromote { at, .. }
+            | Op::ResetEnergy { at, .. }
             | Op::Consolidate { at, .. } => *at,
         }
     }
@@ -87,6 +114,8 @@ impl Op {
             Op::TestBoost { .. } => "test boost",
             Op::TestDelete { .. } => "test delete",
             Op::TestScenario { .. } => "test scenario",
+            Op::ForcePromote { .. } => "force promote",
+            Op::ResetEnergy { .. } => "reset energy",
             Op::Consolidate { .. } => "consolidate",
         }
     }
@@ -110,6 +139,22 @@ impl MemoryWorld {
             .iter()
             .map(|p| (p.profile.label(), &p.ledger))
             .chain(std::iter::once(("test".to_string(), &self.test)))
+    }
+
+    /// The ledger holding `id`, with its owner's label: a persona's for its
+    /// memories, the test ledger for named records. `test_only` refuses a
+    /// persona's.
+    fn ledger_of(&mut self, id: &RecordId, test_only: bool) -> Result<(String, &mut Ledger), LedgerError> {
+        match id.memory() {
+            Some(_) if test_only => Err(LedgerError::NotTest(id.clone())),
+            Some(m) => self
+                .personas
+                .iter_mut()
+                .find(|p| p.profile.id == m.persona)
+                .map(|p| (p.profile.label(), &mut p.ledger))
+                .ok_or_else(|| LedgerError::UnknownRecord(id.clone())),
+            None => Ok(("test".into(), &mut self.test)),
+        }
     }
 
     /// Applies an operation; on a dry run, to a copy. Returns the changes
@@ -147,7 +192,15 @@ impl MemoryWorld {
                 }
                 Ok(made.into_iter().map(test).collect())
             }
-            Op::Consolidate { decay, promote, cluster, clean_expired, test_only, at } => {
+            Op::ForcePromote { id, test_only, at } => {
+                let (owner, ledger) = self.ledger_of(id, *test_only)?;
+                Ok(vec![(owner, ledger.force_promote(id, *at)?)])
+            }
+            Op::ResetEnergy { id, energy, test_only, at } => {
+                let (owner, ledger) = self.ledger_of(id, *test_only)?;
+                Ok(vec![(owner, ledger.reset(id, *energy, *at)?)])
+            }
+            Op::Consolidate { decay, promote, cluster, clean_expired, test_only, tier, at } => {
                 let scope = if *test_only { Scope::TestOnly } else { Scope::All };
                 let mut out = Vec::new();
                 let mut pass = |owner: String, ledger: &mut Ledger, vector: &dyn Fn(&RecordId) -> Option<Vec<f32>>| {
@@ -155,7 +208,8 @@ impl MemoryWorld {
                         out.extend(ledger.decay(cfg, *at, scope, false).into_iter().map(|c| (owner.clone(), c)));
                     }
                     if *promote {
-                        out.extend(ledger.promote(cfg, *at, scope, false).into_iter().map(|c| (owner.clone(), c)));
+                        let promoted = ledger.promote_tier(cfg, *at, scope, *tier, false);
+                        out.extend(promoted.into_iter().map(|c| (owner.clone(), c)));
                     }
                     if *cluster {
                         let owned: BTreeMap<RecordId, Vec<f32>> = ledger
@@ -210,6 +264,7 @@ mod tests {
                 cluster: false,
                 clean_expired: false,
                 test_only: true,
+                tier: None,
                 at: h(1),
             },
         ];

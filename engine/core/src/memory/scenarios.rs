@@ -2,7 +2,7 @@
 //! consolidation. Every record is a test record, so scenarios never touch
 //! real memories.
 
-use super::ledger::{Change, Ledger, LedgerError, RecordId, Tier};
+use super::ledger::{Change, Ledger, LedgerError, NewRecord, RecordId, Tier};
 use crate::clock::SimTime;
 use crate::embed::local::embed_text;
 
@@ -31,14 +31,17 @@ pub fn create(ledger: &mut Ledger, name: &str, now: SimTime) -> Option<Result<Ve
     let run = |l: &mut Ledger| -> Result<Vec<Change>, LedgerError> {
         let mut out = Vec::new();
         match name {
-            // Energies 1 to 5, the stronger ones accessed more.
+            // The plan's: record i (1 to 5) has energy i, 10 - i accesses,
+            // was created i hours ago and last accessed 10 i minutes ago.
             "high-access" => {
-                for i in 1..=5u32 {
-                    let id = format!("test-high-access-{i}");
-                    out.push(test(l, id.clone(), 1.0, Tier::Working)?);
-                    for _ in 1..i {
-                        out.push(l.access(&RecordId::Named(id.clone()), now, 1.0)?);
-                    }
+                for i in 1..=5u64 {
+                    let id = RecordId::Named(format!("test-high-access-{i}"));
+                    let mut new = NewRecord::new(id, now, i as f64, Tier::Working).test();
+                    new.session = Some(format!("scenario:{name}"));
+                    new.created = SimTime(now.0.saturating_sub(i * 3600));
+                    new.last_accessed = SimTime(now.0.saturating_sub(i * 600));
+                    new.access_count = 10 - i as u32;
+                    out.push(l.create_record(new)?);
                 }
             }
             // Unaccessed records from 0.2 to 3.0: decay expires them from the bottom up.
@@ -85,7 +88,7 @@ mod tests {
 
     fn fresh(name: &str) -> Ledger {
         let mut l = Ledger::default();
-        assert!(create(&mut l, name, h(0)).expect("known").is_ok(), "{name}");
+        assert!(create(&mut l, name, h(2)).expect("known").is_ok(), "{name}");
         assert!(l.currents().all(|v| v.is_test), "scenarios make test records only");
         l
     }
@@ -95,9 +98,14 @@ mod tests {
         let cfg = ConsolidationConfig::default();
 
         let mut l = fresh("high-access");
-        l.promote(&cfg, h(0), Scope::TestOnly, false);
+        let v = l.current(&"test-high-access-2".into()).expect("made").clone();
+        assert_eq!(
+            (v.energy, v.access_count, v.created, v.instance_id.as_deref()),
+            (2.0, 8, h(0), Some("test-harness"))
+        );
+        l.promote(&cfg, h(2), Scope::TestOnly, false);
         let expected = vec![Tier::Working, Tier::Working, Tier::ShortTerm, Tier::ShortTerm, Tier::ShortTerm];
-        assert_eq!(tiers(&l, "test-high-access"), expected, "accessed often enough, they promote");
+        assert_eq!(tiers(&l, "test-high-access"), expected, "energies 3, 4 and 5 are above 2.0");
 
         let mut l = fresh("promotion-ready");
         l.promote(&cfg, h(0), Scope::TestOnly, false);
@@ -106,8 +114,8 @@ mod tests {
         // Four hours of working decay multiply energy by e^-2 = 0.135:
         // 0.2 and 0.5 fall below 0.1, 1.0 and up survive.
         let mut l = fresh("gradual-decay");
-        l.decay(&cfg, h(4), Scope::TestOnly, false);
-        l.expire(&cfg, h(4), Scope::TestOnly, false);
+        l.decay(&cfg, h(6), Scope::TestOnly, false);
+        l.expire(&cfg, h(6), Scope::TestOnly, false);
         let expected = vec![Tier::Expired, Tier::Expired, Tier::Working, Tier::Working, Tier::Working];
         assert_eq!(tiers(&l, "test-gradual-decay"), expected);
 

@@ -250,7 +250,10 @@ impl PersonaState {
             if c.end_session {
                 changes.extend(ledger.end_session(&c.rules, None, scope, false));
             }
-            changes.extend(ledger.promote(&c.rules, commit.now, scope, false));
+            if ledger.promotion_due(&c.rules, commit.now) {
+                ledger.mark_promotion_pass(commit.now);
+                changes.extend(ledger.promote(&c.rules, commit.now, scope, false));
+            }
             let records = self.memory.records();
             let vector =
                 |r: &RecordId| r.memory().and_then(|m| records.get(m.seq as usize)).and_then(|m| m.vector.as_deref());
@@ -400,5 +403,26 @@ mod tests {
         assert!(reported > 0, "the passes had something to report");
         assert_eq!(dry.ledger.versions(), off.ledger.versions(), "real tiers and energies as with consolidation off");
         assert_eq!(dry.memory, off.memory);
+    }
+
+    /// A tick commit runs a promotion pass only when
+    /// `promotion_interval_seconds` have passed since the last one.
+    #[test]
+    fn promotion_passes_keep_their_interval() {
+        let rules = ConsolidationConfig {
+            promotion_interval_seconds: 7200,
+            working_decay: 0.0,
+            initial_energy: 3.0,
+            ..Default::default()
+        };
+        let pass = Some(Consolidate { rules, dry_run: false, end_session: false });
+        let mut state = PersonaState::new(generate(&Traits::builtin(), 1, 0));
+        let promoted: Vec<usize> = (1..=3)
+            .map(|tick| {
+                let applied = state.apply(commit(tick, Vec::new(), pass.clone()));
+                applied.changes.iter().filter(|c| matches!(c, Change::Promoted { .. })).count()
+            })
+            .collect();
+        assert_eq!(promoted, vec![1, 0, 2], "hour 1 runs a pass, hour 2 is too soon, hour 3 catches up");
     }
 }
