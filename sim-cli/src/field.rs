@@ -341,9 +341,13 @@ fn stats_cmd(a: StatsArgs) -> Result<()> {
         "  stability    {:.3} = 0.6 x {:.3} attractor + 0.4 x {:.3} organisation; convergence: {conv}",
         report.stability.stability, report.stability.attractor_strength, report.stability.organisation
     );
-    println!("  timeline     phase: live, total strength, stability");
+    println!("  timeline     phase: live, total strength, stability, max/min strength ratio");
     for p in &report.timeline {
-        println!("    {:>4}: {:>5} {:>9.3} {:>7.3}", p.phase, p.live, p.total_strength, p.stability.stability);
+        let ratio = p.strength_ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+        println!(
+            "    {:>4}: {:>5} {:>9.3} {:>7.3} {:>9}",
+            p.phase, p.live, p.total_strength, p.stability.stability, ratio
+        );
     }
     Ok(())
 }

@@ -29,6 +29,9 @@ fn simulate_replay_and_stats() {
     {
         assert!(stats.get(key).is_some(), "telemetry has {key}");
     }
+    let ratios: Vec<f64> =
+        stats["timeline"].as_array().expect("timeline").iter().filter_map(|p| p["strength_ratio"].as_f64()).collect();
+    assert!(!ratios.is_empty() && ratios.iter().all(|r| *r >= 1.0), "max/min strength ratio per phase: {ratios:?}");
     // Same seed, other thread count: same digest.
     let again = json(&sim(
         &dir,
