@@ -776,10 +776,10 @@ impl Field {
                 (p.decayed(&self.cfg, now) > RESONANT_STRENGTH).then(|| (p, p.resonant_strength(&self.cfg, now)))
             })
             .collect();
-        for i in 0..hits.len() {
-            let Some((a, sa)) = info[i] else { continue };
-            for j in i + 1..hits.len() {
-                let Some((b, sb)) = info[j] else { continue };
+        for (i, first) in info.iter().enumerate() {
+            let Some((a, sa)) = *first else { continue };
+            for (j, second) in info.iter().enumerate().skip(i + 1) {
+                let Some((b, sb)) = *second else { continue };
                 // A fast f32 screen; the exact f64 cosine decides whenever
                 // the screen is within its error bound of the threshold.
                 if f64::from(dot32(&a.vector, &b.vector)) <= RESONANT_COSINE - COSINE_SCREEN {
