@@ -163,7 +163,7 @@ impl Actor for AgentActor {
         let request = ChatRequest::new(&self.model, ChatPurpose::Agent, text);
         *calls += 1;
         let answer = self.chat.complete(&request).await.map(|r| AgentWork {
-            lines: parse_lines(&r.text),
+            lines: parse_lines(&engine::chat::schema::to_lines(&r.text)),
             spend: r.spend,
             items_seen,
         });

@@ -8,7 +8,7 @@ use crate::persona::PersonaMsg;
 use crate::progress::Progress;
 use crate::shared::RunShared;
 use crate::supervisor::{PanelSupervisor, SupervisorMsg};
-use engine::chat::{ChatPort, ScriptedPersonaModel};
+use engine::chat::ChatPort;
 use engine::config::{Config, EmbeddingModel};
 use engine::embed::{EmbeddingPort, Strategy};
 use engine::persona::{generate, PersonaState, Traits};
@@ -88,10 +88,11 @@ pub type Ports = (Option<Arc<dyn EmbeddingPort>>, Arc<dyn ChatPort>);
 
 /// The default ports for a config: the inference client over the
 /// configured embedding provider (none when the embedding model is `none`)
-/// and the scripted persona model. Fails when a cache file cannot be read.
+/// and the configured chat provider (the scripted persona model by
+/// default). Fails when a cache file cannot be read or a live provider's
+/// key is missing.
 pub fn default_ports(cfg: &Config, seed: u64) -> Result<Ports> {
-    let chat =
-        Arc::new(ScriptedPersonaModel { seed, malformed_rate: cfg.raw.chat.malformed_rate, price: cfg.chat_price });
+    let chat = providers::build_chat(cfg, seed)?;
     if cfg.raw.embedding.model() == EmbeddingModel::Disabled {
         return Ok((None, chat));
     }

@@ -43,5 +43,5 @@ fn golden_digests_of_a_fixed_small_run() {
     );
 }
 
-const GOLDEN_DIGEST: &str = "4d9996bfea520ba8a4b50df22555e51cc8db4d231a6e644a812ce35e2cf2813c";
-const GOLDEN_FULL_DIGEST: &str = "26207c9d784e00bc6fb214aa742c8c6e0fde6d3e43c1ff67dc88930effcfded4";
+const GOLDEN_DIGEST: &str = "837535eabff4e59ac1c9bc65526dfed5cd1ab69b14b0be0f362c0142e6186dc1";
+const GOLDEN_FULL_DIGEST: &str = "7c627a936e051ba7a6a70ca021b333a82d746eb040d46e1ef4fbfef50588acf1";

@@ -9,7 +9,10 @@ struct Down;
 
 impl ChatPort for Down {
     fn complete<'a>(&'a self, _: &'a ChatRequest) -> BoxFuture<'a, engine::Result<ChatReply>> {
-        Box::pin(std::future::ready(Err(engine::Error::Chat { cause: "provider unavailable".into() })))
+        Box::pin(std::future::ready(Err(engine::Error::Chat {
+            cause: "provider unavailable".into(),
+            spend: engine::cost::Spend::default(),
+        })))
     }
 }
 

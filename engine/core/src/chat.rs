@@ -6,6 +6,7 @@
 //! reply format, seeded by the request digest so that the same request
 //! always gets the same reply whatever order requests arrive in.
 
+pub mod schema;
 pub mod scripted;
 
 pub use scripted::ScriptedPersonaModel;
@@ -95,6 +96,9 @@ pub struct ChatReply {
     pub text: String,
     /// Tokens and cost billed.
     pub spend: Spend,
+    /// The tokens are estimated (the scripted models; a server that sent
+    /// no `usage`), not reported by a provider.
+    pub estimated: bool,
 }
 
 /// A scripted model's answer: `text`, billed at `price` for the prompt and
@@ -105,7 +109,7 @@ pub fn scripted_reply<'a>(
     text: String,
 ) -> BoxFuture<'a, Result<ChatReply>> {
     let spend = price.bill(crate::cost::estimate_tokens(&request.prompt), crate::cost::estimate_tokens(&text));
-    Box::pin(std::future::ready(Ok(ChatReply { text, spend })))
+    Box::pin(std::future::ready(Ok(ChatReply { text, spend, estimated: true })))
 }
 
 /// Answers chat requests.

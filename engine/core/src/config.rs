@@ -7,6 +7,7 @@
 
 use crate::cost::Price;
 use crate::digest::{Digest, DigestWriter};
+use crate::embed::upstream::{HttpSettings, ModelledSettings};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -196,7 +197,12 @@ impl Default for EmbeddingSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChatSection {
-    /// Model name. Default `scripted-persona-v1`, the embedded scripted model.
+    /// Who answers. Default [`ChatProvider::Scripted`]: nothing is live
+    /// unless this says so.
+    pub provider: ChatProvider,
+    /// Model name. Default `scripted-persona-v1`, the embedded scripted
+    /// model; a scripted name needs a scripted or modelled provider, any
+    /// other name the `openai` provider.
     pub model: String,
     /// Chat requests in flight at once. Default 64.
     pub concurrency: usize,
@@ -208,6 +214,67 @@ pub struct ChatSection {
     /// Prompt tokens above which a job is refused before any chat call.
     /// Default 2048.
     pub context_budget_tokens: u64,
+    /// Sampling temperature sent to a live model. Default 0.7.
+    pub temperature: f64,
+    /// Most tokens a live model may generate per reply. Default 400.
+    pub max_output_tokens: u64,
+    /// How a live model is asked for the reply's fields. Default
+    /// [`StructuredOutput::JsonSchema`].
+    pub structured_output: StructuredOutput,
+    /// Requests per minute to the chat endpoint(s), 0 for unlimited. Default 0.
+    pub requests_per_minute: u32,
+    /// Tokens per minute (prompt estimate plus `max_output_tokens`), 0 for
+    /// unlimited. Default 0.
+    pub tokens_per_minute: u64,
+    /// Transport retries of a transient failure (429, 5xx, timeout).
+    /// Default 3. Permanent errors (400, 401, 403, 404) are never retried.
+    pub max_retries: u32,
+    /// First retry backoff in milliseconds; doubles per retry. Default 500.
+    pub backoff_base_ms: u64,
+    /// Longest backoff in milliseconds. Default 20000.
+    pub backoff_max_ms: u64,
+    /// The OpenAI-compatible endpoint(s); see [`HttpSettings::chat`] for
+    /// the defaults that differ from embeddings.
+    #[serde(default = "HttpSettings::chat")]
+    pub http: HttpSettings,
+    /// Settings of the `modelled` provider.
+    pub modelled: ModelledSettings,
+}
+
+/// Who answers chat requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatProvider {
+    /// The embedded scripted persona and agent models: no network, no key.
+    #[default]
+    Scripted,
+    /// The scripted replies behind modelled latency, concurrency and seeded
+    /// faults, for tests and benches.
+    Modelled,
+    /// An OpenAI-compatible `/chat/completions` endpoint (OpenAI, vLLM,
+    /// llama.cpp's server, Ollama) or a fleet of them; see `[chat.http]`.
+    Openai,
+}
+
+/// How a live model is asked for structured replies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// `response_format` with a JSON Schema of the reply (fields, types,
+    /// ranges).
+    #[default]
+    JsonSchema,
+    /// `response_format: {"type": "json_object"}`; the prompt names the fields.
+    JsonObject,
+    /// No `response_format`: the prompt asks for the JSON object in words and
+    /// the first JSON object in the reply is parsed (for servers that
+    /// reject `response_format`).
+    None,
+}
+
+/// Whether a chat model name is one of the embedded scripted models.
+pub fn is_scripted_model(name: &str) -> bool {
+    name.starts_with("scripted-")
 }
 
 impl Default for ChatSection {
@@ -218,6 +285,17 @@ impl Default for ChatSection {
             malformed_rate: 0.03,
             max_guardrail_retries: 2,
             context_budget_tokens: 2048,
+            provider: ChatProvider::Scripted,
+            temperature: 0.7,
+            max_output_tokens: 400,
+            structured_output: StructuredOutput::JsonSchema,
+            requests_per_minute: 0,
+            tokens_per_minute: 0,
+            max_retries: 3,
+            backoff_base_ms: 500,
+            backoff_max_ms: 20_000,
+            http: HttpSettings::chat(),
+            modelled: ModelledSettings::default(),
         }
     }
 }
@@ -428,6 +506,32 @@ impl RawConfig {
         if c.model.trim().is_empty() {
             return Err(bad("chat.model", "must not be empty".into()));
         }
+        match (c.provider, is_scripted_model(&c.model)) {
+            (ChatProvider::Openai, true) => {
+                let cause = format!("{:?} is a scripted model; the openai provider needs a real model name", c.model);
+                return Err(bad("chat.model", cause));
+            }
+            (ChatProvider::Scripted | ChatProvider::Modelled, false) => {
+                let cause = format!(
+                    "{:?} is not a scripted model: set chat.provider = \"openai\" (and [chat.http]) to call it",
+                    c.model
+                );
+                return Err(bad("chat.model", cause));
+            }
+            (ChatProvider::Openai, false) | (ChatProvider::Scripted | ChatProvider::Modelled, true) => {}
+        }
+        if c.provider == ChatProvider::Openai && c.http.endpoints().iter().all(|u| u.trim().is_empty()) {
+            return Err(bad("chat.http.base_url", "the openai provider needs a base URL (or base_urls)".into()));
+        }
+        if !(c.temperature.is_finite() && (0.0..=2.0).contains(&c.temperature)) {
+            return Err(bad("chat.temperature", format!("must be between 0 and 2, got {}", c.temperature)));
+        }
+        if c.max_output_tokens == 0 {
+            return Err(bad("chat.max_output_tokens", "must be at least 1".into()));
+        }
+        if c.backoff_base_ms > c.backoff_max_ms {
+            return Err(bad("chat.backoff_base_ms", "must not exceed chat.backoff_max_ms".into()));
+        }
         Ok(())
     }
 
@@ -503,8 +607,10 @@ impl Config {
     /// caps, concurrency, rate limits, retries and backoff, the cache and
     /// its file), the modelled provider's latency and faults, the HTTP
     /// endpoint's address, key variable and timeouts (the model name and
-    /// `send_dimensions`, which decide the vectors, stay), chat concurrency
-    /// and prices. They change costs, timing and request grouping, never
+    /// `send_dimensions`, which decide the vectors, stay), how chat requests
+    /// are sent (concurrency, per-minute limits, transport retries and
+    /// backoff, the endpoints and their timeouts, the modelled provider's
+    /// latency and faults) and prices. They change costs, timing and request grouping, never
     /// what a persona sees or says.
     pub fn content(&self) -> RawConfig {
         let mut c = self.raw.clone();
@@ -521,7 +627,15 @@ impl Config {
         e.cache_file = d.cache_file;
         e.modelled = d.modelled;
         e.http = crate::embed::upstream::HttpSettings { send_dimensions: e.http.send_dimensions, ..d.http };
-        c.chat.concurrency = ChatSection::default().concurrency;
+        let chat = ChatSection::default();
+        c.chat.concurrency = chat.concurrency;
+        c.chat.requests_per_minute = chat.requests_per_minute;
+        c.chat.tokens_per_minute = chat.tokens_per_minute;
+        c.chat.max_retries = chat.max_retries;
+        c.chat.backoff_base_ms = chat.backoff_base_ms;
+        c.chat.backoff_max_ms = chat.backoff_max_ms;
+        c.chat.http = chat.http;
+        c.chat.modelled = chat.modelled;
         c.prices = PricesSection::default();
         c
     }

@@ -64,11 +64,14 @@ pub enum Error {
         /// Every physical request of the failed invocation, as billed.
         calls: Vec<crate::embed::EmbedCall>,
     },
-    /// A chat provider failed.
+    /// A chat provider failed (after its transport retries); `spend` is
+    /// what its attempts were billed.
     #[error("chat provider failed: {cause}")]
     Chat {
         /// The provider's message.
         cause: String,
+        /// What the failed call was billed.
+        spend: Spend,
     },
     /// A file could not be read or written.
     #[error("{file}: {source}")]
@@ -139,12 +142,17 @@ pub enum Error {
 
 impl Error {
     /// What a failed invocation had already cost (zero for other errors).
+    #[allow(clippy::wildcard_enum_match_arm)]
     pub fn incurred(&self) -> Spend {
         let mut total = Spend::default();
-        if let Error::Embedding { calls, .. } = self {
-            for c in calls {
-                total.add(&c.spend);
+        match self {
+            Error::Embedding { calls, .. } => {
+                for c in calls {
+                    total.add(&c.spend);
+                }
             }
+            Error::Chat { spend, .. } => total.add(spend),
+            _ => {}
         }
         total
     }

@@ -77,6 +77,11 @@ pub struct ChatTotals {
     pub reflections: u64,
     /// Reflections whose reply did not parse.
     pub reflection_fallbacks: u64,
+    /// Calls that failed after the transport's retries.
+    pub failures: u64,
+    /// Calls whose tokens are estimated (scripted models, servers without
+    /// `usage`): their cost is an estimate too.
+    pub estimated_usage: u64,
 }
 
 /// Tokens.
@@ -256,6 +261,8 @@ impl RunSummary {
                 if c.attempt > 0 {
                     self.chat.guardrail_retries += 1;
                 }
+                self.chat.failures += u64::from(c.failed.is_some());
+                self.chat.estimated_usage += u64::from(c.estimated);
                 self.tokens.chat_input += c.spend.input_tokens;
                 self.tokens.chat_output += c.spend.output_tokens;
                 self.cost.chat_nano_usd += c.spend.nano_usd;

@@ -40,8 +40,15 @@ impl ChatPort for FixedChat {
         }
         let next = self.queues.lock().get_mut(&request.purpose.digest_code()).and_then(Vec::pop);
         let out = match next {
-            Some(text) => Ok(ChatReply { text, spend: Spend { input_tokens: 1, output_tokens: 1, nano_usd: 2 } }),
-            None => Err(Error::Chat { cause: format!("no fixed reply left for {:?}", request.purpose) }),
+            Some(text) => Ok(ChatReply {
+                text,
+                spend: Spend { input_tokens: 1, output_tokens: 1, nano_usd: 2 },
+                estimated: false,
+            }),
+            None => Err(Error::Chat {
+                cause: format!("no fixed reply left for {:?}", request.purpose),
+                spend: Spend::default(),
+            }),
         };
         Box::pin(std::future::ready(out))
     }

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 /// Token buckets for requests and tokens per minute.
 #[derive(Debug)]
-struct RateLimiter {
+pub(crate) struct RateLimiter {
     rpm: f64,
     tpm: f64,
     /// Requests left, tokens left, and when they were last topped up.
@@ -31,12 +31,12 @@ struct RateLimiter {
 }
 
 impl RateLimiter {
-    fn new(rpm: u32, tpm: u64) -> Self {
+    pub(crate) fn new(rpm: u32, tpm: u64) -> Self {
         RateLimiter { rpm: f64::from(rpm), tpm: tpm as f64, state: Mutex::new((f64::from(rpm), tpm as f64, None)) }
     }
 
     /// Waits until one request of `tokens` may go.
-    async fn acquire(&self, tokens: u64, clock: &dyn Sleeper) {
+    pub(crate) async fn acquire(&self, tokens: u64, clock: &dyn Sleeper) {
         if self.rpm <= 0.0 && self.tpm <= 0.0 {
             return;
         }

@@ -29,6 +29,7 @@
 //! ```
 
 pub mod cache;
+pub mod chat;
 pub mod client;
 pub mod clock;
 pub mod http;
@@ -37,6 +38,7 @@ pub mod modelled;
 pub mod provider;
 
 pub use cache::TextCache;
+pub use chat::{build_chat, ChatClient};
 pub use client::InferenceClient;
 pub use http::HttpProvider;
 pub use local::LocalProvider;

@@ -38,25 +38,7 @@ impl ModelledProvider {
 
     /// The fault (if any) of this attempt of this request.
     pub fn fault(&self, digest: &[u8; 32], attempt: u32) -> Option<FailureKind> {
-        let key =
-            DigestWriter::new("modelled provider fault v1").u64(self.settings.seed).u32(attempt).bytes(digest).finish();
-        let mut s = Stream::from_key(key.0);
-        let x = s.unit();
-        let st = &self.settings;
-        let mut edge = st.rate_limited;
-        if x < edge {
-            return Some(FailureKind::RateLimited { retry_after_ms: Some(st.retry_after_ms) });
-        }
-        edge += st.server_error;
-        if x < edge {
-            return Some(FailureKind::Server);
-        }
-        edge += st.timeout;
-        if x < edge {
-            return Some(FailureKind::Timeout);
-        }
-        edge += st.permanent;
-        (x < edge).then_some(FailureKind::Permanent)
+        fault(&self.settings, digest, attempt)
     }
 }
 
@@ -82,4 +64,26 @@ impl EmbedProvider for ModelledProvider {
             })
         })
     }
+}
+
+/// The modelled fault (if any) of `attempt` of the request with `digest`:
+/// drawn from (seed, attempt, digest), never from call order.
+pub fn fault(st: &ModelledSettings, digest: &[u8; 32], attempt: u32) -> Option<FailureKind> {
+    let key = DigestWriter::new("modelled provider fault v1").u64(st.seed).u32(attempt).bytes(digest).finish();
+    let mut s = Stream::from_key(key.0);
+    let x = s.unit();
+    let mut edge = st.rate_limited;
+    if x < edge {
+        return Some(FailureKind::RateLimited { retry_after_ms: Some(st.retry_after_ms) });
+    }
+    edge += st.server_error;
+    if x < edge {
+        return Some(FailureKind::Server);
+    }
+    edge += st.timeout;
+    if x < edge {
+        return Some(FailureKind::Timeout);
+    }
+    edge += st.permanent;
+    (x < edge).then_some(FailureKind::Permanent)
 }

@@ -74,9 +74,13 @@ impl Default for ModelledSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpSettings {
-    /// Base URL, e.g. `https://api.openai.com/v1`; `/embeddings` is
-    /// appended. No default: a hosted provider is never implied.
+    /// Base URL, e.g. `https://api.openai.com/v1`; `/embeddings` or
+    /// `/chat/completions` is appended. No default: a hosted provider is
+    /// never implied.
     pub base_url: String,
+    /// A fleet of base URLs instead of one (chat only): each request goes
+    /// to the endpoint with the fewest requests in flight. Default empty.
+    pub base_urls: Vec<String>,
     /// Name of the environment variable holding the API key. Default
     /// `OPENAI_API_KEY`. Empty: send no key (a local server).
     pub api_key_env: String,
@@ -87,14 +91,34 @@ pub struct HttpSettings {
     /// Whole-request timeout in milliseconds. Default 60000.
     pub request_timeout_ms: u64,
     /// Send `dimensions` with each request (models that can shorten their
-    /// vectors). Default false.
+    /// vectors; embeddings only). Default false.
     pub send_dimensions: bool,
+}
+
+impl HttpSettings {
+    /// The defaults for chat: the same, except longer read and request
+    /// timeouts (60 s and 120 s), because a chat completion is generated
+    /// token by token and a long reply from a loaded server can take a
+    /// minute where an embedding takes a second.
+    pub fn chat() -> HttpSettings {
+        HttpSettings { read_timeout_ms: 60_000, request_timeout_ms: 120_000, ..HttpSettings::default() }
+    }
+
+    /// The endpoints to use: `base_urls` when set, else `base_url`.
+    pub fn endpoints(&self) -> Vec<String> {
+        if self.base_urls.is_empty() {
+            vec![self.base_url.clone()]
+        } else {
+            self.base_urls.clone()
+        }
+    }
 }
 
 impl Default for HttpSettings {
     fn default() -> Self {
         HttpSettings {
             base_url: String::new(),
+            base_urls: Vec::new(),
             api_key_env: "OPENAI_API_KEY".into(),
             connect_timeout_ms: 5_000,
             read_timeout_ms: 30_000,

@@ -10,6 +10,7 @@
 
 use super::record::{embed_request_digest, EmbedAnswer, EmbedExchange, TickFrame, Vectors};
 use crate::chat::{ChatPort, ChatReply, ChatRequest};
+use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::embed::{EmbedBatch, EmbedKey, EmbeddingPort};
 use crate::error::{Error, Result};
@@ -113,7 +114,9 @@ impl CassetteStats {
 
 /// Chat answers from a trace.
 pub struct CassetteChat {
-    replies: BTreeMap<Digest, ChatReply>,
+    /// Each recorded request's answer: the reply, or the failure with what
+    /// it was billed.
+    replies: BTreeMap<Digest, std::result::Result<ChatReply, (String, Spend)>>,
     live: Option<Arc<dyn ChatPort>>,
     /// Counters.
     pub stats: CassetteStats,
@@ -127,7 +130,10 @@ impl CassetteChat {
         for t in ticks {
             for o in &t.outcomes {
                 for c in &o.chat_calls {
-                    replies.entry(c.request).or_insert_with(|| ChatReply { text: c.reply.clone(), spend: c.spend });
+                    replies.entry(c.request).or_insert_with(|| match &c.failed {
+                        None => Ok(ChatReply { text: c.reply.clone(), spend: c.spend, estimated: c.estimated }),
+                        Some(why) => Err((why.clone(), c.spend)),
+                    });
                 }
             }
         }
@@ -138,9 +144,13 @@ impl CassetteChat {
 impl ChatPort for CassetteChat {
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
         let digest = request.digest();
-        if let Some(reply) = self.replies.get(&digest) {
+        if let Some(answer) = self.replies.get(&digest) {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
-            return Box::pin(std::future::ready(Ok(reply.clone())));
+            let answer = match answer {
+                Ok(reply) => Ok(reply.clone()),
+                Err((cause, spend)) => Err(Error::Chat { cause: cause.clone(), spend: *spend }),
+            };
+            return Box::pin(std::future::ready(answer));
         }
         self.stats.miss("chat", &digest);
         match &self.live {

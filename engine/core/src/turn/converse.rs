@@ -2,6 +2,7 @@
 //! reflection and the probes where due.
 
 use super::stage::{observation_description, Prepared};
+use crate::chat::schema::to_lines;
 use crate::chat::{ChatPort, ChatPurpose, ChatRequest};
 use crate::config::Config;
 use crate::cost::Spend;
@@ -24,6 +25,11 @@ pub struct ChatCallRecord {
     pub reply: String,
     /// What it was billed.
     pub spend: Spend,
+    /// The provider's error, when the call failed after its transport
+    /// retries (replay serves it again, so a faulty run replays exactly).
+    pub failed: Option<String>,
+    /// The tokens were estimated, not reported by the provider.
+    pub estimated: bool,
 }
 
 /// A reflection's result.
@@ -82,10 +88,27 @@ async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCa
                 request: request.digest(),
                 reply: reply.text.clone(),
                 spend: reply.spend,
+                failed: None,
+                estimated: reply.estimated,
             });
             Ok(reply.text)
         }
-        Err(e) => Err(e),
+        Err(e) => {
+            // What a failed call was billed stays with its job, and the
+            // failure is recorded for replay.
+            if let crate::Error::Chat { cause, spend } = &e {
+                calls.push(ChatCallRecord {
+                    purpose: request.purpose,
+                    attempt: request.attempt,
+                    request: request.digest(),
+                    reply: String::new(),
+                    spend: *spend,
+                    failed: Some(cause.clone()),
+                    estimated: false,
+                });
+            }
+            Err(e)
+        }
     }
 }
 
@@ -103,7 +126,7 @@ pub async fn converse(
     let mut last_error = String::new();
     for attempt in 0..=chat.max_guardrail_retries {
         match call(port, &prepared.reaction.attempt(attempt), &mut calls).await {
-            Ok(text) => match parse_reaction(&text) {
+            Ok(text) => match parse_reaction(&to_lines(&text)) {
                 Ok(r) => {
                     reaction = Some(r);
                     break;
@@ -128,7 +151,7 @@ pub async fn converse(
         // reflected.
         let request = ChatRequest::new(&chat.model, ChatPurpose::Reflection, prompt);
         reflection = Some(match call(port, &request, &mut calls).await {
-            Ok(text) => match parse_insights(&text, cfg.raw.reflection.max_insights) {
+            Ok(text) => match parse_insights(&to_lines(&text), cfg.raw.reflection.max_insights) {
                 Ok(insights) => ReflectionResult { insights, fallback: false },
                 Err(_) => ReflectionResult { insights: Vec::new(), fallback: true },
             },
@@ -143,7 +166,7 @@ pub async fn converse(
         for attempt in 0..=chat.max_guardrail_retries {
             match call(port, &request.attempt(attempt), &mut calls).await {
                 Ok(text) => {
-                    if let Ok(p) = parse_probe(&text) {
+                    if let Ok(p) = parse_probe(&to_lines(&text)) {
                         answer = Some(p);
                         break;
                     }

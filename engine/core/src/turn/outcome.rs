@@ -191,6 +191,10 @@ impl Outcome {
         w.u32(self.chat_calls.len() as u32);
         for c in &self.chat_calls {
             w.u8(c.purpose.digest_code()).u32(c.attempt).digest(&c.request).str(&c.reply);
+            match &c.failed {
+                Some(why) => w.u8(1).str(why),
+                None => w.u8(0),
+            };
         }
     }
 

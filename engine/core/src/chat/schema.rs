@@ -1,0 +1,115 @@
+//! Structured replies: the JSON Schema a live model is given for each
+//! purpose, and the reading of a JSON reply back into the line format the
+//! parsers of [`crate::persona::reply`] and [`crate::experiment::model`]
+//! check. So one set of parsers and range checks serves scripted and live
+//! models alike.
+
+use super::ChatPurpose;
+use serde_json::{json, Map, Value};
+
+/// The JSON Schema of a reply to `purpose`, with its ranges (intent 1-5,
+/// sentiment -1 to 1, importance 1-10).
+pub fn schema(purpose: ChatPurpose) -> Value {
+    let string = json!({"type": "string"});
+    let int = |lo: u8, hi: u8| json!({"type": "integer", "minimum": lo, "maximum": hi});
+    let object = |properties: Value, required: &[&str]| json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
+    match purpose {
+        ChatPurpose::Reaction => object(
+            json!({
+                "reaction": string,
+                "sentiment": {"type": "number", "minimum": -1, "maximum": 1},
+                "intent": int(1, 5),
+                "importance": int(1, 10),
+            }),
+            &["reaction", "sentiment", "intent", "importance"],
+        ),
+        ChatPurpose::Reflection => {
+            let insight = object(json!({"insight": string, "importance": int(1, 10)}), &["insight", "importance"]);
+            object(json!({"insights": {"type": "array", "items": insight}}), &["insights"])
+        }
+        ChatPurpose::Probe => object(json!({"answer": int(1, 5), "why": string}), &["answer", "why"]),
+        ChatPurpose::Agent => object(json!({"points": {"type": "array", "items": string}}), &["points"]),
+    }
+}
+
+/// The schema's name, as `response_format` wants one.
+pub fn schema_name(purpose: ChatPurpose) -> &'static str {
+    match purpose {
+        ChatPurpose::Reaction => "reaction",
+        ChatPurpose::Reflection => "reflection",
+        ChatPurpose::Probe => "probe",
+        ChatPurpose::Agent => "agent_points",
+    }
+}
+
+/// The instruction appended to a prompt when the server is not given the
+/// schema (`structured_output = "json_object"` or `"none"`).
+pub fn instruction(purpose: ChatPurpose) -> String {
+    format!("Answer with only one JSON object, no other text, matching this JSON Schema:\n{}", schema(purpose))
+}
+
+/// The first JSON object in `text`, if any (a model may wrap it in words or
+/// a code fence).
+pub fn first_object(text: &str) -> Option<Map<String, Value>> {
+    text.match_indices('{').find_map(|(i, _)| {
+        let mut stream = serde_json::Deserializer::from_str(&text[i..]).into_iter::<Value>();
+        match stream.next() {
+            Some(Ok(Value::Object(map))) => Some(map),
+            Some(Ok(_) | Err(_)) | None => None,
+        }
+    })
+}
+
+/// A reply in the line format the parsers read. A reply holding a JSON
+/// object is rewritten field by field (`"intent": 4` becomes `INTENT: 4`,
+/// insights become `INSIGHT: text (importance n)`, points become `- text`);
+/// any other reply is returned as it is. Values keep their text, so the
+/// parsers' range checks still apply (4.5 is not an intent).
+pub fn to_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    let Some(map) = first_object(text) else { return std::borrow::Cow::Borrowed(text) };
+    let one_line = |v: &Value| match v {
+        Value::String(s) => s.replace(['\n', '\r'], " "),
+        other @ (Value::Null | Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_)) => {
+            other.to_string()
+        }
+    };
+    let mut out = String::new();
+    for (key, value) in &map {
+        match (key.as_str(), value) {
+            ("insights", Value::Array(items)) => {
+                for item in items {
+                    let (Some(insight), Some(imp)) = (item.get("insight"), item.get("importance")) else { continue };
+                    out.push_str(&format!("INSIGHT: {} (importance {})\n", one_line(insight), one_line(imp)));
+                }
+            }
+            ("points", Value::Array(items)) => {
+                for item in items {
+                    out.push_str(&format!("- {}\n", one_line(item)));
+                }
+            }
+            (k, v) => out.push_str(&format!("{}: {}\n", k.to_ascii_uppercase(), one_line(v))),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persona::reply::{parse_insights, parse_probe, parse_reaction};
+
+    #[test]
+    fn json_replies_reach_the_same_parsers_and_range_checks() {
+        let wrapped = "Sure! ```json\n{\"reaction\": \"Nice,\\nbut pricey.\", \"sentiment\": -0.25, \"intent\": 2, \"importance\": 7}\n```";
+        let r = parse_reaction(&to_lines(wrapped)).expect("parses");
+        assert_eq!((r.text.as_str(), r.sentiment, r.intent, r.importance), ("Nice, but pricey.", -0.25, 2, 7));
+        let out_of_range = "{\"reaction\": \"x\", \"sentiment\": 0.1, \"intent\": 9, \"importance\": 3}";
+        assert!(parse_reaction(&to_lines(out_of_range)).is_err(), "intent 9 is refused");
+        let probe = parse_probe(&to_lines("{\"answer\": 4, \"why\": \"it fits\"}")).expect("probe");
+        assert_eq!((probe.answer, probe.why.as_str()), (4, "it fits"));
+        let insights = "{\"insights\": [{\"insight\": \"I like trails\", \"importance\": 6}]}";
+        assert_eq!(parse_insights(&to_lines(insights), 3).expect("insights"), vec![("I like trails".to_string(), 6)]);
+        assert_eq!(to_lines("REACTION: plain\n"), "REACTION: plain\n", "line replies pass through");
+        assert_eq!(schema(ChatPurpose::Reaction)["properties"]["intent"]["maximum"], 5);
+    }
+}

@@ -1,0 +1,459 @@
+//! Live chat: the [`ChatClient`] (the engine's [`ChatPort`] over one or more
+//! upstream endpoints) and its upstreams, an OpenAI-compatible
+//! `/chat/completions` server ([`HttpChat`]) and the modelled provider
+//! ([`ModelledChat`]: the scripted replies behind modelled latency and
+//! seeded faults).
+//!
+//! The client is the same machinery as the embedding client: capped
+//! concurrency, per-minute limits, one retry layer with exponential backoff
+//! and seeded jitter that honours a retry-after, permanent errors never
+//! retried, all waiting on a [`Sleeper`]. With several endpoints each
+//! request goes to the one with the fewest requests in flight (ties to the
+//! first); an endpoint that fails three times in a row is benched for 30
+//! seconds. Billing comes from the reply's `usage`; without it the tokens
+//! are estimated and the reply says so.
+
+use crate::client::RateLimiter;
+use crate::clock::{Sleeper, TokioSleeper};
+use crate::provider::{FailureKind, ProviderError};
+use engine::chat::schema::{instruction, schema, schema_name};
+use engine::chat::{ChatPort, ChatReply, ChatRequest, ScriptedPersonaModel};
+use engine::config::{ChatProvider, ChatSection, Config, StructuredOutput};
+use engine::cost::{estimate_tokens, Price, Spend};
+use engine::digest::DigestWriter;
+use engine::embed::upstream::{backoff_ms, HttpSettings, ModelledSettings};
+use engine::error::{Error, Result};
+use engine::rng::Stream;
+use engine::BoxFuture;
+use parking_lot::Mutex;
+use serde::Deserialize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One upstream call.
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamCall<'a> {
+    /// The engine's request.
+    pub request: &'a ChatRequest,
+    /// Transport attempt, from 0.
+    pub attempt: u32,
+    /// A seed for servers that honour one: from (run seed, request digest),
+    /// so a guardrail retry (another request) never resends the seed that
+    /// produced the invalid reply.
+    pub seed: u64,
+}
+
+/// What an upstream answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamReply {
+    /// The reply text.
+    pub text: String,
+    /// Prompt and completion tokens from the reply's `usage`, if it had one.
+    pub usage: Option<(u64, u64)>,
+}
+
+/// An upstream chat service with one or more endpoints.
+pub trait ChatUpstream: Send + Sync {
+    /// How many endpoints it has.
+    fn endpoints(&self) -> usize;
+    /// Sends one call to endpoint `endpoint`.
+    fn call<'a>(
+        &'a self,
+        endpoint: usize,
+        call: UpstreamCall<'a>,
+    ) -> BoxFuture<'a, std::result::Result<UpstreamReply, ProviderError>>;
+}
+
+/// Per-endpoint counters, for the summary.
+#[derive(Debug, Default)]
+pub struct EndpointStats {
+    /// Calls sent.
+    pub requests: AtomicU64,
+    /// Calls that failed.
+    pub failures: AtomicU64,
+}
+
+/// The chat client.
+pub struct ChatClient {
+    upstream: Arc<dyn ChatUpstream>,
+    section: ChatSection,
+    price: Price,
+    seed: u64,
+    limiter: RateLimiter,
+    slots: tokio::sync::Semaphore,
+    in_flight: Vec<AtomicUsize>,
+    /// Per endpoint: consecutive failures, and until when it is benched.
+    health: Vec<Mutex<(u32, Duration)>>,
+    /// Per endpoint: requests and failures.
+    pub stats: Vec<EndpointStats>,
+    clock: Arc<dyn Sleeper>,
+}
+
+/// Consecutive failures that bench an endpoint, and for how long.
+const BENCH_AFTER: u32 = 3;
+const BENCH_FOR: Duration = Duration::from_secs(30);
+
+impl ChatClient {
+    /// A client over `upstream` with the `[chat]` settings, billing at
+    /// `price`; `seed` seeds the servers' sampling and the backoff jitter.
+    pub fn new(upstream: Arc<dyn ChatUpstream>, section: &ChatSection, price: Price, seed: u64) -> ChatClient {
+        let n = upstream.endpoints().max(1);
+        ChatClient {
+            limiter: RateLimiter::new(section.requests_per_minute, section.tokens_per_minute),
+            slots: tokio::sync::Semaphore::new(section.concurrency.max(1)),
+            in_flight: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            health: (0..n).map(|_| Mutex::new((0, Duration::ZERO))).collect(),
+            stats: (0..n).map(|_| EndpointStats::default()).collect(),
+            upstream,
+            section: section.clone(),
+            price,
+            seed,
+            clock: Arc::new(TokioSleeper::new()),
+        }
+    }
+
+    /// The same client waiting on `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Sleeper>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The endpoint with the fewest requests in flight among those not
+    /// benched (ties to the first); when all are benched, the one whose
+    /// bench ends first.
+    fn pick(&self) -> usize {
+        let now = self.clock.now();
+        let benched_until = |e: usize| self.health[e].lock().1;
+        let open: Vec<usize> = (0..self.in_flight.len()).filter(|e| benched_until(*e) <= now).collect();
+        match open.iter().min_by_key(|e| (self.in_flight[**e].load(Ordering::Relaxed), **e)) {
+            Some(e) => *e,
+            None => (0..self.in_flight.len()).min_by_key(|e| (benched_until(*e), *e)).unwrap_or(0),
+        }
+    }
+
+    fn record(&self, endpoint: usize, ok: bool) {
+        self.stats[endpoint].requests.fetch_add(1, Ordering::Relaxed);
+        let mut h = self.health[endpoint].lock();
+        if ok {
+            h.0 = 0;
+            return;
+        }
+        self.stats[endpoint].failures.fetch_add(1, Ordering::Relaxed);
+        h.0 += 1;
+        if h.0 >= BENCH_AFTER {
+            h.0 = 0;
+            h.1 = self.clock.now() + BENCH_FOR;
+        }
+    }
+
+    /// One call through the retry layer.
+    async fn send(&self, request: &ChatRequest) -> Result<ChatReply> {
+        let digest = request.digest();
+        let seed = DigestWriter::new("chat server seed v1").u64(self.seed).digest(&digest).finish();
+        let seed = u64::from_le_bytes(seed.0[..8].try_into().unwrap_or_default()) >> 11;
+        let estimate = estimate_tokens(&request.prompt) + self.section.max_output_tokens;
+        let mut spend = Spend::default();
+        let mut attempt = 0u32;
+        loop {
+            self.limiter.acquire(estimate, self.clock.as_ref()).await;
+            let endpoint = self.pick();
+            self.in_flight[endpoint].fetch_add(1, Ordering::Relaxed);
+            let result = self.upstream.call(endpoint, UpstreamCall { request, attempt, seed }).await;
+            self.in_flight[endpoint].fetch_sub(1, Ordering::Relaxed);
+            self.record(endpoint, result.is_ok());
+            match result {
+                Ok(reply) => {
+                    let (input, output, estimated) = match reply.usage {
+                        Some((p, c)) => (p, c, false),
+                        None => (estimate_tokens(&request.prompt), estimate_tokens(&reply.text), true),
+                    };
+                    spend.add(&self.price.bill(input, output));
+                    return Ok(ChatReply { text: reply.text, spend, estimated });
+                }
+                Err(e) => {
+                    if let Some(t) = e.billed_tokens {
+                        spend.add(&self.price.bill(t, 0));
+                    }
+                    if !e.kind.transient() || attempt >= self.section.max_retries {
+                        let why = if e.kind.transient() { "retries exhausted" } else { "not retried" };
+                        let cause = format!("{} after {} attempt(s), {why}", e.message, attempt + 1);
+                        return Err(Error::Chat { cause, spend });
+                    }
+                    let retry_after = match e.kind {
+                        FailureKind::RateLimited { retry_after_ms } => retry_after_ms,
+                        FailureKind::Server | FailureKind::Timeout | FailureKind::Permanent => None,
+                    };
+                    let key = DigestWriter::new("chat backoff jitter v1")
+                        .u64(self.seed)
+                        .digest(&digest)
+                        .u32(attempt)
+                        .finish();
+                    let jitter = Stream::from_key(key.0).unit();
+                    let s = &self.section;
+                    let ms = backoff_ms(attempt, s.backoff_base_ms, s.backoff_max_ms, retry_after, jitter);
+                    self.clock.sleep(Duration::from_millis(ms)).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+}
+
+impl ChatPort for ChatClient {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+        Box::pin(async move {
+            let _slot = self
+                .slots
+                .acquire()
+                .await
+                .map_err(|_| Error::Chat { cause: "the chat client closed".into(), spend: Spend::default() })?;
+            self.send(request).await
+        })
+    }
+}
+
+/// An OpenAI-compatible `/chat/completions` endpoint or fleet. The key is
+/// read from the environment once, sent in the `Authorization` header, and
+/// never logged, traced or reported.
+pub struct HttpChat {
+    client: reqwest::Client,
+    urls: Vec<String>,
+    key: Option<String>,
+    temperature: f64,
+    max_tokens: u64,
+    structured: StructuredOutput,
+}
+
+impl std::fmt::Debug for HttpChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpChat").field("urls", &self.urls).field("key", &self.key.as_ref().map(|_| "<set>")).finish()
+    }
+}
+
+fn config_err(field: &str, cause: String) -> Error {
+    Error::Config { source_name: "configuration".into(), field: format!("chat.http.{field}"), cause }
+}
+
+/// The key named by `api_key_env`, read from the environment (none when
+/// the name is empty: a local server).
+pub(crate) fn api_key(settings: &HttpSettings, section: &str) -> Result<Option<String>> {
+    if settings.api_key_env.is_empty() {
+        return Ok(None);
+    }
+    match std::env::var(&settings.api_key_env) {
+        Ok(k) if !k.is_empty() => Ok(Some(k)),
+        _ => Err(Error::Config {
+            source_name: "configuration".into(),
+            field: format!("{section}.api_key_env"),
+            cause: format!("the environment variable {} is not set", settings.api_key_env),
+        }),
+    }
+}
+
+impl HttpChat {
+    /// The upstream for `[chat]`, reading the key from the environment.
+    pub fn new(section: &ChatSection) -> Result<HttpChat> {
+        let h = &section.http;
+        let mut urls = Vec::new();
+        for base in h.endpoints() {
+            let base = base.trim_end_matches('/');
+            if !(base.starts_with("https://") || base.starts_with("http://")) {
+                return Err(config_err("base_url", format!("must be an http:// or https:// URL, got {base:?}")));
+            }
+            urls.push(format!("{base}/chat/completions"));
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(h.connect_timeout_ms))
+            .read_timeout(Duration::from_millis(h.read_timeout_ms))
+            .timeout(Duration::from_millis(h.request_timeout_ms))
+            .build()
+            .map_err(|e| config_err("base_url", format!("cannot build an HTTP client: {e}")))?;
+        Ok(HttpChat {
+            client,
+            urls,
+            key: api_key(h, "chat.http")?,
+            temperature: section.temperature,
+            max_tokens: section.max_output_tokens,
+            structured: section.structured_output,
+        })
+    }
+
+    fn body(&self, call: &UpstreamCall<'_>) -> serde_json::Value {
+        let r = call.request;
+        let prompt = match self.structured {
+            StructuredOutput::JsonSchema => r.prompt.to_string(),
+            StructuredOutput::JsonObject | StructuredOutput::None => {
+                format!("{}\n\n{}", r.prompt, instruction(r.purpose))
+            }
+        };
+        let mut body = serde_json::json!({
+            "model": r.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": call.seed,
+        });
+        let format = match self.structured {
+            StructuredOutput::JsonSchema => Some(serde_json::json!({
+                "type": "json_schema",
+                "json_schema": {"name": schema_name(r.purpose), "schema": schema(r.purpose)},
+            })),
+            StructuredOutput::JsonObject => Some(serde_json::json!({"type": "json_object"})),
+            StructuredOutput::None => None,
+        };
+        if let Some(f) = format {
+            body["response_format"] = f;
+        }
+        body
+    }
+}
+
+#[derive(Deserialize)]
+struct Completion {
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: Message,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// The failure kind of an HTTP status: 429 waits, 408 and 5xx retry, the
+/// rest (400, 401, 403, 404...) are permanent.
+pub(crate) fn classify(status: u16, retry_after: Option<u64>) -> FailureKind {
+    match status {
+        429 => FailureKind::RateLimited { retry_after_ms: retry_after },
+        408 => FailureKind::Timeout,
+        500..=599 => FailureKind::Server,
+        _ => FailureKind::Permanent,
+    }
+}
+
+impl ChatUpstream for HttpChat {
+    fn endpoints(&self) -> usize {
+        self.urls.len()
+    }
+
+    fn call<'a>(
+        &'a self,
+        endpoint: usize,
+        call: UpstreamCall<'a>,
+    ) -> BoxFuture<'a, std::result::Result<UpstreamReply, ProviderError>> {
+        Box::pin(async move {
+            let url = &self.urls[endpoint.min(self.urls.len() - 1)];
+            let fail = |kind, message: String| ProviderError { kind, message, billed_tokens: None };
+            let mut r = self.client.post(url).json(&self.body(&call));
+            if let Some(k) = &self.key {
+                r = r.bearer_auth(k);
+            }
+            let resp = match r.send().await {
+                Ok(resp) => resp,
+                Err(e) if e.is_timeout() => return Err(fail(FailureKind::Timeout, format!("{url}: timed out"))),
+                Err(e) => return Err(fail(FailureKind::Server, format!("{url}: {}", e.without_url()))),
+            };
+            let status = resp.status();
+            if !status.is_success() {
+                let retry_after = resp
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .map(|s| (s * 1000.0) as u64);
+                let text = resp.text().await.unwrap_or_default();
+                let snippet: String = text.chars().take(200).collect();
+                let mut message = format!("{url} answered {status}: {snippet}");
+                if status.as_u16() == 400 && text.contains("response_format") {
+                    message.push_str(" (the server rejects response_format: try chat.structured_output = \"none\")");
+                }
+                return Err(fail(classify(status.as_u16(), retry_after), message));
+            }
+            let reply: Completion = resp
+                .json()
+                .await
+                .map_err(|e| fail(FailureKind::Permanent, format!("{url}: unreadable reply: {}", e.without_url())))?;
+            let text = reply.choices.into_iter().next().and_then(|c| c.message.content).unwrap_or_default();
+            let usage = reply.usage.and_then(|u| Some((u.prompt_tokens?, u.completion_tokens?)));
+            Ok(UpstreamReply { text, usage })
+        })
+    }
+}
+
+/// The scripted persona model's replies behind modelled latency (per
+/// request and per token), a cap on requests served at once, and seeded
+/// 429/5xx/timeout faults decided from (request digest, attempt).
+pub struct ModelledChat {
+    scripted: ScriptedPersonaModel,
+    settings: ModelledSettings,
+    slots: tokio::sync::Semaphore,
+    clock: Arc<dyn Sleeper>,
+}
+
+impl ModelledChat {
+    /// The modelled upstream.
+    pub fn new(scripted: ScriptedPersonaModel, settings: ModelledSettings) -> ModelledChat {
+        let slots = tokio::sync::Semaphore::new(settings.concurrency.max(1));
+        ModelledChat { scripted, settings, slots, clock: Arc::new(TokioSleeper::new()) }
+    }
+}
+
+impl ChatUpstream for ModelledChat {
+    fn endpoints(&self) -> usize {
+        1
+    }
+
+    fn call<'a>(
+        &'a self,
+        _: usize,
+        call: UpstreamCall<'a>,
+    ) -> BoxFuture<'a, std::result::Result<UpstreamReply, ProviderError>> {
+        Box::pin(async move {
+            let closed = || ProviderError {
+                kind: FailureKind::Permanent,
+                message: "modelled provider closed".into(),
+                billed_tokens: None,
+            };
+            let _slot = self.slots.acquire().await.map_err(|_| closed())?;
+            let reply = self.scripted.complete(call.request).await.map_err(|_| closed())?;
+            let tokens = estimate_tokens(&call.request.prompt) + estimate_tokens(&reply.text);
+            let ms = self.settings.latency_ms + self.settings.latency_per_token_us * tokens as f64 / 1000.0;
+            self.clock.sleep(Duration::from_secs_f64(ms.max(0.0) / 1000.0)).await;
+            if let Some(kind) = crate::modelled::fault(&self.settings, &call.request.digest().0, call.attempt) {
+                return Err(ProviderError { kind, message: format!("modelled {kind:?}"), billed_tokens: None });
+            }
+            let usage = Some((reply.spend.input_tokens, reply.spend.output_tokens));
+            Ok(UpstreamReply { text: reply.text, usage })
+        })
+    }
+}
+
+/// The chat port `cfg.chat` names: the scripted persona model, or the
+/// client over the modelled or HTTP upstream. Fails when the HTTP key is
+/// missing or a URL is malformed. A live endpoint is built only when the
+/// configuration names it.
+pub fn build_chat(cfg: &Config, seed: u64) -> Result<Arc<dyn ChatPort>> {
+    let c = &cfg.raw.chat;
+    let scripted = ScriptedPersonaModel { seed, malformed_rate: c.malformed_rate, price: cfg.chat_price };
+    let upstream: Arc<dyn ChatUpstream> = match c.provider {
+        ChatProvider::Scripted => return Ok(Arc::new(scripted)),
+        ChatProvider::Modelled => Arc::new(ModelledChat::new(scripted, c.modelled.clone())),
+        ChatProvider::Openai => Arc::new(HttpChat::new(c)?),
+    };
+    Ok(Arc::new(ChatClient::new(upstream, c, cfg.chat_price, seed)))
+}
