@@ -162,6 +162,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         .with_strategy(strategy)
         .with_scenario(&loaded.origin, &loaded.source)
         .with_traits(DEFAULT_TRAITS);
+    // The ports are built before anything is written: a missing key or an
+    // unreadable cache file stops the run here, with nothing left behind.
+    let (embedder, chat) = actors::run::default_ports(&config, args.seed)?;
     let out = OutputDir::create(args.out.as_deref(), &loaded.scenario.name, args.seed, args.personas, args.ticks)?;
     out.write_config(&config)?;
     let mut trace = TraceSink::new(out.create_trace(&header)?);
@@ -177,8 +180,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         planned_ticks: None,
         budget_nano_usd,
         strategy,
-        embedder: None,
-        chat: None,
+        embedder,
+        chat: Some(chat),
     };
     let mut writer = out.outcome_writer()?;
     let result = runtime.block_on(actors::run::run(spec, progress, false, |report| {

@@ -45,3 +45,26 @@ fn golden_digests_of_a_fixed_small_run() {
 
 const GOLDEN_DIGEST: &str = "837535eabff4e59ac1c9bc65526dfed5cd1ab69b14b0be0f362c0142e6186dc1";
 const GOLDEN_FULL_DIGEST: &str = "7c627a936e051ba7a6a70ca021b333a82d746eb040d46e1ef4fbfef50588acf1";
+
+/// The modelled chat provider with faults at 20% (429, 5xx and timeouts
+/// decided from request digest and attempt): the same digests at 1 and 4
+/// threads, and the faults really fired.
+#[test]
+fn modelled_chat_faults_replay_the_same_at_any_thread_count() {
+    let config = crate::support::config(
+        "[chat]\nprovider = \"modelled\"\nbackoff_base_ms = 1\nbackoff_max_ms = 2\nmax_retries = 1\n\
+         [chat.modelled]\nlatency_ms = 0.0\nlatency_per_token_us = 0.0\nrate_limited = 0.05\nserver_error = 0.1\n\
+         timeout = 0.05\nretry_after_ms = 1\nseed = 5\n",
+    );
+    let run = |threads| {
+        let mut spec = RunSpec::defaults(3, 40, 3);
+        spec.config = config.clone();
+        run_with(spec, threads).0
+    };
+    let (one, four) = (run(1), run(4));
+    assert_eq!(one.summary.digest, four.summary.digest, "seed 3, modelled faults at 20%");
+    assert_eq!(one.summary.full_digest, four.summary.full_digest);
+    assert!(one.summary.chat.failures > 0, "some calls failed after their retry: {:?}", one.summary.chat);
+    assert!(one.summary.jobs.failed > 0);
+    assert_eq!(one.summary.cost.allocated_total_nano_usd, one.summary.cost.provider_total_nano_usd);
+}

@@ -9,8 +9,9 @@
 //! and seeded jitter that honours a retry-after, permanent errors never
 //! retried, all waiting on a [`Sleeper`]. With several endpoints each
 //! request goes to the one with the fewest requests in flight (ties to the
-//! first); an endpoint that fails three times in a row is benched for 30
-//! seconds. Billing comes from the reply's `usage`; without it the tokens
+//! one with the fewest failures in a row, so a retry tries another
+//! endpoint, then to the first); an endpoint that fails three times in a
+//! row is benched for 30 seconds. Billing comes from the reply's `usage`; without it the tokens
 //! are estimated and the reply says so.
 
 use crate::client::RateLimiter;
@@ -120,13 +121,15 @@ impl ChatClient {
     }
 
     /// The endpoint with the fewest requests in flight among those not
-    /// benched (ties to the first); when all are benched, the one whose
+    /// benched, then the fewest failures in a row (a retry goes elsewhere
+    /// when it can), then the first; when all are benched, the one whose
     /// bench ends first.
     fn pick(&self) -> usize {
         let now = self.clock.now();
         let benched_until = |e: usize| self.health[e].lock().1;
+        let failing = |e: usize| self.health[e].lock().0;
         let open: Vec<usize> = (0..self.in_flight.len()).filter(|e| benched_until(*e) <= now).collect();
-        match open.iter().min_by_key(|e| (self.in_flight[**e].load(Ordering::Relaxed), **e)) {
+        match open.iter().min_by_key(|e| (self.in_flight[**e].load(Ordering::Relaxed), failing(**e), **e)) {
             Some(e) => *e,
             None => (0..self.in_flight.len()).min_by_key(|e| (benched_until(*e), *e)).unwrap_or(0),
         }

@@ -56,6 +56,31 @@ fn scenarios_that_would_do_nothing() {
     );
 }
 
+/// Live chat is never implied: each inconsistent or incomplete chat
+/// configuration is refused with the field and the fix.
+#[test]
+fn chat_configuration_that_would_mislead() {
+    let cases: [(&str, &[&str]); 4] = [
+        ("[chat]\nmodel = \"gpt-4o\"\n", &["chat.model", "not a scripted model", "provider = \"openai\""]),
+        ("[chat]\nprovider = \"openai\"\n[chat.http]\nbase_url = \"http://127.0.0.1:9/v1\"\n", &["chat.model", "is a scripted model"]),
+        ("[chat]\nprovider = \"openai\"\nmodel = \"gpt-4o-mini\"\n", &["chat.http.base_url"]),
+        (
+            "[chat]\nprovider = \"openai\"\nmodel = \"gpt-4o-mini\"\n[chat.http]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"SIM_TEST_NO_SUCH_KEY\"\n",
+            &["SIM_TEST_NO_SUCH_KEY", "not set"],
+        ),
+    ];
+    for (i, (toml, needles)) in cases.iter().enumerate() {
+        let dir = scratch(&format!("bad-chat-{i}"));
+        std::fs::write(dir.join("chat.toml"), toml).expect("write");
+        let out = sim(&dir, &["run", "--personas", "2", "--ticks", "1", "--config", "chat.toml"]);
+        assert!(!out.status.success(), "case {i} must fail");
+        for n in *needles {
+            assert!(stderr(&out).contains(n), "case {i}: stderr lacks {n:?}: {}", stderr(&out));
+        }
+        assert!(!dir.join("runs").exists(), "case {i}: nothing written on bad input");
+    }
+}
+
 #[test]
 fn missing_and_malformed_config() {
     fails_with(&["run", "--config", "absent.toml"], &["absent.toml"]);

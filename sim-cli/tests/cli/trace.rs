@@ -159,12 +159,16 @@ fn killed_runs_resume_to_the_same_digest() {
     assert!(interrupted > 0, "no kill landed before its run finished: the test proved nothing (seed 77)");
 }
 
-/// A bounded OpenAI-compatible `/embeddings` server on loopback: each
-/// request gets one 16-dimensional vector per input, then the connection
-/// closes. It records every `Authorization` header and stops when `stop` is
-/// set or after 500 requests.
-fn embeddings_server(
+/// A bounded OpenAI-compatible server on loopback. `/embeddings` gets one
+/// 16-dimensional vector per input; `/chat/completions` gets a JSON reply
+/// for the schema it asked for (reaction, probe, reflection), except every
+/// `fail_every`-th chat request, which gets a 500. Each connection closes
+/// after one answer. It records each request line with its `Authorization`
+/// header, and stops when
+/// `stop` is set or after 2,000 requests.
+fn openai_server(
     stop: Arc<AtomicBool>,
+    fail_every: usize,
 ) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     listener.set_nonblocking(true).expect("nonblocking");
@@ -172,8 +176,8 @@ fn embeddings_server(
     let auth = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let seen = auth.clone();
     let handle = std::thread::spawn(move || {
-        let mut served = 0;
-        while served < 500 && !stop.load(Ordering::Relaxed) {
+        let (mut served, mut chats) = (0, 0usize);
+        while served < 2_000 && !stop.load(Ordering::Relaxed) {
             let Ok((mut sock, _)) = listener.accept() else {
                 std::thread::sleep(Duration::from_millis(5));
                 continue;
@@ -197,14 +201,21 @@ fn embeddings_server(
                     .unwrap_or(0);
                 if buf.len() >= end + 4 + length {
                     let head = &text[..end];
-                    if let Some(a) = head.lines().find(|l| l.to_ascii_lowercase().starts_with("authorization:")) {
-                        seen.lock().push(a.to_string());
-                    }
+                    let first = head.lines().next().unwrap_or_default();
+                    let auth = head.lines().find(|l| l.to_ascii_lowercase().starts_with("authorization:"));
+                    seen.lock().push(format!("{first} | {}", auth.unwrap_or("no authorization")));
                     break Some(buf[end + 4..end + 4 + length].to_vec());
                 }
             };
             let Some(body) = body else { continue };
             let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            if request.get("messages").is_some() {
+                chats += 1;
+                served += 1;
+                let response = chat_answer(&request, fail_every > 0 && chats % fail_every == 0);
+                let _ = sock.write_all(response.as_bytes());
+                continue;
+            }
             let inputs = request["input"].as_array().map_or(0, Vec::len);
             let data: Vec<serde_json::Value> = (0..inputs)
                 .map(|i| {
@@ -225,6 +236,68 @@ fn embeddings_server(
     (url, auth, handle)
 }
 
+/// The answer to one chat request: a reply in the schema it names, or a 500.
+fn chat_answer(request: &serde_json::Value, fail: bool) -> String {
+    let respond = |status: &str, body: String| {
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    if fail {
+        return respond("500 Internal Server Error", "{\"error\": \"overloaded\"}".into());
+    }
+    let prompt = request["messages"][0]["content"].as_str().unwrap_or_default();
+    let n = prompt.len();
+    let content = match request["response_format"]["json_schema"]["name"].as_str() {
+        Some("probe") => serde_json::json!({"answer": 1 + n % 5, "why": "it depends on the price"}),
+        Some("reflection") => serde_json::json!({"insights": [{"insight": "I care about value", "importance": 6}]}),
+        _ => serde_json::json!({
+            "reaction": format!("I read {n} characters about it and feel fine."),
+            "sentiment": 0.2,
+            "intent": 1 + n % 5,
+            "importance": 4,
+        }),
+    };
+    let body = serde_json::json!({
+        "model": "loopback-model",
+        "choices": [{"message": {"role": "assistant", "content": content.to_string()}}],
+        "usage": {"prompt_tokens": n / 4, "completion_tokens": 20},
+    });
+    respond("200 OK", body.to_string())
+}
+
+/// A panel against a live (loopback) chat model whose server fails every
+/// seventh call: the run completes through the retries, and `replay`
+/// reproduces it from the trace with no call and every digest matching.
+#[test]
+fn a_live_chat_run_with_faults_replays_with_no_call() {
+    let dir = scratch("live-chat");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, auth, server) = openai_server(stop.clone(), 7);
+    let config = format!(
+        "[chat]\nprovider = \"openai\"\nmodel = \"loopback-model\"\nbackoff_base_ms = 1\nbackoff_max_ms = 2\n\
+         [chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n"
+    );
+    std::fs::write(dir.join("live.toml"), config).expect("write");
+    let out = sim(&dir, &["run", "--personas", "6", "--ticks", "3", "--config", "live.toml", "--out", "r", "--json"]);
+    let calls = auth.lock().len();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let chats = auth.lock().iter().filter(|l| l.contains("/chat/completions")).count();
+    assert!(chats > 6, "the panel talked to the live model: {chats} calls");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v["jobs"]["ok"].as_u64().is_some_and(|n| n > 0), "{v}");
+    assert_eq!(v["cost"]["allocated_total_nano_usd"], v["cost"]["provider_total_nano_usd"]);
+    let replay = sim(&dir, &["replay", "r", "--json"]);
+    stop.store(true, Ordering::Relaxed);
+    let _ = server.join();
+    assert!(replay.status.success(), "{}", stderr(&replay));
+    let r: serde_json::Value = serde_json::from_slice(&replay.stdout).expect("json");
+    assert_eq!((r["provider_calls"].as_u64(), r["ticks_matched"].as_u64()), (Some(0), Some(3)), "{r}");
+    assert!(r["divergence"].is_null());
+    assert_eq!(auth.lock().len(), calls, "replay sent nothing to the server");
+}
+
 /// The key of a live provider reaches the provider and nothing else: not
 /// stdout, stderr at debug level, the trace, the config copy or any other
 /// file of the run.
@@ -233,7 +306,7 @@ fn no_secret_from_the_environment_reaches_any_output() {
     let dir = scratch("secrets");
     let secret = "sk-test-5ecret-a1b2c3d4e5f6";
     let stop = Arc::new(AtomicBool::new(false));
-    let (url, auth, server) = embeddings_server(stop.clone());
+    let (url, auth, server) = openai_server(stop.clone(), 0);
     let config = format!(
         "[embedding]\nprovider = \"openai\"\nmodel = \"text-embedding-3-small\"\ndim = 16\n\
          [embedding.http]\nbase_url = \"{url}\"\napi_key_env = \"SIM_TEST_SECRET_KEY\"\n"

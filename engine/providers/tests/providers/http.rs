@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 /// A one-route HTTP/1.1 server on loopback: answers each request with the
 /// next scripted (status, extra headers, body), records what it received,
 /// and closes each connection. Bounded: it stops after the script.
-async fn serve(script: Vec<(u16, &'static str, String)>) -> (String, Arc<Mutex<Vec<String>>>) {
+pub(crate) async fn serve(script: Vec<(u16, &'static str, String)>) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
     let seen = Arc::new(Mutex::new(Vec::new()));

@@ -9,3 +9,5 @@
 mod client;
 // The OpenAI-compatible HTTP provider, against a loopback server.
 mod http;
+// The chat client and its HTTP upstream against a loopback server: usage, retries, timeouts, a fleet.
+mod chat;

@@ -1,0 +1,149 @@
+use crate::http::serve;
+use engine::chat::{ChatPort, ChatPurpose, ChatRequest};
+use engine::config::{ChatProvider, ChatSection, StructuredOutput};
+use engine::cost::Price;
+use engine::embed::upstream::HttpSettings;
+use engine::error::Error;
+use providers::chat::{ChatClient, HttpChat};
+use providers::clock::SimulatedSleeper;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// 1 nano-USD per prompt token, 2 per completion token.
+const PRICE: Price = Price { input_nano_per_mtok: 1_000_000, output_nano_per_mtok: 2_000_000 };
+
+fn section(urls: &[&str], key_env: &str) -> ChatSection {
+    let http = HttpSettings {
+        base_urls: urls.iter().map(|u| u.to_string()).collect(),
+        api_key_env: key_env.into(),
+        request_timeout_ms: 300,
+        ..HttpSettings::chat()
+    };
+    ChatSection {
+        provider: ChatProvider::Openai,
+        model: "test-model".into(),
+        concurrency: 1,
+        max_retries: 2,
+        http,
+        ..ChatSection::default()
+    }
+}
+
+fn client(section: &ChatSection, clock: &Arc<SimulatedSleeper>) -> ChatClient {
+    let upstream = Arc::new(HttpChat::new(section).expect("upstream"));
+    ChatClient::new(upstream, section, PRICE, 7).with_clock(clock.clone())
+}
+
+fn completion(content: &str, usage: bool) -> String {
+    let usage = if usage { ", \"usage\": {\"prompt_tokens\": 11, \"completion_tokens\": 5}" } else { "" };
+    format!(
+        "{{\"model\": \"test-model\", \"choices\": [{{\"message\": {{\"role\": \"assistant\", \"content\": {}}}}}]{usage}}}",
+        serde_json::to_string(content).expect("json")
+    )
+}
+
+fn request() -> ChatRequest {
+    ChatRequest::new("test-model", ChatPurpose::Reaction, "How do you feel about the mug?")
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+}
+
+const REPLY: &str = "{\"reaction\": \"Nice.\", \"sentiment\": 0.5, \"intent\": 4, \"importance\": 3}";
+
+#[test]
+fn a_reply_is_billed_from_usage_and_the_request_asks_for_the_schema() {
+    rt().block_on(async {
+        std::env::set_var("SIM_TEST_CHAT_KEY", "chat-key-1");
+        let (url, seen) = serve(vec![(200, "", completion(REPLY, true)), (200, "", completion(REPLY, false))]).await;
+        let clock = Arc::new(SimulatedSleeper::new());
+        let c = client(&section(&[&url], "SIM_TEST_CHAT_KEY"), &clock);
+        let r = c.complete(&request()).await.expect("reply");
+        assert_eq!((r.text.as_str(), r.spend.input_tokens, r.spend.output_tokens), (REPLY, 11, 5));
+        assert_eq!((r.spend.nano_usd, r.estimated), (11 + 10, false), "billed from usage");
+        let estimated = c.complete(&request()).await.expect("reply");
+        assert!(estimated.estimated, "no usage: an estimate, labelled");
+        let sent = seen.lock()[0].clone();
+        assert!(sent.starts_with("POST /v1/chat/completions"), "{sent}");
+        assert!(sent.contains("Bearer chat-key-1"));
+        for needle in ["\"response_format\"", "\"json_schema\"", "\"intent\"", "\"seed\"", "\"max_tokens\":400"] {
+            assert!(sent.contains(needle), "request lacks {needle}: {sent}");
+        }
+    });
+}
+
+#[test]
+fn transient_failures_are_retried_after_their_wait_and_permanent_ones_are_not() {
+    rt().block_on(async {
+        let script = vec![
+            (429, "retry-after: 2\r\n", "{}".to_string()),
+            (500, "", "oops".to_string()),
+            (200, "", completion(REPLY, true)),
+            (401, "", "{\"error\": \"bad key\"}".to_string()),
+            (200, "", "this is not json".to_string()),
+        ];
+        let (url, seen) = serve(script).await;
+        let clock = Arc::new(SimulatedSleeper::new());
+        let c = client(&section(&[&url], ""), &clock);
+        let r = c.complete(&request()).await.expect("third time lucky");
+        assert_eq!(r.text, REPLY);
+        assert!(clock.waits()[0] >= Duration::from_secs(2), "the retry-after is honoured: {:?}", clock.waits());
+        match c.complete(&request()).await {
+            Err(Error::Chat { cause, .. }) => {
+                assert!(cause.contains("401") && cause.contains("not retried"), "{cause}")
+            }
+            other => panic!("expected a permanent failure, got {other:?}"),
+        }
+        match c.complete(&request()).await {
+            Err(Error::Chat { cause, .. }) => assert!(cause.contains("unreadable reply"), "{cause}"),
+            other => panic!("expected an unreadable reply, got {other:?}"),
+        }
+        assert_eq!(seen.lock().len(), 5, "the 401 and the bad body were each sent once");
+    });
+}
+
+#[test]
+fn a_server_that_never_answers_times_out() {
+    rt().block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            for _ in 0..3 {
+                if let Ok((sock, _)) = listener.accept().await {
+                    held.push(sock);
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        });
+        let clock = Arc::new(SimulatedSleeper::new());
+        let c = client(&section(&[&url], ""), &clock);
+        match c.complete(&request()).await {
+            Err(Error::Chat { cause, .. }) => {
+                assert!(cause.contains("timed out") && cause.contains("3 attempt(s)"), "{cause}")
+            }
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn a_fleet_routes_around_a_failing_endpoint() {
+    rt().block_on(async {
+        let (bad, _) = serve((0..3).map(|_| (503, "", "down".to_string())).collect()).await;
+        let (good, seen) = serve((0..6).map(|_| (200, "", completion(REPLY, true))).collect()).await;
+        let clock = Arc::new(SimulatedSleeper::new());
+        let mut s = section(&[&bad, &good], "");
+        s.structured_output = StructuredOutput::None;
+        let c = client(&s, &clock);
+        for _ in 0..4 {
+            assert_eq!(c.complete(&request()).await.expect("the fleet answers").text, REPLY);
+        }
+        use std::sync::atomic::Ordering;
+        assert_eq!(c.stats[0].failures.load(Ordering::Relaxed), 1, "one failure, then the retry went elsewhere");
+        assert_eq!(c.stats[1].requests.load(Ordering::Relaxed), 4, "the healthy endpoint serves the rest");
+        let sent = seen.lock()[0].clone();
+        assert!(!sent.contains("response_format") && sent.contains("JSON Schema"), "none mode asks in words");
+    });
+}
