@@ -20,6 +20,107 @@ use std::time::Instant;
 pub enum BenchCommand {
     /// Batched against per-persona embedding, end to end, cold and warm cache.
     Embed(EmbedBenchArgs),
+    /// Chat concurrency, end to end, against the modelled chat provider.
+    Chat(ChatBenchArgs),
+}
+
+/// Options of `sim-cli bench chat`.
+#[derive(Debug, Args)]
+#[command(after_help = "Runs the panel twice against the modelled chat provider (the scripted replies behind\n\
+    a fixed latency per call): once one call at a time, once with --concurrency calls in flight.\n\
+    Reports persona-turns per second and the ratio.")]
+pub struct ChatBenchArgs {
+    /// Personas.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub personas: u32,
+    /// Ticks.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub ticks: u32,
+    /// Modelled latency per chat call, in milliseconds.
+    #[arg(long, default_value_t = 40.0)]
+    pub latency_ms: f64,
+    /// Calls in flight in the concurrent run.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+    /// Seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the report as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One concurrency of `bench chat`.
+#[derive(Debug, Serialize)]
+struct ChatRow {
+    concurrency: u32,
+    ms: f64,
+    persona_turns: u64,
+    turns_per_second: f64,
+    chat_calls: u64,
+    digest: Digest,
+}
+
+/// The `--json` report of `sim-cli bench chat`.
+#[derive(Debug, Serialize)]
+struct ChatReport {
+    personas: u32,
+    ticks: u32,
+    latency_ms: f64,
+    results: Vec<ChatRow>,
+    /// Persona-turns per second at `--concurrency` over those at 1.
+    speedup_ratio: f64,
+}
+
+fn bench_chat(args: &ChatBenchArgs) -> Result<()> {
+    if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
+        anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);
+    }
+    let rt = runtime(None)?;
+    let mut results = Vec::new();
+    for concurrency in [1, args.concurrency] {
+        let toml = format!(
+            "[chat]\nprovider = \"modelled\"\nconcurrency = {concurrency}\n\
+             [chat.modelled]\nlatency_ms = {}\nlatency_per_token_us = 0.0\nconcurrency = {concurrency}\n",
+            args.latency_ms
+        );
+        let config = RawConfig::from_toml(&toml, "bench config")?.resolve("bench config")?;
+        let mut spec = RunSpec::defaults(args.seed, args.personas, args.ticks);
+        spec.config = config;
+        eprintln!("bench chat: concurrency {concurrency}");
+        let started = Instant::now();
+        let s = rt.block_on(run(spec, Arc::new(Silent), false, |_| Ok(())))?.summary;
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let turns = s.jobs.total;
+        results.push(ChatRow {
+            concurrency,
+            ms,
+            persona_turns: turns,
+            turns_per_second: turns as f64 / (ms / 1000.0).max(1e-9),
+            chat_calls: s.chat.calls,
+            digest: s.digest,
+        });
+    }
+    let speedup_ratio = results[1].turns_per_second / results[0].turns_per_second.max(1e-9);
+    let report =
+        ChatReport { personas: args.personas, ticks: args.ticks, latency_ms: args.latency_ms, results, speedup_ratio };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "Chat concurrency, end to end: {} personas x {} ticks, modelled provider at {} ms per call\n",
+        report.personas, report.ticks, report.latency_ms
+    );
+    println!("  {:>11} {:>10} {:>8} {:>10} {:>12}", "concurrency", "ms", "turns", "calls", "turns/s");
+    for r in &report.results {
+        println!(
+            "  {:>11} {:>10.1} {:>8} {:>10} {:>12.1}",
+            r.concurrency, r.ms, r.persona_turns, r.chat_calls, r.turns_per_second
+        );
+    }
+    println!("\nconcurrency {} / 1: {:.1}x persona-turns per second", args.concurrency, report.speedup_ratio);
+    Ok(())
 }
 
 /// Options of `sim-cli bench embed`.
@@ -110,7 +211,10 @@ const BASELINE: &str = "per-persona: one port call per text, no dedup, each awai
 
 /// Runs `sim-cli bench embed`.
 pub fn bench(cmd: BenchCommand) -> Result<()> {
-    let BenchCommand::Embed(args) = cmd;
+    let args = match cmd {
+        BenchCommand::Embed(args) => args,
+        BenchCommand::Chat(args) => return bench_chat(&args),
+    };
     if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
         anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);
     }

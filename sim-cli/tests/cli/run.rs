@@ -87,3 +87,16 @@ fn bench_embed_reports_both_strategies_and_the_ratio() {
     let digests: Vec<&str> = rows.iter().filter_map(|r| r["digest"].as_str()).collect();
     assert!(digests.windows(2).all(|w| w[0] == w[1]), "strategy and cache never change content");
 }
+
+#[test]
+fn bench_chat_reports_both_concurrencies_and_the_ratio() {
+    let dir = scratch("bench-chat");
+    let args = ["bench", "chat", "--personas", "8", "--latency-ms", "5", "--concurrency", "8", "--json"];
+    let out = sim(&dir, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rows = v["results"].as_array().expect("results");
+    assert_eq!(rows.iter().map(|r| r["concurrency"].as_u64()).collect::<Vec<_>>(), vec![Some(1), Some(8)]);
+    assert_eq!(rows[0]["digest"], rows[1]["digest"], "concurrency never changes content");
+    assert!(v["speedup_ratio"].as_f64().is_some_and(|r| r > 0.0));
+}
