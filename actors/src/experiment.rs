@@ -492,6 +492,8 @@ pub struct ExperimentSpec {
     /// The agents' model for a repetition's seed; `None` uses the
     /// scripted agent model.
     pub chat: Option<Arc<dyn ChatPort>>,
+    /// The agents' model name (what requests carry and reports name).
+    pub model: String,
     /// A directory to log every field mission's phases into
     /// (`<topic>-rep<r>-lambda<l>/field.events`), for `sim-cli field replay`.
     pub field_logs: Option<std::path::PathBuf>,
@@ -548,7 +550,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     latency: spec.latency.clone(),
                     dim: spec.dim,
                     chat: Arc::clone(&chat),
-                    model: SCRIPTED_MODEL.into(),
+                    model: spec.model.clone(),
                 };
                 let r = mission(&m).await.map_err(|e| Error::InMission {
                     topic: topic.name.clone(),

@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Args)]
 #[command(after_help = "Each topic and repetition is one paired comparison: message passing and the field (at each\n\
     lambda) run with the same seed, model, budgets and queries. The agents' text comes from the\n\
-    embedded scripted agent model; no live model is called. Latency is modelled (per call and per\n\
-    token), so that the same seed gives an identical results.json.\n\n\
+    embedded scripted agent model unless --config names a live one (chat.provider = \"openai\").\n\
+    Latency is modelled (per call and per token), so that the same seed gives an identical results.json.\n\n\
     Built-in topics: grid-storage, sleep-wearables, urban-heat, remote-work, antibiotic-resistance.")]
 pub struct ExperimentArgs {
     /// How many built-in topics (1-5), or a comma list of built-in names and topic TOML files.
@@ -52,9 +52,38 @@ pub struct ExperimentArgs {
     /// Tokio worker threads. Results do not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
+    /// A config whose [chat] names a live model (provider = "openai"): the three agents run on it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The agents' model: the scripted one, or the live one a config names.
+struct AgentModel {
+    chat: Option<std::sync::Arc<dyn engine::chat::ChatPort>>,
+    name: String,
+    live: bool,
+}
+
+fn agent_model(config: Option<&PathBuf>, seed: u64) -> Result<AgentModel> {
+    let Some(path) = config else {
+        return Ok(AgentModel { chat: None, name: SCRIPTED_MODEL.into(), live: false });
+    };
+    let cfg = crate::run::load_config(Some(path))?;
+    match cfg.raw.chat.provider {
+        engine::config::ChatProvider::Scripted => Ok(AgentModel { chat: None, name: SCRIPTED_MODEL.into(), live: false }),
+        engine::config::ChatProvider::Modelled => bail!(
+            "--config {}: chat.provider = \"modelled\" serves persona replies; the experiment runs the scripted agent model or a live one (\"openai\")",
+            path.display()
+        ),
+        engine::config::ChatProvider::Openai => Ok(AgentModel {
+            chat: Some(providers::build_chat(&cfg, seed)?),
+            name: cfg.raw.chat.model.clone(),
+            live: true,
+        }),
+    }
 }
 
 fn empty_or_new(dir: &Path, flag: &str) -> Result<()> {
@@ -137,7 +166,7 @@ struct TopicSummary<'a> {
 /// The model that wrote the agents' text.
 #[derive(Debug, Serialize)]
 struct ModelSummary {
-    name: &'static str,
+    name: String,
     kind: &'static str,
     live: bool,
 }
@@ -170,6 +199,7 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         Some(dir) => vec![topic_from_run(dir)?],
         None => resolve_topics(&a.topics)?,
     };
+    let model = agent_model(a.config.as_ref(), a.seed)?;
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/experiment-s{}", a.seed)));
     empty_or_new(&out, "--out")?;
     if let Some(b) = &a.blind_export {
@@ -184,7 +214,8 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         budgets: Budgets::default(),
         latency: LatencyModel::default(),
         dim: a.dim as usize,
-        chat: None,
+        chat: model.chat.clone(),
+        model: model.name.clone(),
         field_logs: Some(out.join("fields")),
     };
     let bar = crate::progress::bar(0, "missions");
@@ -209,7 +240,11 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
             dim: a.dim,
             budgets: &spec.budgets,
             latency_model: &spec.latency,
-            model: ModelSummary { name: SCRIPTED_MODEL, kind: "scripted", live: false },
+            model: ModelSummary {
+                name: model.name.clone(),
+                kind: if model.live { "live" } else { "scripted" },
+                live: model.live,
+            },
         },
         summary: &summary,
         runs: &records,
@@ -266,13 +301,22 @@ fn report_md(
     let b = &spec.budgets;
     let mut r = String::new();
     r.push_str("# Shared field versus message passing\n\n");
-    r.push_str(&format!(
-        "**Which model wrote the agents' text:** the embedded scripted agent model `{SCRIPTED_MODEL}` (deterministic, seeded per repetition). \
-         No live language model was called. Its behaviour: the researcher extracts sentences from each source, the analyst condenses what it can \
-         see into points of at most {} words, the writer writes the report from what it can see; each picks points by salience (figures, length, \
-         seeded noise) within its output budget.\n\n",
-        engine::experiment::model::ANALYST_WORDS
-    ));
+    if spec.chat.is_some() {
+        r.push_str(&format!(
+            "**Which model wrote the agents' text:** the live model `{}`, through the configured OpenAI-compatible endpoint \
+             (live: true), the same model for every role. The latency figures are modelled from token counts, not measured.\n\n",
+            spec.model
+        ));
+    } else {
+        r.push_str(&format!(
+            "**Which model wrote the agents' text:** the embedded scripted agent model `{}` (deterministic, seeded per repetition). \
+             No live language model was called. Its behaviour: the researcher extracts sentences from each source, the analyst condenses what it can \
+             see into points of at most {} words, the writer writes the report from what it can see; each picks points by salience (figures, length, \
+             seeded noise) within its output budget.\n\n",
+            spec.model,
+            engine::experiment::model::ANALYST_WORDS
+        ));
+    }
     r.push_str("## Method\n\n");
     r.push_str(&format!(
         "- {} topics x {} repetitions; each (topic, repetition) runs message passing and the field (lambda {}) with the same seed: {} paired comparisons.\n",

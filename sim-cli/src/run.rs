@@ -101,7 +101,7 @@ fn load_scenario(arg: &str) -> Result<LoadedScenario> {
     Ok(LoadedScenario { scenario, origin: path.display().to_string(), source: text })
 }
 
-fn load_config(path: Option<&PathBuf>) -> Result<Config> {
+pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     let Some(path) = path else { return Ok(Config::defaults()) };
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {name}"))?;

@@ -26,6 +26,7 @@ fn spec(chat: Option<Arc<dyn ChatPort>>) -> ExperimentSpec {
         latency: LatencyModel::default(),
         dim: 64,
         chat,
+        model: actors::experiment::SCRIPTED_MODEL.into(),
         field_logs: None,
     }
 }

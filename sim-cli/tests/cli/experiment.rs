@@ -130,3 +130,28 @@ fn bad_experiment_input_is_named() {
         assert!(!dir.join("runs").exists(), "{args:?}: nothing written on bad input");
     }
 }
+
+/// With a config naming a live model, the three agents run on it, and the
+/// outputs name it and say so.
+#[test]
+fn a_config_runs_the_agents_on_a_live_model() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = scratch("experiment-live");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (url, seen, server) = crate::trace::openai_server(stop.clone(), 0);
+    let config = format!(
+        "[chat]\nprovider = \"openai\"\nmodel = \"loopback-model\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n"
+    );
+    std::fs::write(dir.join("live.toml"), config).expect("write");
+    let args = ["experiment", "--topics", "1", "--reps", "1", "--lambda", "0.1", "--config", "live.toml", "--out", "r"];
+    let o = sim(&dir, &args);
+    stop.store(true, Ordering::Relaxed);
+    let _ = server.join();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = read_json(&dir.join("r/results.json"));
+    assert_eq!(v["experiment"]["model"]["name"], "loopback-model");
+    assert_eq!(v["experiment"]["model"]["live"], true);
+    assert!(seen.lock().iter().any(|l| l.contains("/chat/completions")), "the agents called the model");
+    let report = std::fs::read_to_string(dir.join("r/report.md")).expect("report");
+    assert!(report.contains("the live model `loopback-model`"), "{report}");
+}

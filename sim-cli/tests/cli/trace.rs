@@ -166,7 +166,7 @@ fn killed_runs_resume_to_the_same_digest() {
 /// after one answer. It records each request line with its `Authorization`
 /// header, and stops when
 /// `stop` is set or after 2,000 requests.
-fn openai_server(
+pub(crate) fn openai_server(
     stop: Arc<AtomicBool>,
     fail_every: usize,
 ) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
@@ -252,6 +252,10 @@ fn chat_answer(request: &serde_json::Value, fail: bool) -> String {
     let content = match request["response_format"]["json_schema"]["name"].as_str() {
         Some("probe") => serde_json::json!({"answer": 1 + n % 5, "why": "it depends on the price"}),
         Some("reflection") => serde_json::json!({"insights": [{"insight": "I care about value", "importance": 6}]}),
+        Some("agent_points") => {
+            let points: Vec<&str> = prompt.lines().filter(|l| l.len() > 40).take(3).collect();
+            serde_json::json!({"points": points})
+        }
         _ => serde_json::json!({
             "reaction": format!("I read {n} characters about it and feel fine."),
             "sentiment": 0.2,
