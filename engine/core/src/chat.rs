@@ -116,4 +116,11 @@ pub fn scripted_reply<'a>(
 pub trait ChatPort: Send + Sync {
     /// Completes one request.
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>>;
+
+    /// What the transport did so far, per endpoint: requests sent (retries
+    /// included) and failed. Empty for ports without a transport (the
+    /// scripted models, a replay's cassette).
+    fn endpoints(&self) -> Vec<crate::report::EndpointCount> {
+        Vec::new()
+    }
 }

@@ -67,7 +67,7 @@ pub struct EmbeddingTotals {
 }
 
 /// Chat counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatTotals {
     /// Calls made.
     pub calls: u64,
@@ -82,6 +82,41 @@ pub struct ChatTotals {
     /// Calls whose tokens are estimated (scripted models, servers without
     /// `usage`): their cost is an estimate too.
     pub estimated_usage: u64,
+    /// Requests the transport sent, retries included (live providers).
+    pub attempts: u64,
+    /// Transport retries (429, 5xx, timeouts), `attempts` minus first tries.
+    pub retries: u64,
+    /// Per endpoint of a live provider (URLs without credentials or query).
+    pub endpoints: Vec<EndpointCount>,
+}
+
+/// What one chat endpoint served.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointCount {
+    /// The endpoint's URL, with any user-info and query string removed.
+    pub url: String,
+    /// Requests sent to it, retries included.
+    pub requests: u64,
+    /// Requests that failed.
+    pub failures: u64,
+}
+
+/// `url` without user-info (`user:pass@`) and without a query string or
+/// fragment: URLs can carry credentials.
+pub fn redact_url(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or_default();
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
+            let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+            if path.is_empty() {
+                format!("{scheme}://{host}")
+            } else {
+                format!("{scheme}://{host}/{path}")
+            }
+        }
+        None => url.to_string(),
+    }
 }
 
 /// Tokens.
@@ -288,5 +323,20 @@ impl RunSummary {
         self.tokens.total = self.tokens.chat_input + self.tokens.chat_output + self.tokens.embedding;
         self.cost.provider_total_nano_usd = self.cost.chat_nano_usd + self.cost.embedding_nano_usd;
         self.cost.provider_total_usd = self.cost.provider_total_nano_usd as f64 / NANO_PER_USD as f64;
+    }
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::redact_url;
+
+    #[test]
+    fn urls_lose_credentials_and_queries() {
+        assert_eq!(redact_url("https://user:secret@api.example.com/v1?key=abc"), "https://api.example.com/v1");
+        assert_eq!(
+            redact_url("http://10.0.0.1:8000/v1/chat/completions#x"),
+            "http://10.0.0.1:8000/v1/chat/completions"
+        );
+        assert_eq!(redact_url("http://tok@host"), "http://host");
     }
 }

@@ -58,6 +58,8 @@ pub struct UpstreamReply {
 pub trait ChatUpstream: Send + Sync {
     /// How many endpoints it has.
     fn endpoints(&self) -> usize;
+    /// Endpoint `e`'s name for reports, without credentials.
+    fn label(&self, e: usize) -> String;
     /// Sends one call to endpoint `endpoint`.
     fn call<'a>(
         &'a self,
@@ -204,6 +206,18 @@ impl ChatClient {
 }
 
 impl ChatPort for ChatClient {
+    fn endpoints(&self) -> Vec<engine::report::EndpointCount> {
+        self.stats
+            .iter()
+            .enumerate()
+            .map(|(e, s)| engine::report::EndpointCount {
+                url: self.upstream.label(e),
+                requests: s.requests.load(Ordering::Relaxed),
+                failures: s.failures.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
         Box::pin(async move {
             let _slot = self
@@ -354,6 +368,10 @@ impl ChatUpstream for HttpChat {
         self.urls.len()
     }
 
+    fn label(&self, e: usize) -> String {
+        self.urls.get(e).map(|u| engine::report::redact_url(u)).unwrap_or_default()
+    }
+
     fn call<'a>(
         &'a self,
         endpoint: usize,
@@ -419,6 +437,10 @@ impl ModelledChat {
 impl ChatUpstream for ModelledChat {
     fn endpoints(&self) -> usize {
         1
+    }
+
+    fn label(&self, _: usize) -> String {
+        "modelled".into()
     }
 
     fn call<'a>(

@@ -292,6 +292,11 @@ fn a_live_chat_run_with_faults_replays_with_no_call() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert!(v["jobs"]["ok"].as_u64().is_some_and(|n| n > 0), "{v}");
     assert_eq!(v["cost"]["allocated_total_nano_usd"], v["cost"]["provider_total_nano_usd"]);
+    let endpoints = v["chat"]["endpoints"].as_array().expect("endpoints");
+    assert_eq!(endpoints.len(), 1);
+    assert!(endpoints[0]["url"].as_str().is_some_and(|u| u.ends_with("/v1/chat/completions")));
+    assert!(endpoints[0]["failures"].as_u64().is_some_and(|n| n > 0), "every seventh call failed");
+    assert!(v["chat"]["retries"].as_u64().is_some_and(|n| n > 0));
     let replay = sim(&dir, &["replay", "r", "--json"]);
     stop.store(true, Ordering::Relaxed);
     let _ = server.join();
