@@ -334,8 +334,8 @@ mod redaction_tests {
     fn urls_lose_credentials_and_queries() {
         assert_eq!(redact_url("https://user:secret@api.example.com/v1?key=abc"), "https://api.example.com/v1");
         assert_eq!(
-            redact_url("http://10.0.0.1:8000/v1/chat/completions#x"),
-            "http://10.0.0.1:8000/v1/chat/completions"
+            redact_url("http://gpu-1.example.net:8000/v1/chat/completions#x"),
+            "http://gpu-1.example.net:8000/v1/chat/completions"
         );
         assert_eq!(redact_url("http://tok@host"), "http://host");
     }
