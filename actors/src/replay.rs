@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::run::{default_ports, run, RunResult, RunSpec};
 use engine::chat::ChatPort;
-use engine::config::EmbeddingModel;
+use engine::config::{ChatProvider, EmbeddingModel};
 use engine::embed::EmbeddingPort;
 use engine::persona::profile::label;
 use engine::persona::Traits;
@@ -180,18 +180,32 @@ pub async fn rerun(
     progress: Arc<dyn Progress>,
     on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
-    rerun_with(trace, live, false, progress, on_tick).await
+    rerun_with(trace, live, None, false, progress, on_tick).await
+}
+
+/// Resumes a run from its trace: the committed ticks are re-run from the
+/// trace, then the rest live. With a live chat provider, `wal` is the run's
+/// chat write-ahead log: answers paid for in a tick that never committed
+/// are served from it, and every new answer is appended to it.
+pub async fn resume(
+    trace: &ReadTrace,
+    wal: &std::path::Path,
+    progress: Arc<dyn Progress>,
+    on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
+) -> Result<Rerun> {
+    rerun_with(trace, true, Some(wal), false, progress, on_tick).await
 }
 
 /// Replays a trace and returns the final persona states with it (for
 /// commands that show state, such as `sim-cli memory`).
 pub async fn replay_states(trace: &ReadTrace, progress: Arc<dyn Progress>) -> Result<Rerun> {
-    rerun_with(trace, false, true, progress, |_, _| Ok(())).await
+    rerun_with(trace, false, None, true, progress, |_, _| Ok(())).await
 }
 
 async fn rerun_with(
     trace: &ReadTrace,
     live: bool,
+    wal: Option<&std::path::Path>,
     keep_states: bool,
     progress: Arc<dyn Progress>,
     mut on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
@@ -205,7 +219,15 @@ async fn rerun_with(
         }
         false => (None, None),
     };
-    let chat = Arc::new(CassetteChat::new(&trace.ticks, live_chat));
+    let mut paid = Vec::new();
+    let live_chat = match (live_chat, wal) {
+        (Some(c), Some(path)) if spec.config.raw.chat.provider != ChatProvider::Scripted => {
+            paid = engine::trace::wal::read_wal(path)?.0;
+            Some(Arc::new(engine::trace::wal::WalChat::open(path, c)?) as Arc<dyn ChatPort>)
+        }
+        (c, _) => c,
+    };
+    let chat = Arc::new(CassetteChat::new(&trace.ticks, live_chat).with_wal(paid));
     let embedder = Arc::new(CassetteEmbedder::new(&trace.ticks, live_embedder));
     if !live && trace.end.is_none() {
         spec.planned_ticks = Some(spec.ticks);

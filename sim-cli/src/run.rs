@@ -136,6 +136,9 @@ fn finish(summary: &RunSummary, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// The chat write-ahead log of a run directory (live chat providers only).
+pub const CHAT_WAL_FILE: &str = "chat.wal";
+
 /// Runs `sim-cli run`.
 pub fn run(args: RunArgs) -> Result<()> {
     if let Some(dir) = &args.resume {
@@ -167,6 +170,14 @@ pub fn run(args: RunArgs) -> Result<()> {
     let (embedder, chat) = actors::run::default_ports(&config, args.seed)?;
     let out = OutputDir::create(args.out.as_deref(), &loaded.scenario.name, args.seed, args.personas, args.ticks)?;
     out.write_config(&config)?;
+    // Live answers are logged as they are paid for, so a resume never buys
+    // them again.
+    let chat: std::sync::Arc<dyn engine::chat::ChatPort> = match config.raw.chat.provider {
+        engine::config::ChatProvider::Scripted => chat,
+        engine::config::ChatProvider::Modelled | engine::config::ChatProvider::Openai => {
+            std::sync::Arc::new(engine::trace::wal::WalChat::open(&out.path().join(CHAT_WAL_FILE), chat)?)
+        }
+    };
     let mut trace = TraceSink::new(out.create_trace(&header)?);
     let runtime = runtime(args.threads)?;
     let (terminal, progress) = progress(args.ticks);
@@ -254,7 +265,8 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
     let mut trace = TraceSink::new(TraceWriter::reopen(&path, read.valid_len)?);
     let out = OutputDir::existing(&run_dir);
     let mut writer = out.outcome_writer()?;
-    let rerun = runtime.block_on(rerun(&read, true, progress, |report, recorded| {
+    let wal = run_dir.join(CHAT_WAL_FILE);
+    let rerun = runtime.block_on(actors::replay::resume(&read, &wal, progress, |report, recorded| {
         writer.write_tick(&report)?;
         match recorded {
             Some(_) => Ok(()),

@@ -15,6 +15,7 @@
 pub mod cassette;
 pub mod frame;
 pub mod record;
+pub mod wal;
 
 pub use cassette::{CassetteChat, CassetteEmbedder, EmbedRecorder};
 pub use frame::{read_trace, read_trace_file, ReadTrace, Torn, TraceWriter, TRACE};

@@ -170,6 +170,21 @@ pub(crate) fn openai_server(
     stop: Arc<AtomicBool>,
     fail_every: usize,
 ) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
+    openai_server_paused(stop, fail_every, None)
+}
+
+/// A pause: after this many chat answers the server stops reading requests
+/// (what arrives meanwhile is never read, so never "seen", and is dropped)
+/// until the flag is set.
+type Pause = (usize, Arc<AtomicBool>);
+
+/// [`openai_server`], recording each chat request's body as it is read
+/// (after the request line) and pausing as `pause` says.
+fn openai_server_paused(
+    stop: Arc<AtomicBool>,
+    fail_every: usize,
+    pause: Option<Pause>,
+) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     listener.set_nonblocking(true).expect("nonblocking");
     let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
@@ -177,7 +192,20 @@ pub(crate) fn openai_server(
     let seen = auth.clone();
     let handle = std::thread::spawn(move || {
         let (mut served, mut chats) = (0, 0usize);
+        // Connections accepted while paused are held unread, then dropped
+        // unread when the gate opens: their sender is gone by then.
+        let mut held = Vec::new();
         while served < 2_000 && !stop.load(Ordering::Relaxed) {
+            if let Some((after, gate)) = &pause {
+                if chats >= *after && !gate.load(Ordering::Relaxed) {
+                    if let Ok((sock, _)) = listener.accept() {
+                        held.push(sock);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                held.clear();
+            }
             let Ok((mut sock, _)) = listener.accept() else {
                 std::thread::sleep(Duration::from_millis(5));
                 continue;
@@ -211,6 +239,7 @@ pub(crate) fn openai_server(
             let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             if request.get("messages").is_some() {
                 chats += 1;
+                seen.lock().push(format!("BODY {}", String::from_utf8_lossy(&body)));
                 served += 1;
                 let response = chat_answer(&request, fail_every > 0 && chats % fail_every == 0);
                 let _ = sock.write_all(response.as_bytes());
@@ -305,6 +334,86 @@ fn a_live_chat_run_with_faults_replays_with_no_call() {
     assert_eq!((r["provider_calls"].as_u64(), r["ticks_matched"].as_u64()), (Some(0), Some(3)), "{r}");
     assert!(r["divergence"].is_null());
     assert_eq!(auth.lock().len(), calls, "replay sent nothing to the server");
+}
+
+/// A live run killed mid-tick resumes without buying any answer twice: the
+/// answers paid for before the kill come from `chat.wal`, the server sees
+/// every request exactly once, and the final digest is the uninterrupted
+/// run's.
+#[test]
+fn a_killed_live_run_never_pays_for_an_answer_twice() {
+    let dir = scratch("live-kill");
+    let config = |url: &str| {
+        format!(
+            "[chat]\nprovider = \"openai\"\nmodel = \"loopback-model\"\nconcurrency = 2\n\
+             [chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n"
+        )
+    };
+    let args = ["run", "--personas", "6", "--ticks", "3", "--json"];
+    // The uninterrupted run.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, reference_seen, server) = openai_server(stop.clone(), 0);
+    std::fs::write(dir.join("a.toml"), config(&url)).expect("write");
+    let reference = sim(&dir, &[&args[..], &["--config", "a.toml", "--out", "reference"]].concat());
+    stop.store(true, Ordering::Relaxed);
+    let _ = server.join();
+    let cost = |o: &std::process::Output| -> serde_json::Value {
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("json")["cost"]["provider_total_nano_usd"].clone()
+    };
+    let (expected, expected_cost) = (digest_of(&reference).0, cost(&reference));
+    // The killed one: the server answers 9 calls (tick 1 and part of tick 2), then holds the rest.
+    let (stop, gate) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (url, seen, server) = openai_server_paused(stop.clone(), 0, Some((9, gate.clone())));
+    std::fs::write(dir.join("b.toml"), config(&url)).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+        .args([&args[..], &["--config", "b.toml", "--out", "killed"]].concat())
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let started = Instant::now();
+    while seen.lock().iter().filter(|l| l.starts_with("BODY")).count() < 9 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the run never reached 9 calls");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = child.kill();
+    let _ = child.wait();
+    let (paid, _) = engine::trace::wal::read_wal(&dir.join("killed/chat.wal")).expect("the log reads");
+    assert_eq!(paid.len(), 9, "every answer was logged before the kill");
+    gate.store(true, Ordering::Relaxed);
+    let resumed = sim(&dir, &["run", "--resume", "killed", "--json"]);
+    stop.store(true, Ordering::Relaxed);
+    let _ = server.join();
+    // The configs differ only in the server's address, which full_digest
+    // covers; the content digest and what was billed must match.
+    assert_eq!(digest_of(&resumed).0, expected, "the resumed run ends where the uninterrupted one did");
+    assert_eq!(cost(&resumed), expected_cost, "and was billed the same: nothing twice");
+    // Each request reached the server as often as in the uninterrupted run
+    // (a persona that meets the same stimulus with the same memories asks
+    // the same thing twice in both).
+    let counts = |log: &parking_lot::Mutex<Vec<String>>| {
+        let mut m = std::collections::BTreeMap::new();
+        for l in log.lock().iter().filter(|l| l.starts_with("BODY")) {
+            *m.entry(l.clone()).or_insert(0u32) += 1;
+        }
+        m
+    };
+    let (got, want) = (counts(&seen), counts(&reference_seen));
+    let diff: Vec<String> = got
+        .keys()
+        .chain(want.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| got.get(*k) != want.get(*k))
+        .map(|k| format!("{:?} vs {:?}: {}", got.get(k), want.get(k), k.get(..400).unwrap_or(k)))
+        .collect();
+    assert!(
+        diff.is_empty(),
+        "requests seen a different number of times (killed+resumed vs uninterrupted): {diff:#?}\n{}",
+        stderr(&resumed)
+    );
 }
 
 /// The key of a live provider reaches the provider and nothing else: not

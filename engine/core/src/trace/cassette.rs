@@ -139,6 +139,19 @@ impl CassetteChat {
         }
         CassetteChat { replies, live, stats: CassetteStats::default() }
     }
+
+    /// The same cassette, also serving the answers of a chat write-ahead
+    /// log (calls paid for in a tick that never committed); answers the
+    /// trace holds come first.
+    pub fn with_wal(mut self, entries: Vec<super::wal::WalEntry>) -> Self {
+        for e in entries {
+            self.replies.entry(e.request).or_insert_with(|| match e.answer {
+                Ok((text, spend, estimated)) => Ok(ChatReply { text, spend, estimated }),
+                Err((cause, spend)) => Err((cause, spend)),
+            });
+        }
+        self
+    }
 }
 
 impl ChatPort for CassetteChat {

@@ -1,0 +1,163 @@
+//! The chat write-ahead log, `chat.wal`: every answer a live chat provider
+//! gave (or the failure it billed), appended and synced as the call
+//! completes, not only when its tick commits. After a crash `--resume`
+//! serves the answers already paid for from it and sends only what is
+//! missing, so nothing paid for is bought twice.
+//!
+//! A [`crate::frame`] container (magic `SIMCHWAL`) whose first frame names
+//! the engine that wrote it, then one frame per answer. A torn final frame
+//! (a kill during a write) is cut when the log is reopened.
+
+use crate::chat::{ChatPort, ChatReply, ChatRequest};
+use crate::cost::Spend;
+use crate::digest::Digest;
+use crate::error::{Error, Result};
+use crate::frame::{Format, FrameReader, FrameWriter, Next};
+use crate::BoxFuture;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The container format of `chat.wal`.
+pub const CHAT_WAL: Format = Format { magic: *b"SIMCHWAL", version: 1, what: "chat write-ahead log" };
+
+/// One frame of the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum WalFrame {
+    /// The first frame: who wrote the log.
+    Start {
+        /// Engine version.
+        engine_version: String,
+    },
+    /// One answered call.
+    Call(WalEntry),
+}
+
+/// One answered call: the request digest and the reply (text, spend,
+/// whether the tokens were estimated) or the failure with what it billed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WalEntry {
+    /// The request digest.
+    pub request: Digest,
+    /// The answer.
+    pub answer: std::result::Result<(String, Spend, bool), (String, Spend)>,
+}
+
+/// The answers in a log, oldest first; a missing file has none, and a torn
+/// final frame is left out. Returns them with the length of the complete
+/// frames (where appending continues).
+pub fn read_wal(path: &Path) -> Result<(Vec<WalEntry>, u64)> {
+    if !path.exists() {
+        return Ok((Vec::new(), 0));
+    }
+    let file = std::fs::File::open(path).map_err(|e| Error::Io { file: path.display().to_string(), source: e })?;
+    let len = file.metadata().map_err(|e| Error::Io { file: path.display().to_string(), source: e })?.len();
+    let mut r = FrameReader::new(std::io::BufReader::new(file), len, &path.display().to_string(), &CHAT_WAL)?;
+    let mut out = Vec::new();
+    loop {
+        match r.read_next()? {
+            Next::Frame(f) => match crate::codec::decode::<WalFrame>(&f.payload).map_err(|e| r.corrupt(&f, e))? {
+                WalFrame::Start { .. } => {}
+                WalFrame::Call(entry) => out.push(entry),
+            },
+            Next::Torn(_) | Next::End => return Ok((out, r.valid_len())),
+        }
+    }
+}
+
+/// A chat port that appends every answer of the port it wraps to a log,
+/// synced, before handing it on.
+pub struct WalChat {
+    inner: Arc<dyn ChatPort>,
+    path: PathBuf,
+    frames: Mutex<FrameWriter>,
+}
+
+impl WalChat {
+    /// Wraps `inner`, appending to the log at `path`: created when missing,
+    /// otherwise reopened after its last complete frame (a torn tail is cut).
+    pub fn open(path: &Path, inner: Arc<dyn ChatPort>) -> Result<WalChat> {
+        let frames = if path.exists() {
+            let (_, valid) = read_wal(path)?;
+            FrameWriter::reopen(path, valid)?
+        } else {
+            let start = WalFrame::Start { engine_version: crate::trace::record::ENGINE_VERSION.to_string() };
+            let payload = encode(path, &start)?;
+            FrameWriter::create(path, &CHAT_WAL, &payload, false)?
+        };
+        Ok(WalChat { inner, path: path.to_path_buf(), frames: Mutex::new(frames) })
+    }
+
+    fn append(&self, entry: WalEntry) -> Result<()> {
+        let payload = encode(&self.path, &WalFrame::Call(entry))?;
+        self.frames.lock().append(&payload).map(|_| ())
+    }
+}
+
+fn encode(path: &Path, frame: &WalFrame) -> Result<Vec<u8>> {
+    crate::codec::encode(frame).map_err(|e| Error::Format { file: path.display().to_string(), cause: e.to_string() })
+}
+
+impl ChatPort for WalChat {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+        Box::pin(async move {
+            let result = self.inner.complete(request).await;
+            let answer = match &result {
+                Ok(r) => Ok((r.text.clone(), r.spend, r.estimated)),
+                Err(Error::Chat { cause, spend }) => Err((cause.clone(), *spend)),
+                Err(_) => return result,
+            };
+            // An answer that cannot be logged is still paid for: the call
+            // fails with its cost, so the trace keeps what it cost.
+            if let Err(e) = self.append(WalEntry { request: request.digest(), answer }) {
+                let spend = result.as_ref().map_or_else(|e| e.incurred(), |r| r.spend);
+                return Err(Error::Chat { cause: format!("the answer was paid for but not logged: {e}"), spend });
+            }
+            result
+        })
+    }
+
+    fn endpoints(&self) -> Vec<crate::report::EndpointCount> {
+        self.inner.endpoints()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::ChatPurpose;
+    use crate::testing::{block_on_ready, FixedChat};
+
+    #[test]
+    fn answers_are_logged_as_they_come_and_a_torn_tail_is_cut() {
+        let dir = std::env::temp_dir().join(format!("sim-wal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("chat.wal");
+        let _ = std::fs::remove_file(&path);
+        let inner =
+            Arc::new(FixedChat::default().with(ChatPurpose::Probe, &["ANSWER: 3\nWHY: x", "ANSWER: 4\nWHY: y"]));
+        let wal = WalChat::open(&path, inner.clone()).expect("open");
+        let first = ChatRequest::new("m", ChatPurpose::Probe, "one");
+        let second = ChatRequest::new("m", ChatPurpose::Probe, "two");
+        block_on_ready(wal.complete(&first)).expect("reply");
+        block_on_ready(wal.complete(&second)).expect("reply");
+        let third = ChatRequest::new("m", ChatPurpose::Probe, "three");
+        assert!(block_on_ready(wal.complete(&third)).is_err(), "no reply left: a failure, logged too");
+        let (entries, _) = read_wal(&path).expect("read");
+        assert_eq!(
+            entries.iter().map(|e| e.request).collect::<Vec<_>>(),
+            vec![first.digest(), second.digest(), third.digest()]
+        );
+        assert!(matches!(&entries[0].answer, Ok((text, _, false)) if text == "ANSWER: 3\nWHY: x"));
+        assert!(entries[2].answer.is_err());
+        // A kill mid-write leaves a torn frame; reopening cuts it and appends.
+        let bytes = std::fs::read(&path).expect("read");
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).expect("tear");
+        assert_eq!(read_wal(&path).expect("lenient").0.len(), 2);
+        let again = WalChat::open(&path, inner).expect("reopen");
+        drop(again);
+        assert_eq!(read_wal(&path).expect("read").0.len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
