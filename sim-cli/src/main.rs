@@ -6,6 +6,7 @@ mod field;
 mod inspect;
 mod memory;
 mod output;
+mod preflight;
 mod progress;
 mod replay;
 mod run;

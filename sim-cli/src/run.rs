@@ -73,6 +73,12 @@ pub struct RunArgs {
     /// Print the summary as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// A live run estimated above this many USD asks for confirmation first (or needs --yes when piped).
+    #[arg(long, value_name = "USD", default_value_t = 1.0)]
+    pub confirm_above_usd: f64,
+    /// Run a live panel above --confirm-above-usd without asking.
+    #[arg(long)]
+    pub yes: bool,
     /// Continue the killed run in DIR from its last committed tick (its trace
     /// holds every other setting). A finished run is left unchanged.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy"])]
@@ -149,6 +155,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         Some(b) if b.is_finite() && b > 0.0 && b < 1e9 => Some((b * NANO_PER_USD as f64).round() as u64),
         Some(b) => bail!("--budget-usd {b}: must be a positive number of USD below 1e9"),
     };
+    if !(args.confirm_above_usd.is_finite() && args.confirm_above_usd >= 0.0) {
+        bail!("--confirm-above-usd {}: must be a non-negative number of USD", args.confirm_above_usd);
+    }
     // Step 1: every input is read and validated before anything is written.
     let config = load_config(args.config.as_ref())?;
     let loaded = load_scenario(&args.scenario)?;
@@ -168,6 +177,11 @@ pub fn run(args: RunArgs) -> Result<()> {
     // The ports are built before anything is written: a missing key or an
     // unreadable cache file stops the run here, with nothing left behind.
     let (embedder, chat) = actors::run::default_ports(&config, args.seed)?;
+    let estimate =
+        crate::preflight::estimate(&config, &loaded.scenario, &Traits::builtin(), args.seed, args.personas, args.ticks);
+    crate::preflight::confirm(&config, estimate, args.confirm_above_usd, args.yes)?;
+    let runtime = runtime(args.threads)?;
+    runtime.block_on(crate::preflight::probe(&config, chat.as_ref()))?;
     let out = OutputDir::create(args.out.as_deref(), &loaded.scenario.name, args.seed, args.personas, args.ticks)?;
     out.write_config(&config)?;
     // Live answers are logged as they are paid for, so a resume never buys
@@ -179,7 +193,6 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
     };
     let mut trace = TraceSink::new(out.create_trace(&header)?);
-    let runtime = runtime(args.threads)?;
     let (terminal, progress) = progress(args.ticks);
     let spec = RunSpec {
         config,

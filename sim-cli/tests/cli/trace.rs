@@ -361,9 +361,10 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
         serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("json")["cost"]["provider_total_nano_usd"].clone()
     };
     let (expected, expected_cost) = (digest_of(&reference).0, cost(&reference));
-    // The killed one: the server answers 9 calls (tick 1 and part of tick 2), then holds the rest.
+    // The killed one: the server answers the probe and 9 calls (tick 1 and
+    // part of tick 2), then holds the rest.
     let (stop, gate) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-    let (url, seen, server) = openai_server_paused(stop.clone(), 0, Some((9, gate.clone())));
+    let (url, seen, server) = openai_server_paused(stop.clone(), 0, Some((10, gate.clone())));
     std::fs::write(dir.join("b.toml"), config(&url)).expect("write");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
         .args([&args[..], &["--config", "b.toml", "--out", "killed"]].concat())
@@ -373,7 +374,7 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
         .spawn()
         .expect("spawn");
     let started = Instant::now();
-    while seen.lock().iter().filter(|l| l.starts_with("BODY")).count() < 9 {
+    while seen.lock().iter().filter(|l| l.starts_with("BODY")).count() < 10 {
         assert!(started.elapsed() < Duration::from_secs(60), "the run never reached 9 calls");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -381,7 +382,7 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
     let _ = child.kill();
     let _ = child.wait();
     let (paid, _) = engine::trace::wal::read_wal(&dir.join("killed/chat.wal")).expect("the log reads");
-    assert_eq!(paid.len(), 9, "every answer was logged before the kill");
+    assert_eq!(paid.len(), 9, "every answer was logged before the kill (the probe is not a persona's)");
     gate.store(true, Ordering::Relaxed);
     let resumed = sim(&dir, &["run", "--resume", "killed", "--json"]);
     stop.store(true, Ordering::Relaxed);
@@ -414,6 +415,59 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
         "requests seen a different number of times (killed+resumed vs uninterrupted): {diff:#?}\n{}",
         stderr(&resumed)
     );
+}
+
+/// Before a live run: an estimate above --confirm-above-usd needs --yes
+/// when piped, and a model that refuses the probe request stops the run;
+/// either way nothing is written.
+#[test]
+fn a_live_run_is_estimated_confirmed_and_probed_first() {
+    let dir = scratch("live-preflight");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, seen, server) = openai_server(stop.clone(), 0);
+    let config = format!(
+        "[chat]\nprovider = \"openai\"\nmodel = \"loopback-model\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n\
+         [prices]\nchat_input_usd_per_mtok = 1000.0\nchat_output_usd_per_mtok = 1000.0\n"
+    );
+    std::fs::write(dir.join("dear.toml"), config).expect("write");
+    let args = ["run", "--personas", "4", "--ticks", "1", "--config", "dear.toml"];
+    let refused = sim(&dir, &[&args[..], &["--out", "a"]].concat());
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("above --confirm-above-usd 1.00: pass --yes"), "{}", stderr(&refused));
+    assert!(!dir.join("a").exists() && seen.lock().is_empty(), "nothing written, nothing called");
+    let agreed = sim(&dir, &[&args[..], &["--out", "b", "--yes"]].concat());
+    assert!(agreed.status.success(), "{}", stderr(&agreed));
+    assert!(stderr(&agreed).contains("live run: at least 4 chat calls"), "{}", stderr(&agreed));
+    stop.store(true, Ordering::Relaxed);
+    let _ = server.join();
+    // A server that refuses the key: the probe fails, with its message.
+    let (url, _) = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(4) {
+                let Ok(mut s) = stream else { continue };
+                let mut buf = [0u8; 65536];
+                let _ = s.read(&mut buf);
+                let body = "{\"error\": {\"message\": \"Incorrect API key provided\"}}";
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        (url, ())
+    };
+    let config = format!(
+        "[chat]\nprovider = \"openai\"\nmodel = \"loopback-model\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n"
+    );
+    std::fs::write(dir.join("bad-key.toml"), config).expect("write");
+    let probed = sim(&dir, &["run", "--personas", "2", "--ticks", "1", "--config", "bad-key.toml", "--out", "c"]);
+    assert!(!probed.status.success());
+    let err = stderr(&probed);
+    assert!(err.contains("failed its check before the run") && err.contains("Incorrect API key"), "{err}");
+    assert!(!dir.join("c").exists(), "nothing written");
 }
 
 /// The key of a live provider reaches the provider and nothing else: not
