@@ -140,6 +140,7 @@ pub fn spec_from_header(h: &Header) -> Result<RunSpec> {
         strategy: h.strategy,
         embedder: None,
         chat: None,
+        interrupt: None,
     })
 }
 

@@ -54,6 +54,9 @@ pub struct RunSpec {
     pub embedder: Option<Arc<dyn EmbeddingPort>>,
     /// Chat port; `None` uses the embedded scripted model.
     pub chat: Option<Arc<dyn ChatPort>>,
+    /// Set (by a Ctrl-C handler, say) to stop at the next tick boundary;
+    /// the run stays resumable.
+    pub interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl RunSpec {
@@ -71,6 +74,7 @@ impl RunSpec {
             strategy: Strategy::Batched,
             embedder: None,
             chat: None,
+            interrupt: None,
         }
     }
 }
@@ -114,7 +118,7 @@ pub async fn run(
     let (shared, genesis, mut summary) = prepare(spec)?;
     let mut panel = Panel::spawn(&shared, progress, genesis).await?;
     let coordinator = panel.coordinator().expect("Panel::spawn starts the coordinator or fails; this is a bug");
-    let outcome = drive(coordinator, &mut summary, shared.ticks_asked, shared.budget, &mut on_tick).await;
+    let outcome = drive(coordinator, &mut summary, &shared, &mut on_tick).await;
     let mut final_states = Vec::new();
     if let (Ok(()), true, Some(coordinator)) = (&outcome, keep_states, panel.coordinator()) {
         for p in 0..shared.run.personas {
@@ -158,6 +162,7 @@ struct Prepared {
     run: Arc<RunShared>,
     ticks_asked: u32,
     budget: Option<u64>,
+    interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// The ports (default ones only for what the caller did not supply: a
@@ -202,7 +207,9 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
         chat,
         strategy: spec.strategy,
     });
-    Ok((Prepared { run, ticks_asked: spec.ticks, budget: spec.budget_nano_usd }, genesis, summary))
+    let prepared =
+        Prepared { run, ticks_asked: spec.ticks, budget: spec.budget_nano_usd, interrupt: spec.interrupt.clone() };
+    Ok((prepared, genesis, summary))
 }
 
 /// Every actor of a run: the supervisor, the persona actors under it and
@@ -306,10 +313,10 @@ impl Drop for Panel {
 async fn drive(
     coordinator: &ActorRef<TurnMsg>,
     summary: &mut RunSummary,
-    ticks: u32,
-    budget: Option<u64>,
+    shared: &Prepared,
     on_tick: &mut impl FnMut(TickReport) -> Result<()>,
 ) -> Result<()> {
+    let (ticks, budget) = (shared.ticks_asked, shared.budget);
     for tick in 1..=ticks {
         let (tx, rx) = oneshot();
         coordinator
@@ -327,17 +334,30 @@ async fn drive(
         summary.timings_ms.preparation += report.timings.preparation;
         summary.timings_ms.chat += report.timings.chat;
         summary.timings_ms.memory_finalisation += report.timings.memory_finalisation;
+        let tripped = engine::report::breaker(&report.outcomes);
         on_tick(report).map_err(|e| Error::Observer { tick, source: Box::new(e) })?;
+        let spent = summary.cost.provider_total_nano_usd;
+        let stop = |reason, detail: String| Stopped {
+            reason,
+            detail,
+            after_tick: tick,
+            spent_nano_usd: spent,
+            budget_nano_usd: budget.unwrap_or(0),
+        };
+        if let (Some(detail), true) = (tripped, tick < ticks) {
+            tracing::warn!(tick, "{detail}; stopping at the tick boundary");
+            summary.stopped = Some(stop(StopReason::PermanentErrors, detail));
+            break;
+        }
+        if shared.interrupt.as_ref().is_some_and(|i| i.load(std::sync::atomic::Ordering::Relaxed)) && tick < ticks {
+            summary.stopped = Some(stop(StopReason::Interrupted, "interrupted".into()));
+            break;
+        }
         if let Some(b) = budget {
             let spent = summary.cost.provider_total_nano_usd;
             if spent >= b && tick < ticks {
                 tracing::info!(tick, spent, budget = b, "budget reached; stopping at the tick boundary");
-                summary.stopped = Some(Stopped {
-                    reason: StopReason::Budget,
-                    after_tick: tick,
-                    spent_nano_usd: spent,
-                    budget_nano_usd: b,
-                });
+                summary.stopped = Some(stop(StopReason::Budget, "budget reached".into()));
                 break;
             }
         }

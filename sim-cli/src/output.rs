@@ -127,14 +127,18 @@ fn bar(count: u64, max: u64, width: usize) -> String {
 pub fn print_summary(s: &RunSummary) {
     println!("Run of {} personas x {} ticks, scenario {:?}, seed {}", s.personas, s.ticks, s.scenario, s.seed);
     if let Some(stop) = &s.stopped {
-        println!(
-            "STOPPED after tick {} of {}: {} reached (spent {} of {} nano-USD)",
-            stop.after_tick,
-            s.ticks,
-            stop.reason,
-            thousands(stop.spent_nano_usd),
-            thousands(stop.budget_nano_usd)
-        );
+        match stop.reason {
+            engine::report::StopReason::Budget => println!(
+                "STOPPED after tick {} of {}: budget reached (spent {} of {} nano-USD)",
+                stop.after_tick,
+                s.ticks,
+                thousands(stop.spent_nano_usd),
+                thousands(stop.budget_nano_usd)
+            ),
+            engine::report::StopReason::PermanentErrors | engine::report::StopReason::Interrupted => {
+                println!("STOPPED after tick {} of {}: {} ({})", stop.after_tick, s.ticks, stop.reason, stop.detail)
+            }
+        }
     }
     let j = &s.jobs;
     println!("\nJobs: {} total, {} ok, {} failed, {} refused", j.total, j.ok, j.failed, j.refused);

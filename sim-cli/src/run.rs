@@ -183,6 +183,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let runtime = runtime(args.threads)?;
     runtime.block_on(crate::preflight::probe(&config, chat.as_ref()))?;
     let out = OutputDir::create(args.out.as_deref(), &loaded.scenario.name, args.seed, args.personas, args.ticks)?;
+    let interrupt = interrupt_on_ctrl_c(&runtime, out.path())?;
     out.write_config(&config)?;
     // Live answers are logged as they are paid for, so a resume never buys
     // them again.
@@ -206,6 +207,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         strategy,
         embedder,
         chat: Some(chat),
+        interrupt: Some(interrupt),
     };
     let mut writer = out.outcome_writer()?;
     let result = runtime.block_on(actors::run::run(spec, progress, false, |report| {
@@ -216,11 +218,52 @@ pub fn run(args: RunArgs) -> Result<()> {
         t.finish();
     }
     let mut summary = result?.summary;
-    trace.send(Record::End(run_end(&summary)))?;
+    // A run that stopped for good gets its end frame; one stopped by Ctrl-C
+    // or the circuit breaker stays resumable.
+    let resumable = summary.stopped.as_ref().filter(|s| !s.reason.is_final()).cloned();
+    if resumable.is_none() {
+        trace.send(Record::End(run_end(&summary)))?;
+    }
     trace.finish()?;
     summary.out_dir = out.path().display().to_string();
     out.write_summary(&summary)?;
-    finish(&summary, args.json)
+    finish(&summary, args.json)?;
+    match resumable {
+        None => Ok(()),
+        Some(s) => bail!(
+            "stopped after tick {} ({}: {}); everything committed is kept: resume with `sim-cli run --resume {}`",
+            s.after_tick,
+            s.reason,
+            s.detail,
+            out.path().display()
+        ),
+    }
+}
+
+/// A flag that the first Ctrl-C sets (the run stops at the next tick
+/// boundary); a second Ctrl-C stops at once. Either way the committed ticks
+/// are kept and `run --resume` continues. The handler is registered before
+/// this returns, so no Ctrl-C after it is missed.
+fn interrupt_on_ctrl_c(runtime: &tokio::runtime::Runtime, dir: &Path) -> Result<Arc<std::sync::atomic::AtomicBool>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let set = flag.clone();
+    let dir = dir.display().to_string();
+    let mut interrupts = {
+        let _context = runtime.enter();
+        signal(SignalKind::interrupt()).context("cannot watch for Ctrl-C")?
+    };
+    runtime.spawn(async move {
+        if interrupts.recv().await.is_some() {
+            set.store(true, std::sync::atomic::Ordering::Relaxed);
+            eprintln!("\ninterrupted: stopping after this tick (Ctrl-C again stops at once; the run stays resumable)");
+            if interrupts.recv().await.is_some() {
+                eprintln!("stopped at once; resume with `sim-cli run --resume {dir}`");
+                std::process::exit(130);
+            }
+        }
+    });
+    Ok(flag)
 }
 
 fn run_end(summary: &RunSummary) -> RunEnd {

@@ -173,12 +173,49 @@ pub struct ConsolidationTotals {
 pub enum StopReason {
     /// Recorded spend reached the budget at a tick boundary.
     Budget,
+    /// Most of a tick's chat calls failed with the same kind of permanent
+    /// error (a bad key, an unknown model): the circuit breaker stopped the
+    /// run instead of failing every job one by one. Resumable.
+    PermanentErrors,
+    /// The user interrupted the run (Ctrl-C). Resumable.
+    Interrupted,
+}
+
+impl StopReason {
+    /// Whether the run ended for good (its trace gets an end frame) or can
+    /// be resumed.
+    pub fn is_final(self) -> bool {
+        match self {
+            StopReason::Budget => true,
+            StopReason::PermanentErrors | StopReason::Interrupted => false,
+        }
+    }
+}
+
+/// The circuit breaker's rule: at least half of a tick's chat calls, and at
+/// least `min(10, all calls)`, failed permanently (not retried). Returns the
+/// share and the most common cause when it trips.
+pub fn breaker(outcomes: &[crate::turn::Outcome]) -> Option<String> {
+    let calls: Vec<&crate::turn::ChatCallRecord> = outcomes.iter().flat_map(|o| &o.chat_calls).collect();
+    let permanent: Vec<&str> =
+        calls.iter().filter_map(|c| c.failed.as_deref()).filter(|f| f.contains("not retried")).collect();
+    if permanent.is_empty() || permanent.len() * 2 < calls.len() || permanent.len() < calls.len().min(10) {
+        return None;
+    }
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in &permanent {
+        *counts.entry(f).or_default() += 1;
+    }
+    let (cause, _) = counts.iter().max_by_key(|(c, n)| (**n, std::cmp::Reverse(**c)))?;
+    Some(format!("{} of {} chat calls failed permanently, e.g. {cause}", permanent.len(), calls.len()))
 }
 
 impl std::fmt::Display for StopReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             StopReason::Budget => "budget",
+            StopReason::PermanentErrors => "permanent errors",
+            StopReason::Interrupted => "interrupted",
         })
     }
 }
@@ -188,6 +225,8 @@ impl std::fmt::Display for StopReason {
 pub struct Stopped {
     /// Why.
     pub reason: StopReason,
+    /// What happened, in words.
+    pub detail: String,
     /// Last committed tick.
     pub after_tick: u32,
     /// Recorded spend at the stop.
@@ -338,5 +377,41 @@ mod redaction_tests {
             "http://gpu-1.example.net:8000/v1/chat/completions"
         );
         assert_eq!(redact_url("http://tok@host"), "http://host");
+    }
+}
+
+#[cfg(test)]
+mod breaker_tests {
+    use super::breaker;
+    use crate::turn::{ChatCallRecord, Outcome};
+
+    fn outcome(failed: &[Option<&str>]) -> Outcome {
+        let mut o = Outcome::new(1, 0, 0, "s".into(), 0);
+        o.chat_calls = failed
+            .iter()
+            .map(|f| ChatCallRecord {
+                purpose: crate::chat::ChatPurpose::Reaction,
+                attempt: 0,
+                request: Default::default(),
+                reply: String::new(),
+                spend: Default::default(),
+                failed: f.map(str::to_string),
+                estimated: false,
+            })
+            .collect();
+        o
+    }
+
+    #[test]
+    fn trips_on_systematic_permanent_errors_only() {
+        let key = Some("401 bad key after 1 attempt(s), not retried");
+        let busy = Some("503 after 4 attempt(s), retries exhausted");
+        assert!(breaker(&[outcome(&[key; 12])]).is_some_and(|d| d.contains("12 of 12")));
+        assert!(breaker(&[outcome(&[key, key])]).is_some(), "a small tick trips when all of its calls fail");
+        assert!(breaker(&[outcome(&[key, key, None])]).is_none(), "a small tick with a success does not");
+        let mostly: Vec<Option<&str>> = [key; 11].into_iter().chain([None; 9]).collect();
+        assert!(breaker(&[outcome(&mostly)]).is_some(), "11 of 20: most calls, and at least 10");
+        assert!(breaker(&[outcome(&[key, None, None])]).is_none(), "a minority is not systematic");
+        assert!(breaker(&[outcome(&[busy; 12])]).is_none(), "transient failures are not the breaker's");
     }
 }

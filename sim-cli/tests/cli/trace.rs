@@ -470,6 +470,70 @@ fn a_live_run_is_estimated_confirmed_and_probed_first() {
     assert!(!dir.join("c").exists(), "nothing written");
 }
 
+/// A model that refuses every call (after passing the probe) trips the
+/// circuit breaker at the first tick boundary: the run stops, resumable,
+/// instead of failing every job of every tick.
+#[test]
+fn systematic_permanent_errors_stop_the_run_at_the_tick_boundary() {
+    let dir = scratch("live-breaker");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let server = std::thread::spawn(move || {
+        for stream in listener.incoming().take(40) {
+            let Ok(mut s) = stream else { continue };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = vec![0u8; 1 << 16];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let text = String::from_utf8_lossy(&buf[..n]).to_string();
+            let ok = serde_json::json!({"choices": [{"message": {"content": "{\"reaction\": \"ok\", \"sentiment\": 0, \"intent\": 3, \"importance\": 1}"}}]}).to_string();
+            let (status, body) = if text.contains("connection check") {
+                ("200 OK", ok)
+            } else {
+                ("404 Not Found", "{\"error\": \"model loopback-model does not exist\"}".to_string())
+            };
+            let _ = write!(s, "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    let config = format!(
+        "[chat]\nprovider = \"openai\"\nmodel = \"loopback-model\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n"
+    );
+    std::fs::write(dir.join("gone.toml"), config).expect("write");
+    let out = sim(&dir, &["run", "--personas", "12", "--ticks", "3", "--config", "gone.toml", "--out", "r", "--json"]);
+    drop(server);
+    assert!(!out.status.success(), "a stopped run is not a success");
+    let err = stderr(&out);
+    assert!(err.contains("permanent errors") && err.contains("does not exist") && err.contains("--resume"), "{err}");
+    let read = read_trace_file(&dir.join("r/trace.bin"), false).expect("reads");
+    assert_eq!((read.ticks.len(), read.end.is_none()), (1, true), "one tick committed, the run resumable");
+}
+
+/// Ctrl-C stops at the next tick boundary and keeps what was committed;
+/// `--resume` then finishes with the uninterrupted run's digests.
+#[test]
+fn ctrl_c_stops_at_a_tick_boundary_and_the_run_resumes() {
+    let dir = scratch("ctrl-c");
+    let args = ["run", "--personas", "2000", "--ticks", "4", "--seed", "5", "--json"];
+    let expected = digest_of(&sim(&dir, &[&args[..], &["--out", "reference"]].concat()));
+    let child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+        .args([&args[..], &["--out", "stopped"]].concat())
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    assert!(wait_for(&dir.join("stopped/trace.bin"), Duration::from_secs(30)), "no trace appeared");
+    let sent = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill -INT");
+    assert!(sent.success());
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "an interrupted run is not a success");
+    assert!(err.contains("interrupted") && err.contains("--resume"), "{err}");
+    let read = read_trace_file(&dir.join("stopped/trace.bin"), false).expect("a clean prefix");
+    assert!(read.end.is_none() && read.ticks.len() < 4, "stopped early at a boundary, resumable");
+    let resumed = sim(&dir, &["run", "--resume", "stopped", "--json"]);
+    assert_eq!(digest_of(&resumed), expected);
+}
+
 /// The key of a live provider reaches the provider and nothing else: not
 /// stdout, stderr at debug level, the trace, the config copy or any other
 /// file of the run.
