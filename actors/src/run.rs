@@ -135,8 +135,6 @@ pub async fn run(
         port.finish()?;
     }
     summary.chat.endpoints = shared.run.chat.endpoints();
-    summary.chat.attempts = summary.chat.endpoints.iter().map(|e| e.requests).sum();
-    summary.chat.retries = summary.chat.attempts.saturating_sub(summary.chat.calls);
     summary.timings_ms.total = started.elapsed().as_secs_f64() * 1000.0;
     Ok(RunResult { summary, final_states })
 }

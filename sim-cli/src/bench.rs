@@ -97,7 +97,7 @@ fn bench_chat(args: &ChatBenchArgs) -> Result<()> {
             ms,
             persona_turns: turns,
             turns_per_second: turns as f64 / (ms / 1000.0).max(1e-9),
-            chat_calls: s.chat.calls,
+            chat_calls: s.chat.requests,
             digest: s.digest,
         });
     }

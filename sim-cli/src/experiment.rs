@@ -52,7 +52,7 @@ pub struct ExperimentArgs {
     /// Tokio worker threads. Results do not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
-    /// A config whose [chat] names a live model (provider = "openai"): the three agents run on it.
+    /// A config whose `[chat]` section names a live model (`provider = "openai"`): the three agents run on it.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Print the summary as JSON on stdout.

@@ -177,12 +177,25 @@ pub fn print_summary(s: &RunSummary) {
     );
     let c = &s.chat;
     println!(
-        "Chat: {} calls, {} guardrail retries, {} reflections ({} fallbacks)",
-        thousands(c.calls),
+        "Chat: {} requests, {} guardrail retries, {} failed, {} reflections ({} fallbacks)",
+        thousands(c.requests),
         c.guardrail_retries,
+        c.failures,
         c.reflections,
         c.reflection_fallbacks
     );
+    if c.attempts > 0 {
+        println!("  transport: {} attempts, {} retries", thousands(c.attempts), thousands(c.retries));
+    }
+    if c.estimated_usage > 0 {
+        println!(
+            "  {} requests billed from estimated tokens (scripted models, or no usage reported)",
+            thousands(c.estimated_usage)
+        );
+    }
+    for e in &c.endpoints {
+        println!("  {}: {} requests, {} failed", e.url, thousands(e.requests), thousands(e.failures));
+    }
     let m = &s.consolidation;
     println!(
         "Memory consolidation: {} promoted, {} expired, {} promotions blocked by the batch size, {} queued at the session end, {} cluster links",

@@ -91,8 +91,18 @@ pub async fn probe(cfg: &Config, chat: &dyn ChatPort) -> Result<()> {
          sentiment 0, intent 3, importance 1."
     );
     let request = ChatRequest::new(&cfg.raw.chat.model, ChatPurpose::Reaction, prompt);
-    chat.complete(&request)
+    let reply = chat
+        .complete(&request)
         .await
-        .map(|_| ())
-        .with_context(|| format!("the live chat model {} failed its check before the run", cfg.raw.chat.model))
+        .with_context(|| format!("the live chat model {} failed its check before the run", cfg.raw.chat.model))?;
+    // The check is paid for but belongs to no persona: it is reported here
+    // and stays out of the run's ledger.
+    let model = reply.attempts.last().and_then(|a| a.model.clone()).unwrap_or_else(|| cfg.raw.chat.model.clone());
+    eprintln!(
+        "connection check: {model} answered ({} tokens, ${:.6}{}, outside the run's ledger)",
+        reply.spend.input_tokens + reply.spend.output_tokens,
+        reply.spend.nano_usd as f64 / engine::cost::NANO_PER_USD as f64,
+        if reply.estimated { " estimated" } else { "" }
+    );
+    Ok(())
 }

@@ -3,8 +3,10 @@
 //! read stdout (or stderr) see no control characters.
 
 use actors::progress::Progress;
+use engine::chat::ChatPort;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// A bar of `total` steps labelled `prefix`, or a hidden one when stderr is
@@ -25,16 +27,24 @@ fn style() -> ProgressStyle {
         .progress_chars("=> ")
 }
 
-/// A run's progress: `[tick 2/3] chat [=====>    ] 512/1000`.
+/// A run's progress: `tick 2/3 chat [=====>    ] 512/1000`, and with a
+/// live chat transport `chat: 12 in flight, 3 retries, $0.0123`.
 pub struct TerminalProgress {
     ticks: u32,
     bar: ProgressBar,
+    chat: OnceLock<Arc<dyn ChatPort>>,
 }
 
 impl TerminalProgress {
     /// A reporter when stderr is a terminal; `None` when piped.
     pub fn new(ticks: u32) -> Option<Self> {
-        std::io::stderr().is_terminal().then(|| TerminalProgress { ticks, bar: bar(0, "setup") })
+        std::io::stderr().is_terminal().then(|| TerminalProgress { ticks, bar: bar(0, "setup"), chat: OnceLock::new() })
+    }
+
+    /// Shows `chat`'s requests in flight, retries and spend so far with the
+    /// stages.
+    pub fn watch_chat(&self, chat: Arc<dyn ChatPort>) {
+        let _ = self.chat.set(chat);
     }
 
     /// Clears the bar.
@@ -47,7 +57,15 @@ impl Progress for TerminalProgress {
     fn stage(&self, tick: u32, stage: &str, done: u64, total: u64) {
         let head = if tick == 0 { "setup".to_string() } else { format!("tick {tick}/{}", self.ticks) };
         self.bar.set_prefix(head);
-        self.bar.set_message(stage.to_string());
+        match self.chat.get().and_then(|c| c.activity()) {
+            Some(a) => self.bar.set_message(format!(
+                "{stage}: {} in flight, {} retries, ${:.4}",
+                a.in_flight,
+                a.retries,
+                a.billed_nano_usd as f64 / engine::cost::NANO_PER_USD as f64
+            )),
+            None => self.bar.set_message(stage.to_string()),
+        }
         self.bar.set_length(total);
         self.bar.set_position(done);
     }

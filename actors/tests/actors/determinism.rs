@@ -44,7 +44,7 @@ fn golden_digests_of_a_fixed_small_run() {
 }
 
 const GOLDEN_DIGEST: &str = "837535eabff4e59ac1c9bc65526dfed5cd1ab69b14b0be0f362c0142e6186dc1";
-const GOLDEN_FULL_DIGEST: &str = "7c627a936e051ba7a6a70ca021b333a82d746eb040d46e1ef4fbfef50588acf1";
+const GOLDEN_FULL_DIGEST: &str = "3e26854029ce2209c41b8633f78ce9971a823f76d7b04d7bb975e4165b9f2f0e";
 
 /// The modelled chat provider with faults at 20% (429, 5xx and timeouts
 /// decided from request digest and attempt): the same digests at 1 and 4

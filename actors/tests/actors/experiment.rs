@@ -12,6 +12,7 @@ impl ChatPort for Down {
         Box::pin(std::future::ready(Err(engine::Error::Chat {
             cause: "provider unavailable".into(),
             spend: engine::cost::Spend::default(),
+            attempts: Vec::new(),
         })))
     }
 }

@@ -56,7 +56,7 @@ fn over_the_context_budget_is_refused_before_any_chat_call() {
     spec.config = config("[chat]\ncontext_budget_tokens = 100\n");
     let (result, reports) = run_with(spec, 1);
     assert_eq!(result.summary.jobs.refused, 5);
-    assert_eq!(result.summary.chat.calls, 0);
+    assert_eq!(result.summary.chat.requests, 0);
     assert!(reports[0]
         .outcomes
         .iter()

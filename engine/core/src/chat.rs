@@ -99,6 +99,32 @@ pub struct ChatReply {
     /// The tokens are estimated (the scripted models; a server that sent
     /// no `usage`), not reported by a provider.
     pub estimated: bool,
+    /// The transport attempts behind the reply, oldest first (empty for the
+    /// scripted models).
+    pub attempts: Vec<ChatAttempt>,
+}
+
+/// One transport attempt of a chat call: where it went, what came back,
+/// what it was billed and how long it took. `attempt`, `error` and `spend`
+/// reach `full_digest`; the endpoint, the model id and the latency depend on
+/// routing and the wall clock, so they are recorded but never digested.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ChatAttempt {
+    /// Transport attempt, from 0.
+    pub attempt: u32,
+    /// The endpoint's URL without user-info or query string.
+    pub endpoint: String,
+    /// The model id the server reported, if it did.
+    pub model: Option<String>,
+    /// `None` when the attempt answered; otherwise its error class and the
+    /// provider's message with the status, e.g. `rate limited:
+    /// https://host/v1/chat/completions answered 429 Too Many Requests: ...`.
+    pub error: Option<String>,
+    /// What the attempt was billed.
+    pub spend: Spend,
+    /// Wall-clock latency in milliseconds (simulated time on a simulated
+    /// clock).
+    pub latency_ms: u64,
 }
 
 /// A scripted model's answer: `text`, billed at `price` for the prompt and
@@ -109,7 +135,7 @@ pub fn scripted_reply<'a>(
     text: String,
 ) -> BoxFuture<'a, Result<ChatReply>> {
     let spend = price.bill(crate::cost::estimate_tokens(&request.prompt), crate::cost::estimate_tokens(&text));
-    Box::pin(std::future::ready(Ok(ChatReply { text, spend, estimated: true })))
+    Box::pin(std::future::ready(Ok(ChatReply { text, spend, estimated: true, attempts: Vec::new() })))
 }
 
 /// Answers chat requests.
@@ -123,4 +149,21 @@ pub trait ChatPort: Send + Sync {
     fn endpoints(&self) -> Vec<crate::report::EndpointCount> {
         Vec::new()
     }
+
+    /// What the transport is doing now, for progress lines; `None` for
+    /// ports without one.
+    fn activity(&self) -> Option<ChatActivity> {
+        None
+    }
+}
+
+/// A chat transport's live counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChatActivity {
+    /// Requests on the wire now.
+    pub in_flight: u64,
+    /// Transport retries so far.
+    pub retries: u64,
+    /// Billed so far, nano-USD.
+    pub billed_nano_usd: u64,
 }

@@ -72,6 +72,8 @@ pub enum Error {
         cause: String,
         /// What the failed call was billed.
         spend: Spend,
+        /// Its transport attempts, oldest first (empty when none was sent).
+        attempts: Vec<crate::chat::ChatAttempt>,
     },
     /// A file could not be read or written.
     #[error("{file}: {source}")]

@@ -69,8 +69,8 @@ pub struct EmbeddingTotals {
 /// Chat counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatTotals {
-    /// Calls made.
-    pub calls: u64,
+    /// Chat requests the engine made (a guardrail retry is a new request).
+    pub requests: u64,
     /// Reaction and probe retries after unparseable replies.
     pub guardrail_retries: u64,
     /// Reflections run.
@@ -82,9 +82,11 @@ pub struct ChatTotals {
     /// Calls whose tokens are estimated (scripted models, servers without
     /// `usage`): their cost is an estimate too.
     pub estimated_usage: u64,
-    /// Requests the transport sent, retries included (live providers).
+    /// Requests the transport sent, retries included (live and modelled
+    /// providers), from the recorded attempts.
     pub attempts: u64,
-    /// Transport retries (429, 5xx, timeouts), `attempts` minus first tries.
+    /// Transport retries (429, 5xx, timeouts): attempts after a request's
+    /// first.
     pub retries: u64,
     /// Per endpoint of a live provider (URLs without credentials or query).
     pub endpoints: Vec<EndpointCount>,
@@ -331,7 +333,9 @@ impl RunSummary {
                 }
             }
             for c in &o.chat_calls {
-                self.chat.calls += 1;
+                self.chat.requests += 1;
+                self.chat.attempts += c.attempts.len() as u64;
+                self.chat.retries += c.attempts.len().saturating_sub(1) as u64;
                 if c.attempt > 0 {
                     self.chat.guardrail_retries += 1;
                 }
@@ -397,6 +401,7 @@ mod breaker_tests {
                 spend: Default::default(),
                 failed: f.map(str::to_string),
                 estimated: false,
+                attempts: Vec::new(),
             })
             .collect();
         o

@@ -44,10 +44,12 @@ impl ChatPort for FixedChat {
                 text,
                 spend: Spend { input_tokens: 1, output_tokens: 1, nano_usd: 2 },
                 estimated: false,
+                attempts: Vec::new(),
             }),
             None => Err(Error::Chat {
                 cause: format!("no fixed reply left for {:?}", request.purpose),
                 spend: Spend::default(),
+                attempts: Vec::new(),
             }),
         };
         Box::pin(std::future::ready(out))

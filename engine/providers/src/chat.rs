@@ -18,7 +18,7 @@ use crate::client::RateLimiter;
 use crate::clock::{Sleeper, TokioSleeper};
 use crate::provider::{FailureKind, ProviderError};
 use engine::chat::schema::{instruction, schema, schema_name};
-use engine::chat::{ChatPort, ChatReply, ChatRequest, ScriptedPersonaModel};
+use engine::chat::{ChatAttempt, ChatPort, ChatReply, ChatRequest, ScriptedPersonaModel};
 use engine::config::{ChatProvider, ChatSection, Config, StructuredOutput};
 use engine::cost::{estimate_tokens, Price, Spend};
 use engine::digest::DigestWriter;
@@ -52,6 +52,8 @@ pub struct UpstreamReply {
     pub text: String,
     /// Prompt and completion tokens from the reply's `usage`, if it had one.
     pub usage: Option<(u64, u64)>,
+    /// The model id the server reported, if it did.
+    pub model: Option<String>,
 }
 
 /// An upstream chat service with one or more endpoints.
@@ -90,6 +92,11 @@ pub struct ChatClient {
     health: Vec<Mutex<(u32, Duration)>>,
     /// Per endpoint: requests and failures.
     pub stats: Vec<EndpointStats>,
+    /// Requests on the wire now, transport retries so far and what has
+    /// been billed so far (nano-USD), for progress lines.
+    pending: AtomicUsize,
+    retries: AtomicU64,
+    billed: AtomicU64,
     clock: Arc<dyn Sleeper>,
 }
 
@@ -108,6 +115,9 @@ impl ChatClient {
             in_flight: (0..n).map(|_| AtomicUsize::new(0)).collect(),
             health: (0..n).map(|_| Mutex::new((0, Duration::ZERO))).collect(),
             stats: (0..n).map(|_| EndpointStats::default()).collect(),
+            pending: AtomicUsize::new(0),
+            retries: AtomicU64::new(0),
+            billed: AtomicU64::new(0),
             upstream,
             section: section.clone(),
             price,
@@ -159,32 +169,48 @@ impl ChatClient {
         let seed = u64::from_le_bytes(seed.0[..8].try_into().unwrap_or_default()) >> 11;
         let estimate = estimate_tokens(&request.prompt) + self.section.max_output_tokens;
         let mut spend = Spend::default();
+        let mut attempts = Vec::new();
         let mut attempt = 0u32;
         loop {
             self.limiter.acquire(estimate, self.clock.as_ref()).await;
             let endpoint = self.pick();
             self.in_flight[endpoint].fetch_add(1, Ordering::Relaxed);
+            self.pending.fetch_add(1, Ordering::Relaxed);
+            let started = self.clock.now();
             let result = self.upstream.call(endpoint, UpstreamCall { request, attempt, seed }).await;
+            let latency_ms = self.clock.now().saturating_sub(started).as_millis() as u64;
+            self.pending.fetch_sub(1, Ordering::Relaxed);
             self.in_flight[endpoint].fetch_sub(1, Ordering::Relaxed);
             self.record(endpoint, result.is_ok());
+            let mut record =
+                ChatAttempt { attempt, endpoint: self.upstream.label(endpoint), latency_ms, ..Default::default() };
             match result {
                 Ok(reply) => {
                     let (input, output, estimated) = match reply.usage {
                         Some((p, c)) => (p, c, false),
                         None => (estimate_tokens(&request.prompt), estimate_tokens(&reply.text), true),
                     };
-                    spend.add(&self.price.bill(input, output));
-                    return Ok(ChatReply { text: reply.text, spend, estimated });
+                    record.spend = self.price.bill(input, output);
+                    record.model = reply.model;
+                    spend.add(&record.spend);
+                    self.billed.fetch_add(record.spend.nano_usd, Ordering::Relaxed);
+                    attempts.push(record);
+                    return Ok(ChatReply { text: reply.text, spend, estimated, attempts });
                 }
                 Err(e) => {
                     if let Some(t) = e.billed_tokens {
-                        spend.add(&self.price.bill(t, 0));
+                        record.spend = self.price.bill(t, 0);
+                        spend.add(&record.spend);
+                        self.billed.fetch_add(record.spend.nano_usd, Ordering::Relaxed);
                     }
+                    record.error = Some(format!("{}: {}", e.kind.class(), e.message));
+                    attempts.push(record);
                     if !e.kind.transient() || attempt >= self.section.max_retries {
                         let why = if e.kind.transient() { "retries exhausted" } else { "not retried" };
                         let cause = format!("{} after {} attempt(s), {why}", e.message, attempt + 1);
-                        return Err(Error::Chat { cause, spend });
+                        return Err(Error::Chat { cause, spend, attempts });
                     }
+                    self.retries.fetch_add(1, Ordering::Relaxed);
                     let retry_after = match e.kind {
                         FailureKind::RateLimited { retry_after_ms } => retry_after_ms,
                         FailureKind::Server | FailureKind::Timeout | FailureKind::Permanent => None,
@@ -218,13 +244,21 @@ impl ChatPort for ChatClient {
             .collect()
     }
 
+    fn activity(&self) -> Option<engine::chat::ChatActivity> {
+        Some(engine::chat::ChatActivity {
+            in_flight: self.pending.load(Ordering::Relaxed) as u64,
+            retries: self.retries.load(Ordering::Relaxed),
+            billed_nano_usd: self.billed.load(Ordering::Relaxed),
+        })
+    }
+
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
         Box::pin(async move {
-            let _slot = self
-                .slots
-                .acquire()
-                .await
-                .map_err(|_| Error::Chat { cause: "the chat client closed".into(), spend: Spend::default() })?;
+            let _slot = self.slots.acquire().await.map_err(|_| Error::Chat {
+                cause: "the chat client closed".into(),
+                spend: Spend::default(),
+                attempts: Vec::new(),
+            })?;
             self.send(request).await
         })
     }
@@ -244,7 +278,8 @@ pub struct HttpChat {
 
 impl std::fmt::Debug for HttpChat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpChat").field("urls", &self.urls).field("key", &self.key.as_ref().map(|_| "<set>")).finish()
+        let urls: Vec<String> = self.urls.iter().map(|u| engine::report::redact_url(u)).collect();
+        f.debug_struct("HttpChat").field("urls", &urls).field("key", &self.key.as_ref().map(|_| "<set>")).finish()
     }
 }
 
@@ -328,6 +363,8 @@ impl HttpChat {
 
 #[derive(Deserialize)]
 struct Completion {
+    #[serde(default)]
+    model: Option<String>,
     choices: Vec<Choice>,
     #[serde(default)]
     usage: Option<Usage>,
@@ -352,17 +389,6 @@ struct Usage {
     completion_tokens: Option<u64>,
 }
 
-/// The failure kind of an HTTP status: 429 waits, 408 and 5xx retry, the
-/// rest (400, 401, 403, 404...) are permanent.
-pub(crate) fn classify(status: u16, retry_after: Option<u64>) -> FailureKind {
-    match status {
-        429 => FailureKind::RateLimited { retry_after_ms: retry_after },
-        408 => FailureKind::Timeout,
-        500..=599 => FailureKind::Server,
-        _ => FailureKind::Permanent,
-    }
-}
-
 impl ChatUpstream for HttpChat {
     fn endpoints(&self) -> usize {
         self.urls.len()
@@ -379,6 +405,9 @@ impl ChatUpstream for HttpChat {
     ) -> BoxFuture<'a, std::result::Result<UpstreamReply, ProviderError>> {
         Box::pin(async move {
             let url = &self.urls[endpoint.min(self.urls.len() - 1)];
+            // Messages reach the trace: they name the endpoint without
+            // user-info or query string.
+            let shown = engine::report::redact_url(url);
             let fail = |kind, message: String| ProviderError { kind, message, billed_tokens: None };
             let mut r = self.client.post(url).json(&self.body(&call));
             if let Some(k) = &self.key {
@@ -386,8 +415,8 @@ impl ChatUpstream for HttpChat {
             }
             let resp = match r.send().await {
                 Ok(resp) => resp,
-                Err(e) if e.is_timeout() => return Err(fail(FailureKind::Timeout, format!("{url}: timed out"))),
-                Err(e) => return Err(fail(FailureKind::Server, format!("{url}: {}", e.without_url()))),
+                Err(e) if e.is_timeout() => return Err(fail(FailureKind::Timeout, format!("{shown}: timed out"))),
+                Err(e) => return Err(fail(FailureKind::Server, format!("{shown}: {}", e.without_url()))),
             };
             let status = resp.status();
             if !status.is_success() {
@@ -399,19 +428,19 @@ impl ChatUpstream for HttpChat {
                     .map(|s| (s * 1000.0) as u64);
                 let text = resp.text().await.unwrap_or_default();
                 let snippet: String = text.chars().take(200).collect();
-                let mut message = format!("{url} answered {status}: {snippet}");
+                let mut message = format!("{shown} answered {status}: {snippet}");
                 if status.as_u16() == 400 && text.contains("response_format") {
                     message.push_str(" (the server rejects response_format: try chat.structured_output = \"none\")");
                 }
-                return Err(fail(classify(status.as_u16(), retry_after), message));
+                return Err(fail(FailureKind::from_status(status.as_u16(), retry_after), message));
             }
             let reply: Completion = resp
                 .json()
                 .await
-                .map_err(|e| fail(FailureKind::Permanent, format!("{url}: unreadable reply: {}", e.without_url())))?;
+                .map_err(|e| fail(FailureKind::Permanent, format!("{shown}: unreadable reply: {}", e.without_url())))?;
             let text = reply.choices.into_iter().next().and_then(|c| c.message.content).unwrap_or_default();
             let usage = reply.usage.and_then(|u| Some((u.prompt_tokens?, u.completion_tokens?)));
-            Ok(UpstreamReply { text, usage })
+            Ok(UpstreamReply { text, usage, model: reply.model })
         })
     }
 }
@@ -463,7 +492,7 @@ impl ChatUpstream for ModelledChat {
                 return Err(ProviderError { kind, message: format!("modelled {kind:?}"), billed_tokens: None });
             }
             let usage = Some((reply.spend.input_tokens, reply.spend.output_tokens));
-            Ok(UpstreamReply { text: reply.text, usage })
+            Ok(UpstreamReply { text: reply.text, usage, model: Some(call.request.model.clone()) })
         })
     }
 }

@@ -24,7 +24,7 @@ impl std::fmt::Debug for HttpProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the key.
         f.debug_struct("HttpProvider")
-            .field("url", &self.url)
+            .field("url", &engine::report::redact_url(&self.url))
             .field("key", &self.key.as_ref().map(|_| "<set>"))
             .finish()
     }
@@ -95,15 +95,6 @@ impl HttpProvider {
     }
 }
 
-fn classify(status: reqwest::StatusCode, retry_after: Option<u64>) -> FailureKind {
-    match status.as_u16() {
-        429 => FailureKind::RateLimited { retry_after_ms: retry_after },
-        408 => FailureKind::Timeout,
-        500..=599 => FailureKind::Server,
-        _ => FailureKind::Permanent,
-    }
-}
-
 impl EmbedProvider for HttpProvider {
     fn request<'a>(
         &'a self,
@@ -113,13 +104,15 @@ impl EmbedProvider for HttpProvider {
             let fail = |kind, message: String| ProviderError { kind, message, billed_tokens: None };
             let body = Body { model: req.model, input: req.texts, dimensions: self.send_dimensions.then_some(req.dim) };
             let mut r = self.client.post(&self.url).json(&body);
+            // Messages reach traces and logs: the URL without credentials.
+            let shown = engine::report::redact_url(&self.url);
             if let Some(k) = &self.key {
                 r = r.bearer_auth(k);
             }
             let resp = match r.send().await {
                 Ok(resp) => resp,
-                Err(e) if e.is_timeout() => return Err(fail(FailureKind::Timeout, format!("{}: timed out", self.url))),
-                Err(e) => return Err(fail(FailureKind::Server, format!("{}: {}", self.url, e.without_url()))),
+                Err(e) if e.is_timeout() => return Err(fail(FailureKind::Timeout, format!("{shown}: timed out"))),
+                Err(e) => return Err(fail(FailureKind::Server, format!("{shown}: {}", e.without_url()))),
             };
             let status = resp.status();
             if !status.is_success() {
@@ -131,11 +124,15 @@ impl EmbedProvider for HttpProvider {
                     .map(|s| (s * 1000.0) as u64);
                 let text = resp.text().await.unwrap_or_default();
                 let snippet: String = text.chars().take(200).collect();
-                return Err(fail(classify(status, retry_after), format!("{} answered {status}: {snippet}", self.url)));
+                return Err(fail(
+                    FailureKind::from_status(status.as_u16(), retry_after),
+                    format!("{shown} answered {status}: {snippet}"),
+                ));
             }
-            let reply: Reply = resp.json().await.map_err(|e| {
-                fail(FailureKind::Permanent, format!("{}: unreadable reply: {}", self.url, e.without_url()))
-            })?;
+            let reply: Reply = resp
+                .json()
+                .await
+                .map_err(|e| fail(FailureKind::Permanent, format!("{shown}: unreadable reply: {}", e.without_url())))?;
             let mut items = reply.data;
             if items.iter().all(|i| i.index.is_some()) {
                 items.sort_by_key(|i| i.index);

@@ -47,6 +47,27 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// The kind an HTTP error status means; `retry_after` (ms) is kept for a
+    /// 429.
+    pub fn from_status(status: u16, retry_after: Option<u64>) -> FailureKind {
+        match status {
+            429 => FailureKind::RateLimited { retry_after_ms: retry_after },
+            408 => FailureKind::Timeout,
+            500..=599 => FailureKind::Server,
+            _ => FailureKind::Permanent,
+        }
+    }
+
+    /// A short name of the class, for traces and messages.
+    pub fn class(self) -> &'static str {
+        match self {
+            FailureKind::RateLimited { .. } => "rate limited",
+            FailureKind::Server => "server error",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Permanent => "permanent error",
+        }
+    }
+
     /// Whether a retry can help.
     pub fn transient(self) -> bool {
         match self {

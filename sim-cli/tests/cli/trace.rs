@@ -325,7 +325,13 @@ fn a_live_chat_run_with_faults_replays_with_no_call() {
     assert_eq!(endpoints.len(), 1);
     assert!(endpoints[0]["url"].as_str().is_some_and(|u| u.ends_with("/v1/chat/completions")));
     assert!(endpoints[0]["failures"].as_u64().is_some_and(|n| n > 0), "every seventh call failed");
-    assert!(v["chat"]["retries"].as_u64().is_some_and(|n| n > 0));
+    let chat = |k: &str| v["chat"][k].as_u64().unwrap_or_else(|| panic!("chat.{k} missing: {v}"));
+    assert!(chat("retries") > 0);
+    assert!(stderr(&out).contains("connection check: "), "{}", stderr(&out));
+    let probe = 1;
+    assert_eq!(chat("attempts"), (chats - probe) as u64, "every attempt the server saw, bar the probe, is recorded");
+    assert_eq!(chat("requests") + chat("retries"), chat("attempts"));
+    assert_eq!(chat("failures"), 0, "every failure was retried away");
     let replay = sim(&dir, &["replay", "r", "--json"]);
     stop.store(true, Ordering::Relaxed);
     let _ = server.join();

@@ -112,11 +112,14 @@ impl CassetteStats {
     }
 }
 
+/// A recorded failure: the cause, what it billed, its transport attempts.
+type Failed = (String, Spend, Vec<crate::chat::ChatAttempt>);
+
 /// Chat answers from a trace.
 pub struct CassetteChat {
     /// Each recorded request's answer: the reply, or the failure with what
     /// it was billed.
-    replies: BTreeMap<Digest, std::result::Result<ChatReply, (String, Spend)>>,
+    replies: BTreeMap<Digest, std::result::Result<ChatReply, Failed>>,
     live: Option<Arc<dyn ChatPort>>,
     /// Counters.
     pub stats: CassetteStats,
@@ -131,8 +134,13 @@ impl CassetteChat {
             for o in &t.outcomes {
                 for c in &o.chat_calls {
                     replies.entry(c.request).or_insert_with(|| match &c.failed {
-                        None => Ok(ChatReply { text: c.reply.clone(), spend: c.spend, estimated: c.estimated }),
-                        Some(why) => Err((why.clone(), c.spend)),
+                        None => Ok(ChatReply {
+                            text: c.reply.clone(),
+                            spend: c.spend,
+                            estimated: c.estimated,
+                            attempts: c.attempts.clone(),
+                        }),
+                        Some(why) => Err((why.clone(), c.spend, c.attempts.clone())),
                     });
                 }
             }
@@ -145,10 +153,7 @@ impl CassetteChat {
     /// trace holds come first.
     pub fn with_wal(mut self, entries: Vec<super::wal::WalEntry>) -> Self {
         for e in entries {
-            self.replies.entry(e.request).or_insert_with(|| match e.answer {
-                Ok((text, spend, estimated)) => Ok(ChatReply { text, spend, estimated }),
-                Err((cause, spend)) => Err((cause, spend)),
-            });
+            self.replies.entry(e.request).or_insert(e.answer);
         }
         self
     }
@@ -161,7 +166,9 @@ impl ChatPort for CassetteChat {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
             let answer = match answer {
                 Ok(reply) => Ok(reply.clone()),
-                Err((cause, spend)) => Err(Error::Chat { cause: cause.clone(), spend: *spend }),
+                Err((cause, spend, attempts)) => {
+                    Err(Error::Chat { cause: cause.clone(), spend: *spend, attempts: attempts.clone() })
+                }
             };
             return Box::pin(std::future::ready(answer));
         }

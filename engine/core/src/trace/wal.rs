@@ -8,7 +8,7 @@
 //! the engine that wrote it, then one frame per answer. A torn final frame
 //! (a kill during a write) is cut when the log is reopened.
 
-use crate::chat::{ChatPort, ChatReply, ChatRequest};
+use crate::chat::{ChatAttempt, ChatPort, ChatReply, ChatRequest};
 use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::error::{Error, Result};
@@ -34,14 +34,14 @@ enum WalFrame {
     Call(WalEntry),
 }
 
-/// One answered call: the request digest and the reply (text, spend,
-/// whether the tokens were estimated) or the failure with what it billed.
+/// One answered call: the request digest and the reply, or the failure
+/// with what it billed; either way with its transport attempts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WalEntry {
     /// The request digest.
     pub request: Digest,
     /// The answer.
-    pub answer: std::result::Result<(String, Spend, bool), (String, Spend)>,
+    pub answer: std::result::Result<ChatReply, (String, Spend, Vec<ChatAttempt>)>,
 }
 
 /// The answers in a log, oldest first; a missing file has none, and a torn
@@ -104,15 +104,21 @@ impl ChatPort for WalChat {
         Box::pin(async move {
             let result = self.inner.complete(request).await;
             let answer = match &result {
-                Ok(r) => Ok((r.text.clone(), r.spend, r.estimated)),
-                Err(Error::Chat { cause, spend }) => Err((cause.clone(), *spend)),
+                Ok(r) => Ok(r.clone()),
+                Err(Error::Chat { cause, spend, attempts }) => Err((cause.clone(), *spend, attempts.clone())),
                 Err(_) => return result,
             };
             // An answer that cannot be logged is still paid for: the call
             // fails with its cost, so the trace keeps what it cost.
             if let Err(e) = self.append(WalEntry { request: request.digest(), answer }) {
                 let spend = result.as_ref().map_or_else(|e| e.incurred(), |r| r.spend);
-                return Err(Error::Chat { cause: format!("the answer was paid for but not logged: {e}"), spend });
+                let attempts = match &result {
+                    Ok(r) => r.attempts.clone(),
+                    Err(Error::Chat { attempts, .. }) => attempts.clone(),
+                    Err(_) => Vec::new(),
+                };
+                let cause = format!("the answer was paid for but not logged: {e}");
+                return Err(Error::Chat { cause, spend, attempts });
             }
             result
         })
@@ -120,6 +126,10 @@ impl ChatPort for WalChat {
 
     fn endpoints(&self) -> Vec<crate::report::EndpointCount> {
         self.inner.endpoints()
+    }
+
+    fn activity(&self) -> Option<crate::chat::ChatActivity> {
+        self.inner.activity()
     }
 }
 
@@ -149,7 +159,7 @@ mod tests {
             entries.iter().map(|e| e.request).collect::<Vec<_>>(),
             vec![first.digest(), second.digest(), third.digest()]
         );
-        assert!(matches!(&entries[0].answer, Ok((text, _, false)) if text == "ANSWER: 3\nWHY: x"));
+        assert!(matches!(&entries[0].answer, Ok(r) if !r.estimated && r.text == "ANSWER: 3\nWHY: x"));
         assert!(entries[2].answer.is_err());
         // A kill mid-write leaves a torn frame; reopening cuts it and appends.
         let bytes = std::fs::read(&path).expect("read");

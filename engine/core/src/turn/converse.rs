@@ -30,6 +30,10 @@ pub struct ChatCallRecord {
     pub failed: Option<String>,
     /// The tokens were estimated, not reported by the provider.
     pub estimated: bool,
+    /// The transport attempts (empty for the scripted models): their
+    /// outcomes and costs reach `full_digest`, so a call that succeeded
+    /// only on a retry changes `full_digest` but not `digest`.
+    pub attempts: Vec<crate::chat::ChatAttempt>,
 }
 
 /// A reflection's result.
@@ -90,13 +94,14 @@ async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCa
                 spend: reply.spend,
                 failed: None,
                 estimated: reply.estimated,
+                attempts: reply.attempts,
             });
             Ok(reply.text)
         }
         Err(e) => {
             // What a failed call was billed stays with its job, and the
             // failure is recorded for replay.
-            if let crate::Error::Chat { cause, spend } = &e {
+            if let crate::Error::Chat { cause, spend, attempts } = &e {
                 calls.push(ChatCallRecord {
                     purpose: request.purpose,
                     attempt: request.attempt,
@@ -105,6 +110,7 @@ async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCa
                     spend: *spend,
                     failed: Some(cause.clone()),
                     estimated: false,
+                    attempts: attempts.clone(),
                 });
             }
             Err(e)

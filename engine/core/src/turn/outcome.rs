@@ -203,6 +203,20 @@ impl Outcome {
         for s in [self.spend.chat, self.spend.retrieval_embedding_estimate, self.spend.memory_embedding_estimate] {
             w.u64(s.input_tokens).u64(s.output_tokens).u64(s.nano_usd);
         }
+        // Transport attempts: a call that succeeded only on a retry differs
+        // here and not in `digest`. Endpoint, model id and latency depend on
+        // routing and the wall clock and stay out.
+        for c in &self.chat_calls {
+            w.u32(c.attempts.len() as u32);
+            for a in &c.attempts {
+                w.u32(a.attempt);
+                match &a.error {
+                    Some(e) => w.u8(1).str(e),
+                    None => w.u8(0),
+                };
+                w.u64(a.spend.input_tokens).u64(a.spend.output_tokens).u64(a.spend.nano_usd);
+            }
+        }
     }
 }
 
@@ -278,5 +292,44 @@ impl TickDigests {
             }
         }
         TickDigests { digest, full_digest: f.finish() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::{ChatAttempt, ChatPurpose};
+    use crate::turn::ChatCallRecord;
+
+    fn answered(attempts: Vec<ChatAttempt>) -> Outcome {
+        let mut o = Outcome::new(1, 0, 0, "s".into(), 0);
+        o.chat_calls.push(ChatCallRecord {
+            purpose: ChatPurpose::Reaction,
+            attempt: 0,
+            request: Digest::default(),
+            reply: "ok".into(),
+            spend: Spend::default(),
+            failed: None,
+            estimated: false,
+            attempts,
+        });
+        o
+    }
+
+    #[test]
+    fn a_transport_retry_reaches_full_digest_only_and_latency_and_routing_reach_neither() {
+        let ok = |attempt, endpoint: &str, latency_ms| ChatAttempt {
+            attempt,
+            endpoint: endpoint.into(),
+            latency_ms,
+            ..Default::default()
+        };
+        let failed = ChatAttempt { error: Some("server error: HTTP 500".into()), ..ok(0, "a", 9) };
+        let chain = |o: Outcome| TickDigests::default().chain(1, &[o], &[], &[]);
+        let first_time = chain(answered(vec![ok(0, "a", 10)]));
+        let on_retry = chain(answered(vec![failed, ok(1, "a", 10)]));
+        assert_eq!(first_time.digest, on_retry.digest, "the content is the same");
+        assert_ne!(first_time.full_digest, on_retry.full_digest, "the retry is recorded");
+        assert_eq!(first_time, chain(answered(vec![ok(0, "b", 999)])), "endpoint and latency are not digested");
     }
 }

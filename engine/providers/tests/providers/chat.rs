@@ -89,9 +89,25 @@ fn transient_failures_are_retried_after_their_wait_and_permanent_ones_are_not() 
         let r = c.complete(&request()).await.expect("third time lucky");
         assert_eq!(r.text, REPLY);
         assert!(clock.waits()[0] >= Duration::from_secs(2), "the retry-after is honoured: {:?}", clock.waits());
+        // Every transport attempt is on the record: its class and status,
+        // the endpoint, the model the server named, its latency.
+        let errors: Vec<Option<&str>> = r.attempts.iter().map(|a| a.error.as_deref()).collect();
+        assert_eq!(r.attempts.iter().map(|a| a.attempt).collect::<Vec<_>>(), [0, 1, 2]);
+        assert!(errors[0].is_some_and(|e| e.starts_with("rate limited") && e.contains("429")), "{errors:?}");
+        assert!(errors[1].is_some_and(|e| e.starts_with("server error") && e.contains("500")), "{errors:?}");
+        assert_eq!(errors[2], None);
+        let last = &r.attempts[2];
+        assert_eq!(
+            (last.endpoint.clone(), last.model.as_deref()),
+            (format!("{url}/chat/completions"), Some("test-model"))
+        );
+        assert_eq!(last.spend, r.spend, "only the answering attempt was billed");
+        let now = c.activity().expect("a transport reports its activity");
+        assert_eq!((now.in_flight, now.retries, now.billed_nano_usd), (0, 2, r.spend.nano_usd));
         match c.complete(&request()).await {
-            Err(Error::Chat { cause, .. }) => {
-                assert!(cause.contains("401") && cause.contains("not retried"), "{cause}")
+            Err(Error::Chat { cause, attempts, .. }) => {
+                assert!(cause.contains("401") && cause.contains("not retried"), "{cause}");
+                assert_eq!(attempts.len(), 1);
             }
             other => panic!("expected a permanent failure, got {other:?}"),
         }
@@ -145,5 +161,22 @@ fn a_fleet_routes_around_a_failing_endpoint() {
         assert_eq!(c.stats[1].requests.load(Ordering::Relaxed), 4, "the healthy endpoint serves the rest");
         let sent = seen.lock()[0].clone();
         assert!(!sent.contains("response_format") && sent.contains("JSON Schema"), "none mode asks in words");
+    });
+}
+
+#[test]
+fn credentials_in_the_base_url_stay_out_of_every_message_and_attempt() {
+    rt().block_on(async {
+        let (url, _) = serve(vec![(401, "", "{\"error\": \"no\"}".to_string())]).await;
+        let with_user = url.replacen("http://", "http://alice:hunter2@", 1);
+        let clock = Arc::new(SimulatedSleeper::new());
+        let settings = section(&[&with_user], "");
+        let upstream = HttpChat::new(&settings).expect("upstream");
+        let shown = format!("{upstream:?}");
+        let c = ChatClient::new(Arc::new(upstream), &settings, PRICE, 7).with_clock(clock);
+        let Err(Error::Chat { cause, attempts, .. }) = c.complete(&request()).await else { panic!("expected a 401") };
+        let recorded = format!("{cause} {attempts:?} {shown}");
+        assert!(!recorded.contains("hunter2") && !recorded.contains("alice"), "{recorded}");
+        assert!(cause.contains("401"), "{cause}");
     });
 }
