@@ -180,3 +180,44 @@ fn credentials_in_the_base_url_stay_out_of_every_message_and_attempt() {
         assert!(cause.contains("401"), "{cause}");
     });
 }
+
+/// A live reply that parses as JSON but breaks the schema's ranges (intent
+/// 9) is refused by the guardrail, retried as a new request, and the job
+/// fails with every billed call kept.
+#[test]
+fn a_reply_that_breaks_the_schema_is_retried_then_fails_the_job_with_its_costs() {
+    use engine::clock::Clock;
+    use engine::config::RawConfig;
+    use engine::persona::{generate, PersonaState, Traits};
+    use engine::scenario::Scenario;
+    use engine::turn::{converse, prepare, ChatFailure, TickContext};
+    rt().block_on(async {
+        let bad = "{\"reaction\": \"Wow.\", \"sentiment\": 0.5, \"intent\": 9, \"importance\": 3}";
+        let (url, seen) = serve(vec![(200, "", completion(bad, true)), (200, "", completion(bad, true))]).await;
+        let clock = Arc::new(SimulatedSleeper::new());
+        let c = client(&section(&[&url], ""), &clock);
+        let cfg = RawConfig::from_toml("[chat]\nmax_guardrail_retries = 1\n", "t")
+            .and_then(|r| r.resolve("t"))
+            .expect("valid");
+        let scenario = Scenario::builtin("default").expect("built in");
+        let state = PersonaState::new(generate(&Traits::builtin(), 1, 0));
+        let jobs = scenario.jobs(1, 1, 1, |_| &[]);
+        let ctx = TickContext { cfg: &cfg, scenario: &scenario, tick: 1, now: Clock::with_hours_per_tick(24).at(1) };
+        let prepared = prepare(&state, &jobs[0], None, &ctx).expect("within budget");
+        let conversation = converse(&c, &prepared, &cfg, &scenario, 1).await;
+        assert!(
+            matches!(conversation.result, Err(ChatFailure::NoValidReply { attempts: 2, .. })),
+            "{:?}",
+            conversation.result
+        );
+        assert_eq!(seen.lock().len(), 2, "one request per guardrail attempt");
+        let seed = |sent: &str| {
+            sent.split("\"seed\":").nth(1).map(|t| t.chars().take_while(char::is_ascii_digit).collect::<String>())
+        };
+        let seeds: Vec<Option<String>> = seen.lock().iter().map(|s| seed(s)).collect();
+        assert!(seeds[0].is_some() && seeds[0] != seeds[1], "the retry does not resend the seed: {seeds:?}");
+        let billed: Vec<u64> = conversation.calls.iter().map(|c| c.spend.nano_usd).collect();
+        assert_eq!(billed, [21, 21], "both refused replies stay billed to the job");
+        assert_ne!(conversation.calls[0].request, conversation.calls[1].request, "the retry is a new request");
+    });
+}
