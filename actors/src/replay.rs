@@ -141,6 +141,7 @@ pub fn spec_from_header(h: &Header) -> Result<RunSpec> {
         embedder: None,
         chat: None,
         interrupt: None,
+        replayed_ticks: 0,
     })
 }
 
@@ -181,7 +182,7 @@ pub async fn rerun(
     progress: Arc<dyn Progress>,
     on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
-    rerun_with(trace, live, None, false, progress, on_tick).await
+    rerun_with(trace, live, None, None, false, progress, on_tick).await
 }
 
 /// Resumes a run from its trace: the committed ticks are re-run from the
@@ -191,22 +192,24 @@ pub async fn rerun(
 pub async fn resume(
     trace: &ReadTrace,
     wal: &std::path::Path,
+    interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
     progress: Arc<dyn Progress>,
     on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
-    rerun_with(trace, true, Some(wal), false, progress, on_tick).await
+    rerun_with(trace, true, Some(wal), interrupt, false, progress, on_tick).await
 }
 
 /// Replays a trace and returns the final persona states with it (for
 /// commands that show state, such as `sim-cli memory`).
 pub async fn replay_states(trace: &ReadTrace, progress: Arc<dyn Progress>) -> Result<Rerun> {
-    rerun_with(trace, false, None, true, progress, |_, _| Ok(())).await
+    rerun_with(trace, false, None, None, true, progress, |_, _| Ok(())).await
 }
 
 async fn rerun_with(
     trace: &ReadTrace,
     live: bool,
     wal: Option<&std::path::Path>,
+    interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
     keep_states: bool,
     progress: Arc<dyn Progress>,
     mut on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
@@ -235,6 +238,8 @@ async fn rerun_with(
         spec.ticks = (trace.ticks.len() as u32).max(1);
     }
     spec.chat = Some(chat.clone() as Arc<dyn ChatPort>);
+    spec.interrupt = interrupt;
+    spec.replayed_ticks = trace.ticks.len() as u32;
     if let EmbeddingModel::Named(_) = spec.config.raw.embedding.model() {
         spec.embedder = Some(embedder.clone() as Arc<dyn EmbeddingPort>);
     }

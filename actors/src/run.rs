@@ -57,6 +57,10 @@ pub struct RunSpec {
     /// Set (by a Ctrl-C handler, say) to stop at the next tick boundary;
     /// the run stays resumable.
     pub interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// The first ticks whose answers come from a trace (a resume re-runs
+    /// them): the circuit breaker does not judge them again, so a run it
+    /// stopped can be resumed once the cause is fixed.
+    pub replayed_ticks: u32,
 }
 
 impl RunSpec {
@@ -75,6 +79,7 @@ impl RunSpec {
             embedder: None,
             chat: None,
             interrupt: None,
+            replayed_ticks: 0,
         }
     }
 }
@@ -161,6 +166,7 @@ struct Prepared {
     ticks_asked: u32,
     budget: Option<u64>,
     interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
+    replayed_ticks: u32,
 }
 
 /// The ports (default ones only for what the caller did not supply: a
@@ -205,8 +211,13 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
         chat,
         strategy: spec.strategy,
     });
-    let prepared =
-        Prepared { run, ticks_asked: spec.ticks, budget: spec.budget_nano_usd, interrupt: spec.interrupt.clone() };
+    let prepared = Prepared {
+        run,
+        ticks_asked: spec.ticks,
+        budget: spec.budget_nano_usd,
+        interrupt: spec.interrupt.clone(),
+        replayed_ticks: spec.replayed_ticks,
+    };
     Ok((prepared, genesis, summary))
 }
 
@@ -332,7 +343,7 @@ async fn drive(
         summary.timings_ms.preparation += report.timings.preparation;
         summary.timings_ms.chat += report.timings.chat;
         summary.timings_ms.memory_finalisation += report.timings.memory_finalisation;
-        let tripped = engine::report::breaker(&report.outcomes);
+        let tripped = if tick > shared.replayed_ticks { engine::report::breaker(&report.outcomes) } else { None };
         on_tick(report).map_err(|e| Error::Observer { tick, source: Box::new(e) })?;
         let spent = summary.cost.provider_total_nano_usd;
         let stop = |reason, detail: String| Stopped {

@@ -211,6 +211,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         embedder,
         chat: Some(chat),
         interrupt: Some(interrupt),
+        replayed_ticks: 0,
     };
     let mut writer = out.outcome_writer()?;
     let result = runtime.block_on(actors::run::run(spec, progress, false, |report| {
@@ -221,26 +222,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         t.finish();
     }
     let mut summary = result?.summary;
-    // A run that stopped for good gets its end frame; one stopped by Ctrl-C
-    // or the circuit breaker stays resumable.
-    let resumable = summary.stopped.as_ref().filter(|s| !s.reason.is_final()).cloned();
-    if resumable.is_none() {
-        trace.send(Record::End(run_end(&summary)))?;
-    }
-    trace.finish()?;
     summary.out_dir = out.path().display().to_string();
-    out.write_summary(&summary)?;
-    finish(&summary, args.json)?;
-    match resumable {
-        None => Ok(()),
-        Some(s) => bail!(
-            "stopped after tick {} ({}: {}); everything committed is kept: resume with `sim-cli run --resume {}`",
-            s.after_tick,
-            s.reason,
-            s.detail,
-            out.path().display()
-        ),
-    }
+    close(trace, out, &summary, args.json)
 }
 
 /// A flag that the first Ctrl-C sets (the run stops at the next tick
@@ -321,11 +304,12 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
         );
     }
     eprintln!("{}: resuming after tick {} of {}", path.display(), read.ticks.len(), read.header.ticks);
+    let interrupt = interrupt_on_ctrl_c(&runtime, &run_dir)?;
     let mut trace = TraceSink::new(TraceWriter::reopen(&path, read.valid_len)?);
     let out = OutputDir::existing(&run_dir);
     let mut writer = out.outcome_writer()?;
     let wal = run_dir.join(CHAT_WAL_FILE);
-    let rerun = runtime.block_on(actors::replay::resume(&read, &wal, progress, |report, recorded| {
+    let rerun = runtime.block_on(actors::replay::resume(&read, &wal, Some(interrupt), progress, |report, recorded| {
         writer.write_tick(&report)?;
         match recorded {
             Some(_) => Ok(()),
@@ -340,11 +324,31 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
         bail!("cannot resume {}: re-running the recorded ticks diverged at {d}", path.display());
     }
     let mut summary = rerun.result.summary;
-    trace.send(Record::End(run_end(&summary)))?;
-    trace.finish()?;
     summary.out_dir = run_dir.display().to_string();
-    out.write_summary(&summary)?;
-    finish(&summary, json)
+    close(trace, out, &summary, json)
+}
+
+/// Ends a run that came to a stop: a run that stopped for good gets its end
+/// frame; one stopped by Ctrl-C or the circuit breaker stays resumable and
+/// the command fails with the resume hint. Writes the summary either way.
+fn close(mut trace: TraceSink, out: OutputDir, summary: &RunSummary, json: bool) -> Result<()> {
+    let resumable = summary.stopped.as_ref().filter(|s| !s.reason.is_final()).cloned();
+    if resumable.is_none() {
+        trace.send(Record::End(run_end(summary)))?;
+    }
+    trace.finish()?;
+    out.write_summary(summary)?;
+    finish(summary, json)?;
+    match resumable {
+        None => Ok(()),
+        Some(s) => bail!(
+            "stopped after tick {} ({}: {}); everything committed is kept: resume with `sim-cli run --resume {}`",
+            s.after_tick,
+            s.reason,
+            s.detail,
+            out.path().display()
+        ),
+    }
 }
 
 /// Moves the bytes after `valid_len` to a side file and returns its path.

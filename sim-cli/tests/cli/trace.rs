@@ -478,21 +478,24 @@ fn a_live_run_is_estimated_confirmed_and_probed_first() {
 
 /// A model that refuses every call (after passing the probe) trips the
 /// circuit breaker at the first tick boundary: the run stops, resumable,
-/// instead of failing every job of every tick.
+/// instead of failing every job of every tick. Once the model is back,
+/// `--resume` finishes the run (the recorded failures are not judged again).
 #[test]
 fn systematic_permanent_errors_stop_the_run_at_the_tick_boundary() {
     let dir = scratch("live-breaker");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let healthy = Arc::new(AtomicBool::new(false));
+    let back = healthy.clone();
     let server = std::thread::spawn(move || {
-        for stream in listener.incoming().take(40) {
+        for stream in listener.incoming().take(400) {
             let Ok(mut s) = stream else { continue };
             let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
             let mut buf = vec![0u8; 1 << 16];
             let n = s.read(&mut buf).unwrap_or(0);
             let text = String::from_utf8_lossy(&buf[..n]).to_string();
             let ok = serde_json::json!({"choices": [{"message": {"content": "{\"reaction\": \"ok\", \"sentiment\": 0, \"intent\": 3, \"importance\": 1}"}}]}).to_string();
-            let (status, body) = if text.contains("connection check") {
+            let (status, body) = if text.contains("connection check") || back.load(Ordering::Relaxed) {
                 ("200 OK", ok)
             } else {
                 ("404 Not Found", "{\"error\": \"model loopback-model does not exist\"}".to_string())
@@ -505,12 +508,17 @@ fn systematic_permanent_errors_stop_the_run_at_the_tick_boundary() {
     );
     std::fs::write(dir.join("gone.toml"), config).expect("write");
     let out = sim(&dir, &["run", "--personas", "12", "--ticks", "3", "--config", "gone.toml", "--out", "r", "--json"]);
-    drop(server);
     assert!(!out.status.success(), "a stopped run is not a success");
     let err = stderr(&out);
     assert!(err.contains("permanent errors") && err.contains("does not exist") && err.contains("--resume"), "{err}");
     let read = read_trace_file(&dir.join("r/trace.bin"), false).expect("reads");
     assert_eq!((read.ticks.len(), read.end.is_none()), (1, true), "one tick committed, the run resumable");
+    healthy.store(true, Ordering::Relaxed);
+    let resumed = sim(&dir, &["run", "--resume", "r", "--json"]);
+    drop(server);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let read = read_trace_file(&dir.join("r/trace.bin"), false).expect("reads");
+    assert_eq!((read.ticks.len(), read.end.is_some()), (3, true), "the resumed run finished");
 }
 
 /// Ctrl-C stops at the next tick boundary and keeps what was committed;
