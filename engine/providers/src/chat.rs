@@ -389,6 +389,12 @@ struct Usage {
     completion_tokens: Option<u64>,
 }
 
+/// Advice for a server that rejects structured replies.
+fn response_format_hint(status: u16, body: &str) -> Option<&'static str> {
+    (status == 400 && body.contains("response_format"))
+        .then_some(" (the server rejects response_format: try chat.structured_output = \"none\")")
+}
+
 impl ChatUpstream for HttpChat {
     fn endpoints(&self) -> usize {
         self.urls.len()
@@ -405,39 +411,9 @@ impl ChatUpstream for HttpChat {
     ) -> BoxFuture<'a, std::result::Result<UpstreamReply, ProviderError>> {
         Box::pin(async move {
             let url = &self.urls[endpoint.min(self.urls.len() - 1)];
-            // Messages reach the trace: they name the endpoint without
-            // user-info or query string.
-            let shown = engine::report::redact_url(url);
-            let fail = |kind, message: String| ProviderError { kind, message, billed_tokens: None };
-            let mut r = self.client.post(url).json(&self.body(&call));
-            if let Some(k) = &self.key {
-                r = r.bearer_auth(k);
-            }
-            let resp = match r.send().await {
-                Ok(resp) => resp,
-                Err(e) if e.is_timeout() => return Err(fail(FailureKind::Timeout, format!("{shown}: timed out"))),
-                Err(e) => return Err(fail(FailureKind::Server, format!("{shown}: {}", e.without_url()))),
-            };
-            let status = resp.status();
-            if !status.is_success() {
-                let retry_after = resp
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-                    .map(|s| (s * 1000.0) as u64);
-                let text = resp.text().await.unwrap_or_default();
-                let snippet: String = text.chars().take(200).collect();
-                let mut message = format!("{shown} answered {status}: {snippet}");
-                if status.as_u16() == 400 && text.contains("response_format") {
-                    message.push_str(" (the server rejects response_format: try chat.structured_output = \"none\")");
-                }
-                return Err(fail(FailureKind::from_status(status.as_u16(), retry_after), message));
-            }
-            let reply: Completion = resp
-                .json()
-                .await
-                .map_err(|e| fail(FailureKind::Permanent, format!("{shown}: unreadable reply: {}", e.without_url())))?;
+            let reply: Completion =
+                crate::http::post_json(&self.client, url, self.key.as_deref(), &self.body(&call), response_format_hint)
+                    .await?;
             let text = reply.choices.into_iter().next().and_then(|c| c.message.content).unwrap_or_default();
             let usage = reply.usage.and_then(|u| Some((u.prompt_tokens?, u.completion_tokens?)));
             Ok(UpstreamReply { text, usage, model: reply.model })

@@ -101,38 +101,8 @@ impl EmbedProvider for HttpProvider {
         req: ProviderRequest<'a>,
     ) -> BoxFuture<'a, std::result::Result<ProviderReply, ProviderError>> {
         Box::pin(async move {
-            let fail = |kind, message: String| ProviderError { kind, message, billed_tokens: None };
             let body = Body { model: req.model, input: req.texts, dimensions: self.send_dimensions.then_some(req.dim) };
-            let mut r = self.client.post(&self.url).json(&body);
-            // Messages reach traces and logs: the URL without credentials.
-            let shown = engine::report::redact_url(&self.url);
-            if let Some(k) = &self.key {
-                r = r.bearer_auth(k);
-            }
-            let resp = match r.send().await {
-                Ok(resp) => resp,
-                Err(e) if e.is_timeout() => return Err(fail(FailureKind::Timeout, format!("{shown}: timed out"))),
-                Err(e) => return Err(fail(FailureKind::Server, format!("{shown}: {}", e.without_url()))),
-            };
-            let status = resp.status();
-            if !status.is_success() {
-                let retry_after = resp
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-                    .map(|s| (s * 1000.0) as u64);
-                let text = resp.text().await.unwrap_or_default();
-                let snippet: String = text.chars().take(200).collect();
-                return Err(fail(
-                    FailureKind::from_status(status.as_u16(), retry_after),
-                    format!("{shown} answered {status}: {snippet}"),
-                ));
-            }
-            let reply: Reply = resp
-                .json()
-                .await
-                .map_err(|e| fail(FailureKind::Permanent, format!("{shown}: unreadable reply: {}", e.without_url())))?;
+            let reply: Reply = post_json(&self.client, &self.url, self.key.as_deref(), &body, |_, _| None).await?;
             let mut items = reply.data;
             if items.iter().all(|i| i.index.is_some()) {
                 items.sort_by_key(|i| i.index);
@@ -143,4 +113,48 @@ impl EmbedProvider for HttpProvider {
             })
         })
     }
+}
+
+/// Posts `body` as JSON to `url` (with `key` as a bearer token) and decodes
+/// a 2xx answer as `T`. Anything else is a classified [`ProviderError`]
+/// whose message names the URL without credentials (messages reach traces
+/// and logs) and quotes the start of the server's answer; `hint(status,
+/// body)` may add advice to it.
+pub(crate) async fn post_json<T: serde::de::DeserializeOwned>(
+    client: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    body: &impl Serialize,
+    hint: fn(u16, &str) -> Option<&'static str>,
+) -> std::result::Result<T, ProviderError> {
+    let shown = engine::report::redact_url(url);
+    let fail = |kind, message: String| ProviderError { kind, message, billed_tokens: None };
+    let mut r = client.post(url).json(body);
+    if let Some(k) = key {
+        r = r.bearer_auth(k);
+    }
+    let resp = match r.send().await {
+        Ok(resp) => resp,
+        Err(e) if e.is_timeout() => return Err(fail(FailureKind::Timeout, format!("{shown}: timed out"))),
+        Err(e) => return Err(fail(FailureKind::Server, format!("{shown}: {}", e.without_url()))),
+    };
+    let status = resp.status();
+    if !status.is_success() {
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|s| (s * 1000.0) as u64);
+        let text = resp.text().await.unwrap_or_default();
+        let snippet: String = text.chars().take(200).collect();
+        let mut message = format!("{shown} answered {status}: {snippet}");
+        if let Some(h) = hint(status.as_u16(), &text) {
+            message.push_str(h);
+        }
+        return Err(fail(FailureKind::from_status(status.as_u16(), retry_after), message));
+    }
+    resp.json()
+        .await
+        .map_err(|e| fail(FailureKind::Permanent, format!("{shown}: unreadable reply: {}", e.without_url())))
 }

@@ -221,3 +221,16 @@ fn a_reply_that_breaks_the_schema_is_retried_then_fails_the_job_with_its_costs()
         assert_ne!(conversation.calls[0].request, conversation.calls[1].request, "the retry is a new request");
     });
 }
+
+/// A server that rejects `response_format` fails at once, with advice.
+#[test]
+fn a_server_rejecting_response_format_is_told_to_use_plain_replies() {
+    rt().block_on(async {
+        let body = "{\"error\": {\"message\": \"Unrecognized request argument: response_format\"}}";
+        let (url, seen) = serve(vec![(400, "", body.to_string())]).await;
+        let c = client(&section(&[&url], ""), &Arc::new(SimulatedSleeper::new()));
+        let Err(Error::Chat { cause, .. }) = c.complete(&request()).await else { panic!("expected a 400") };
+        assert!(cause.contains("structured_output = \"none\"") && cause.contains("not retried"), "{cause}");
+        assert_eq!(seen.lock().len(), 1);
+    });
+}
