@@ -82,7 +82,7 @@ pub struct RunArgs {
     /// Run a live panel above --confirm-above-usd without asking.
     #[arg(long)]
     pub yes: bool,
-    /// Continue the killed run in DIR from its last committed tick (its trace
+    /// Continue the killed, interrupted or stopped run in DIR from its last committed tick (its trace
     /// holds every other setting). A finished run is left unchanged.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy"])]
     pub resume: Option<PathBuf>,
