@@ -5,6 +5,11 @@
 pub trait Progress: Send + Sync {
     /// `stage` of `tick` has processed `done` of `total` items.
     fn stage(&self, tick: u32, stage: &str, done: u64, total: u64);
+
+    /// The run's chat port, given once before the first tick, for reporters
+    /// that show its transport's activity (requests in flight, retries,
+    /// spend). Ignored by default.
+    fn watch_chat(&self, _chat: std::sync::Arc<dyn engine::chat::ChatPort>) {}
 }
 
 /// Discards progress.

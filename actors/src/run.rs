@@ -121,6 +121,7 @@ pub async fn run(
     check_spec(&spec)?;
     let started = Instant::now();
     let (shared, genesis, mut summary) = prepare(spec)?;
+    progress.watch_chat(Arc::clone(&shared.run.chat));
     let mut panel = Panel::spawn(&shared, progress, genesis).await?;
     let coordinator = panel.coordinator().expect("Panel::spawn starts the coordinator or fails; this is a bug");
     let outcome = drive(coordinator, &mut summary, &shared, &mut on_tick).await;

@@ -41,12 +41,6 @@ impl TerminalProgress {
         std::io::stderr().is_terminal().then(|| TerminalProgress { ticks, bar: bar(0, "setup"), chat: OnceLock::new() })
     }
 
-    /// Shows `chat`'s requests in flight, retries and spend so far with the
-    /// stages.
-    pub fn watch_chat(&self, chat: Arc<dyn ChatPort>) {
-        let _ = self.chat.set(chat);
-    }
-
     /// Clears the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
@@ -54,6 +48,12 @@ impl TerminalProgress {
 }
 
 impl Progress for TerminalProgress {
+    /// Shows `chat`'s requests in flight, retries and spend so far with the
+    /// stages.
+    fn watch_chat(&self, chat: Arc<dyn ChatPort>) {
+        let _ = self.chat.set(chat);
+    }
+
     fn stage(&self, tick: u32, stage: &str, done: u64, total: u64) {
         let head = if tick == 0 { "setup".to_string() } else { format!("tick {tick}/{}", self.ticks) };
         self.bar.set_prefix(head);

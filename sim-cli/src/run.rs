@@ -198,9 +198,6 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let mut trace = TraceSink::new(out.create_trace(&header)?);
     let (terminal, progress) = progress(args.ticks);
-    if let Some(t) = &terminal {
-        t.watch_chat(chat.clone());
-    }
     let spec = RunSpec {
         config,
         scenario: loaded.scenario,

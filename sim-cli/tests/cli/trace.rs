@@ -397,6 +397,9 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
     // covers; the content digest and what was billed must match.
     assert_eq!(digest_of(&resumed).0, expected, "the resumed run ends where the uninterrupted one did");
     assert_eq!(cost(&resumed), expected_cost, "and was billed the same: nothing twice");
+    let v: serde_json::Value = serde_json::from_slice(&resumed.stdout).expect("json");
+    let sent = v["chat"]["endpoints"][0]["requests"].as_u64();
+    assert!(sent.is_some_and(|n| n > 0), "the resumed run reports its live endpoint: {}", v["chat"]);
     // Each request reached the server as often as in the uninterrupted run
     // (a persona that meets the same stimulus with the same memories asks
     // the same thing twice in both).

@@ -181,6 +181,15 @@ impl ChatPort for CassetteChat {
             None => Box::pin(std::future::ready(Err(Error::CassetteMiss { what: "chat", digest: digest.hex() }))),
         }
     }
+
+    /// The live fallback's transport (a resume); none for a replay.
+    fn endpoints(&self) -> Vec<crate::report::EndpointCount> {
+        self.live.as_ref().map(|l| l.endpoints()).unwrap_or_default()
+    }
+
+    fn activity(&self) -> Option<crate::chat::ChatActivity> {
+        self.live.as_ref().and_then(|l| l.activity())
+    }
 }
 
 /// Embedding answers from a trace. The same request can be answered
