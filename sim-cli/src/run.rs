@@ -303,6 +303,12 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
             kept.display()
         );
     }
+    // A live model is checked before anything is appended, as for a new run.
+    let config = read.header.config(&path.display().to_string())?;
+    if config.raw.chat.provider == engine::config::ChatProvider::Openai {
+        let chat = providers::build_chat(&config, read.header.seed)?;
+        runtime.block_on(crate::preflight::probe(&config, chat.as_ref()))?;
+    }
     eprintln!("{}: resuming after tick {} of {}", path.display(), read.ticks.len(), read.header.ticks);
     let interrupt = interrupt_on_ctrl_c(&runtime, &run_dir)?;
     let mut trace = TraceSink::new(TraceWriter::reopen(&path, read.valid_len)?);
