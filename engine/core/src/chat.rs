@@ -116,15 +116,51 @@ pub struct ChatAttempt {
     pub endpoint: String,
     /// The model id the server reported, if it did.
     pub model: Option<String>,
-    /// `None` when the attempt answered; otherwise its error class and the
-    /// provider's message with the status, e.g. `rate limited:
-    /// https://host/v1/chat/completions answered 429 Too Many Requests: ...`.
-    pub error: Option<String>,
+    /// `None` when the attempt answered; otherwise its failure class and
+    /// the provider's message with the status, e.g. `https://host/v1/chat/completions
+    /// answered 429 Too Many Requests: ...`.
+    pub error: Option<(FailureClass, String)>,
     /// What the attempt was billed.
     pub spend: Spend,
     /// Wall-clock latency in milliseconds (simulated time on a simulated
     /// clock).
     pub latency_ms: u64,
+}
+
+/// What kind of failure a transport attempt met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum FailureClass {
+    /// 429: retried after the provider's wait.
+    RateLimited,
+    /// 5xx or a broken connection: retried.
+    Server,
+    /// No answer in time: retried.
+    Timeout,
+    /// Bad request, bad key, unknown model, unreadable reply: never retried.
+    Permanent,
+}
+
+impl FailureClass {
+    /// The class's code in digests.
+    pub fn digest_code(self) -> u8 {
+        match self {
+            FailureClass::RateLimited => 1,
+            FailureClass::Server => 2,
+            FailureClass::Timeout => 3,
+            FailureClass::Permanent => 4,
+        }
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FailureClass::RateLimited => "rate limited",
+            FailureClass::Server => "server error",
+            FailureClass::Timeout => "timeout",
+            FailureClass::Permanent => "permanent error",
+        })
+    }
 }
 
 /// A scripted model's answer: `text`, billed at `price` for the prompt and

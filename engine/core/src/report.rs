@@ -195,12 +195,19 @@ impl StopReason {
 }
 
 /// The circuit breaker's rule: at least half of a tick's chat calls, and at
-/// least `min(10, all calls)`, failed permanently (not retried). Returns the
-/// share and the most common cause when it trips.
+/// least `min(10, all calls)`, failed permanently (their last transport
+/// attempt met a [`crate::chat::FailureClass::Permanent`] error). Returns
+/// the share and the most common cause when it trips.
 pub fn breaker(outcomes: &[crate::turn::Outcome]) -> Option<String> {
     let calls: Vec<&crate::turn::ChatCallRecord> = outcomes.iter().flat_map(|o| &o.chat_calls).collect();
-    let permanent: Vec<&str> =
-        calls.iter().filter_map(|c| c.failed.as_deref()).filter(|f| f.contains("not retried")).collect();
+    let permanent: Vec<&str> = calls
+        .iter()
+        .filter(|c| c.failed.is_some())
+        .filter_map(|c| match &c.attempts.last()?.error {
+            Some((crate::chat::FailureClass::Permanent, message)) => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
     if permanent.is_empty() || permanent.len() * 2 < calls.len() || permanent.len() < calls.len().min(10) {
         return None;
     }
@@ -387,9 +394,12 @@ mod redaction_tests {
 #[cfg(test)]
 mod breaker_tests {
     use super::breaker;
+    use crate::chat::{ChatAttempt, FailureClass};
     use crate::turn::{ChatCallRecord, Outcome};
 
-    fn outcome(failed: &[Option<&str>]) -> Outcome {
+    /// A tick's calls: `None` answered, `Some(class)` failed with its last
+    /// attempt in that class.
+    fn outcome(failed: &[Option<FailureClass>]) -> Outcome {
         let mut o = Outcome::new(1, 0, 0, "s".into(), 0);
         o.chat_calls = failed
             .iter()
@@ -399,9 +409,12 @@ mod breaker_tests {
                 request: Default::default(),
                 reply: String::new(),
                 spend: Default::default(),
-                failed: f.map(str::to_string),
+                failed: f.map(|c| format!("{c} after 1 attempt(s)")),
                 estimated: false,
-                attempts: Vec::new(),
+                attempts: vec![ChatAttempt {
+                    error: f.map(|c| (c, "answered 401: bad key".into())),
+                    ..Default::default()
+                }],
             })
             .collect();
         o
@@ -409,12 +422,12 @@ mod breaker_tests {
 
     #[test]
     fn trips_on_systematic_permanent_errors_only() {
-        let key = Some("401 bad key after 1 attempt(s), not retried");
-        let busy = Some("503 after 4 attempt(s), retries exhausted");
+        let key = Some(FailureClass::Permanent);
+        let busy = Some(FailureClass::Server);
         assert!(breaker(&[outcome(&[key; 12])]).is_some_and(|d| d.contains("12 of 12")));
         assert!(breaker(&[outcome(&[key, key])]).is_some(), "a small tick trips when all of its calls fail");
         assert!(breaker(&[outcome(&[key, key, None])]).is_none(), "a small tick with a success does not");
-        let mostly: Vec<Option<&str>> = [key; 11].into_iter().chain([None; 9]).collect();
+        let mostly: Vec<Option<FailureClass>> = [key; 11].into_iter().chain([None; 9]).collect();
         assert!(breaker(&[outcome(&mostly)]).is_some(), "11 of 20: most calls, and at least 10");
         assert!(breaker(&[outcome(&[key, None, None])]).is_none(), "a minority is not systematic");
         assert!(breaker(&[outcome(&[busy; 12])]).is_none(), "transient failures are not the breaker's");

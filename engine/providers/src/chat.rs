@@ -203,7 +203,7 @@ impl ChatClient {
                         spend.add(&record.spend);
                         self.billed.fetch_add(record.spend.nano_usd, Ordering::Relaxed);
                     }
-                    record.error = Some(format!("{}: {}", e.kind.class(), e.message));
+                    record.error = Some((e.kind.class(), e.message.clone()));
                     attempts.push(record);
                     if !e.kind.transient() || attempt >= self.section.max_retries {
                         let why = if e.kind.transient() { "retries exhausted" } else { "not retried" };

@@ -58,13 +58,14 @@ impl FailureKind {
         }
     }
 
-    /// A short name of the class, for traces and messages.
-    pub fn class(self) -> &'static str {
+    /// Its class, as traces record it.
+    pub fn class(self) -> engine::chat::FailureClass {
+        use engine::chat::FailureClass;
         match self {
-            FailureKind::RateLimited { .. } => "rate limited",
-            FailureKind::Server => "server error",
-            FailureKind::Timeout => "timeout",
-            FailureKind::Permanent => "permanent error",
+            FailureKind::RateLimited { .. } => FailureClass::RateLimited,
+            FailureKind::Server => FailureClass::Server,
+            FailureKind::Timeout => FailureClass::Timeout,
+            FailureKind::Permanent => FailureClass::Permanent,
         }
     }
 

@@ -211,7 +211,7 @@ impl Outcome {
             for a in &c.attempts {
                 w.u32(a.attempt);
                 match &a.error {
-                    Some(e) => w.u8(1).str(e),
+                    Some((class, message)) => w.u8(class.digest_code()).str(message),
                     None => w.u8(0),
                 };
                 w.u64(a.spend.input_tokens).u64(a.spend.output_tokens).u64(a.spend.nano_usd);
@@ -298,7 +298,7 @@ impl TickDigests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::{ChatAttempt, ChatPurpose};
+    use crate::chat::{ChatAttempt, ChatPurpose, FailureClass};
     use crate::turn::ChatCallRecord;
 
     fn answered(attempts: Vec<ChatAttempt>) -> Outcome {
@@ -324,7 +324,7 @@ mod tests {
             latency_ms,
             ..Default::default()
         };
-        let failed = ChatAttempt { error: Some("server error: HTTP 500".into()), ..ok(0, "a", 9) };
+        let failed = ChatAttempt { error: Some((FailureClass::Server, "HTTP 500".into())), ..ok(0, "a", 9) };
         let chain = |o: Outcome| TickDigests::default().chain(1, &[o], &[], &[]);
         let first_time = chain(answered(vec![ok(0, "a", 10)]));
         let on_retry = chain(answered(vec![failed, ok(1, "a", 10)]));

@@ -1,5 +1,5 @@
 use crate::http::serve;
-use engine::chat::{ChatPort, ChatPurpose, ChatRequest};
+use engine::chat::{ChatPort, ChatPurpose, ChatRequest, FailureClass};
 use engine::config::{ChatProvider, ChatSection, StructuredOutput};
 use engine::cost::Price;
 use engine::embed::upstream::HttpSettings;
@@ -91,10 +91,11 @@ fn transient_failures_are_retried_after_their_wait_and_permanent_ones_are_not() 
         assert!(clock.waits()[0] >= Duration::from_secs(2), "the retry-after is honoured: {:?}", clock.waits());
         // Every transport attempt is on the record: its class and status,
         // the endpoint, the model the server named, its latency.
-        let errors: Vec<Option<&str>> = r.attempts.iter().map(|a| a.error.as_deref()).collect();
+        let errors: Vec<Option<(FailureClass, &str)>> =
+            r.attempts.iter().map(|a| a.error.as_ref().map(|(c, m)| (*c, m.as_str()))).collect();
         assert_eq!(r.attempts.iter().map(|a| a.attempt).collect::<Vec<_>>(), [0, 1, 2]);
-        assert!(errors[0].is_some_and(|e| e.starts_with("rate limited") && e.contains("429")), "{errors:?}");
-        assert!(errors[1].is_some_and(|e| e.starts_with("server error") && e.contains("500")), "{errors:?}");
+        assert!(errors[0].is_some_and(|(c, m)| c == FailureClass::RateLimited && m.contains("429")), "{errors:?}");
+        assert!(errors[1].is_some_and(|(c, m)| c == FailureClass::Server && m.contains("500")), "{errors:?}");
         assert_eq!(errors[2], None);
         let last = &r.attempts[2];
         assert_eq!(
