@@ -57,7 +57,7 @@ struct ChatRow {
     ms: f64,
     persona_turns: u64,
     turns_per_second: f64,
-    chat_calls: u64,
+    chat_requests: u64,
     digest: Digest,
 }
 
@@ -97,7 +97,7 @@ fn bench_chat(args: &ChatBenchArgs) -> Result<()> {
             ms,
             persona_turns: turns,
             turns_per_second: turns as f64 / (ms / 1000.0).max(1e-9),
-            chat_calls: s.chat.requests,
+            chat_requests: s.chat.requests,
             digest: s.digest,
         });
     }
@@ -112,11 +112,11 @@ fn bench_chat(args: &ChatBenchArgs) -> Result<()> {
         "Chat concurrency, end to end: {} personas x {} ticks, modelled provider at {} ms per call\n",
         report.personas, report.ticks, report.latency_ms
     );
-    println!("  {:>11} {:>10} {:>8} {:>10} {:>12}", "concurrency", "ms", "turns", "calls", "turns/s");
+    println!("  {:>11} {:>10} {:>8} {:>10} {:>12}", "concurrency", "ms", "turns", "requests", "turns/s");
     for r in &report.results {
         println!(
             "  {:>11} {:>10.1} {:>8} {:>10} {:>12.1}",
-            r.concurrency, r.ms, r.persona_turns, r.chat_calls, r.turns_per_second
+            r.concurrency, r.ms, r.persona_turns, r.chat_requests, r.turns_per_second
         );
     }
     println!("\nconcurrency {} / 1: {:.1}x persona-turns per second", args.concurrency, report.speedup_ratio);
