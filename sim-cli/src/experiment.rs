@@ -287,6 +287,9 @@ fn criteria_table(s: &Summary) -> String {
         s.lambda,
         s.pairs
     ));
+    if let (Some(pick), true) = (&s.lambda_pick, s.lambda_sweep.len() > 1) {
+        t.push_str(&format!("The lambda sweep picks {} ({}).\n", pick.chosen, pick.rule));
+    }
     t
 }
 
@@ -382,6 +385,13 @@ fn report_md(
             100.0 * p.converged,
             p.retention_test.p_value
         ));
+    }
+    if let Some(pick) = &s.lambda_pick {
+        r.push_str(&format!("\nThe sweep picks lambda {} ({}).", pick.chosen, pick.rule));
+        if (pick.chosen - s.lambda).abs() > 1e-12 {
+            r.push_str(&format!(" The comparison above used lambda {}.", s.lambda));
+        }
+        r.push('\n');
     }
     r.push_str("\nEvery field mission's phases are logged in `fields/<topic>-rep<r>-lambda<l>/field.events`; `sim-cli field replay` re-applies one step by step and `sim-cli field stats` shows its telemetry.\n");
     r.push_str("\n## Charts\n\n- `decay.svg`: strength of every field pattern over time (first topic, repetition 1).\n- `retention.svg`: retention per topic and condition.\n- `stability.svg`: field stability per phase, per topic (repetition 1).\n\n");

@@ -52,6 +52,13 @@ fn experiment_is_deterministic_and_writes_every_output() {
     assert_eq!(replay["matched"], true);
     let report = std::fs::read_to_string(dir.join("a/report.md")).expect("report");
     assert!(report.contains("scripted agent model") && report.contains("No live language model was called"));
+    // The sweep's pick is the best retention among the lambdas it ran.
+    let sweep = v["summary"]["lambda_sweep"].as_array().expect("sweep");
+    let best = sweep.iter().map(|p| p["means"]["retention"].as_f64().unwrap_or(f64::NAN)).fold(f64::MIN, f64::max);
+    let chosen = &v["summary"]["lambda_pick"]["chosen"];
+    let at_chosen = sweep.iter().find(|p| &p["lambda"] == chosen).expect("the pick is a swept lambda");
+    assert_eq!(at_chosen["means"]["retention"].as_f64(), Some(best));
+    assert!(report.contains(&format!("The sweep picks lambda {chosen}")), "{report}");
 }
 
 /// The blind kit hides the condition in the files and its key names it

@@ -121,7 +121,36 @@ pub struct Summary {
     pub wilcoxon: BTreeMap<String, Wilcoxon>,
     /// The field at every lambda.
     pub lambda_sweep: Vec<SweepPoint>,
+    /// The lambda the sweep picks (`None` without a sweep point with runs).
+    pub lambda_pick: Option<LambdaPick>,
 }
+
+/// The sweep's choice of lambda.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LambdaPick {
+    /// The lambda with the highest mean field retention.
+    pub chosen: f64,
+    /// How it was chosen.
+    pub rule: String,
+}
+
+/// The rule [`pick_lambda`] applies.
+pub const LAMBDA_PICK_RULE: &str = "highest mean field retention; ties go to the smaller lambda";
+
+/// Picks the lambda whose field runs retained the most findings on average,
+/// the smaller lambda on a tie. Means that differ by less than
+/// [`RETENTION_TIE`] tie: they differ only by the order of summation.
+/// Sweep points without runs take no part.
+pub fn pick_lambda(sweep: &[SweepPoint]) -> Option<LambdaPick> {
+    let ran: Vec<&SweepPoint> = sweep.iter().filter(|p| p.means.runs > 0).collect();
+    let best = ran.iter().map(|p| p.means.retention).max_by(f64::total_cmp)?;
+    let chosen =
+        ran.iter().filter(|p| p.means.retention >= best - RETENTION_TIE).map(|p| p.lambda).min_by(f64::total_cmp)?;
+    Some(LambdaPick { chosen, rule: LAMBDA_PICK_RULE.into() })
+}
+
+/// Mean retentions closer than this are a tie.
+pub const RETENTION_TIE: f64 = 1e-9;
 
 fn means(runs: &[&RunRecord]) -> Means {
     let n = runs.len().max(1) as f64;
@@ -192,7 +221,7 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
     tests.insert("quality".to_string(), wilcoxon(&diff(|r| r.quality)));
     tests.insert("tokens".to_string(), wilcoxon(&diff(|r| r.tokens as f64)));
     tests.insert("latency_ms".to_string(), wilcoxon(&diff(|r| r.latency_ms)));
-    let lambda_sweep = lambdas
+    let lambda_sweep: Vec<SweepPoint> = lambdas
         .iter()
         .map(|l| {
             let p = pairs(records, *l);
@@ -213,7 +242,8 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
     let mut m = BTreeMap::new();
     m.insert(Condition::Field.name().to_string(), mf);
     m.insert(Condition::MessagePassing.name().to_string(), mc);
-    Summary { lambda, pairs: p.len(), means: m, criteria, pass, wilcoxon: tests, lambda_sweep }
+    let lambda_pick = pick_lambda(&lambda_sweep);
+    Summary { lambda, pairs: p.len(), means: m, criteria, pass, wilcoxon: tests, lambda_sweep, lambda_pick }
 }
 
 #[cfg(test)]
@@ -267,5 +297,24 @@ mod tests {
         assert!((s.criteria[2].value - 1.15).abs() < 1e-12 && s.criteria[2].pass);
         assert_eq!(s.lambda_sweep[1].means.runs, 1);
         assert_eq!(s.wilcoxon["retention"].n, 2);
+    }
+
+    #[test]
+    fn the_sweep_picks_the_best_retention_and_the_smaller_lambda_on_a_tie() {
+        let point = |lambda: f64, retention: f64, runs: usize| SweepPoint {
+            lambda,
+            means: Means { runs, retention, quality: 0.0, tokens: 0.0, latency_ms: 0.0 },
+            cross_agent_resonance: 0.0,
+            stability: 0.0,
+            converged: 0.0,
+            retention_test: wilcoxon(&[]),
+        };
+        let chosen = |sweep: &[SweepPoint]| pick_lambda(sweep).map(|p| p.chosen);
+        assert_eq!(chosen(&[point(0.05, 0.7, 3), point(0.1, 0.8, 3), point(0.2, 0.75, 3)]), Some(0.1));
+        assert_eq!(chosen(&[point(0.2, 0.8, 3), point(0.05, 0.8, 3), point(0.1, 0.8, 3)]), Some(0.05), "a tie");
+        let rounding = [point(0.05, 0.7777777777777775, 3), point(0.2, 0.7777777777777776, 3)];
+        assert_eq!(chosen(&rounding), Some(0.05), "summation order is not a difference");
+        assert_eq!(chosen(&[point(0.05, 0.9, 0), point(0.1, 0.5, 3)]), Some(0.1), "a point without runs");
+        assert_eq!(chosen(&[]), None);
     }
 }
