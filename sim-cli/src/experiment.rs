@@ -31,9 +31,11 @@ pub struct ExperimentArgs {
     /// Repetitions per topic and condition.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub reps: u32,
-    /// The field's decay constants per simulated hour; the main comparison uses 0.1 when listed, else the first.
-    #[arg(long, value_delimiter = ',', default_value = "0.05,0.1,0.2")]
-    pub lambda: Vec<f64>,
+    /// The field's decay constants per simulated hour; the main comparison uses 0.1 when listed, else the
+    /// first. Add `auto` to run it at the sweep's pick instead (highest mean field retention): `--lambda auto`
+    /// sweeps 0.05,0.1,0.2, `--lambda 0.02,0.05,auto` sweeps those.
+    #[arg(long, value_delimiter = ',', default_value = "0.05,0.1,0.2", value_name = "L,...|auto")]
+    pub lambda: Vec<LambdaArg>,
     /// Seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -190,11 +192,48 @@ struct KeyEntry<'a> {
     b: &'static str,
 }
 
+/// One `--lambda` item: a decay constant, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LambdaArg {
+    /// Sweep this lambda.
+    Value(f64),
+    /// Run the main comparison at the sweep's pick.
+    Auto,
+}
+
+impl std::str::FromStr for LambdaArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.trim() == "auto" {
+            return Ok(LambdaArg::Auto);
+        }
+        match s.trim().parse::<f64>() {
+            Ok(l) if l.is_finite() && l >= 0.0 => Ok(LambdaArg::Value(l)),
+            _ => Err(format!("{s:?} is neither `auto` nor a decay constant (a finite number >= 0)")),
+        }
+    }
+}
+
+/// The swept lambdas and whether the main comparison takes the sweep's pick.
+fn lambdas(args: &[LambdaArg]) -> (Vec<f64>, bool) {
+    let auto = args.contains(&LambdaArg::Auto);
+    let mut values: Vec<f64> = args
+        .iter()
+        .filter_map(|a| match a {
+            LambdaArg::Value(l) => Some(*l),
+            LambdaArg::Auto => None,
+        })
+        .collect();
+    if values.is_empty() {
+        values = vec![0.05, 0.1, 0.2];
+    }
+    (values, auto)
+}
+
 /// Runs `sim-cli experiment`.
 pub fn experiment(a: ExperimentArgs) -> Result<()> {
-    if a.lambda.is_empty() || a.lambda.iter().any(|l| !l.is_finite() || *l < 0.0) {
-        bail!("--lambda {:?}: each decay constant must be a finite number >= 0", a.lambda);
-    }
+    let (swept, auto) = lambdas(&a.lambda);
     let topics = match &a.from_run {
         Some(dir) => vec![topic_from_run(dir)?],
         None => resolve_topics(&a.topics)?,
@@ -205,11 +244,11 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     if let Some(b) = &a.blind_export {
         empty_or_new(b, "--blind-export")?;
     }
-    let main_lambda = if a.lambda.iter().any(|l| (l - 0.1).abs() < 1e-12) { 0.1 } else { a.lambda[0] };
+    let listed = if swept.iter().any(|l| (l - 0.1).abs() < 1e-12) { 0.1 } else { swept[0] };
     let spec = ExperimentSpec {
         topics: topics.clone(),
         reps: a.reps,
-        lambdas: a.lambda.clone(),
+        lambdas: swept.clone(),
         seed: a.seed,
         budgets: Budgets::default(),
         latency: LatencyModel::default(),
@@ -226,7 +265,14 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     bar.finish_and_clear();
     let missions = missions.context("the experiment failed")?;
     let records: Vec<RunRecord> = missions.iter().map(|m| m.record.clone()).collect();
-    let summary = summarise(&records, main_lambda, &a.lambda);
+    let mut summary = summarise(&records, listed, &swept);
+    let main_lambda = match (&summary.lambda_pick, auto) {
+        (Some(pick), true) => pick.chosen,
+        _ => listed,
+    };
+    if (main_lambda - listed).abs() > 1e-12 {
+        summary = summarise(&records, main_lambda, &swept);
+    }
     let results = Results {
         experiment: Setup {
             seed: a.seed,
@@ -235,7 +281,7 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
                 .iter()
                 .map(|t| TopicSummary { name: &t.name, title: &t.title, findings: t.findings.len() })
                 .collect(),
-            lambdas: &a.lambda,
+            lambdas: &swept,
             main_lambda,
             dim: a.dim,
             budgets: &spec.budgets,

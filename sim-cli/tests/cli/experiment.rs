@@ -61,6 +61,24 @@ fn experiment_is_deterministic_and_writes_every_output() {
     assert!(report.contains(&format!("The sweep picks lambda {chosen}")), "{report}");
 }
 
+/// `--lambda ...,auto` runs the main comparison at the sweep's pick.
+#[test]
+fn lambda_auto_compares_at_the_sweeps_pick() {
+    let dir = scratch("experiment-auto");
+    let o = sim(&dir, &["experiment", "--topics", "2", "--reps", "1", "--lambda", "2,0.05,auto", "--out", "r"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = read_json(&dir.join("r/results.json"));
+    let chosen = v["summary"]["lambda_pick"]["chosen"].as_f64().expect("a pick");
+    assert_eq!(v["experiment"]["lambdas"], serde_json::json!([2.0, 0.05]), "auto is not a lambda");
+    // Without auto the comparison would use the first lambda, 2; slower
+    // decay retains at least as much and wins a tie.
+    assert!((chosen - 0.05).abs() < 1e-12, "picked {chosen}");
+    assert_eq!(
+        (v["summary"]["lambda"].as_f64(), v["experiment"]["main_lambda"].as_f64()),
+        (Some(chosen), Some(chosen))
+    );
+}
+
 /// The blind kit hides the condition in the files and its key names it
 /// correctly.
 #[test]
@@ -122,12 +140,13 @@ fn bad_experiment_input_is_named() {
     let dir = scratch("experiment-bad");
     std::fs::write(dir.join("broken.toml"), "name = \"x\"\ntitle = [").expect("write");
     std::fs::write(dir.join("empty"), "").expect("write");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["experiment", "--topics", "volcanoes"], "unknown topic \"volcanoes\""),
         (&["experiment", "--topics", "broken.toml"], "broken.toml"),
         (&["experiment", "--reps", "0"], "--reps"),
         (&["experiment", "--topics", "9"], "--topics 9"),
         (&["experiment", "--lambda=-0.1"], "--lambda"),
+        (&["experiment", "--lambda", "0.1,fast"], "\"fast\" is neither `auto` nor a decay constant"),
         (&["experiment", "--from-run", "empty"], "--from-run empty"),
     ];
     for (args, needle) in cases {
