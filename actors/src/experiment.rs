@@ -509,6 +509,9 @@ pub struct Mission {
     pub record: RunRecord,
     /// The field timeline (field condition).
     pub timeline: Vec<TimelinePoint>,
+    /// Per pattern accessed at least once: strength at injection and hours
+    /// from injection to last access (field condition).
+    pub accessed_lifetimes: Vec<(f64, f64)>,
 }
 
 /// Runs every topic x repetition: message passing once, the field at each
@@ -577,6 +580,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                         report: r.report.clone(),
                     },
                     timeline: tel.map(|t| t.timeline.clone()).unwrap_or_default(),
+                    accessed_lifetimes: tel.map(|t| t.accessed_lifetimes.clone()).unwrap_or_default(),
                 });
                 progress(out.len(), total);
             }

@@ -7,7 +7,7 @@ use crate::run::runtime;
 use actors::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel, Mission, SCRIPTED_MODEL};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use engine::experiment::summary::{summarise, Condition, RunRecord, Summary};
+use engine::experiment::summary::{calibrate_lambda, summarise, Condition, RunRecord, Summary};
 use engine::experiment::topic::BUILTIN_TOPICS;
 use engine::experiment::Topic;
 use engine::rng::{Purpose, Stream};
@@ -273,6 +273,15 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     if (main_lambda - listed).abs() > 1e-12 {
         summary = summarise(&records, main_lambda, &swept);
     }
+    // The calibration reads the field missions of the main comparison.
+    let accessed: Vec<(f64, f64)> = missions
+        .iter()
+        .filter(|m| m.record.lambda.is_some_and(|l| (l - main_lambda).abs() < 1e-12))
+        .flat_map(|m| m.accessed_lifetimes.iter().copied())
+        .collect();
+    if let Some(pick) = summary.lambda_pick.as_mut() {
+        pick.calibrated = calibrate_lambda(&accessed, ::field::FieldConfig::default().archive_below);
+    }
     let results = Results {
         experiment: Setup {
             seed: a.seed,
@@ -335,6 +344,9 @@ fn criteria_table(s: &Summary) -> String {
     ));
     if let (Some(pick), true) = (&s.lambda_pick, s.lambda_sweep.len() > 1) {
         t.push_str(&format!("The lambda sweep picks {} ({}).\n", pick.chosen, pick.rule));
+        if let Some(l) = pick.calibrated.as_ref().and_then(|c| c.lambda) {
+            t.push_str(&format!("Calibrated from pattern lifetimes: lambda {l:.3} (see report.md).\n"));
+        }
     }
     t
 }
@@ -418,6 +430,16 @@ fn report_md(
             ));
         }
     }
+    r.push_str(&lambda_section(s));
+    r.push_str("\nEvery field mission's phases are logged in `fields/<topic>-rep<r>-lambda<l>/field.events`; `sim-cli field replay` re-applies one step by step and `sim-cli field stats` shows its telemetry.\n");
+    r.push_str("\n## Charts\n\n- `decay.svg`: strength of every field pattern over time (first topic, repetition 1).\n- `retention.svg`: retention per topic and condition.\n- `stability.svg`: field stability per phase, per topic (repetition 1).\n\n");
+    r.push_str("The figures above are what this run measured, whichever condition they favour. With a live model the harness is the same; the numbers would not be.\n");
+    r
+}
+
+/// The report's lambda sweep table, the sweep's pick and the calibration.
+fn lambda_section(s: &Summary) -> String {
+    let mut r = String::new();
     r.push_str("\n## Lambda sensitivity (field at each lambda against the same message-passing runs)\n\n| lambda | retention | quality | tokens | cross-agent resonance | stability | converged | retention p |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for p in &s.lambda_sweep {
         r.push_str(&format!(
@@ -437,11 +459,15 @@ fn report_md(
         if (pick.chosen - s.lambda).abs() > 1e-12 {
             r.push_str(&format!(" The comparison above used lambda {}.", s.lambda));
         }
+        if let Some(c) = &pick.calibrated {
+            let lambda = c.lambda.map_or("undefined".to_string(), |l| format!("{l:.3}"));
+            r.push_str(&format!(
+                " Calibrated from pattern lifetimes at lambda {}: {lambda} (ln(S0 / {}) / L with the median lifetime L = {:.2} h and strength S0 = {:.2} of the {} accessed patterns: an untouched pattern reaches the archival threshold after L hours).",
+                s.lambda, c.archive_below, c.median_lifetime_hours, c.median_initial_strength, c.accessed_patterns
+            ));
+        }
         r.push('\n');
     }
-    r.push_str("\nEvery field mission's phases are logged in `fields/<topic>-rep<r>-lambda<l>/field.events`; `sim-cli field replay` re-applies one step by step and `sim-cli field stats` shows its telemetry.\n");
-    r.push_str("\n## Charts\n\n- `decay.svg`: strength of every field pattern over time (first topic, repetition 1).\n- `retention.svg`: retention per topic and condition.\n- `stability.svg`: field stability per phase, per topic (repetition 1).\n\n");
-    r.push_str("The figures above are what this run measured, whichever condition they favour. With a live model the harness is the same; the numbers would not be.\n");
     r
 }
 

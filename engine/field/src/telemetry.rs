@@ -121,6 +121,11 @@ pub struct TelemetryReport {
     /// Why the event log stopped, if it did (the field itself is intact).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_error: Option<String>,
+    /// Each pattern accessed at least once: its strength at injection and
+    /// the simulated hours from injection to its last access (for the
+    /// experiment's lambda calibration; left out of JSON outputs).
+    #[serde(skip)]
+    pub accessed_lifetimes: Vec<(f64, f64)>,
 }
 
 fn counts(m: &BTreeMap<String, u64>) -> Counts {
@@ -227,6 +232,12 @@ impl Telemetry {
             convergence_phase: self.timeline.iter().find(|p| p.stability.stability > CONVERGED_ABOVE).map(|p| p.phase),
             timeline: self.timeline.clone(),
             log_error: None,
+            accessed_lifetimes: field
+                .patterns()
+                .values()
+                .filter(|p| p.accesses > 0)
+                .map(|p| (p.strength, p.last_access.hours_since(p.created)))
+                .collect(),
         }
     }
 }

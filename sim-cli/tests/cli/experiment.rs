@@ -59,6 +59,9 @@ fn experiment_is_deterministic_and_writes_every_output() {
     let at_chosen = sweep.iter().find(|p| &p["lambda"] == chosen).expect("the pick is a swept lambda");
     assert_eq!(at_chosen["means"]["retention"].as_f64(), Some(best));
     assert!(report.contains(&format!("The sweep picks lambda {chosen}")), "{report}");
+    let calibrated = &v["summary"]["lambda_pick"]["calibrated"];
+    assert!(calibrated["accessed_patterns"].as_u64().is_some_and(|n| n > 0), "{calibrated}");
+    assert!(calibrated["lambda"].as_f64().is_some_and(|l| l > 0.0), "{calibrated}");
 }
 
 /// `--lambda ...,auto` runs the main comparison at the sweep's pick.

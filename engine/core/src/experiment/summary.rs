@@ -132,6 +132,55 @@ pub struct LambdaPick {
     pub chosen: f64,
     /// How it was chosen.
     pub rule: String,
+    /// The lifetime-based calibration beside it (field missions only).
+    pub calibrated: Option<LambdaCalibration>,
+}
+
+/// A lambda calibrated from how long patterns stay useful: `L` is the
+/// median lifetime of the patterns that were accessed (simulated hours from
+/// injection to last access), `S0` their median strength at injection, and
+/// the calibrated lambda is the one under which an untouched pattern decays
+/// from `S0` to the archival threshold in `L` hours: `ln(S0 / threshold) / L`.
+/// Slower decay keeps patterns past their useful life; faster decay archives
+/// half of them before their last use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LambdaCalibration {
+    /// Accessed patterns it is drawn from.
+    pub accessed_patterns: usize,
+    /// Their median lifetime `L`, in simulated hours.
+    pub median_lifetime_hours: f64,
+    /// Their median strength at injection `S0`.
+    pub median_initial_strength: f64,
+    /// The archival threshold.
+    pub archive_below: f64,
+    /// `ln(S0 / threshold) / L`; `None` when `L` is 0 (patterns last used
+    /// the hour they were made) or `S0` is not above the threshold.
+    pub lambda: Option<f64>,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// Calibrates lambda from `(strength at injection, lifetime hours)` of the
+/// accessed patterns; `None` when none was accessed.
+pub fn calibrate_lambda(accessed: &[(f64, f64)], archive_below: f64) -> Option<LambdaCalibration> {
+    let life = median(accessed.iter().map(|a| a.1).collect())?;
+    let s0 = median(accessed.iter().map(|a| a.0).collect())?;
+    let lambda = (life > 0.0 && s0 > archive_below && archive_below > 0.0).then(|| (s0 / archive_below).ln() / life);
+    Some(LambdaCalibration {
+        accessed_patterns: accessed.len(),
+        median_lifetime_hours: life,
+        median_initial_strength: s0,
+        archive_below,
+        lambda,
+    })
 }
 
 /// The rule [`pick_lambda`] applies.
@@ -146,7 +195,7 @@ pub fn pick_lambda(sweep: &[SweepPoint]) -> Option<LambdaPick> {
     let best = ran.iter().map(|p| p.means.retention).max_by(f64::total_cmp)?;
     let chosen =
         ran.iter().filter(|p| p.means.retention >= best - RETENTION_TIE).map(|p| p.lambda).min_by(f64::total_cmp)?;
-    Some(LambdaPick { chosen, rule: LAMBDA_PICK_RULE.into() })
+    Some(LambdaPick { chosen, rule: LAMBDA_PICK_RULE.into(), calibrated: None })
 }
 
 /// Mean retentions closer than this are a tie.
@@ -316,5 +365,19 @@ mod tests {
         assert_eq!(chosen(&rounding), Some(0.05), "summation order is not a difference");
         assert_eq!(chosen(&[point(0.05, 0.9, 0), point(0.1, 0.5, 3)]), Some(0.1), "a point without runs");
         assert_eq!(chosen(&[]), None);
+    }
+
+    #[test]
+    fn calibration_takes_an_untouched_pattern_to_the_threshold_over_the_median_lifetime() {
+        // Lifetimes 2, 4 and 10 hours at strength 1: L = 4, S0 = 1.
+        let c = calibrate_lambda(&[(1.0, 10.0), (1.0, 2.0), (1.0, 4.0)], 0.05).expect("accessed patterns");
+        assert_eq!((c.accessed_patterns, c.median_lifetime_hours, c.median_initial_strength), (3, 4.0, 1.0));
+        let lambda = c.lambda.expect("defined");
+        assert!((lambda - 20f64.ln() / 4.0).abs() < 1e-12, "{lambda}");
+        assert!(((-lambda * 4.0).exp() - 0.05).abs() < 1e-12, "strength 1 reaches 0.05 after L hours");
+        let even = calibrate_lambda(&[(1.0, 2.0), (0.5, 6.0)], 0.05).expect("two");
+        assert_eq!((even.median_lifetime_hours, even.median_initial_strength), (4.0, 0.75), "even counts average");
+        assert_eq!(calibrate_lambda(&[(1.0, 0.0)], 0.05).map(|c| c.lambda), Some(None), "no lifetime, no lambda");
+        assert_eq!(calibrate_lambda(&[], 0.05), None);
     }
 }
