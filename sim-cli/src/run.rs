@@ -291,6 +291,12 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
         summary.out_dir = run_dir.display().to_string();
         return finish(&summary, json);
     }
+    // A live model is checked before the trace is touched, as for a new run.
+    let config = read.header.config(&path.display().to_string())?;
+    if config.raw.chat.provider == engine::config::ChatProvider::Openai {
+        let chat = providers::build_chat(&config, read.header.seed)?;
+        runtime.block_on(crate::preflight::probe(&config, chat.as_ref()))?;
+    }
     if let Some(t) = &read.torn {
         let kept = cut_torn_tail(&path, read.valid_len)?;
         eprintln!(
@@ -302,12 +308,6 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
             t.needed,
             kept.display()
         );
-    }
-    // A live model is checked before anything is appended, as for a new run.
-    let config = read.header.config(&path.display().to_string())?;
-    if config.raw.chat.provider == engine::config::ChatProvider::Openai {
-        let chat = providers::build_chat(&config, read.header.seed)?;
-        runtime.block_on(crate::preflight::probe(&config, chat.as_ref()))?;
     }
     eprintln!("{}: resuming after tick {} of {}", path.display(), read.ticks.len(), read.header.ticks);
     let interrupt = interrupt_on_ctrl_c(&runtime, &run_dir)?;
