@@ -2,7 +2,7 @@
 //! the field with message passing, the pass/fail criteria, Wilcoxon tests
 //! per metric and the lambda sweep.
 
-use super::stats::{wilcoxon, Wilcoxon};
+use super::stats::{median, wilcoxon, Wilcoxon};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -158,21 +158,14 @@ pub struct LambdaCalibration {
     pub lambda: Option<f64>,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
-
 /// Calibrates lambda from `(strength at injection, lifetime hours)` of the
 /// accessed patterns; `None` when none was accessed.
 pub fn calibrate_lambda(accessed: &[(f64, f64)], archive_below: f64) -> Option<LambdaCalibration> {
-    let life = median(accessed.iter().map(|a| a.1).collect())?;
-    let s0 = median(accessed.iter().map(|a| a.0).collect())?;
+    if accessed.is_empty() {
+        return None;
+    }
+    let life = median(&accessed.iter().map(|a| a.1).collect::<Vec<_>>());
+    let s0 = median(&accessed.iter().map(|a| a.0).collect::<Vec<_>>());
     let lambda = (life > 0.0 && s0 > archive_below && archive_below > 0.0).then(|| (s0 / archive_below).ln() / life);
     Some(LambdaCalibration {
         accessed_patterns: accessed.len(),
