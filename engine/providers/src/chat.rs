@@ -16,13 +16,13 @@
 
 use crate::client::RateLimiter;
 use crate::clock::{Sleeper, TokioSleeper};
-use crate::provider::{FailureKind, ProviderError};
+use crate::provider::{Backoff, FailureKind, ProviderError};
 use engine::chat::schema::{instruction, schema, schema_name};
 use engine::chat::{ChatAttempt, ChatPort, ChatReply, ChatRequest, ScriptedPersonaModel};
 use engine::config::{ChatProvider, ChatSection, Config, StructuredOutput};
 use engine::cost::{estimate_tokens, Price, Spend};
 use engine::digest::DigestWriter;
-use engine::embed::upstream::{backoff_ms, HttpSettings, ModelledSettings};
+use engine::embed::upstream::{HttpSettings, ModelledSettings};
 use engine::error::{Error, Result};
 use engine::rng::Stream;
 use engine::BoxFuture;
@@ -205,25 +205,21 @@ impl ChatClient {
                     }
                     record.error = Some((e.kind.class(), e.message.clone()));
                     attempts.push(record);
-                    if !e.kind.transient() || attempt >= self.section.max_retries {
-                        let why = if e.kind.transient() { "retries exhausted" } else { "not retried" };
-                        let cause = format!("{} after {} attempt(s), {why}", e.message, attempt + 1);
-                        return Err(Error::Chat { cause, spend, attempts });
-                    }
-                    self.retries.fetch_add(1, Ordering::Relaxed);
-                    let retry_after = match e.kind {
-                        FailureKind::RateLimited { retry_after_ms } => retry_after_ms,
-                        FailureKind::Server | FailureKind::Timeout | FailureKind::Permanent => None,
-                    };
                     let key = DigestWriter::new("chat backoff jitter v1")
                         .u64(self.seed)
                         .digest(&digest)
                         .u32(attempt)
                         .finish();
-                    let jitter = Stream::from_key(key.0).unit();
                     let s = &self.section;
-                    let ms = backoff_ms(attempt, s.backoff_base_ms, s.backoff_max_ms, retry_after, jitter);
-                    self.clock.sleep(Duration::from_millis(ms)).await;
+                    let backoff =
+                        Backoff { max_retries: s.max_retries, base_ms: s.backoff_base_ms, max_ms: s.backoff_max_ms };
+                    match e.retry_wait(attempt, backoff, Stream::from_key(key.0).unit()) {
+                        Ok(wait) => {
+                            self.retries.fetch_add(1, Ordering::Relaxed);
+                            self.clock.sleep(wait).await;
+                        }
+                        Err(cause) => return Err(Error::Chat { cause, spend, attempts }),
+                    }
                     attempt += 1;
                 }
             }

@@ -7,10 +7,10 @@
 
 use crate::cache::TextCache;
 use crate::clock::{Sleeper, TokioSleeper};
-use crate::provider::{EmbedProvider, FailureKind, ProviderRequest};
+use crate::provider::{Backoff, EmbedProvider, ProviderRequest};
 use engine::cost::{estimate_tokens, Price, Spend};
 use engine::digest::{Digest, DigestWriter};
-use engine::embed::upstream::{backoff_ms, cache_key, split_requests, ClientSettings};
+use engine::embed::upstream::{cache_key, split_requests, ClientSettings};
 use engine::embed::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
 use engine::error::{Error, Result};
 use engine::rng::Stream;
@@ -134,22 +134,18 @@ impl InferenceClient {
                     if let Some(t) = e.billed_tokens {
                         spend.add(&self.price.bill(t, 0));
                     }
-                    if !e.kind.transient() || attempt >= self.settings.max_retries {
-                        let call = EmbedCall { texts: indices, attempts: attempt + 1, spend };
-                        let why = if e.kind.transient() { "retries exhausted" } else { "not retried" };
-                        let msg = format!("{} after {} attempt(s), {why}", e.message, attempt + 1);
-                        return Sent { call, result: Err(msg) };
-                    }
-                    let retry_after = match e.kind {
-                        FailureKind::RateLimited { retry_after_ms } => retry_after_ms,
-                        FailureKind::Server | FailureKind::Timeout | FailureKind::Permanent => None,
-                    };
                     let jitter_key =
                         DigestWriter::new("backoff jitter v1").u64(self.seed).bytes(&digest).u32(attempt).finish();
-                    let jitter = Stream::from_key(jitter_key.0).unit();
                     let s = &self.settings;
-                    let ms = backoff_ms(attempt, s.backoff_base_ms, s.backoff_max_ms, retry_after, jitter);
-                    self.clock.sleep(Duration::from_millis(ms)).await;
+                    let backoff =
+                        Backoff { max_retries: s.max_retries, base_ms: s.backoff_base_ms, max_ms: s.backoff_max_ms };
+                    match e.retry_wait(attempt, backoff, Stream::from_key(jitter_key.0).unit()) {
+                        Ok(wait) => self.clock.sleep(wait).await,
+                        Err(msg) => {
+                            let call = EmbedCall { texts: indices, attempts: attempt + 1, spend };
+                            return Sent { call, result: Err(msg) };
+                        }
+                    }
                     attempt += 1;
                 }
             }

@@ -89,6 +89,37 @@ pub struct ProviderError {
     pub billed_tokens: Option<u64>,
 }
 
+/// How the retry layer backs off: up to `max_retries` retries of a
+/// transient failure, waiting `base_ms` doubled per retry, at most `max_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First wait, ms.
+    pub base_ms: u64,
+    /// Longest wait, ms.
+    pub max_ms: u64,
+}
+
+impl ProviderError {
+    /// The retry decision once attempt `attempt` (from 0) failed with this
+    /// error: the wait before the next attempt (a 429's retry-after, else
+    /// the backoff with `jitter` in [0, 1)), or, for a permanent failure or
+    /// when the retries are used up, the message to fail with.
+    pub fn retry_wait(&self, attempt: u32, b: Backoff, jitter: f64) -> Result<std::time::Duration, String> {
+        if !self.kind.transient() || attempt >= b.max_retries {
+            let why = if self.kind.transient() { "retries exhausted" } else { "not retried" };
+            return Err(format!("{} after {} attempt(s), {why}", self.message, attempt + 1));
+        }
+        let retry_after = match self.kind {
+            FailureKind::RateLimited { retry_after_ms } => retry_after_ms,
+            FailureKind::Server | FailureKind::Timeout | FailureKind::Permanent => None,
+        };
+        let ms = engine::embed::upstream::backoff_ms(attempt, b.base_ms, b.max_ms, retry_after, jitter);
+        Ok(std::time::Duration::from_millis(ms))
+    }
+}
+
 /// An upstream embedding service.
 pub trait EmbedProvider: Send + Sync {
     /// Embeds one physical request.

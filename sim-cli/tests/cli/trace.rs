@@ -5,7 +5,7 @@ use engine::trace::{Record, TraceWriter};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -176,9 +176,13 @@ pub(crate) fn openai_server(
 }
 
 /// A pause: after this many chat answers the server stops reading requests
-/// (what arrives meanwhile is never read, so never "seen", and is dropped)
-/// until the flag is set.
-type Pause = (usize, Arc<AtomicBool>);
+/// (what arrives meanwhile is never read, so never "seen") until the gate
+/// goes from [`PAUSED`] to [`DRAIN`]; it then drops every connection that
+/// arrived meanwhile, backlog included, and sets [`OPEN`].
+type Pause = (usize, Arc<AtomicU8>);
+const PAUSED: u8 = 0;
+const DRAIN: u8 = 1;
+const OPEN: u8 = 2;
 
 /// [`openai_server`], recording each chat request's body as it is read
 /// (after the request line) and pausing as `pause` says.
@@ -199,14 +203,20 @@ fn openai_server_paused(
         let mut held = Vec::new();
         while served < 2_000 && !stop.load(Ordering::Relaxed) {
             if let Some((after, gate)) = &pause {
-                if chats >= *after && !gate.load(Ordering::Relaxed) {
+                if chats >= *after && gate.load(Ordering::Relaxed) == PAUSED {
                     if let Ok((sock, _)) = listener.accept() {
                         held.push(sock);
                     }
                     std::thread::sleep(Duration::from_millis(5));
                     continue;
                 }
-                held.clear();
+                if gate.load(Ordering::Relaxed) == DRAIN {
+                    while let Ok((sock, _)) = listener.accept() {
+                        held.push(sock);
+                    }
+                    held.clear();
+                    gate.store(OPEN, Ordering::Relaxed);
+                }
             }
             let Ok((mut sock, _)) = listener.accept() else {
                 std::thread::sleep(Duration::from_millis(5));
@@ -371,7 +381,7 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
     let (expected, expected_cost) = (digest_of(&reference).0, cost(&reference));
     // The killed one: the server answers the probe and 9 calls (tick 1 and
     // part of tick 2), then holds the rest.
-    let (stop, gate) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (stop, gate) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU8::new(PAUSED)));
     let (url, seen, server) = openai_server_paused(stop.clone(), 0, Some((10, gate.clone())));
     std::fs::write(dir.join("b.toml"), config(&url)).expect("write");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
@@ -392,7 +402,10 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
     let _ = child.wait();
     let (paid, _) = engine::trace::wal::read_wal(&wal).expect("the log reads");
     assert_eq!(paid.len(), 9, "every answer was logged before the kill (the probe is not a persona's)");
-    gate.store(true, Ordering::Relaxed);
+    // The killed run's unanswered requests are dropped unread before the
+    // resume starts, so each request the server reads is a live one.
+    gate.store(DRAIN, Ordering::Relaxed);
+    assert!(wait_until(Duration::from_secs(60), || gate.load(Ordering::Relaxed) == OPEN), "the server never reopened");
     let resumed = sim(&dir, &["run", "--resume", "killed", "--json"]);
     stop.store(true, Ordering::Relaxed);
     let _ = server.join();
