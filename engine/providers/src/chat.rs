@@ -92,6 +92,8 @@ pub struct ChatClient {
     health: Vec<Mutex<(u32, Duration)>>,
     /// Per endpoint: requests and failures.
     pub stats: Vec<EndpointStats>,
+    /// Per endpoint: its name without credentials (computed once).
+    labels: Vec<String>,
     /// Requests on the wire now, transport retries so far and what has
     /// been billed so far (nano-USD), for progress lines.
     pending: AtomicUsize,
@@ -115,6 +117,7 @@ impl ChatClient {
             in_flight: (0..n).map(|_| AtomicUsize::new(0)).collect(),
             health: (0..n).map(|_| Mutex::new((0, Duration::ZERO))).collect(),
             stats: (0..n).map(|_| EndpointStats::default()).collect(),
+            labels: (0..n).map(|e| upstream.label(e)).collect(),
             pending: AtomicUsize::new(0),
             retries: AtomicU64::new(0),
             billed: AtomicU64::new(0),
@@ -183,7 +186,7 @@ impl ChatClient {
             self.in_flight[endpoint].fetch_sub(1, Ordering::Relaxed);
             self.record(endpoint, result.is_ok());
             let mut record =
-                ChatAttempt { attempt, endpoint: self.upstream.label(endpoint), latency_ms, ..Default::default() };
+                ChatAttempt { attempt, endpoint: self.labels[endpoint].clone(), latency_ms, ..Default::default() };
             match result {
                 Ok(reply) => {
                     let (input, output, estimated) = match reply.usage {
@@ -233,7 +236,7 @@ impl ChatPort for ChatClient {
             .iter()
             .enumerate()
             .map(|(e, s)| engine::report::EndpointCount {
-                url: self.upstream.label(e),
+                url: self.labels[e].clone(),
                 requests: s.requests.load(Ordering::Relaxed),
                 failures: s.failures.load(Ordering::Relaxed),
             })
