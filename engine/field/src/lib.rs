@@ -29,6 +29,8 @@
 //! count. The field adapter counts and samples every phase
 //! ([`telemetry`]) and can log it for step-by-step replay ([`log`]).
 
+mod config;
+mod error;
 pub mod log;
 pub mod pattern;
 pub mod port;
