@@ -16,6 +16,7 @@
 
 pub mod ledger;
 pub mod ops;
+mod record_id;
 pub mod scenarios;
 
 pub use ledger::{Change, ConsolidationConfig, Ledger, LedgerError, RecordId, Scope, Tier, Version};

@@ -1,0 +1,132 @@
+use super::*;
+use crate::rng::{Purpose, Stream};
+
+fn h(hours: u64) -> SimTime {
+    SimTime(hours * 3600)
+}
+
+fn r(id: &str) -> RecordId {
+    RecordId::parse(id)
+}
+
+/// Decay matches `e0 * e^(-rate * hours)`, as a property over random
+/// energies, tiers and intervals, including decays split in steps.
+#[test]
+fn decay_matches_the_closed_form() {
+    let cfg = ConsolidationConfig::default();
+    let mut s = Stream::derive(6, 0, 0, Purpose::Testing);
+    for case in 0..500 {
+        let mut l = Ledger::default();
+        let e0 = s.unit() * 10.0;
+        let tier = *s.pick(&[Tier::Working, Tier::ShortTerm, Tier::LongTerm]);
+        l.create(&r("m"), h(0), e0, tier, false, None).expect("create");
+        let (a, b) = (s.below(50) as u64, s.below(50) as u64);
+        l.decay(&cfg, h(a), Scope::All, false);
+        l.decay(&cfg, h(a + b), Scope::All, false);
+        let expected = e0 * (-cfg.decay_rate(tier) * (a + b) as f64).exp();
+        let got = l.current(&r("m")).map(|v| v.energy).unwrap_or(f64::NAN);
+        assert!((got - expected).abs() <= 1e-9 * expected.max(1.0), "case {case}: {got} vs {expected}");
+    }
+}
+
+#[test]
+fn promotion_is_strictly_above_the_thresholds_and_batched() {
+    let cfg = ConsolidationConfig { promotion_batch_size: 2, ..Default::default() };
+    let mut l = Ledger::default();
+    for (id, e, t) in [
+        ("at", 2.0, Tier::Working),
+        ("above", 2.0001, Tier::Working),
+        ("st-at", 5.0, Tier::ShortTerm),
+        ("st-above", 5.5, Tier::ShortTerm),
+        ("w3", 3.0, Tier::Working),
+    ] {
+        l.create(&r(id), h(0), e, t, false, None).expect("create");
+    }
+    let changes = l.promote(&cfg, h(1), Scope::All, false);
+    let ids = |keep: fn(&Change) -> bool| -> Vec<String> {
+        changes.iter().filter(|c| keep(c)).map(|c| c.record().to_string()).collect()
+    };
+    let promoted = ids(|c| matches!(c, Change::Promoted { .. }));
+    let blocked = ids(|c| matches!(c, Change::PromotionBlocked { .. }));
+    assert_eq!(promoted, vec!["st-above", "w3"], "highest energy first, two per run");
+    assert_eq!(blocked, vec!["above"]);
+    assert_eq!(l.current(&r("st-above")).map(|v| v.tier), Some(Tier::LongTerm));
+    assert_eq!(l.current(&r("at")).map(|v| v.tier), Some(Tier::Working), "2.0 is not above 2.0");
+    assert_eq!(l.current(&r("st-at")).map(|v| v.tier), Some(Tier::ShortTerm));
+    let history = l.history(&r("w3"));
+    assert_eq!(history.len(), 2);
+    assert_eq!((history[0].tier, history[0].valid_to), (Tier::Archived, Some(h(1))));
+    assert_eq!(history[1].previous, Some(history[0].version));
+}
+
+#[test]
+fn expiry_and_deletion_keep_every_version() {
+    let cfg = ConsolidationConfig::default();
+    let mut l = Ledger::default();
+    l.create(&r("real"), h(0), 1.0, Tier::Working, false, None).expect("create");
+    l.create(&r("test"), h(0), 1.0, Tier::Working, true, None).expect("create");
+    l.decay(&cfg, h(10), Scope::All, false);
+    let expired = l.expire(&cfg, h(10), Scope::All, false);
+    assert_eq!(expired.len(), 2);
+    assert_eq!(l.current(&r("real")).map(|v| v.tier), Some(Tier::Expired));
+    l.delete_test(&r("test"), h(11)).expect("delete");
+    assert!(l.current(&r("test")).is_none());
+    assert_eq!(l.history(&r("test")).len(), 2, "closed, not destroyed");
+    assert_eq!(l.delete_test(&r("real"), h(11)), Err(LedgerError::NotTest("real".into())));
+    assert_eq!(l.access(&r("test"), h(12), 1.0), Err(LedgerError::Closed("test".into())));
+    assert_eq!(l.access(&r("nope"), h(12), 1.0), Err(LedgerError::UnknownRecord("nope".into())));
+    assert_eq!(l.reset(&r("real"), -1.0, h(12)), Err(LedgerError::BadEnergy(-1.0)));
+}
+
+#[test]
+fn test_only_never_touches_real_records_and_dry_run_changes_nothing() {
+    let cfg = ConsolidationConfig::default();
+    let mut l = Ledger::default();
+    l.create(&r("real"), h(0), 9.0, Tier::Working, false, None).expect("create");
+    l.create(&r("test"), h(0), 9.0, Tier::Working, true, None).expect("create");
+    let before = l.clone();
+    let dry: Vec<Change> = [
+        l.decay(&cfg, h(1), Scope::All, true),
+        l.promote(&cfg, h(1), Scope::All, true),
+        l.expire(&cfg, h(1), Scope::All, true),
+    ]
+    .concat();
+    assert!(!dry.is_empty());
+    assert_eq!(l, before, "a dry run changes nothing");
+    l.decay(&cfg, h(1), Scope::TestOnly, false);
+    l.promote(&cfg, h(1), Scope::TestOnly, false);
+    assert_eq!(l.current(&r("real")), before.current(&r("real")), "test-only leaves real records alone");
+    assert_ne!(l.current(&r("test")), before.current(&r("test")));
+}
+
+#[test]
+fn session_end_queues_for_the_lower_threshold() {
+    let cfg = ConsolidationConfig::default();
+    let mut l = Ledger::default();
+    l.create(&r("a"), h(0), 1.6, Tier::Working, false, Some("s1".into())).expect("create");
+    l.create(&r("b"), h(0), 1.4, Tier::Working, false, Some("s1".into())).expect("create");
+    assert!(l.promote(&cfg, h(0), Scope::All, false).is_empty(), "1.6 is below 2.0");
+    assert_eq!(l.end_session(&cfg, Some("s1"), Scope::All, false), vec![Change::Queued { record: "a".into() }]);
+    let promoted = l.promote(&cfg, h(0), Scope::All, false);
+    assert!(matches!(&promoted[..], [Change::Promoted { record, tier: Tier::ShortTerm, .. }] if *record == r("a")));
+}
+
+#[test]
+fn clusters_need_coactivation_and_similarity() {
+    let cfg = ConsolidationConfig::default();
+    let mut l = Ledger::default();
+    for id in ["a", "b", "c"] {
+        l.create(&r(id), h(0), 1.0, Tier::Working, false, None).expect("create");
+    }
+    let vectors: BTreeMap<RecordId, Vec<f32>> =
+        [(r("a"), vec![1.0, 0.0]), (r("b"), vec![0.9, 0.1]), (r("c"), vec![0.0, 1.0])].into();
+    let v = |id: &RecordId| vectors.get(id).map(Vec::as_slice);
+    for _ in 0..2 {
+        l.coactivate(&["a".into(), "b".into(), "c".into()]);
+    }
+    assert!(l.cluster(&cfg, Scope::All, false, v).is_empty(), "two co-activations are not enough");
+    l.coactivate(&["a".into(), "b".into(), "c".into()]);
+    let made = l.cluster(&cfg, Scope::All, false, v);
+    assert!(matches!(&made[..], [Change::Clustered { a, b, .. }] if *a == r("a") && *b == r("b")), "{made:?}");
+    assert_eq!(l.cluster_links(&r("a")), vec![&r("b")]);
+}

@@ -1,0 +1,76 @@
+//! Ledger record ids.
+
+use crate::persona::memory::MemoryId;
+use serde::{Deserialize, Serialize};
+
+/// A ledger record's id: one of a persona's memories, or a record named by
+/// hand (test memories). Compared, ordered and hashed as a value, so the
+/// ledger never formats or parses an id to look one up. It reads and
+/// writes as text (`m-00007-0003`, `test-gradual-decay-1`) in every format.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecordId {
+    /// A persona's memory.
+    Memory(MemoryId),
+    /// A record named by hand.
+    Named(String),
+}
+
+impl RecordId {
+    /// The id `text` stands for: a memory when it is exactly a memory id as
+    /// [`MemoryId`] writes it, otherwise a named record.
+    pub fn parse(text: &str) -> RecordId {
+        match MemoryId::parse(text) {
+            Some(id) if id.to_string() == text => RecordId::Memory(id),
+            _ => RecordId::Named(text.to_string()),
+        }
+    }
+
+    /// The memory, when this is one.
+    pub fn memory(&self) -> Option<MemoryId> {
+        match self {
+            RecordId::Memory(id) => Some(*id),
+            RecordId::Named(_) => None,
+        }
+    }
+}
+
+impl std::str::FromStr for RecordId {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<RecordId, Self::Err> {
+        Ok(RecordId::parse(s))
+    }
+}
+
+impl From<&str> for RecordId {
+    fn from(text: &str) -> RecordId {
+        RecordId::parse(text)
+    }
+}
+
+impl From<MemoryId> for RecordId {
+    fn from(id: MemoryId) -> RecordId {
+        RecordId::Memory(id)
+    }
+}
+
+impl std::fmt::Display for RecordId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordId::Memory(id) => id.fmt(f),
+            RecordId::Named(name) => f.write_str(name),
+        }
+    }
+}
+
+impl Serialize for RecordId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for RecordId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|s| RecordId::parse(&s))
+    }
+}
