@@ -139,6 +139,7 @@ pub async fn run(
     outcome?;
     if let Some(port) = &shared.run.embedder {
         port.finish()?;
+        summary.embedding.truncated_texts = port.truncated_texts();
     }
     summary.chat.endpoints = shared.run.chat.endpoints();
     summary.timings_ms.total = started.elapsed().as_secs_f64() * 1000.0;
@@ -194,6 +195,8 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
         ..Default::default()
     };
     summary.cost.price_label = cfg.raw.prices.label.clone();
+    summary.cost.embedding_price_label = cfg.embedding_price_label.as_str().into();
+    summary.cost.chat_price_label = cfg.chat_price_label.as_str().into();
     summary.cost.allocations_are_estimates = true;
     let recorder = embedder.map(|e| Arc::new(EmbedRecorder::new(e)));
     let session_end_tick = match spec.config.raw.consolidation.session_end_tick {

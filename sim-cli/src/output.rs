@@ -211,9 +211,10 @@ pub fn print_summary(s: &RunSummary) {
     );
     let k = &s.cost;
     println!(
-        "Cost: ${:.6} provider total ({} nano-USD; chat {}, embedding {}); allocated to jobs {} nano-USD\n  {}; per-job embedding shares are estimates",
+        "Cost: ${:.6} provider total ({} nano-USD; chat {}, embedding {}); allocated to jobs {} nano-USD\n  {}; chat price {}, embedding price {}; per-job embedding shares are estimates",
         k.provider_total_usd, thousands(k.provider_total_nano_usd), thousands(k.chat_nano_usd),
-        thousands(k.embedding_nano_usd), thousands(k.allocated_total_nano_usd), k.price_label
+        thousands(k.embedding_nano_usd), thousands(k.allocated_total_nano_usd), k.price_label,
+        k.chat_price_label, k.embedding_price_label
     );
     let m = &s.timings_ms;
     println!(

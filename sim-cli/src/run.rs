@@ -110,11 +110,23 @@ fn load_scenario(arg: &str) -> Result<LoadedScenario> {
     Ok(LoadedScenario { scenario, origin: path.display().to_string(), source: text })
 }
 
+/// The configuration in `path` (the embedded defaults without one),
+/// resolved, with the identity of the models it names (the MiniLM weights'
+/// SHA-256, which loads the model). A relative `[embedding.minilm]
+/// model_dir` is relative to the file's directory.
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     let Some(path) = path else { return Ok(Config::defaults()) };
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {name}"))?;
-    Ok(RawConfig::from_toml(&text, &name)?.resolve(&name)?)
+    let mut raw = RawConfig::from_toml(&text, &name)?;
+    let dir = &mut raw.embedding.minilm.model_dir;
+    if !dir.is_empty() && std::path::Path::new(dir.as_str()).is_relative() {
+        let base = path.parent().unwrap_or(std::path::Path::new("."));
+        *dir = base.join(dir.as_str()).display().to_string();
+    }
+    let mut cfg = raw.resolve(&name)?;
+    providers::identify_models(&mut cfg).with_context(|| format!("config {name}: [embedding.minilm]"))?;
+    Ok(cfg)
 }
 
 /// A tokio runtime with `threads` workers (default: one per core).

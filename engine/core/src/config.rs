@@ -10,6 +10,7 @@ use crate::digest::{Digest, DigestWriter};
 use crate::embed::upstream::{HttpSettings, ModelledSettings};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Simulated-time settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,6 +93,38 @@ pub enum Provider {
     Modelled,
     /// An OpenAI-compatible `/embeddings` endpoint; see `[embedding.http]`.
     Openai,
+    /// sentence-transformers all-MiniLM-L6-v2, run locally on candle; see
+    /// `[embedding.minilm]`. Its model name and dimension
+    /// ([`MINILM_MODEL`], [`MINILM_DIM`]) follow from the provider.
+    Minilm,
+}
+
+/// The model name of the `minilm` provider (also its price row).
+pub const MINILM_MODEL: &str = "all-MiniLM-L6-v2";
+/// The vector dimension of the `minilm` provider.
+pub const MINILM_DIM: usize = 384;
+
+/// Settings of the `minilm` provider.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MinilmSettings {
+    /// The directory holding `model.safetensors`, `config.json` and
+    /// `tokenizer.json`, as `bash scripts/fetch-minilm` fills it. In a
+    /// config file, a relative path is relative to the file's directory.
+    /// Stays out of [`Config::hash`]: the weights' digest names the model.
+    pub model_dir: String,
+    /// SHA-256 of `model.safetensors`, in hex: the model's identity,
+    /// filled when the model is loaded and recorded in the trace header.
+    /// When a config gives it, a model with other weights is refused.
+    pub weights_sha256: String,
+}
+
+impl MinilmSettings {
+    /// Whether nothing is set (the section is then left out of the
+    /// canonical form, so configs without it hash as before).
+    pub fn is_unset(&self) -> bool {
+        self.model_dir.is_empty() && self.weights_sha256.is_empty()
+    }
 }
 
 /// The embedding model and how work is sent to it.
@@ -132,6 +165,9 @@ pub struct EmbeddingSection {
     pub modelled: crate::embed::upstream::ModelledSettings,
     /// Settings of the `openai` provider (an OpenAI-compatible endpoint).
     pub http: crate::embed::upstream::HttpSettings,
+    /// Settings of the `minilm` provider.
+    #[serde(skip_serializing_if = "MinilmSettings::is_unset")]
+    pub minilm: MinilmSettings,
 }
 
 /// Whether a run embeds at all, and with which model.
@@ -189,6 +225,7 @@ impl Default for EmbeddingSection {
             cache_file: String::new(),
             modelled: Default::default(),
             http: Default::default(),
+            minilm: Default::default(),
         }
     }
 }
@@ -319,9 +356,62 @@ impl Default for ReflectionSection {
     }
 }
 
-/// The price table. The defaults are nominal hosted-provider prices, labelled
-/// as simulated: the embedded models cost nothing, but every run shows what
-/// it would have cost and exercises the cost accounting.
+/// What a price is: a nominal hosted price shown for scale, a price the
+/// user configured, or the price of a model run locally (zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PriceLabel {
+    /// A default hosted-provider price: what a run would have cost there.
+    #[default]
+    Nominal,
+    /// Set in the config.
+    Configured,
+    /// The model runs on this machine; nothing is billed.
+    Local,
+}
+
+impl PriceLabel {
+    /// Its name, as configs and summaries spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PriceLabel::Nominal => "nominal",
+            PriceLabel::Configured => "configured",
+            PriceLabel::Local => "local",
+        }
+    }
+}
+
+/// One model's row of the price table.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    /// USD per million input tokens.
+    pub input_usd_per_mtok: f64,
+    /// USD per million output tokens (chat models). Default 0.
+    #[serde(default)]
+    pub output_usd_per_mtok: f64,
+    /// What the price is. Default `configured`.
+    #[serde(default = "configured")]
+    pub label: PriceLabel,
+}
+
+fn configured() -> PriceLabel {
+    PriceLabel::Configured
+}
+
+/// Rows every price table has unless a config overrides them: local models
+/// cost nothing.
+pub fn builtin_model_prices() -> BTreeMap<String, ModelPrice> {
+    let local = ModelPrice { input_usd_per_mtok: 0.0, output_usd_per_mtok: 0.0, label: PriceLabel::Local };
+    BTreeMap::from([(MINILM_MODEL.to_string(), local)])
+}
+
+/// The price table: a default row (the top-level keys) and rows per model
+/// name (`[prices.models."NAME"]`). The default row holds nominal
+/// hosted-provider prices: the embedded models cost nothing, but every run
+/// shows what it would have cost and exercises the cost accounting. A model
+/// with its own row (built in: all-MiniLM-L6-v2 at 0, `local`) is billed
+/// by it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PricesSection {
@@ -333,6 +423,10 @@ pub struct PricesSection {
     pub chat_input_usd_per_mtok: f64,
     /// USD per million chat completion tokens. Default 0.60.
     pub chat_output_usd_per_mtok: f64,
+    /// Rows per model name; they win over the default row and the built-in
+    /// rows.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, ModelPrice>,
 }
 
 impl Default for PricesSection {
@@ -342,7 +436,33 @@ impl Default for PricesSection {
             embedding_usd_per_mtok: 0.02,
             chat_input_usd_per_mtok: 0.15,
             chat_output_usd_per_mtok: 0.60,
+            models: BTreeMap::new(),
         }
+    }
+}
+
+impl PricesSection {
+    /// The row that bills `model`: its own row, else a built-in one, else
+    /// the default row (`default_row` picks the embedding or the chat
+    /// prices from it), labelled nominal while it holds the defaults.
+    pub fn row(&self, model: &str, default_row: fn(&PricesSection) -> (f64, f64)) -> ModelPrice {
+        if let Some(p) = self.models.get(model).or(builtin_model_prices().get(model)) {
+            return *p;
+        }
+        let (input, output) = default_row(self);
+        let nominal = default_row(&PricesSection::default()) == (input, output);
+        let label = if nominal { PriceLabel::Nominal } else { PriceLabel::Configured };
+        ModelPrice { input_usd_per_mtok: input, output_usd_per_mtok: output, label }
+    }
+
+    /// The embedding prices of the default row.
+    pub fn embedding_default(&self) -> (f64, f64) {
+        (self.embedding_usd_per_mtok, 0.0)
+    }
+
+    /// The chat prices of the default row.
+    pub fn chat_default(&self) -> (f64, f64) {
+        (self.chat_input_usd_per_mtok, self.chat_output_usd_per_mtok)
     }
 }
 
@@ -397,6 +517,10 @@ pub struct Config {
     pub embedding_price: Price,
     /// Chat price, resolved to integers.
     pub chat_price: Price,
+    /// What the embedding price is.
+    pub embedding_price_label: PriceLabel,
+    /// What the chat price is.
+    pub chat_price_label: PriceLabel,
 }
 
 impl RawConfig {
@@ -406,15 +530,30 @@ impl RawConfig {
     }
 
     /// Validates and resolves. `source_name` names the file in errors.
-    pub fn resolve(self, source_name: &str) -> Result<Config> {
+    pub fn resolve(mut self, source_name: &str) -> Result<Config> {
+        let e = &mut self.embedding;
+        if e.provider == Provider::Minilm {
+            let defaults = EmbeddingSection::default();
+            // The provider decides the model and the dimension: the
+            // defaults give way; anything else written is refused below.
+            if e.model == defaults.model {
+                e.model = MINILM_MODEL.into();
+            }
+            if e.dim == defaults.dim {
+                e.dim = MINILM_DIM;
+            }
+        }
         let checks = [Self::check_run, Self::check_embedding, Self::check_chat, Self::check_rules_and_prices];
         if let Some((field, cause)) = checks.iter().find_map(|check| check(&self).err()) {
             return Err(Error::Config { source_name: source_name.to_string(), field: field.to_string(), cause });
         }
-        let p = &self.prices;
+        let embedding = self.prices.row(&self.embedding.model, PricesSection::embedding_default);
+        let chat = self.prices.row(&self.chat.model, PricesSection::chat_default);
         Ok(Config {
-            embedding_price: Price::from_usd_per_mtok(p.embedding_usd_per_mtok, 0.0),
-            chat_price: Price::from_usd_per_mtok(p.chat_input_usd_per_mtok, p.chat_output_usd_per_mtok),
+            embedding_price: Price::from_usd_per_mtok(embedding.input_usd_per_mtok, 0.0),
+            chat_price: Price::from_usd_per_mtok(chat.input_usd_per_mtok, chat.output_usd_per_mtok),
+            embedding_price_label: embedding.label,
+            chat_price_label: chat.label,
             raw: self,
         })
     }
@@ -460,6 +599,26 @@ impl RawConfig {
         }
         if e.provider == Provider::Openai && e.http.base_url.trim().is_empty() {
             return Err(bad("embedding.http.base_url", "the openai provider needs a base URL".into()));
+        }
+        if e.provider == Provider::Minilm {
+            if e.model != MINILM_MODEL {
+                return Err(bad(
+                    "embedding.model",
+                    format!("the minilm provider runs {MINILM_MODEL}, not {:?}", e.model),
+                ));
+            }
+            if e.dim != MINILM_DIM {
+                return Err(bad(
+                    "embedding.dim",
+                    format!("{MINILM_MODEL} makes {MINILM_DIM}-dimensional vectors, not {}", e.dim),
+                ));
+            }
+            if e.minilm.model_dir.trim().is_empty() {
+                return Err(bad(
+                    "embedding.minilm.model_dir",
+                    "the minilm provider needs the model's directory; `bash scripts/fetch-minilm` fills models/all-MiniLM-L6-v2".into(),
+                ));
+            }
         }
         if e.backoff_base_ms > e.backoff_max_ms {
             return Err(bad("embedding.backoff_base_ms", "must not exceed embedding.backoff_max_ms".into()));
@@ -572,6 +731,13 @@ impl RawConfig {
                 return Err(bad(name, format!("must be between 0 and 1000000 USD, got {v}")));
             }
         }
+        for (model, row) in &p.models {
+            for v in [row.input_usd_per_mtok, row.output_usd_per_mtok] {
+                if !(v.is_finite() && (0.0..=1_000_000.0).contains(&v)) {
+                    return Err(bad("prices.models", format!("{model:?}: must be between 0 and 1000000 USD, got {v}")));
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -596,8 +762,13 @@ impl Config {
     }
 
     /// Hash of the canonical form; identifies the configuration of a run.
+    /// The model's directory stays out: the weights' SHA-256 names the
+    /// model, wherever it lies.
     pub fn hash(&self) -> Digest {
-        DigestWriter::new(CONFIG_HASH_DOMAIN).str(&self.to_toml()).finish()
+        let mut raw = self.raw.clone();
+        raw.embedding.minilm.model_dir.clear();
+        let text = toml::to_string(&raw).expect("a resolved config serialises; this is a bug");
+        DigestWriter::new(CONFIG_HASH_DOMAIN).str(&text).finish()
     }
 
     /// The settings that decide content: the whole configuration with the
@@ -607,7 +778,8 @@ impl Config {
     /// caps, concurrency, rate limits, retries and backoff, the cache and
     /// its file), the modelled provider's latency and faults, the HTTP
     /// endpoint's address, key variable and timeouts (the model name and
-    /// `send_dimensions`, which decide the vectors, stay), how chat requests
+    /// `send_dimensions`, which decide the vectors, stay), the MiniLM
+    /// model's directory (its weights' SHA-256 stays), how chat requests
     /// are sent (concurrency, per-minute limits, transport retries and
     /// backoff, the endpoints and their timeouts, the modelled provider's
     /// latency and faults) and prices. They change costs, timing and request grouping, never
@@ -627,6 +799,7 @@ impl Config {
         e.cache_file = d.cache_file;
         e.modelled = d.modelled;
         e.http = crate::embed::upstream::HttpSettings { send_dimensions: e.http.send_dimensions, ..d.http };
+        e.minilm.model_dir.clear();
         let chat = ChatSection::default();
         c.chat.concurrency = chat.concurrency;
         c.chat.requests_per_minute = chat.requests_per_minute;

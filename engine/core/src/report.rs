@@ -50,6 +50,11 @@ impl Distribution {
 pub struct EmbeddingTotals {
     /// Port calls, both stages.
     pub port_invocations: u64,
+    /// Texts the model truncated at its length limit (MiniLM: 256 word
+    /// pieces), counted when embedded: a text served from a cache or a
+    /// trace is not counted again.
+    #[serde(default)]
+    pub truncated_texts: u64,
     /// Physical upstream requests, both stages.
     pub upstream_requests: u64,
     /// Texts asked for by jobs.
@@ -150,6 +155,13 @@ pub struct CostTotals {
     pub embedding_nano_usd: u64,
     /// The price table's label.
     pub price_label: String,
+    /// What the embedding model's price is: `nominal`, `configured` or
+    /// `local`.
+    #[serde(default)]
+    pub embedding_price_label: String,
+    /// What the chat model's price is, likewise.
+    #[serde(default)]
+    pub chat_price_label: String,
     /// Per-persona embedding shares are estimates, not provider charges.
     pub allocations_are_estimates: bool,
 }

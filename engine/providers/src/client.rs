@@ -276,6 +276,10 @@ impl EmbeddingPort for InferenceClient {
         self.cache.as_ref().map_or(Ok(()), TextCache::save)
     }
 
+    fn truncated_texts(&self) -> u64 {
+        self.provider.truncated_texts()
+    }
+
     fn warm(&self, key: &EmbedKey, texts: &[String], vectors: &[Arc<[f32]>]) {
         if let Some(c) = &self.cache {
             c.put_all(texts.iter().zip(vectors).map(|(t, v)| (cache_key(&key.model, key.dim, t), v.clone())));

@@ -34,6 +34,7 @@ pub mod client;
 pub mod clock;
 pub mod http;
 pub mod local;
+pub mod minilm;
 pub mod modelled;
 pub mod provider;
 
@@ -42,6 +43,7 @@ pub use chat::{build_chat, ChatClient};
 pub use client::InferenceClient;
 pub use http::HttpProvider;
 pub use local::LocalProvider;
+pub use minilm::{MiniLm, MiniLmProvider};
 pub use modelled::ModelledProvider;
 pub use provider::EmbedProvider;
 
@@ -50,15 +52,17 @@ use std::sync::Arc;
 
 /// The inference client over the provider `cfg.embedding` names, with its
 /// cache (in memory, or the cache file, loaded now). `seed` seeds the
-/// backoff jitter. Fails when the HTTP provider's key is missing or the
-/// cache file cannot be read. A hosted provider is built only when the
-/// configuration names it.
+/// backoff jitter. Fails when the HTTP provider's key is missing, the
+/// MiniLM model cannot be loaded (or has other weights than the config
+/// records) or the cache file cannot be read. A hosted provider is built
+/// only when the configuration names it.
 pub fn build_embedder(cfg: &Config, seed: u64) -> engine::Result<InferenceClient> {
     let e = &cfg.raw.embedding;
     let provider: Arc<dyn EmbedProvider> = match e.provider {
         Provider::Local => Arc::new(LocalProvider),
         Provider::Modelled => Arc::new(ModelledProvider::new(e.modelled.clone())),
         Provider::Openai => Arc::new(HttpProvider::new(&e.http)?),
+        Provider::Minilm => Arc::new(MiniLmProvider::new(minilm::load_configured(&e.minilm)?)),
     };
     let cache = match (e.cache, e.cache_file.as_str()) {
         (false, _) => None,
@@ -66,4 +70,17 @@ pub fn build_embedder(cfg: &Config, seed: u64) -> engine::Result<InferenceClient
         (true, file) => Some(TextCache::with_file(std::path::Path::new(file))?),
     };
     Ok(InferenceClient::new(provider, e.client_settings(), cfg.embedding_price, cache, seed))
+}
+
+/// Completes a configuration with the identity of the models it names, so
+/// that its hash and a trace's header say which model ran: for `minilm`,
+/// the SHA-256 of the weights (the model is loaded now, once per process
+/// and directory). Refuses weights other than the ones the config records.
+pub fn identify_models(cfg: &mut Config) -> engine::Result<()> {
+    let e = &mut cfg.raw.embedding;
+    if e.provider == Provider::Minilm {
+        let model = minilm::load_configured(&e.minilm)?;
+        e.minilm.weights_sha256 = model.weights_sha256().to_string();
+    }
+    Ok(())
 }

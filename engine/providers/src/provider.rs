@@ -124,4 +124,10 @@ impl ProviderError {
 pub trait EmbedProvider: Send + Sync {
     /// Embeds one physical request.
     fn request<'a>(&'a self, req: ProviderRequest<'a>) -> BoxFuture<'a, Result<ProviderReply, ProviderError>>;
+
+    /// Texts this provider truncated at its model's limit so far (0 for a
+    /// provider that never truncates, or cannot tell).
+    fn truncated_texts(&self) -> u64 {
+        0
+    }
 }

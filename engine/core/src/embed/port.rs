@@ -84,6 +84,12 @@ pub trait EmbeddingPort: Send + Sync {
         })
     }
 
+    /// Texts the model behind this port truncated at its length limit so
+    /// far (counted when embedded, not when served from a cache).
+    fn truncated_texts(&self) -> u64 {
+        0
+    }
+
     /// Called once at the end of a run, e.g. to save a cache file.
     fn finish(&self) -> Result<()> {
         Ok(())

@@ -80,6 +80,10 @@ impl EmbeddingPort for EmbedRecorder {
         self.inner.finish()
     }
 
+    fn truncated_texts(&self) -> u64 {
+        self.inner.truncated_texts()
+    }
+
     fn warm(&self, key: &EmbedKey, texts: &[String], vectors: &[Arc<[f32]>]) {
         self.inner.warm(key, texts, vectors);
     }
@@ -245,5 +249,9 @@ impl EmbeddingPort for CassetteEmbedder {
 
     fn finish(&self) -> Result<()> {
         self.live.as_ref().map_or(Ok(()), |l| l.finish())
+    }
+
+    fn truncated_texts(&self) -> u64 {
+        self.live.as_ref().map_or(0, |l| l.truncated_texts())
     }
 }

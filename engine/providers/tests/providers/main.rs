@@ -11,3 +11,5 @@ mod client;
 mod http;
 // The chat client and its HTTP upstream against a loopback server: usage, retries, timeouts, a fleet.
 mod chat;
+// The local MiniLM model: an independent reference, exactness, refused directories.
+mod minilm;

