@@ -73,6 +73,13 @@ struct HeaderView<'a> {
     budget_nano_usd: Option<u64>,
     strategy: Strategy,
     status: String,
+    /// The embedding model, as the recorded config names it.
+    embedding_model: String,
+    /// Its identity when the config records one (MiniLM: the SHA-256 of
+    /// its weights).
+    embedding_model_id: Option<String>,
+    /// The chat model.
+    chat_model: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -241,6 +248,7 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
         (None, Some(t)) => format!("unfinished; a torn frame at byte offset {} (resume to continue)", t.offset),
         (None, None) => "unfinished (resume to continue)".to_string(),
     };
+    let config = h.config(&path.display().to_string())?;
     let header = HeaderView {
         format_version: h.format_version,
         engine_version: &h.engine_version,
@@ -255,6 +263,9 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
         budget_nano_usd: h.budget_nano_usd,
         strategy: h.strategy,
         status,
+        embedding_model: config.raw.embedding.model.clone(),
+        embedding_model_id: Some(config.raw.embedding.minilm.weights_sha256.clone()).filter(|s| !s.is_empty()),
+        chat_model: config.raw.chat.model.clone(),
     };
     let tick_detail = match args.tick {
         None => None,
@@ -291,6 +302,8 @@ fn print_text(v: &Inspected<'_>) {
     );
     let short = |s: &str| s.get(..16).unwrap_or(s).to_string();
     println!("  scenario {} ({}), config {}", h.scenario, short(h.scenario_hash), short(&h.config_hash.hex()));
+    let id = h.embedding_model_id.as_deref().map(|id| format!(" (weights SHA-256 {})", short(id))).unwrap_or_default();
+    println!("  embedding model {}{id}, chat model {}", h.embedding_model, h.chat_model);
     println!(
         "\n  {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8} {:>14}  digest",
         "tick", "jobs", "ok", "failed", "refused", "chat", "embed", "memories", "nano-USD"

@@ -1,6 +1,7 @@
 //! `sim-cli`: run persona panels on the simulation engine.
 
 mod bench;
+mod embed;
 mod experiment;
 mod field;
 mod inspect;
@@ -48,6 +49,9 @@ enum Command {
     /// The shared memory field: simulate a mission on the field actor, replay its log, telemetry, benchmarks.
     #[command(subcommand)]
     Field(field::FieldCommand),
+    /// Look at an embedding provider: vectors and cosines of texts, and the paraphrase sanity check.
+    #[command(subcommand)]
+    Embed(embed::EmbedCommand),
     /// The controlled experiment: a researcher, an analyst and a writer sharing a field versus passing messages.
     Experiment(experiment::ExperimentArgs),
     /// List the built-in scenarios.
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
         Command::Memory(cmd) => memory::memory(cmd),
         Command::Field(cmd) => field::field(cmd),
         Command::Experiment(args) => experiment::experiment(args),
+        Command::Embed(cmd) => embed::embed(cmd),
         Command::Scenarios => {
             output::list_scenarios();
             Ok(())

@@ -10,6 +10,7 @@
 //! per request, no dedup, awaited in turn. The adapters behind the port
 //! (the inference client and its providers) live in the `providers` crate.
 
+pub mod check;
 pub mod local;
 pub mod plan;
 pub mod port;

@@ -14,3 +14,5 @@ mod memory;
 mod field;
 // `sim-cli experiment`: determinism, outputs, blind export, persona write-up, bad input.
 mod experiment;
+// The local MiniLM model: a run, replay, strategies, threads, `embed check`.
+mod minilm;
