@@ -27,9 +27,9 @@ use ::field::{
 };
 use engine::chat::{ChatPort, ChatPurpose, ChatRequest};
 use engine::clock::SimTime;
-use engine::cost::{estimate_tokens, Price, Spend};
+use engine::cost::{Price, Spend};
 use engine::digest::{Digest, DigestWriter};
-use engine::embed::local::embed_text;
+use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
 use engine::experiment::model::{parse_lines, prompt};
 use engine::experiment::summary::{Condition, RunRecord};
 use engine::experiment::topic::sentences;
@@ -187,6 +187,11 @@ pub struct MissionSpec {
     pub latency: LatencyModel,
     /// Embedding dimension.
     pub dim: usize,
+    /// The embedder: every vector of the mission (question, findings,
+    /// points) comes through it, billed per physical request.
+    pub embedder: Arc<dyn EmbeddingPort>,
+    /// The embedding model's name (the key texts are embedded under).
+    pub embed_model: String,
     /// The agents' model.
     pub chat: Arc<dyn ChatPort>,
     /// Model name.
@@ -202,8 +207,8 @@ pub struct MissionResult {
     pub report: String,
     /// Chat spend.
     pub chat: Spend,
-    /// Embedding input tokens.
-    pub embedding_tokens: u64,
+    /// What the embedder billed (input tokens and nano-USD).
+    pub embedding: Spend,
     /// Modelled latency.
     pub latency_ms: f64,
     /// The field's telemetry (field condition).
@@ -365,22 +370,46 @@ async fn work_phase(
     Ok(Worked { researcher: r?, analyst: a?, writer: w? })
 }
 
-/// The write phase's injections: every line the researcher and the analyst
-/// produced, with their embedding tokens.
-fn write_ops(spec: &MissionSpec, worked: &mut Worked) -> (Vec<Op>, u64) {
-    let mut writes = Vec::new();
-    let mut tokens = 0;
-    let researcher = worked.researcher.as_mut().map(|x| std::mem::take(&mut x.lines));
-    let analyst = worked.analyst.as_mut().map(|x| std::mem::take(&mut x.lines));
-    for (role, lines) in [(Role::Researcher, researcher), (Role::Analyst, analyst)] {
-        for line in lines.unwrap_or_default() {
-            tokens += estimate_tokens(&line);
-            let entry =
-                Entry { key: key_of(role, &line), vector: embed_text(&line, spec.dim), value: line, strength: 1.0 };
-            writes.push(Op { role, op: PortOp::Inject(entry) });
+/// `texts` through the mission's embedder, in one invocation; adds what
+/// it billed to `spend`.
+async fn embed(spec: &MissionSpec, texts: &[String], spend: &mut Spend) -> Result<Vec<Vec<f32>>> {
+    if texts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let key = EmbedKey { role: EmbedRole::Memory, model: spec.embed_model.clone(), dim: spec.dim };
+    match spec.embedder.embed(&key, texts).await {
+        Ok(batch) => {
+            batch.calls.iter().for_each(|c| spend.add(&c.spend));
+            Ok(batch.vectors.iter().map(|v| v.to_vec()).collect())
+        }
+        Err(e) => {
+            if let engine::Error::Embedding { calls, .. } = &e {
+                calls.iter().for_each(|c| spend.add(&c.spend));
+            }
+            Err(e.into())
         }
     }
-    (writes, tokens)
+}
+
+/// The write phase's injections: every line the researcher and the analyst
+/// produced, embedded in one invocation (billed to `spend`).
+async fn write_ops(spec: &MissionSpec, worked: &mut Worked, spend: &mut Spend) -> Result<Vec<Op>> {
+    let researcher = worked.researcher.as_mut().map(|x| std::mem::take(&mut x.lines));
+    let analyst = worked.analyst.as_mut().map(|x| std::mem::take(&mut x.lines));
+    let lines: Vec<(Role, String)> = [(Role::Researcher, researcher), (Role::Analyst, analyst)]
+        .into_iter()
+        .flat_map(|(role, lines)| lines.unwrap_or_default().into_iter().map(move |l| (role, l)))
+        .collect();
+    let texts: Vec<String> = lines.iter().map(|(_, l)| l.clone()).collect();
+    let vectors = embed(spec, &texts, spend).await?;
+    Ok(lines
+        .into_iter()
+        .zip(vectors)
+        .map(|((role, line), vector)| Op {
+            role,
+            op: PortOp::Inject(Entry { key: key_of(role, &line), vector, value: line, strength: 1.0 }),
+        })
+        .collect())
 }
 
 async fn run_mission(
@@ -405,8 +434,8 @@ async fn run_mission(
     };
     let t = &spec.topic;
     let k = spec.budgets.k;
-    let question_vec = embed_text(&t.question, spec.dim);
-    let mut embedding_tokens = estimate_tokens(&t.question);
+    let mut embedding = Spend::default();
+    let question_vec = embed(spec, std::slice::from_ref(&t.question), &mut embedding).await?.remove(0);
     let (mut chat, mut latency_ms, mut report) = (Spend::default(), 0.0f64, String::new());
     let p = t.passages.len();
     for it in 1..=p + 2 {
@@ -450,9 +479,10 @@ async fn run_mission(
             report = w.lines.join("\n");
         }
         // Write phase.
-        let (writes, tokens) = write_ops(spec, &mut worked);
+        let before = embedding.input_tokens;
+        let writes = write_ops(spec, &mut worked, &mut embedding).await?;
         if !writes.is_empty() {
-            embedding_tokens += tokens;
+            let tokens = embedding.input_tokens - before;
             latency_ms += spec.latency.embed_call_ms + spec.latency.embed_token_ms * tokens as f64;
             shared.phase(writes, now).await?;
         }
@@ -469,7 +499,7 @@ async fn run_mission(
         }
         Shared::Messages { .. } => (None, None),
     };
-    Ok(MissionResult { report, chat, embedding_tokens, latency_ms, telemetry, field_digest })
+    Ok(MissionResult { report, chat, embedding, latency_ms, telemetry, field_digest })
 }
 
 /// The experiment.
@@ -487,8 +517,14 @@ pub struct ExperimentSpec {
     pub budgets: Budgets,
     /// Latency model.
     pub latency: LatencyModel,
-    /// Embedding dimension.
+    /// Embedding dimension (the embedder's).
     pub dim: usize,
+    /// The embedder every mission uses. Give it no cache shared across
+    /// missions, so that each mission pays for its own embeddings and
+    /// neither condition rides on the other's.
+    pub embedder: Arc<dyn EmbeddingPort>,
+    /// The embedding model's name.
+    pub embed_model: String,
     /// The agents' model for a repetition's seed; `None` uses the
     /// scripted agent model.
     pub chat: Option<Arc<dyn ChatPort>>,
@@ -552,6 +588,8 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     budgets: spec.budgets.clone(),
                     latency: spec.latency.clone(),
                     dim: spec.dim,
+                    embedder: Arc::clone(&spec.embedder),
+                    embed_model: spec.embed_model.clone(),
                     chat: Arc::clone(&chat),
                     model: spec.model.clone(),
                 };
@@ -571,7 +609,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                         seed,
                         retention: metrics::retention(&r.report, topic),
                         quality: metrics::quality(&r.report, topic),
-                        tokens: r.chat.input_tokens + r.chat.output_tokens + r.embedding_tokens,
+                        tokens: r.chat.input_tokens + r.chat.output_tokens + r.embedding.input_tokens,
                         latency_ms: r.latency_ms,
                         cross_agent_resonance: tel.map(|t| t.multi_agent_patterns.len() as u64),
                         stability: tel.map(|t| t.stability.stability),

@@ -48,15 +48,20 @@ pub struct ExperimentArgs {
     /// Write up a persona run instead: one topic built from its reactions (outcomes.jsonl).
     #[arg(long, value_name = "DIR", conflicts_with = "topics")]
     pub from_run: Option<PathBuf>,
-    /// Embedding dimension of the local embedder.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(8..=8192))]
-    pub dim: u32,
+    /// Embedding dimension of the local hash embedder (default 256, or the config's). A neural or hosted
+    /// embedder decides its own.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(8..=8192))]
+    pub dim: Option<u32>,
     /// Tokio worker threads. Results do not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
-    /// A config whose `[chat]` section names a live model (`provider = "openai"`): the three agents run on it.
+    /// A config: its `[chat]` section may name a live model (`provider = "openai"`) the three agents run
+    /// on; its `[embedding]` section names the embedder every vector comes from (e.g. `provider = "minilm"`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Run even when a neural or hosted embedder fails `sim-cli embed check`.
+    #[arg(long)]
+    pub skip_embed_check: bool,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -69,11 +74,7 @@ struct AgentModel {
     live: bool,
 }
 
-fn agent_model(config: Option<&PathBuf>, seed: u64) -> Result<AgentModel> {
-    let Some(path) = config else {
-        return Ok(AgentModel { chat: None, name: SCRIPTED_MODEL.into(), live: false });
-    };
-    let cfg = crate::run::load_config(Some(path))?;
+fn agent_model(cfg: &engine::config::Config, path: &Path, seed: u64) -> Result<AgentModel> {
     match cfg.raw.chat.provider {
         engine::config::ChatProvider::Scripted => Ok(AgentModel { chat: None, name: SCRIPTED_MODEL.into(), live: false }),
         engine::config::ChatProvider::Modelled => bail!(
@@ -81,7 +82,7 @@ fn agent_model(config: Option<&PathBuf>, seed: u64) -> Result<AgentModel> {
             path.display()
         ),
         engine::config::ChatProvider::Openai => Ok(AgentModel {
-            chat: Some(providers::build_chat(&cfg, seed)?),
+            chat: Some(providers::build_chat(cfg, seed)?),
             name: cfg.raw.chat.model.clone(),
             live: true,
         }),
@@ -153,6 +154,7 @@ struct Setup<'a> {
     lambdas: &'a [f64],
     main_lambda: f64,
     dim: u32,
+    embedder: EmbedderSummary,
     budgets: &'a Budgets,
     latency_model: &'a LatencyModel,
     model: ModelSummary,
@@ -171,6 +173,58 @@ struct ModelSummary {
     name: String,
     kind: &'static str,
     live: bool,
+}
+
+/// The embedder every vector came from, and what the sanity check said.
+#[derive(Debug, Serialize)]
+struct EmbedderSummary {
+    model: String,
+    dim: usize,
+    /// `lexical` (the local hash embedder) or `semantic`.
+    similarity: engine::embed::check::Similarity,
+    /// `sim-cli embed check`'s verdict; `null` with --skip-embed-check.
+    check: Option<String>,
+    check_passed: Option<bool>,
+}
+
+/// The embedder of `sim-cli experiment`: the config's (the local hash
+/// embedder by default), its dimension set by `--dim` for the hash
+/// embedder, with no cache across missions, checked first unless skipped.
+fn experiment_embedder(
+    a: &ExperimentArgs,
+    cfg: &mut engine::config::Config,
+) -> Result<(std::sync::Arc<dyn engine::embed::EmbeddingPort>, EmbedderSummary)> {
+    use engine::config::{EmbeddingModel, Provider};
+    let e = &mut cfg.raw.embedding;
+    if e.model() == EmbeddingModel::Disabled {
+        bail!("--config: embedding.model = \"none\": the experiment needs an embedder (the field and the inboxes rank by vector)");
+    }
+    if let Some(dim) = a.dim {
+        match e.provider {
+            Provider::Local | Provider::Modelled => e.dim = dim as usize,
+            Provider::Minilm | Provider::Openai => {
+                bail!("--dim {dim}: the {} embedder decides its dimension ({}); leave --dim out", e.model, e.dim)
+            }
+        }
+    }
+    // Each mission pays for its own embeddings: no cache across missions.
+    e.cache = false;
+    let similarity = crate::embed::similarity(cfg);
+    let (check, check_passed) = if a.skip_embed_check {
+        (None, None)
+    } else {
+        let report = crate::embed::run_check(cfg)?;
+        if report.refuses() {
+            bail!(
+                "{}\n(the experiment trusts the embedder's similarities; pass --skip-embed-check to run anyway)",
+                report.verdict
+            );
+        }
+        (Some(report.verdict), Some(report.passed))
+    };
+    let e = &cfg.raw.embedding;
+    let summary = EmbedderSummary { model: e.model.clone(), dim: e.dim, similarity, check, check_passed };
+    Ok((std::sync::Arc::new(providers::build_embedder(cfg, 0)?), summary))
 }
 
 /// The `--json` output of `sim-cli experiment`.
@@ -238,7 +292,12 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         Some(dir) => vec![topic_from_run(dir)?],
         None => resolve_topics(&a.topics)?,
     };
-    let model = agent_model(a.config.as_ref(), a.seed)?;
+    let mut cfg = crate::run::load_config(a.config.as_ref())?;
+    let model = match &a.config {
+        Some(path) => agent_model(&cfg, path, a.seed)?,
+        None => AgentModel { chat: None, name: SCRIPTED_MODEL.into(), live: false },
+    };
+    let (embedder, embedder_summary) = experiment_embedder(&a, &mut cfg)?;
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/experiment-s{}", a.seed)));
     empty_or_new(&out, "--out")?;
     if let Some(b) = &a.blind_export {
@@ -252,7 +311,9 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         seed: a.seed,
         budgets: Budgets::default(),
         latency: LatencyModel::default(),
-        dim: a.dim as usize,
+        dim: cfg.raw.embedding.dim,
+        embedder,
+        embed_model: cfg.raw.embedding.model.clone(),
         chat: model.chat.clone(),
         model: model.name.clone(),
         field_logs: Some(out.join("fields")),
@@ -292,7 +353,8 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
                 .collect(),
             lambdas: &swept,
             main_lambda,
-            dim: a.dim,
+            dim: spec.dim as u32,
+            embedder: embedder_summary,
             budgets: &spec.budgets,
             latency_model: &spec.latency,
             model: ModelSummary {
@@ -307,7 +369,10 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     std::fs::write(out.join("results.json"), serde_json::to_vec_pretty(&results)?)
         .with_context(|| format!("cannot write {}", out.display()))?;
     charts(&out, &missions, &topics, main_lambda)?;
-    std::fs::write(out.join("report.md"), report_md(&a, &spec, &topics, &summary, &records, main_lambda))?;
+    std::fs::write(
+        out.join("report.md"),
+        report_md(&a, &spec, &results.experiment.embedder, &topics, &summary, &records, main_lambda),
+    )?;
     if let Some(dir) = &a.blind_export {
         blind_export(dir, &records, &topics, main_lambda, a.seed)?;
     }
@@ -354,6 +419,7 @@ fn criteria_table(s: &Summary) -> String {
 fn report_md(
     a: &ExperimentArgs,
     spec: &ExperimentSpec,
+    embedder: &EmbedderSummary,
     topics: &[Topic],
     s: &Summary,
     records: &[RunRecord],
@@ -386,9 +452,16 @@ fn report_md(
     r.push_str("- Agents act in phases, one simulated hour per iteration: the researcher reads one source per iteration, the analyst synthesises from the second iteration on, the writer writes at the end.\n");
     r.push_str("- Field: every agent injects into and queries one shared field (exact top-k by decayed, boosted score). Message passing: the researcher's findings go to the analyst's inbox, the analyst's points to the writer's; inboxes are ranked by cosine to the question and merged by key.\n");
     r.push_str(&format!(
-        "- Identical in both: model, question, embedder (local, dim {}), k = {}, budgets (researcher output {}, analyst context {} / output {}, writer context {} / output {} tokens), latency model.\n",
-        spec.dim, b.k, b.researcher_output, b.analyst_context, b.analyst_output, b.writer_context, b.writer_output
+        "- Identical in both: model, question, embedder ({}, dim {}), k = {}, budgets (researcher output {}, analyst context {} / output {}, writer context {} / output {} tokens), latency model.\n",
+        embedder.model, spec.dim, b.k, b.researcher_output, b.analyst_context, b.analyst_output, b.writer_context, b.writer_output
     ));
+    r.push_str(&match (&embedder.check, embedder.similarity) {
+        (Some(verdict), engine::embed::check::Similarity::Lexical) => format!(
+            "- Embedder check (`sim-cli embed check`): {verdict}. Field queries and inbox ranking therefore match on shared words, not meaning.\n"
+        ),
+        (Some(verdict), engine::embed::check::Similarity::Semantic) => format!("- Embedder check (`sim-cli embed check`): {verdict}.\n"),
+        (None, _) => "- Embedder check: skipped (--skip-embed-check); the embedder's similarities were not checked.\n".to_string(),
+    });
     r.push_str("- Metrics: retention = gold findings whose key phrases all appear in the report / all gold findings; quality = 1 + 4 x importance-weighted coverage (1-5); tokens = chat input + output + embedding input; latency = modelled (400 ms per call, 0.05 ms per prompt token, 10 ms per completion token, 30 ms + 0.01 ms/token per embedding call; concurrent agents overlap); cross-agent resonance = field patterns accessed by more than one agent; stability and its convergence phase (> 0.75).\n");
     r.push_str("- Statistics: Wilcoxon signed-rank on field minus message passing per pair, exact null distribution; effect size = matched-pairs rank-biserial r.\n\n");
     r.push_str("## Pass / fail\n\n");

@@ -210,6 +210,19 @@ struct Loaded {
     /// Recorded operations that no longer apply, with why.
     op_errors: Vec<String>,
     now: SimTime,
+    /// The run's configuration (its embedder embeds test memories).
+    config: engine::config::Config,
+}
+
+/// `texts` through the run's embedding provider, as its personas'
+/// memories were; `None` when the run embeds nothing (`model = "none"`).
+fn embed_like_the_run(l: &Loaded, texts: &[String]) -> Result<Option<Vec<Vec<f32>>>> {
+    if texts.is_empty() || l.config.raw.embedding.model() == engine::config::EmbeddingModel::Disabled {
+        return Ok(None);
+    }
+    let vectors = crate::embed::embed_texts(&l.config, texts, None)
+        .with_context(|| format!("cannot embed through the run's embedder ({})", l.config.raw.embedding.model))?;
+    Ok(Some(vectors.iter().map(|v| v.to_vec()).collect()))
 }
 
 fn load(dir: &RunDir) -> Result<Loaded> {
@@ -265,7 +278,7 @@ fn load(dir: &RunDir) -> Result<Loaded> {
     }
     let end = SimTime(u64::from(trace.ticks.last().map_or(0, |t| t.tick)) * hours * 3600);
     let now = ops.iter().map(Op::at).fold(end, SimTime::max);
-    Ok(Loaded { world, rules, trace, ops, op_changes, ops_path, rejected, op_errors, now })
+    Ok(Loaded { world, rules, trace, ops, op_changes, ops_path, rejected, op_errors, now, config: spec.config })
 }
 
 fn emit<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T)) -> Result<()> {
@@ -679,6 +692,7 @@ fn test(cmd: TestCommand) -> Result<()> {
                                 .len()
                                 + 1
                         )),
+                        vector: embed_like_the_run(l, std::slice::from_ref(&content))?.and_then(|mut v| v.pop()),
                         content,
                         energy,
                         tier,
@@ -704,7 +718,16 @@ fn test(cmd: TestCommand) -> Result<()> {
             if !engine::memory::scenarios::NAMES.contains(&name.as_str()) {
                 bail!("scenario {name:?}: expected one of {}", engine::memory::scenarios::NAMES.join(", "));
             }
-            operate(&dir, |l| Ok(Op::TestScenario { name, at: l.now }), dry_run)
+            operate(
+                &dir,
+                |l| {
+                    let texts: Vec<String> =
+                        engine::memory::scenarios::texts(&name).iter().map(|(_, t)| t.to_string()).collect();
+                    let vectors = embed_like_the_run(l, &texts)?.unwrap_or_default();
+                    Ok(Op::TestScenario { name, vectors, at: l.now })
+                },
+                dry_run,
+            )
         }
         TestCommand::List(dir) => {
             let l = load(&dir)?;

@@ -26,6 +26,12 @@ fn spec(chat: Option<Arc<dyn ChatPort>>) -> ExperimentSpec {
         budgets: Budgets::default(),
         latency: LatencyModel::default(),
         dim: 64,
+        embedder: {
+            let mut cfg = engine::config::Config::defaults();
+            (cfg.raw.embedding.dim, cfg.raw.embedding.cache) = (64, false);
+            Arc::new(providers::build_embedder(&cfg, 0).expect("the local embedder"))
+        },
+        embed_model: engine::config::Config::defaults().raw.embedding.model,
         chat,
         model: actors::experiment::SCRIPTED_MODEL.into(),
         field_logs: None,

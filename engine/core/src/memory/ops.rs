@@ -25,6 +25,12 @@ pub enum Op {
         energy: f64,
         /// Starting tier.
         tier: Tier,
+        /// Its vector, embedded when the operation was made through the
+        /// run's embedding provider. Logs written before vectors were
+        /// recorded have none: their test memories get the local hash
+        /// embedder's vector, as they did then.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vector: Option<Vec<f32>>,
         /// When.
         at: SimTime,
     },
@@ -48,6 +54,11 @@ pub enum Op {
     TestScenario {
         /// Its name.
         name: String,
+        /// The vectors of its texts ([`scenarios::texts`]), in order, embedded
+        /// through the run's embedding provider; empty for a scenario
+        /// without texts (or a log written before they were recorded).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        vectors: Vec<Vec<f32>>,
         /// When.
         at: SimTime,
     },
@@ -128,8 +139,10 @@ pub struct MemoryWorld {
     pub personas: Vec<PersonaState>,
     /// Test memories, which belong to no persona.
     pub test: Ledger,
-    /// Test memories' texts (and so their vectors).
+    /// Test memories' texts.
     pub test_content: BTreeMap<RecordId, String>,
+    /// Test memories' vectors, as their operations recorded them.
+    pub test_vectors: BTreeMap<RecordId, Vec<f32>>,
 }
 
 impl MemoryWorld {
@@ -171,9 +184,12 @@ impl MemoryWorld {
         }
         let test = |c: Change| ("test".to_string(), c);
         match op {
-            Op::TestCreate { id, content, energy, tier, at } => {
+            Op::TestCreate { id, content, energy, tier, vector, at } => {
                 let c = self.test.create(id, *at, *energy, *tier, true, None)?;
                 self.test_content.insert(id.clone(), content.clone());
+                if let Some(v) = vector {
+                    self.test_vectors.insert(id.clone(), v.clone());
+                }
                 Ok(vec![test(c)])
             }
             Op::TestBoost { id, amount, at } => Ok(vec![test(self.test.access(id, *at, *amount)?)]),
@@ -182,12 +198,15 @@ impl MemoryWorld {
                 let ids: Vec<RecordId> = self.test.currents().map(|v| v.record.clone()).collect();
                 ids.iter().map(|id| self.test.delete_test(id, *at).map(test)).collect()
             }
-            Op::TestScenario { name, at } => {
+            Op::TestScenario { name, vectors, at } => {
                 let made = scenarios::create(&mut self.test, name, *at)
                     .ok_or_else(|| LedgerError::UnknownScenario(name.clone()))??;
-                for (id, text) in scenarios::CLUSTER_TEXTS {
-                    if name == "cluster-formation" {
-                        self.test_content.insert(RecordId::Named(id.to_string()), text.to_string());
+                let texts = scenarios::texts(name);
+                for (i, (id, text)) in texts.iter().enumerate() {
+                    let id = RecordId::Named(id.to_string());
+                    self.test_content.insert(id.clone(), text.to_string());
+                    if let Some(v) = vectors.get(i) {
+                        self.test_vectors.insert(id, v.clone());
                     }
                 }
                 Ok(made.into_iter().map(test).collect())
@@ -230,13 +249,17 @@ impl MemoryWorld {
                         pass(profile.label(), ledger, &vector);
                     }
                 }
-                let content = self.test_content.clone();
+                let (content, vectors) = (self.test_content.clone(), self.test_vectors.clone());
                 let dim = self
                     .personas
                     .first()
                     .and_then(|p| p.memory.records().iter().find_map(|m| m.vector.as_ref().map(|v| v.len())))
                     .unwrap_or(256);
-                pass("test".into(), &mut self.test, &|r: &RecordId| content.get(r).map(|t| embed_text(t, dim)));
+                // A recorded vector; else (a log from before vectors were
+                // recorded) the local hash embedder's, as then.
+                let vector =
+                    |r: &RecordId| vectors.get(r).cloned().or_else(|| content.get(r).map(|t| embed_text(t, dim)));
+                pass("test".into(), &mut self.test, &vector);
                 Ok(out)
             }
         }
@@ -256,7 +279,14 @@ mod tests {
         let cfg = ConsolidationConfig::default();
         let mut w = MemoryWorld::default();
         let ops = vec![
-            Op::TestCreate { id: "t-1".into(), content: "hello".into(), energy: 2.5, tier: Tier::Working, at: h(1) },
+            Op::TestCreate {
+                id: "t-1".into(),
+                content: "hello".into(),
+                energy: 2.5,
+                tier: Tier::Working,
+                vector: Some(vec![0.5; 4]),
+                at: h(1),
+            },
             Op::TestBoost { id: "t-1".into(), amount: 1.0, at: h(1) },
             Op::Consolidate {
                 decay: false,

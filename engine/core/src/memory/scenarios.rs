@@ -4,7 +4,6 @@
 
 use super::ledger::{Change, Ledger, LedgerError, NewRecord, RecordId, Tier};
 use crate::clock::SimTime;
-use crate::embed::local::embed_text;
 
 /// The scenario names.
 pub const NAMES: &[&str] = &["high-access", "gradual-decay", "promotion-ready", "cluster-formation"];
@@ -17,10 +16,14 @@ pub const CLUSTER_TEXTS: &[(&str, &str)] = &[
     ("test-cluster-3", "energy bills may rise twelve percent during the summer heatwave"),
 ];
 
-/// The vector of a cluster-formation record (the local embedder's).
-pub fn cluster_vector(record: &RecordId, dim: usize) -> Option<Vec<f32>> {
-    let RecordId::Named(record) = record else { return None };
-    CLUSTER_TEXTS.iter().find(|(id, _)| id == record).map(|(_, t)| embed_text(t, dim))
+/// The texts of scenario `name`'s records, by record id: what the caller
+/// embeds (through the run's embedding provider) and records with the
+/// operation. Only cluster-formation has texts.
+pub fn texts(name: &str) -> &'static [(&'static str, &'static str)] {
+    match name {
+        "cluster-formation" => CLUSTER_TEXTS,
+        _ => &[],
+    }
 }
 
 /// Creates scenario `name` at `now`. Unknown names are `None`.
@@ -123,7 +126,10 @@ mod tests {
         let vectors: Vec<(RecordId, Vec<f32>)> = CLUSTER_TEXTS
             .iter()
             .map(|(id, _)| RecordId::from(*id))
-            .filter_map(|id| cluster_vector(&id, 256).map(|v| (id, v)))
+            .map(|id| {
+                let text = texts("cluster-formation").iter().find(|(i, _)| RecordId::from(*i) == id).expect("a text").1;
+                (id.clone(), crate::embed::local::embed_text(text, 256))
+            })
             .collect();
         let made = l.cluster(&cfg, Scope::TestOnly, false, |r| {
             vectors.iter().find(|(id, _)| id == r).map(|(_, v)| v.as_slice())
