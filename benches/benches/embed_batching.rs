@@ -11,6 +11,16 @@
 //! the run); `per-persona-concurrent` makes the same calls concurrently
 //! through the same client (concurrency 4, the same cache), a user's real
 //! alternative to batching.
+//!
+//! The `minilm` group runs the real model (all-MiniLM-L6-v2 on candle; `bash
+//! scripts/fetch-minilm` first, else the group is skipped with a note):
+//! - `minilm/run/<strategy>`: a 50-persona, 3-tick panel end to end, cold
+//!   cache, batched against per-persona;
+//! - `minilm/batch/<n>`: 64 texts through the inference client at batch
+//!   size 1, 8, 32 and 64 (throughput in texts per second);
+//! - `minilm/exact/unpadded` against `minilm/exact/padded`: what running
+//!   each text alone (the exact design) costs against one padded pass;
+//! - `minilm/tokenise`: the tokeniser's share.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use engine::config::Config;
@@ -73,5 +83,73 @@ fn stage(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, stage);
+/// The model directory `scripts/fetch-minilm` fills, if it is there.
+fn minilm_dir() -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/all-MiniLM-L6-v2");
+    dir.join("model.safetensors").exists().then_some(dir)
+}
+
+/// `n` texts spread evenly over the exactness corpus (single words to past
+/// the truncation limit).
+fn corpus(n: usize) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/minilm/corpus.txt");
+    let text = std::fs::read_to_string(path).expect("fixtures/minilm/corpus.txt");
+    let all: Vec<&str> = text.lines().skip(1).filter(|l| !l.is_empty()).collect();
+    (0..n).map(|i| all[i * all.len() / n].to_string()).collect()
+}
+
+fn minilm(c: &mut Criterion) {
+    let Some(dir) = minilm_dir() else {
+        eprintln!("minilm: skipped; run `bash scripts/fetch-minilm` to fetch the model");
+        return;
+    };
+    let toml = format!(
+        "[embedding]\nprovider = \"minilm\"\n[embedding.minilm]\nmodel_dir = {:?}\n",
+        dir.display().to_string()
+    );
+    let config = engine::config::RawConfig::from_toml(&toml, "bench").and_then(|r| r.resolve("bench")).expect("config");
+    let model = providers::minilm::load_shared(&dir).expect("the model loads");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let mut group = c.benchmark_group("minilm");
+    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(5));
+    for (strategy, name) in [(Strategy::Batched, "batched"), (Strategy::PerConsumer, "per-persona")] {
+        group.throughput(Throughput::Elements(150));
+        group.bench_function(BenchmarkId::new("run", name), |b| {
+            b.iter(|| {
+                // A fresh client per iteration: a cold cache.
+                let mut spec = actors::run::RunSpec::defaults(42, 50, 3);
+                spec.config = config.clone();
+                spec.strategy = strategy;
+                let silent = Arc::new(actors::progress::Silent);
+                rt.block_on(actors::run::run(spec, silent, false, |_| Ok(()))).expect("the run")
+            });
+        });
+    }
+    let texts = corpus(64);
+    let key = EmbedKey { role: EmbedRole::Memory, model: config.raw.embedding.model.clone(), dim: 384 };
+    for batch in [1usize, 8, 32, 64] {
+        let mut settings = config.raw.embedding.client_settings();
+        settings.batch_size = batch;
+        let provider = Arc::new(providers::MiniLmProvider::new(model.clone()));
+        let client = InferenceClient::new(provider, settings, config.embedding_price, None, 0);
+        group.throughput(Throughput::Elements(texts.len() as u64));
+        group.bench_function(BenchmarkId::new("batch", batch), |b| {
+            b.iter(|| rt.block_on(engine::embed::EmbeddingPort::embed(&client, &key, &texts)).expect("embeds"));
+        });
+    }
+    let short = corpus(32);
+    group.throughput(Throughput::Elements(short.len() as u64));
+    group.bench_function(BenchmarkId::new("exact", "unpadded"), |b| {
+        b.iter(|| short.iter().map(|t| model.embed_one(t).expect("embeds")).collect::<Vec<_>>());
+    });
+    group.bench_function(BenchmarkId::new("exact", "padded"), |b| {
+        b.iter(|| model.embed_padded(&short).expect("embeds"));
+    });
+    group.bench_function("tokenise", |b| {
+        b.iter(|| short.iter().map(|t| model.token_count(t).expect("tokenises")).sum::<usize>());
+    });
+    group.finish();
+}
+
+criterion_group!(benches, stage, minilm);
 criterion_main!(benches);

@@ -6,7 +6,7 @@ use actors::progress::Silent;
 use actors::run::{run, RunSpec};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use engine::config::RawConfig;
+use engine::config::{Provider, RawConfig};
 use engine::digest::Digest;
 use engine::embed::Strategy;
 use engine::experiment::stats::median;
@@ -128,7 +128,10 @@ fn bench_chat(args: &ChatBenchArgs) -> Result<()> {
 #[command(after_help = "Two baselines: per-persona makes one port call per text and awaits each in turn,\n\
     as the original system's embedding calls blocked each loop; per-persona-concurrent makes the same\n\
     calls concurrently under the client's concurrency cap, rate limits and cache. Chat uses the scripted model,\n\
-    so the difference is the embedding work. Every workload is reported, neutral or not.")]
+    so the difference is the embedding work. Every workload is reported, neutral or not.\n\n\
+    Without --config the provider is the modelled one (--latency-ms per request). With --config, its\n\
+    [embedding] section decides, e.g. the local MiniLM model:\n\n  \
+    sim-cli bench embed --config fixtures/configs/minilm.toml")]
 pub struct EmbedBenchArgs {
     /// Personas.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -139,9 +142,13 @@ pub struct EmbedBenchArgs {
     /// Repetitions per strategy and cache condition.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub reps: u32,
-    /// Modelled latency per upstream request, in milliseconds.
+    /// Modelled latency per upstream request, in milliseconds (the modelled provider only).
     #[arg(long, default_value_t = 40.0)]
     pub latency_ms: f64,
+    /// A config whose [embedding] section names the provider to measure (batch size, concurrency and
+    /// model included); the cache settings are the bench's own.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
     /// Seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -182,9 +189,13 @@ struct Workload {
     personas: u32,
     ticks: u32,
     reps: u32,
-    latency_ms: f64,
-    batch_size: u32,
-    concurrency: u32,
+    /// The embedding provider and model measured.
+    provider: String,
+    model: String,
+    /// The modelled provider's latency per request; `null` for another provider.
+    latency_ms: Option<f64>,
+    batch_size: usize,
+    concurrency: usize,
     scenario: &'static str,
     seed: u64,
 }
@@ -218,7 +229,8 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
     if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
         anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);
     }
-    let cells = measure(&args)?;
+    let base = base_config(&args)?;
+    let cells = measure(&args, &base)?;
     let cell = |s: &str, c: &str| cells.iter().find(|x| x.strategy == s && x.cache == c).map(|x| median(&x.ms));
     let ratio = |baseline: &str, c: &str| match (cell(baseline, c), cell("batched", c)) {
         (Some(p), Some(b)) if b > 0.0 => p / b,
@@ -229,9 +241,11 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
             personas: args.personas,
             ticks: args.ticks,
             reps: args.reps,
-            latency_ms: args.latency_ms,
-            batch_size: 64,
-            concurrency: 4,
+            provider: format!("{:?}", base.embedding.provider).to_lowercase(),
+            model: base.embedding.model.clone(),
+            latency_ms: (base.embedding.provider == Provider::Modelled).then_some(args.latency_ms),
+            batch_size: base.embedding.batch_size,
+            concurrency: base.embedding.concurrency,
             scenario: "default",
             seed: args.seed,
         },
@@ -250,8 +264,25 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
     Ok(())
 }
 
+/// The configuration measured: `--config`'s, or the modelled provider at
+/// `--latency-ms` (batch size 64, concurrency 4).
+fn base_config(args: &EmbedBenchArgs) -> Result<RawConfig> {
+    if let Some(path) = &args.config {
+        let cfg = crate::run::load_config(Some(path))?;
+        if cfg.raw.embedding.model() == engine::config::EmbeddingModel::Disabled {
+            anyhow::bail!("--config {}: embedding.model = \"none\" leaves nothing to measure", path.display());
+        }
+        return Ok(cfg.raw);
+    }
+    let toml = format!(
+        "[embedding]\nprovider = \"modelled\"\nbatch_size = 64\nconcurrency = 4\n[embedding.modelled]\nlatency_ms = {}\nconcurrency = 4\n",
+        args.latency_ms
+    );
+    Ok(RawConfig::from_toml(&toml, "bench config")?)
+}
+
 /// Runs each strategy cold and warm, `reps` times each, in one process.
-fn measure(args: &EmbedBenchArgs) -> Result<Vec<Cell>> {
+fn measure(args: &EmbedBenchArgs, base: &RawConfig) -> Result<Vec<Cell>> {
     let dir = std::env::temp_dir().join(format!("sim-bench-embed-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let rt = runtime(None)?;
@@ -265,13 +296,10 @@ fn measure(args: &EmbedBenchArgs) -> Result<Vec<Cell>> {
         let cache_file = dir.join(format!("{name}.cache"));
         let _ = std::fs::remove_file(&cache_file);
         for cache in ["cold", "warm"] {
-            let file = if cache == "warm" { cache_file.display().to_string() } else { String::new() };
-            let toml = format!(
-                "[embedding]\nprovider = \"modelled\"\nbatch_size = 64\nconcurrency = 4\ncache_file = {file:?}\n\
-                 [embedding.modelled]\nlatency_ms = {}\nconcurrency = 4\n",
-                args.latency_ms
-            );
-            let config = RawConfig::from_toml(&toml, "bench config")?.resolve("bench config")?;
+            let mut raw = base.clone();
+            raw.embedding.cache = true;
+            raw.embedding.cache_file = if cache == "warm" { cache_file.display().to_string() } else { String::new() };
+            let config = raw.resolve("bench config")?;
             let make = || {
                 let mut spec = RunSpec::defaults(args.seed, args.personas, args.ticks);
                 spec.config = config.clone();
@@ -320,10 +348,14 @@ fn row(c: &Cell) -> Row {
 
 fn print_report(report: &Report) {
     let w = &report.workload;
+    let provider = match w.latency_ms {
+        Some(ms) => format!("modelled provider at {ms} ms per request"),
+        None => format!("{} provider ({})", w.provider, w.model),
+    };
     println!(
-        "Embedding strategies, end to end: {} personas x {} ticks, {} reps, modelled provider at {} ms per request,\n\
-         batch 64, concurrency 4. Baseline: {}.\n",
-        w.personas, w.ticks, w.reps, w.latency_ms, report.baseline
+        "Embedding strategies, end to end: {} personas x {} ticks, {} reps, {provider},\n\
+         batch {}, concurrency {}. Baseline: {}.\n",
+        w.personas, w.ticks, w.reps, w.batch_size, w.concurrency, report.baseline
     );
     println!(
         "  {:<22} {:<5} {:>10} {:>10} {:>10} {:>8} {:>9} {:>7} {:>6} {:>8} {:>12} {:>12}",

@@ -875,6 +875,53 @@ mod tests {
     }
 
     #[test]
+    fn prices_are_per_model_with_labels() {
+        let cfg = |text: &str| RawConfig::from_toml(text, "t").expect("parses").resolve("t").expect("valid");
+        let d = Config::defaults();
+        assert_eq!((d.embedding_price_label, d.chat_price_label), (PriceLabel::Nominal, PriceLabel::Nominal));
+        assert_eq!(d.embedding_price, Price::from_usd_per_mtok(0.02, 0.0));
+        let minilm = cfg("[embedding]\nprovider = \"minilm\"\n[embedding.minilm]\nmodel_dir = \"m\"\n");
+        assert_eq!((minilm.raw.embedding.model.as_str(), minilm.raw.embedding.dim), (MINILM_MODEL, MINILM_DIM));
+        assert_eq!(
+            (minilm.embedding_price, minilm.embedding_price_label),
+            (Price::from_usd_per_mtok(0.0, 0.0), PriceLabel::Local)
+        );
+        let own = cfg(
+            "[prices]\nchat_input_usd_per_mtok = 1.0\n[prices.models.\"local-hash-v1\"]\ninput_usd_per_mtok = 0.5\n",
+        );
+        assert_eq!(
+            (own.embedding_price, own.embedding_price_label),
+            (Price::from_usd_per_mtok(0.5, 0.0), PriceLabel::Configured)
+        );
+        assert_eq!(
+            (own.chat_price, own.chat_price_label),
+            (Price::from_usd_per_mtok(1.0, 0.6), PriceLabel::Configured)
+        );
+        let bad = RawConfig::from_toml("[prices.models.x]\ninput_usd_per_mtok = -1.0\n", "t").expect("parses");
+        assert!(bad.resolve("t").expect_err("negative").to_string().contains("prices.models"));
+    }
+
+    #[test]
+    fn minilm_fixes_model_and_dim_and_its_directory_stays_out_of_the_hash() {
+        let raw = |text: &str| RawConfig::from_toml(text, "t").expect("parses");
+        let base = "[embedding]\nprovider = \"minilm\"\n";
+        let err =
+            raw(&format!("{base}dim = 64\n[embedding.minilm]\nmodel_dir = \"m\"\n")).resolve("t").expect_err("dim");
+        assert!(err.to_string().contains("embedding.dim") && err.to_string().contains("384"), "{err}");
+        let err = raw(base).resolve("t").expect_err("no directory").to_string();
+        assert!(err.contains("model_dir") && err.contains("fetch-minilm"), "{err}");
+        let at = |dir: &str, sha: &str| {
+            raw(&format!("{base}[embedding.minilm]\nmodel_dir = \"{dir}\"\nweights_sha256 = \"{sha}\"\n"))
+                .resolve("t")
+                .expect("valid")
+        };
+        assert_eq!(at("a", "11").hash(), at("b", "11").hash());
+        assert_eq!(at("a", "11").content_hash(), at("b", "11").content_hash());
+        assert_ne!(at("a", "11").hash(), at("a", "22").hash());
+        assert_ne!(at("a", "11").content_hash(), at("a", "22").content_hash());
+    }
+
+    #[test]
     fn round_trips_through_toml() {
         let c = Config::defaults();
         let again = RawConfig::from_toml(&c.to_toml(), "x").and_then(|r| r.resolve("x"));
