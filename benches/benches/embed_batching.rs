@@ -15,11 +15,12 @@
 //! The `minilm` group runs the real model (all-MiniLM-L6-v2 on candle; `bash
 //! scripts/fetch-minilm` first, else the group is skipped with a note):
 //! - `minilm/run/<strategy>`: a 50-persona, 3-tick panel end to end, cold
-//!   cache, batched against per-persona;
+//!   cache, batched against both per-persona baselines;
 //! - `minilm/batch/<n>`: 64 texts through the inference client at batch
 //!   size 1, 8, 32 and 64 (throughput in texts per second);
-//! - `minilm/exact/unpadded` against `minilm/exact/padded`: what running
-//!   each text alone (the exact design) costs against one padded pass;
+//! - `minilm/exact/{unpadded,grouped,padded}`: each text alone, texts
+//!   grouped by token length (what requests run; exact too) and one padded
+//!   pass (not exact), on 32 texts of mixed length;
 //! - `minilm/tokenise`: the tokeniser's share.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -112,7 +113,12 @@ fn minilm(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let mut group = c.benchmark_group("minilm");
     group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(5));
-    for (strategy, name) in [(Strategy::Batched, "batched"), (Strategy::PerConsumer, "per-persona")] {
+    let strategies = [
+        (Strategy::Batched, "batched"),
+        (Strategy::PerConsumer, "per-persona"),
+        (Strategy::PerConsumerConcurrent, "per-persona-concurrent"),
+    ];
+    for (strategy, name) in strategies {
         group.throughput(Throughput::Elements(150));
         group.bench_function(BenchmarkId::new("run", name), |b| {
             b.iter(|| {
@@ -141,6 +147,9 @@ fn minilm(c: &mut Criterion) {
     group.throughput(Throughput::Elements(short.len() as u64));
     group.bench_function(BenchmarkId::new("exact", "unpadded"), |b| {
         b.iter(|| short.iter().map(|t| model.embed_one(t).expect("embeds")).collect::<Vec<_>>());
+    });
+    group.bench_function(BenchmarkId::new("exact", "grouped"), |b| {
+        b.iter(|| model.embed_grouped(&short).expect("embeds"));
     });
     group.bench_function(BenchmarkId::new("exact", "padded"), |b| {
         b.iter(|| model.embed_padded(&short).expect("embeds"));

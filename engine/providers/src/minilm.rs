@@ -2,15 +2,17 @@
 //! locally on candle (CPU). BERT, 384 dimensions, mean pooling over the
 //! tokens, L2-normalised: the model card's recipe.
 //!
-//! **Exactness.** Each text runs through the model alone, unpadded, one
-//! sequence per forward pass. A padded batch would change the length of
-//! the attention and pooling reductions, and so the last bits of a vector
-//! with what else is in its batch; run alone, a text's vector is a function
-//! of the text and the weights only, whatever the batch, the batch size or
-//! the thread count. A physical request of many texts still saves the
-//! per-request overhead of the client (and of a round trip, upstream).
-//! [`MiniLm::embed_padded`] runs the padded alternative, for the bench
-//! that measures what exactness costs.
+//! **Exactness.** No text is ever padded. A padded batch would change the
+//! length of the attention and pooling reductions, and so the last bits of
+//! a vector with what else is in its batch. A request's texts are grouped
+//! by token length instead, and each group of equal-length texts runs as
+//! one forward pass with no mask ([`MiniLm::embed_grouped`]): every text
+//! computes exactly what it computes alone ([`MiniLm::embed_one`]), so its
+//! vector is a function of the text and the weights only, whatever the
+//! batch, the batch size or the thread count (the tests check this bit for
+//! bit). A request of many texts saves the per-request overhead and runs
+//! its equal-length texts together. [`MiniLm::embed_padded`] runs the
+//! padded alternative, for the bench that measures what exactness costs.
 //!
 //! **Limits.** A text longer than 256 word pieces (the model's limit) is
 //! truncated and counted ([`MiniLm::truncated_texts`]). An empty text is
@@ -43,6 +45,8 @@ pub const MODEL_NAME: &str = engine::config::MINILM_MODEL;
 pub const DIM: usize = engine::config::MINILM_DIM;
 /// Word pieces per text, special tokens included (the model card's limit).
 pub const MAX_TOKENS: usize = 256;
+/// Texts of one token length per forward pass, at most (bounds memory).
+const GROUP_MAX: usize = 32;
 /// Its vocabulary size.
 const VOCAB: usize = 30_522;
 /// What to do about a missing or damaged directory.
@@ -146,11 +150,6 @@ impl MiniLm {
     /// One text's vector: a forward pass of the text alone, the mean of its
     /// token states, L2-normalised.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
-        self.embed_counted(text).map(|(v, _)| v)
-    }
-
-    /// [`MiniLm::embed_one`], with the word pieces the text ran as.
-    fn embed_counted(&self, text: &str) -> Result<(Vec<f32>, usize)> {
         let tokens = self.tokenize(text)?;
         if tokens.truncated {
             self.truncated.fetch_add(1, Ordering::Relaxed);
@@ -160,7 +159,37 @@ impl MiniLm {
         let types = ids.zeros_like().map_err(|e| model_error("input", e))?;
         let states = self.model.forward(&ids, &types, None).map_err(|e| model_error("forward pass", e))?;
         let states = states.squeeze(0).and_then(|s| s.to_vec2::<f32>()).map_err(|e| model_error("output", e))?;
-        Ok((pool(states.iter().map(Vec::as_slice)), n))
+        Ok(pool(states.iter().map(Vec::as_slice)))
+    }
+
+    /// Several texts, grouped by token length: each group of equal-length
+    /// texts runs as one unpadded forward pass (no mask, nothing added),
+    /// so a text's vector is the one [`MiniLm::embed_one`] gives it, bit
+    /// for bit (the tests hold this on the exactness corpus). Returns the
+    /// vectors in order, with each text's word pieces.
+    pub fn embed_grouped(&self, texts: &[String]) -> Result<Vec<(Vec<f32>, usize)>> {
+        let tokens = texts.iter().map(|t| self.tokenize(t)).collect::<Result<Vec<_>>>()?;
+        let truncated = tokens.iter().filter(|t| t.truncated).count() as u64;
+        self.truncated.fetch_add(truncated, Ordering::Relaxed);
+        let mut groups: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for (i, t) in tokens.iter().enumerate() {
+            groups.entry(t.ids.len()).or_default().push(i);
+        }
+        let mut out: Vec<Option<(Vec<f32>, usize)>> = vec![None; texts.len()];
+        for (len, members) in groups {
+            for chunk in members.chunks(GROUP_MAX) {
+                let ids: Vec<u32> = chunk.iter().flat_map(|i| tokens[*i].ids.iter().copied()).collect();
+                let ids =
+                    Tensor::from_vec(ids, (chunk.len(), len), &Device::Cpu).map_err(|e| model_error("input", e))?;
+                let types = ids.zeros_like().map_err(|e| model_error("input", e))?;
+                let states = self.model.forward(&ids, &types, None).map_err(|e| model_error("forward pass", e))?;
+                let states = states.to_vec3::<f32>().map_err(|e| model_error("output", e))?;
+                for (i, s) in chunk.iter().zip(states) {
+                    out[*i] = Some((pool(s.iter().map(Vec::as_slice)), len));
+                }
+            }
+        }
+        Ok(out.into_iter().map(|v| v.expect("every text is in one group; this is a bug")).collect())
     }
 
     /// The padded alternative: one forward pass over all `texts`, padded to
@@ -276,14 +305,12 @@ impl EmbedProvider for MiniLmProvider {
         let texts = req.texts.to_vec();
         Box::pin(async move {
             let work = move || -> Result<ProviderReply> {
-                let mut tokens = 0u64;
-                let mut vectors = Vec::with_capacity(texts.len());
-                for t in &texts {
-                    let (v, n) = model.embed_counted(t)?;
-                    tokens += n as u64;
-                    vectors.push(v);
-                }
-                Ok(ProviderReply { vectors, billed_tokens: Some(tokens) })
+                let embedded = model.embed_grouped(&texts)?;
+                let tokens = embedded.iter().map(|(_, n)| *n as u64).sum();
+                Ok(ProviderReply {
+                    vectors: embedded.into_iter().map(|(v, _)| v).collect(),
+                    billed_tokens: Some(tokens),
+                })
             };
             match tokio::task::spawn_blocking(work).await {
                 Ok(Ok(reply)) => Ok(reply),
