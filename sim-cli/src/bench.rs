@@ -145,7 +145,7 @@ pub struct EmbedBenchArgs {
     /// Modelled latency per upstream request, in milliseconds (the modelled provider only).
     #[arg(long, default_value_t = 40.0)]
     pub latency_ms: f64,
-    /// A config whose [embedding] section names the provider to measure (batch size, concurrency and
+    /// A config whose `[embedding]` section names the provider to measure (batch size, concurrency and
     /// model included); the cache settings are the bench's own.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,

@@ -32,7 +32,7 @@ pub struct TextArgs {
     /// The texts (at least one).
     #[arg(required = true)]
     pub texts: Vec<String>,
-    /// A config file whose [embedding] section names the provider.
+    /// A config file whose `[embedding]` section names the provider.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Async worker threads (default: one per core).
@@ -50,7 +50,7 @@ pub struct TextArgs {
     misses exits 1 and names the failing pairs. The local hash embedder is lexical by design:\n\
     it is reported as lexical and exits 0. `sim-cli experiment` runs this check first.")]
 pub struct CheckArgs {
-    /// A config file whose [embedding] section names the provider.
+    /// A config file whose `[embedding]` section names the provider.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Print the report as one JSON object on stdout.
