@@ -7,7 +7,7 @@ use crate::run::{load_config, runtime};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use engine::config::{Config, EmbeddingModel, Provider};
-use engine::embed::check::{self, CheckReport, Similarity};
+use engine::embed::check::{self, cosine, CheckReport, Similarity};
 use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -129,17 +129,6 @@ struct TextReport<'a> {
     texts: &'a [String],
     vectors: Vec<&'a [f32]>,
     cosines: Vec<Vec<f64>>,
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
-    let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
-    let n = norm(a) * norm(b);
-    if n == 0.0 {
-        0.0
-    } else {
-        dot / n
-    }
 }
 
 fn text(args: &TextArgs) -> Result<()> {

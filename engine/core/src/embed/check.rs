@@ -96,7 +96,8 @@ pub fn texts() -> Vec<String> {
     PARAPHRASES.iter().chain(UNRELATED).flat_map(|(a, b)| [a.to_string(), b.to_string()]).collect()
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
+/// The cosine similarity of two vectors, in f64; 0 when either is zero.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let dot: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
     let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
     let n = norm(a) * norm(b);
