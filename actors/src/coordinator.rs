@@ -9,6 +9,7 @@ use engine::clock::Clock;
 use engine::cost::Spend;
 use engine::digest::Digest;
 use engine::embed::{embed_stage, EmbedCall, EmbedKey, EmbedRole, Plan, StageResult, StageStats};
+use engine::intent::stage::SsrPlan;
 use engine::memory::Change;
 use engine::persona::state::Consolidate;
 use engine::persona::state::JobCommit;
@@ -100,6 +101,9 @@ pub struct CoordinatorState {
     interests: Vec<Vec<String>>,
     digests: TickDigests,
     persona_digests: Vec<Option<Digest>>,
+    /// The SSR anchor statements' vectors, once a memory stage has
+    /// embedded them (all sets, in order).
+    anchors: Option<Vec<engine::embed::Embedding>>,
 }
 
 /// Start-up arguments.
@@ -234,8 +238,12 @@ impl TurnCoordinator {
         self.chat(&mut work).instrument(stage_span("chat")).await;
         work.timings.chat = ms(chat_started);
         let finalise_started = Instant::now();
-        let requests = self.draft_memories(&mut work);
-        self.memory_embedding(&mut work, requests).instrument(stage_span("memory-embedding")).await;
+        let mut requests = self.draft_memories(&mut work);
+        let ssr = self.ssr_requests(state, &work, &mut requests);
+        self.memory_embedding(&mut work, requests, ssr.as_ref()).instrument(stage_span("memory-embedding")).await;
+        if let Some(plan) = ssr {
+            self.rate_intent(state, &mut work, &plan);
+        }
         self.commit(state, &mut work).instrument(stage_span("commit")).await;
         work.timings.memory_finalisation = ms(finalise_started);
         self.finish(state, work)
@@ -419,27 +427,76 @@ impl TurnCoordinator {
         requests
     }
 
-    /// Stage 6: the drafts' texts through one deduplicated port call; each
-    /// draft keeps its own identity even when it shares a vector.
-    async fn memory_embedding(&self, work: &mut TickWork, requests: Vec<(u32, String)>) {
+    /// With `[intent]` asking for SSR: each reacting job's reaction text
+    /// (and, until they are known, the anchor statements) join the memory
+    /// stage's requests.
+    fn ssr_requests(
+        &self,
+        state: &CoordinatorState,
+        work: &TickWork,
+        requests: &mut Vec<(u32, String)>,
+    ) -> Option<SsrPlan> {
+        let intent = &self.shared.config.raw.intent;
+        if !intent.ssr() || self.shared.embedder.is_none() {
+            return None;
+        }
+        let reactions = work
+            .outcomes
+            .iter()
+            .filter(|o| work.parts[o.position as usize].is_some())
+            .filter_map(|o| o.reaction.as_ref().map(|r| (o.position, r.text.clone())));
+        Some(SsrPlan::build(requests, work.jobs.len() as u32, reactions, intent, state.anchors.is_some()))
+    }
+
+    /// Stage 6: the drafts' texts (and SSR's) through one deduplicated port
+    /// call; each draft keeps its own identity even when it shares a vector.
+    async fn memory_embedding(&self, work: &mut TickWork, requests: Vec<(u32, String)>, ssr: Option<&SsrPlan>) {
         let owners: Vec<u32> = requests.iter().map(|(i, _)| *i).collect();
         let memory = self.stage_embed(EmbedRole::Memory, requests).await;
         let mut next = vec![0usize; work.jobs.len()];
-        for (r, owner) in owners.iter().enumerate() {
+        let jobs = work.jobs.len() as u32;
+        // SSR consumers (from `jobs` on) come after every draft.
+        for (r, owner) in owners.iter().enumerate().filter(|(_, o)| **o < jobs) {
             let i = *owner as usize;
             if let Some(part) = work.parts[i].as_mut() {
                 part.memories[next[i]].vector = memory.vectors[r].clone();
                 next[i] += 1;
             }
         }
-        for (pos, spend) in &memory.allocation {
-            work.outcomes[*pos as usize].spend.memory_embedding_estimate = *spend;
+        let owner = |consumer: u32| ssr.map_or((consumer, false), |p| p.owner(consumer));
+        for (consumer, spend) in &memory.allocation {
+            work.outcomes[owner(*consumer).0 as usize].spend.memory_embedding_estimate.add(spend);
         }
-        for (pos, reason) in &memory.failed {
-            fail(&mut work.outcomes[*pos as usize], Stage::MemoryEmbedding, reason.clone());
-            work.parts[*pos as usize] = None;
+        for (consumer, reason) in &memory.failed {
+            let (pos, _) = owner(*consumer);
+            if is_ok(&work.outcomes[pos as usize]) {
+                fail(&mut work.outcomes[pos as usize], Stage::MemoryEmbedding, reason.clone());
+            }
+            work.parts[pos as usize] = None;
         }
         work.memory = memory;
+    }
+
+    /// SSR: the anchors' vectors are kept from the first stage that got
+    /// them, and each reacting job whose stage succeeded gets its rating.
+    fn rate_intent(&self, state: &mut CoordinatorState, work: &mut TickWork, plan: &SsrPlan) {
+        if state.anchors.is_none() {
+            state.anchors = plan.anchor_vectors(&work.memory.vectors);
+        }
+        let Some(anchors) = &state.anchors else { return };
+        let cost: std::collections::BTreeMap<u32, Spend> = work
+            .memory
+            .allocation
+            .iter()
+            .filter_map(|(c, s)| matches!(plan.owner(*c), (_, true)).then(|| (plan.owner(*c).0, *s)))
+            .collect();
+        let ratings = plan.ratings(&work.memory.vectors, anchors, &self.shared.config.raw.intent, &cost);
+        for (position, rating) in ratings {
+            let o = &mut work.outcomes[position as usize];
+            if is_ok(o) {
+                o.ssr = Some(rating);
+            }
+        }
     }
 
     /// Stage 7: each persona applies its jobs' results and consolidates;
@@ -574,6 +631,7 @@ impl Actor for TurnCoordinator {
             interests: args.interests,
             digests: args.genesis,
             persona_digests: vec![Some(Digest::default()); n],
+            anchors: None,
         })
     }
 
@@ -683,6 +741,7 @@ mod tests {
             interests: vec![Vec::new(); fakes.len()],
             digests: TickDigests::default(),
             persona_digests: vec![Some(Digest::default()); fakes.len()],
+            anchors: None,
         };
         (TurnCoordinator { shared: Arc::new(shared), progress: Arc::new(Silent) }, state)
     }

@@ -198,6 +198,15 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
     summary.cost.embedding_price_label = cfg.embedding_price_label.as_str().into();
     summary.cost.chat_price_label = cfg.chat_price_label.as_str().into();
     summary.cost.allocations_are_estimates = true;
+    summary.intent_method = cfg.raw.intent.method;
+    let semantic =
+        matches!(cfg.raw.embedding.provider, engine::config::Provider::Minilm | engine::config::Provider::Openai);
+    if semantic && !cfg.raw.intent.ssr() {
+        summary.notes.push(format!(
+            "{} is a neural embedder: set [intent] method = \"both\" to measure purchase intent by semantic similarity rating (SSR) beside the direct rating",
+            cfg.raw.embedding.model
+        ));
+    }
     let recorder = embedder.map(|e| Arc::new(EmbedRecorder::new(e)));
     let session_end_tick = match spec.config.raw.consolidation.session_end_tick {
         0 => spec.planned_ticks.unwrap_or(spec.ticks),

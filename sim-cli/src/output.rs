@@ -159,6 +159,10 @@ pub fn print_summary(s: &RunSummary) {
             bar_row(&h)
         );
     }
+    print_ssr(s);
+    for note in &s.notes {
+        println!("\nNote: {note}");
+    }
     if !s.probes.is_empty() {
         println!("\nProbes (1-5):");
         for (id, d) in &s.probes {
@@ -236,4 +240,31 @@ pub fn list_scenarios() {
             println!("{name:<18} {} ({} stimuli, {} ticks)", s.description, s.stimuli.len(), s.ticks.len());
         }
     }
+}
+
+/// SSR beside direct rating, per stimulus, when the run measured it.
+fn print_ssr(s: &RunSummary) {
+    if s.intent.values().all(|d| d.ssr.is_none()) {
+        return;
+    }
+    println!("\nPurchase intent by semantic similarity rating (SSR; mean pmf over respondents) beside direct:");
+    println!(
+        "  {:<24} {:>6} {:>6} {:>13}   {:>5} {:>5} {:>5} {:>5} {:>5}  {:>6}",
+        "stimulus", "n", "SSR", "95% interval", "1", "2", "3", "4", "5", "KS sim"
+    );
+    for (id, d) in &s.intent {
+        let Some(m) = &d.ssr else { continue };
+        let direct = engine::intent::pmf_of_counts(&d.histogram);
+        let pct = |p: &[f64; 5]| p.map(|x| format!("{:>4.0}%", 100.0 * x));
+        let (sp, dp) = (pct(&m.pmf), pct(&direct));
+        let ks = m.ks_similarity_to_direct.map_or("-".into(), |k| format!("{k:.3}"));
+        let ci = format!("{:.2}-{:.2}", m.expected_ci95[0], m.expected_ci95[1]);
+        println!("  {:<24} {:>6} {:>6.2} {:>13}   {}  {:>6}", id, m.n, m.expected, ci, sp.join(" "), ks);
+        println!("  {:<24} {:>6} {:>6.2} {:>13}   {}  (direct)", "", d.n, d.mean, "", dp.join(" "));
+    }
+    println!(
+        "  SSR cost on top of direct rating: {} nano-USD, {} embedding tokens (reaction texts and anchor statements)",
+        thousands(s.cost.ssr_nano_usd),
+        thousands(s.tokens.ssr_embedding)
+    );
 }

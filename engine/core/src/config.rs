@@ -466,6 +466,57 @@ impl PricesSection {
     }
 }
 
+/// How purchase intent is measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IntentMethod {
+    /// The digit the chat model prints (the default).
+    #[default]
+    Direct,
+    /// Semantic similarity rating of the reaction text (see
+    /// [`crate::intent`]); the summary leads with it.
+    Ssr,
+    /// Both, side by side, with the KS similarity of their distributions.
+    Both,
+}
+
+/// `[intent]`: how purchase intent is measured. The persona's own state
+/// always follows the direct rating; SSR is a measurement beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IntentSection {
+    /// `direct` (default), `ssr` or `both`.
+    pub method: IntentMethod,
+    /// The paper's epsilon, added to the least similar point. Default 0,
+    /// the paper's.
+    pub epsilon: f64,
+    /// Reshapes each set's pmf (`p^(1/T)`); 1 leaves it, 0 keeps only the
+    /// most likely point. Default 1.
+    pub temperature: f64,
+    /// The anchor sets. Empty: the built-in purchase-intent sets
+    /// (`fixtures/intent/purchase-intent.toml`), which the resolved config
+    /// then lists, so that a trace replays with the sets it ran with.
+    pub anchor_sets: Vec<crate::intent::AnchorSet>,
+}
+
+impl Default for IntentSection {
+    fn default() -> Self {
+        IntentSection { method: IntentMethod::Direct, epsilon: 0.0, temperature: 1.0, anchor_sets: Vec::new() }
+    }
+}
+
+impl IntentSection {
+    /// Whether SSR runs.
+    pub fn ssr(&self) -> bool {
+        self.method != IntentMethod::Direct
+    }
+
+    /// Whether it is the default (and so left out of the canonical form).
+    pub fn is_default(&self) -> bool {
+        *self == IntentSection::default()
+    }
+}
+
 /// A persona handler panic injected at one tick, for failure-isolation
 /// tests and demonstrations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -502,6 +553,9 @@ pub struct RawConfig {
     pub reflection: ReflectionSection,
     /// `[prices]`
     pub prices: PricesSection,
+    /// `[intent]`
+    #[serde(skip_serializing_if = "IntentSection::is_default")]
+    pub intent: IntentSection,
     /// `[consolidation]`
     pub consolidation: ConsolidationSection,
     /// `[faults]`
@@ -543,7 +597,16 @@ impl RawConfig {
                 e.dim = MINILM_DIM;
             }
         }
-        let checks = [Self::check_run, Self::check_embedding, Self::check_chat, Self::check_rules_and_prices];
+        if self.intent.ssr() && self.intent.anchor_sets.is_empty() {
+            self.intent.anchor_sets = crate::intent::builtin_anchor_sets();
+        }
+        let checks = [
+            Self::check_run,
+            Self::check_embedding,
+            Self::check_chat,
+            Self::check_rules_and_prices,
+            Self::check_intent,
+        ];
         if let Some((field, cause)) = checks.iter().find_map(|check| check(&self).err()) {
             return Err(Error::Config { source_name: source_name.to_string(), field: field.to_string(), cause });
         }
@@ -737,6 +800,29 @@ impl RawConfig {
                     return Err(bad("prices.models", format!("{model:?}: must be between 0 and 1000000 USD, got {v}")));
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+impl RawConfig {
+    /// `[intent]`.
+    fn check_intent(&self) -> std::result::Result<(), Bad> {
+        let i = &self.intent;
+        if !(i.epsilon.is_finite() && (0.0..=1.0).contains(&i.epsilon)) {
+            return Err(bad("intent.epsilon", format!("must be in [0, 1], got {}", i.epsilon)));
+        }
+        if !(i.temperature.is_finite() && (0.0..=100.0).contains(&i.temperature)) {
+            return Err(bad("intent.temperature", format!("must be in [0, 100], got {}", i.temperature)));
+        }
+        if let Some(problem) = i.anchor_sets.iter().find_map(crate::intent::AnchorSet::problem) {
+            return Err(bad("intent.anchor_sets", problem));
+        }
+        if i.ssr() && self.embedding.model() == EmbeddingModel::Disabled {
+            return Err(bad(
+                "intent.method",
+                "SSR embeds reactions, but embedding.model = \"none\" turns embeddings off".into(),
+            ));
         }
         Ok(())
     }

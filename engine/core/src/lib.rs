@@ -47,6 +47,7 @@ pub mod embed;
 pub mod error;
 pub mod experiment;
 pub mod frame;
+pub mod intent;
 pub mod memory;
 pub mod persona;
 pub mod report;

@@ -33,6 +33,46 @@ pub struct Distribution {
     /// Replies that never parsed (probes only).
     #[serde(default)]
     pub unparsed: u64,
+    /// Purchase intent by semantic similarity rating, when the run
+    /// measured it (`[intent] method = "ssr"` or `"both"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssr: Option<SsrDistribution>,
+}
+
+/// SSR over the respondents of one stimulus.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SsrDistribution {
+    /// Respondents rated.
+    pub n: u64,
+    /// Mean pmf over them.
+    pub pmf: [f64; 5],
+    /// Mean expected rating.
+    pub expected: f64,
+    /// 95% interval of the mean expected rating (normal approximation,
+    /// 1.96 standard errors; equal to the mean with one respondent).
+    pub expected_ci95: [f64; 2],
+    /// KS similarity between the direct distribution (the chat model's
+    /// digits, which every run has) and the SSR pmf: 1 = the same.
+    pub ks_similarity_to_direct: Option<f64>,
+    /// Sum and sum of squares of the expected ratings, and the pmf sums,
+    /// for adding respondents.
+    #[serde(skip)]
+    sums: (f64, f64, [f64; 5]),
+}
+
+impl SsrDistribution {
+    fn add(&mut self, r: &crate::intent::SsrRating) {
+        self.n += 1;
+        self.sums.0 += r.expected;
+        self.sums.1 += r.expected * r.expected;
+        self.sums.2.iter_mut().zip(r.pmf).for_each(|(a, b)| *a += b);
+        let n = self.n as f64;
+        self.pmf = self.sums.2.map(|x| x / n);
+        self.expected = self.sums.0 / n;
+        let var = if self.n > 1 { (self.sums.1 - n * self.expected * self.expected).max(0.0) / (n - 1.0) } else { 0.0 };
+        let half = 1.96 * (var / n).sqrt();
+        self.expected_ci95 = [self.expected - half, self.expected + half];
+    }
 }
 
 impl Distribution {
@@ -135,6 +175,9 @@ pub struct TokenTotals {
     pub chat_output: u64,
     /// Embedding input tokens.
     pub embedding: u64,
+    /// The part of them SSR's texts took.
+    #[serde(default)]
+    pub ssr_embedding: u64,
     /// All of them.
     pub total: u64,
 }
@@ -164,6 +207,11 @@ pub struct CostTotals {
     pub chat_price_label: String,
     /// Per-persona embedding shares are estimates, not provider charges.
     pub allocations_are_estimates: bool,
+    /// What SSR cost on top of direct rating: the shares of the reaction
+    /// and anchor texts in the memory-embedding stage (part of the
+    /// embedding total, shown apart).
+    #[serde(default)]
+    pub ssr_nano_usd: u64,
 }
 
 /// Memory consolidation over the run.
@@ -274,6 +322,12 @@ pub struct Timings {
 pub struct RunSummary {
     /// Content digest after the last committed tick (hex in JSON).
     pub digest: crate::digest::Digest,
+    /// How purchase intent was measured: `direct`, `ssr` or `both`.
+    #[serde(default)]
+    pub intent_method: crate::config::IntentMethod,
+    /// One-line suggestions about the run's settings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Full digest after the last committed tick (hex in JSON).
     pub full_digest: crate::digest::Digest,
     /// Seed.
@@ -342,7 +396,16 @@ impl RunSummary {
                 Status::Refused { .. } => self.jobs.refused += 1,
             }
             if let (Status::Ok, Some(r)) = (&o.status, &o.reaction) {
-                self.intent.entry(o.stimulus.clone()).or_default().add(r.intent);
+                let d = self.intent.entry(o.stimulus.clone()).or_default();
+                d.add(r.intent);
+                if let Some(ssr) = &o.ssr {
+                    let direct = crate::intent::pmf_of_counts(&d.histogram);
+                    let m = d.ssr.get_or_insert_with(Default::default);
+                    m.add(ssr);
+                    m.ks_similarity_to_direct = Some(crate::intent::ks_similarity(&direct, &m.pmf));
+                    self.cost.ssr_nano_usd += ssr.cost.nano_usd;
+                    self.tokens.ssr_embedding += ssr.cost.input_tokens;
+                }
             }
             for p in &o.probes {
                 let d = self.probes.entry(p.id.clone()).or_default();

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 /// The current trace format version.
 /// Version 2: a failed embedding invocation records its physical requests
-/// (each with its texts and bill), not one total.
-pub const FORMAT_VERSION: u32 = 2;
+/// (each with its texts and bill), not one total. Version 3 (engine 0.3.0):
+/// an outcome records its semantic similarity rating.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The first frame: everything needed to re-run the simulation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -124,6 +124,10 @@ pub struct Outcome {
     pub chat_calls: Vec<ChatCallRecord>,
     /// Costs.
     pub spend: JobSpend,
+    /// The semantic similarity rating of the reaction, when `[intent]`
+    /// asks for it (`ssr` or `both`) and the job reacted.
+    #[serde(default)]
+    pub ssr: Option<crate::intent::SsrRating>,
 }
 
 impl Outcome {
@@ -144,6 +148,7 @@ impl Outcome {
             memories: Vec::new(),
             chat_calls: Vec::new(),
             spend: JobSpend::default(),
+            ssr: None,
         }
     }
 
@@ -195,6 +200,15 @@ impl Outcome {
                 Some(why) => w.u8(1).str(why),
                 None => w.u8(0),
             };
+        }
+        // Only runs that measure SSR (a content setting, in the genesis
+        // digest) write it, so the digests of runs without it stay put.
+        if let Some(r) = &self.ssr {
+            w.u8(1);
+            r.pmf.iter().for_each(|p| {
+                w.f64(*p);
+            });
+            w.f64(r.expected);
         }
     }
 
