@@ -488,7 +488,9 @@ impl TurnCoordinator {
             .memory
             .allocation
             .iter()
-            .filter_map(|(c, s)| matches!(plan.owner(*c), (_, true)).then(|| (plan.owner(*c).0, *s)))
+            .map(|(c, s)| (plan.owner(*c), *s))
+            .filter(|((_, ssr), _)| *ssr)
+            .map(|((position, _), s)| (position, s))
             .collect();
         let ratings = plan.ratings(&work.memory.vectors, anchors, &self.shared.config.raw.intent, &cost);
         for (position, rating) in ratings {

@@ -5,6 +5,7 @@ mod embed;
 mod experiment;
 mod field;
 mod inspect;
+mod intent;
 mod memory;
 mod output;
 mod preflight;
@@ -52,6 +53,11 @@ enum Command {
     /// Look at an embedding provider: vectors and cosines of texts, and the paraphrase sanity check.
     #[command(subcommand)]
     Embed(embed::EmbedCommand),
+    /// Purchase intent by semantic similarity rating: `intent score` rates texts against the anchor sets.
+    #[command(subcommand)]
+    Intent(intent::IntentCommand),
+    /// Compare a run's purchase-intent distributions with a reference survey (CSV of 1-5 counts per stimulus).
+    CompareIntent(intent::CompareArgs),
     /// The controlled experiment: a researcher, an analyst and a writer sharing a field versus passing messages.
     Experiment(experiment::ExperimentArgs),
     /// List the built-in scenarios.
@@ -70,6 +76,8 @@ fn main() -> ExitCode {
         Command::Field(cmd) => field::field(cmd),
         Command::Experiment(args) => experiment::experiment(args),
         Command::Embed(cmd) => embed::embed(cmd),
+        Command::Intent(cmd) => intent::intent(cmd),
+        Command::CompareIntent(args) => intent::compare(&args),
         Command::Scenarios => {
             output::list_scenarios();
             Ok(())

@@ -142,27 +142,7 @@ pub fn print_summary(s: &RunSummary) {
     }
     let j = &s.jobs;
     println!("\nJobs: {} total, {} ok, {} failed, {} refused", j.total, j.ok, j.failed, j.refused);
-    println!("\nPurchase intent (1-5) per stimulus:");
-    println!("  {:<24} {:>6} {:>5}   {:>5} {:>5} {:>5} {:>5} {:>5}", "stimulus", "n", "mean", "1", "2", "3", "4", "5");
-    for (id, d) in &s.intent {
-        let h = d.histogram;
-        println!(
-            "  {:<24} {:>6} {:>5.2}   {:>5} {:>5} {:>5} {:>5} {:>5}  {}",
-            id,
-            d.n,
-            d.mean,
-            h[0],
-            h[1],
-            h[2],
-            h[3],
-            h[4],
-            bar_row(&h)
-        );
-    }
-    print_ssr(s);
-    for note in &s.notes {
-        println!("\nNote: {note}");
-    }
+    print_intent(s);
     if !s.probes.is_empty() {
         println!("\nProbes (1-5):");
         for (id, d) in &s.probes {
@@ -267,4 +247,30 @@ fn print_ssr(s: &RunSummary) {
         thousands(s.cost.ssr_nano_usd),
         thousands(s.tokens.ssr_embedding)
     );
+}
+
+/// Purchase intent per stimulus (direct, and SSR beside it when measured),
+/// then the run's notes.
+fn print_intent(s: &RunSummary) {
+    println!("\nPurchase intent (1-5) per stimulus:");
+    println!("  {:<24} {:>6} {:>5}   {:>5} {:>5} {:>5} {:>5} {:>5}", "stimulus", "n", "mean", "1", "2", "3", "4", "5");
+    for (id, d) in &s.intent {
+        let h = d.histogram;
+        println!(
+            "  {:<24} {:>6} {:>5.2}   {:>5} {:>5} {:>5} {:>5} {:>5}  {}",
+            id,
+            d.n,
+            d.mean,
+            h[0],
+            h[1],
+            h[2],
+            h[3],
+            h[4],
+            bar_row(&h)
+        );
+    }
+    print_ssr(s);
+    for note in &s.notes {
+        println!("\nNote: {note}");
+    }
 }

@@ -1008,6 +1008,27 @@ mod tests {
     }
 
     #[test]
+    fn intent_settings_are_checked_and_resolved_into_the_config() {
+        let raw = |text: &str| RawConfig::from_toml(text, "i.toml").expect("parses");
+        assert!(Config::defaults().raw.intent.anchor_sets.is_empty(), "direct needs no anchors");
+        let both = raw("[intent]\nmethod = \"both\"\n").resolve("i.toml").expect("valid");
+        assert_eq!(both.raw.intent.anchor_sets, crate::intent::builtin_anchor_sets());
+        assert!(both.to_toml().contains("purchase-plain"), "the resolved sets are recorded");
+        let four = "[intent]\nmethod = \"ssr\"\n[[intent.anchor_sets]]\nname = \"mine\"\nstatements = [\"a\", \"b\", \"c\", \"d\"]\n";
+        let err = raw(four).resolve("i.toml").expect_err("four").to_string();
+        assert!(
+            err.contains("i.toml") && err.contains("intent.anchor_sets") && err.contains("has 4 statements"),
+            "{err}"
+        );
+        let dup = "[[intent.anchor_sets]]\nname = \"mine\"\nstatements = [\"a\", \"b\", \"a\", \"d\", \"e\"]\n";
+        assert!(raw(dup).resolve("i.toml").expect_err("dup").to_string().contains("statements 1 and 3 are the same"));
+        let off = "[embedding]\nmodel = \"none\"\n[intent]\nmethod = \"ssr\"\n";
+        assert!(raw(off).resolve("i.toml").expect_err("no embedder").to_string().contains("intent.method"));
+        let t = raw("[intent]\ntemperature = -1.0\n").resolve("i.toml").expect_err("temperature").to_string();
+        assert!(t.contains("intent.temperature"), "{t}");
+    }
+
+    #[test]
     fn round_trips_through_toml() {
         let c = Config::defaults();
         let again = RawConfig::from_toml(&c.to_toml(), "x").and_then(|r| r.resolve("x"));

@@ -202,3 +202,85 @@ fn memory_commands_and_the_experiment_embed_through_minilm() {
     let refused = sim(&dir, &["experiment", "--config", &cfg, "--dim", "64", "--out", "y"]);
     assert!(!refused.status.success() && stderr(&refused).contains("--dim 64"), "{}", stderr(&refused));
 }
+
+#[test]
+fn ssr_is_exact_across_threads_strategies_and_replay_and_compares_with_a_survey() {
+    let dir = scratch("minilm-ssr");
+    let cfg = root().join("fixtures/configs/minilm-ssr.toml").display().to_string();
+    let run = |out: &str, threads: &str, strategy: &str| {
+        let args = [
+            "run",
+            "--config",
+            &cfg,
+            "--personas",
+            "30",
+            "--ticks",
+            "2",
+            "--threads",
+            threads,
+            "--embed-strategy",
+            strategy,
+            "--out",
+            out,
+            "--json",
+        ];
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+            .args(args)
+            .current_dir(&dir)
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .expect("runs");
+        json(&o)
+    };
+    let one = run("t1", "1", "batched");
+    let four = run("t4", "4", "batched");
+    let per_persona = run("pp", "2", "per-persona");
+    assert_eq!(one["digest"], four["digest"]);
+    assert_eq!(one["digest"], per_persona["digest"]);
+    assert_eq!(one["intent_method"], "both");
+    let stimuli = one["intent"].as_object().expect("intent");
+    for (id, d) in stimuli {
+        let ssr = &d["ssr"];
+        let pmf: f64 = ssr["pmf"].as_array().expect("pmf").iter().map(|p| p.as_f64().expect("p")).sum();
+        assert!((pmf - 1.0).abs() < 1e-9, "{id}: {ssr}");
+        let (e, lo, hi) =
+            (ssr["expected"].as_f64(), ssr["expected_ci95"][0].as_f64(), ssr["expected_ci95"][1].as_f64());
+        assert!(lo <= e && e <= hi && e.is_some_and(|e| (1.0..=5.0).contains(&e)), "{id}: {ssr}");
+        assert!(ssr["ks_similarity_to_direct"].as_f64().is_some_and(|k| (0.0..=1.0).contains(&k)), "{id}: {ssr}");
+    }
+    assert!(one["tokens"]["ssr_embedding"].as_u64() > Some(0), "SSR's texts are counted apart");
+    let line = std::fs::read_to_string(dir.join("t1/outcomes.jsonl")).expect("outcomes");
+    let first: serde_json::Value = serde_json::from_str(line.lines().next().expect("a line")).expect("json");
+    assert!(first["ssr"]["expected"].is_number() && first["reaction"]["intent"].is_number(), "{first}");
+    let replay = json(&sim(&dir, &["replay", "t4", "--json"]));
+    assert_eq!((replay["provider_calls"].as_u64(), replay["ticks_matched"].as_u64()), (Some(0), Some(2)), "{replay}");
+    let text = sim(&dir, &["run", "--config", &cfg, "--personas", "30", "--ticks", "2", "--out", "text"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("semantic similarity rating") && text.contains("KS sim") && text.contains("(direct)"),
+        "{text}"
+    );
+
+    let stimulus = stimuli.keys().next().expect("a stimulus");
+    std::fs::write(
+        dir.join("ref.csv"),
+        format!("stimulus,1,2,3,4,5\n{stimulus},10,20,30,25,15\nnever-shown,1,1,1,1,1\n"),
+    )
+    .expect("write");
+    let c = json(&sim(&dir, &["compare-intent", "t1", "--reference", "ref.csv", "--json"]));
+    assert_eq!(c["stimuli"][0]["stimulus"].as_str(), Some(stimulus.as_str()));
+    assert!(c["stimuli"][0]["ssr_ks_similarity"].as_f64().is_some() && c["missing"][0] == "never-shown", "{c}");
+    std::fs::write(dir.join("bad.csv"), format!("stimulus,1,2,3,4,5\n{stimulus},10,20,-3,25,15\n")).expect("write");
+    let bad = sim(&dir, &["compare-intent", "t1", "--reference", "bad.csv"]);
+    assert!(!bad.status.success() && stderr(&bad).contains("bad.csv: line 2: count of point 3"), "{}", stderr(&bad));
+
+    let scored = json(&sim(
+        &dir,
+        &["intent", "score", "I am buying it today", "I would never buy this", "--config", &config(), "--json"],
+    ));
+    let expected: Vec<f64> =
+        scored["results"].as_array().expect("results").iter().map(|r| r["expected"].as_f64().expect("e")).collect();
+    assert!(expected[0] > expected[1] + 1.0, "{scored}");
+    let unknown = sim(&dir, &["intent", "score", "x", "--anchors", "nope", "--config", &config()]);
+    assert!(!unknown.status.success() && stderr(&unknown).contains("purchase-plain"), "{}", stderr(&unknown));
+}

@@ -125,3 +125,69 @@ fn a_wrong_or_missing_model_directory_is_refused_with_the_fix() {
     let err = providers::minilm::load_configured(&settings).expect_err("other weights").to_string();
     assert!(err.contains("the config records"), "{err}");
 }
+
+/// Spearman's rank correlation, with average ranks for ties.
+fn spearman(x: &[f64], y: &[f64]) -> f64 {
+    let ranks = |v: &[f64]| -> Vec<f64> {
+        let mut idx: Vec<usize> = (0..v.len()).collect();
+        idx.sort_by(|a, b| v[*a].total_cmp(&v[*b]));
+        let mut r = vec![0.0; v.len()];
+        let mut i = 0;
+        while i < idx.len() {
+            let mut j = i;
+            while j + 1 < idx.len() && v[idx[j + 1]].total_cmp(&v[idx[i]]).is_eq() {
+                j += 1;
+            }
+            for k in i..=j {
+                r[idx[k]] = (i + j) as f64 / 2.0 + 1.0;
+            }
+            i = j + 1;
+        }
+        r
+    };
+    let (rx, ry) = (ranks(x), ranks(y));
+    let n = x.len() as f64;
+    let (mx, my) = (rx.iter().sum::<f64>() / n, ry.iter().sum::<f64>() / n);
+    let cov: f64 = rx.iter().zip(&ry).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let sd = |r: &[f64], m: f64| r.iter().map(|a| (a - m).powi(2)).sum::<f64>().sqrt();
+    cov / (sd(&rx, mx) * sd(&ry, my))
+}
+
+#[test]
+fn ssr_on_minilm_ranks_a_graded_set_of_statements_by_intent() {
+    #[derive(serde::Deserialize)]
+    struct Graded {
+        statements: Vec<Statement>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Statement {
+        grade: u8,
+        text: String,
+    }
+    let text = std::fs::read_to_string(root().join("fixtures/intent/graded.toml")).expect("graded set");
+    let graded: Graded = toml::from_str(&text).expect("toml");
+    let m = model();
+    let sets = engine::intent::builtin_anchor_sets();
+    let anchors: Vec<Vec<Vec<f32>>> =
+        sets.iter().map(|s| s.statements.iter().map(|t| m.embed_one(t).expect("embeds")).collect()).collect();
+    let views: Vec<Vec<&[f32]>> = anchors.iter().map(|s| s.iter().map(Vec::as_slice).collect()).collect();
+    let (mut grades, mut expected) = (Vec::new(), Vec::new());
+    for s in &graded.statements {
+        let v = m.embed_one(&s.text).expect("embeds");
+        let (_, e) = engine::intent::rate(&v, &views, 0.0, 1.0);
+        grades.push(f64::from(s.grade));
+        expected.push(e);
+    }
+    let rho = spearman(&grades, &expected);
+    eprintln!("SSR on MiniLM, graded set of {}: Spearman rho {rho:.3}", grades.len());
+    for g in 1..=5 {
+        let es: Vec<String> = grades
+            .iter()
+            .zip(&expected)
+            .filter(|(x, _)| x.total_cmp(&f64::from(g)).is_eq())
+            .map(|(_, e)| format!("{e:.2}"))
+            .collect();
+        eprintln!("  grade {g}: {}", es.join(" "));
+    }
+    assert!(rho >= 0.7, "rank correlation {rho:.3} with the grades, under 0.7");
+}
