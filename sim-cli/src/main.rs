@@ -11,6 +11,7 @@ mod output;
 mod preflight;
 mod progress;
 mod replay;
+mod report;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -50,6 +51,8 @@ enum Command {
     /// The shared memory field: simulate a mission on the field actor, replay its log, telemetry, benchmarks.
     #[command(subcommand)]
     Field(field::FieldCommand),
+    /// Write a self-contained HTML report (and report.json) of a recorded run, from its trace alone.
+    Report(report::ReportArgs),
     /// Look at an embedding provider: vectors and cosines of texts, and the paraphrase sanity check.
     #[command(subcommand)]
     Embed(embed::EmbedCommand),
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Command::Field(cmd) => field::field(cmd),
         Command::Experiment(args) => experiment::experiment(args),
         Command::Embed(cmd) => embed::embed(cmd),
+        Command::Report(args) => report::report(&args),
         Command::Intent(cmd) => intent::intent(cmd),
         Command::CompareIntent(args) => intent::compare(&args),
         Command::Scenarios => {

@@ -206,6 +206,12 @@ pub fn print_summary(s: &RunSummary) {
         m.total, m.preparation, m.chat, m.memory_finalisation
     );
     println!("\nDigest:      {}\nFull digest: {}\nWritten to:  {}", s.digest, s.full_digest, s.out_dir);
+    if !s.out_dir.is_empty() {
+        println!(
+            "Next:        sim-cli report {0} (an HTML page of the run), sim-cli inspect {0}, sim-cli replay {0}",
+            s.out_dir
+        );
+    }
 }
 
 fn bar_row(h: &[u64; 5]) -> String {

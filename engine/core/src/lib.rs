@@ -37,6 +37,7 @@
 //! assert!(prepared.reaction.prompt.contains("REACTION:"));
 //! ```
 
+pub mod analysis;
 pub mod chat;
 pub mod clock;
 pub mod codec;

@@ -16,3 +16,5 @@ mod field;
 mod experiment;
 // The local MiniLM model: a run, replay, strategies, threads, `embed check`.
 mod minilm;
+// `sim-cli report`: aggregates, the page in headless Chromium, bad input.
+mod report;

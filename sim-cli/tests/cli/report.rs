@@ -1,0 +1,122 @@
+//! `sim-cli report`: the aggregates against a direct computation, the page
+//! in a real headless Chromium, and bad input.
+
+use crate::support::{scratch, sim, stderr};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn ok(o: &std::process::Output) {
+    assert!(o.status.success(), "{}", stderr(o));
+}
+
+/// Chromium from Debian's package (the test command installs it), with the
+/// flags this machine's closed network needs.
+fn chromium(dir: &Path, args: &[&str]) -> std::process::Output {
+    let profile = dir.join("chromium-profile");
+    let profile = format!("--user-data-dir={}", profile.display());
+    let mut all = vec![
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+        profile.as_str(),
+    ];
+    all.extend_from_slice(args);
+    std::process::Command::new("chromium")
+        .args(&all)
+        .current_dir(dir)
+        .output()
+        .expect("chromium runs (the test command installs Debian's chromium package)")
+}
+
+#[test]
+fn the_report_matches_a_direct_computation_and_renders_in_chromium() {
+    let dir = scratch("report");
+    ok(&sim(&dir, &["run", "--personas", "50", "--ticks", "3", "--out", "r", "--json"]));
+    let out = sim(&dir, &["report", "r", "--by", "age,income,interests", "--json"]);
+    ok(&out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report.json on stdout");
+    assert_eq!(report["overview"]["status"], "finished");
+
+    // Mean intent by age band, computed here from outcomes.jsonl and the persona profiles.
+    let traits = engine::persona::profile::Traits::builtin();
+    let mut sums: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    let outcomes = std::fs::read_to_string(dir.join("r/outcomes.jsonl")).expect("outcomes");
+    for line in outcomes.lines() {
+        let o: serde_json::Value = serde_json::from_str(line).expect("json");
+        let Some(intent) = o["reaction"]["intent"].as_u64() else { continue };
+        if o["status"] != "ok" {
+            continue;
+        }
+        let p = engine::persona::profile::generate(&traits, 42, o["persona"].as_u64().expect("persona") as u32);
+        let band = traits.age_bands.iter().find(|b| (b.min..=b.max).contains(&p.age)).expect("a band");
+        let key = (format!("{}-{}", band.min, band.max), o["stimulus"].as_str().expect("stimulus").to_string());
+        let cell = sums.entry(key).or_default();
+        cell.0 += intent;
+        cell.1 += 1;
+    }
+    let age = report["segments"].as_array().expect("segments").iter().find(|t| t["by"] == "age").expect("by age");
+    let values: Vec<&str> = age["values"].as_array().expect("values").iter().map(|v| v.as_str().expect("s")).collect();
+    let mut checked = 0;
+    for (stimulus, row) in age["cells"].as_object().expect("cells") {
+        for (value, cell) in values.iter().zip(row.as_array().expect("row")) {
+            let (sum, n) = sums.get(&(value.to_string(), stimulus.clone())).copied().unwrap_or_default();
+            assert_eq!(cell["n"].as_u64(), Some(n), "{value} {stimulus}");
+            if n > 0 {
+                assert!((cell["mean_intent"].as_f64().expect("mean") - sum as f64 / n as f64).abs() < 1e-9);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} cells");
+
+    // The page in a real browser: no console error, every section, every chart drawn, not blank.
+    let page = dir.join("r/report.html");
+    let html = std::fs::read_to_string(&page).expect("page");
+    assert!(!html.contains("http://") && !html.contains("https://"), "the page loads nothing from the network");
+    let url = format!("file://{}", page.display());
+    let dom = chromium(&dir, &["--dump-dom", &url]);
+    assert!(dom.status.success(), "{}", stderr(&dom));
+    let log = stderr(&dom);
+    assert!(!log.contains("Uncaught") && !log.contains(":CONSOLE"), "console messages: {log}");
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for section in ["overview", "intent", "segments", "reactions", "probes", "costs", "memory", "failures"] {
+        assert!(dom.contains(&format!("<section id=\"{section}\"><h2>")), "no {section} section");
+    }
+    let charts: Vec<&str> = dom.split("<svg class=\"chart\"").skip(1).collect();
+    assert!(charts.len() >= 3, "{} charts", charts.len());
+    for chart in charts {
+        let chart = &chart[..chart.find("</svg>").expect("closed")];
+        assert!(chart.contains("<rect class=\"bar\""), "a chart without a bar");
+    }
+    let shot = dir.join("shot.png");
+    let flag = format!("--screenshot={}", shot.display());
+    ok(&chromium(&dir, &["--window-size=1200,1600", &flag, &url]));
+    let png = std::fs::read(&shot).expect("screenshot");
+    // A blank page compresses to a few kilobytes; this one has text, tables and bars.
+    assert!(png.len() > 40_000, "the screenshot is {} bytes: blank?", png.len());
+}
+
+#[test]
+fn bad_input_to_report_is_named() {
+    let dir = scratch("report-bad");
+    let not_a_run = sim(&dir, &["report", "."]);
+    assert!(!not_a_run.status.success() && stderr(&not_a_run).contains("no trace here"), "{}", stderr(&not_a_run));
+    ok(&sim(&dir, &["run", "--personas", "5", "--ticks", "2", "--out", "r", "--json"]));
+    let unknown = sim(&dir, &["report", "r", "--by", "shoe-size"]);
+    assert!(!unknown.status.success() && stderr(&unknown).contains("--by shoe-size"), "{}", stderr(&unknown));
+    let trace = dir.join("r/trace.bin");
+    let mut bytes = std::fs::read(&trace).expect("trace");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&trace, bytes).expect("damage");
+    let damaged = sim(&dir, &["report", "r"]);
+    let err = stderr(&damaged);
+    assert!(!damaged.status.success() && err.contains("trace.bin") && err.contains("frame"), "{err}");
+}
