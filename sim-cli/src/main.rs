@@ -3,6 +3,7 @@
 mod bench;
 mod embed;
 mod experiment;
+mod export;
 mod field;
 mod inspect;
 mod intent;
@@ -51,6 +52,9 @@ enum Command {
     /// The shared memory field: simulate a mission on the field actor, replay its log, telemetry, benchmarks.
     #[command(subcommand)]
     Field(field::FieldCommand),
+    /// Export a recorded run's outcomes: JSON lines (as outcomes.jsonl) or CSV with persona traits.
+    #[command(subcommand)]
+    Export(export::ExportCommand),
     /// Write a self-contained HTML report (and report.json) of a recorded run, from its trace alone.
     Report(report::ReportArgs),
     /// Look at an embedding provider: vectors and cosines of texts, and the paraphrase sanity check.
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
         Command::Experiment(args) => experiment::experiment(args),
         Command::Embed(cmd) => embed::embed(cmd),
         Command::Report(args) => report::report(&args),
+        Command::Export(cmd) => export::export(cmd),
         Command::Intent(cmd) => intent::intent(cmd),
         Command::CompareIntent(args) => intent::compare(&args),
         Command::Scenarios => {

@@ -120,3 +120,33 @@ fn bad_input_to_report_is_named() {
     let err = stderr(&damaged);
     assert!(!damaged.status.success() && err.contains("trace.bin") && err.contains("frame"), "{err}");
 }
+
+#[test]
+fn export_gives_the_runs_outcomes_byte_for_byte_and_a_csv_with_traits() {
+    let dir = scratch("export");
+    ok(&sim(&dir, &["run", "--personas", "20", "--ticks", "2", "--out", "r", "--json"]));
+    let jsonl = sim(&dir, &["export", "outcomes", "r"]);
+    ok(&jsonl);
+    let written = std::fs::read(dir.join("r/outcomes.jsonl")).expect("outcomes");
+    assert!(jsonl.stdout == written, "export outcomes differs from outcomes.jsonl");
+    ok(&sim(&dir, &["export", "outcomes", "r", "--format", "csv", "--tick", "2", "--out", "o.csv"]));
+    let mut reader = csv::Reader::from_path(dir.join("o.csv")).expect("csv");
+    let header = reader.headers().expect("header").clone();
+    let col = |name: &str| header.iter().position(|h| h == name).expect("column");
+    let rows: Vec<csv::StringRecord> = reader.records().collect::<Result<_, _>>().expect("parses");
+    let tick2: Vec<serde_json::Value> = String::from_utf8_lossy(&written)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
+        .filter(|o| o["tick"] == 2)
+        .collect();
+    assert_eq!(rows.len(), tick2.len());
+    for (row, o) in rows.iter().zip(&tick2) {
+        assert_eq!(row[col("reaction")], *o["reaction"]["text"].as_str().expect("text"));
+        assert_eq!(row[col("intent")], o["reaction"]["intent"].to_string());
+        assert!(!row[col("age_band")].is_empty() && !row[col("income")].is_empty());
+    }
+    let with = sim(&dir, &["export", "outcomes", "r", "--with-traits", "--tick", "1"]);
+    let first: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&with.stdout).lines().next().expect("a line")).expect("json");
+    assert!(first["traits"]["age"].is_number() && first["traits"]["interests"].is_array(), "{first}");
+}

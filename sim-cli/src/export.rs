@@ -1,0 +1,249 @@
+//! `sim-cli export outcomes`: one row per job, from the trace: JSON lines
+//! (byte for byte what a run writes to `outcomes.jsonl`) or CSV with the
+//! persona's traits as columns, for pandas and R.
+
+use crate::run::trace_path;
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use engine::frame::Next;
+use engine::persona::profile::{generate, Profile, Traits};
+use engine::trace::{Record, TRACE};
+use engine::turn::{Outcome, Status};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Exports.
+#[derive(Debug, Subcommand)]
+pub enum ExportCommand {
+    /// One row per job of a recorded run.
+    Outcomes(OutcomesArgs),
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// JSON lines, as `outcomes.jsonl`.
+    Jsonl,
+    /// CSV with a header row and the persona's traits as columns.
+    Csv,
+}
+
+/// Options of `sim-cli export outcomes`.
+#[derive(Debug, Args)]
+#[command(after_help = "JSON lines are byte for byte the run's outcomes.jsonl, unless --with-traits adds a\n\
+    \"traits\" object to each line. CSV columns: tick, position, persona, the persona's traits (name,\n\
+    age, age_band, city, occupation, income, interests joined by ';', price_sensitivity), stimulus,\n\
+    exposure, status, failed_stage, reason, intent, sentiment, importance, ssr_expected, chat and\n\
+    embedding costs (nano-USD), tokens, and the reaction text; quoted as RFC 4180 says. Examples:\n\n  \
+    sim-cli export outcomes runs/demo --format csv --out outcomes.csv\n  \
+    python -c \"import pandas; print(pandas.read_csv('outcomes.csv').groupby('age_band').intent.mean())\"")]
+pub struct OutcomesArgs {
+    /// The run directory (or its trace file).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// jsonl or csv.
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub format: Format,
+    /// JSON lines: add each persona's traits.
+    #[arg(long)]
+    pub with_traits: bool,
+    /// Only this tick.
+    #[arg(long, value_name = "N")]
+    pub tick: Option<u32>,
+    /// Write here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// Runs an `export` subcommand. A reader that stops early (`| head`)
+/// ends the export quietly.
+pub fn export(cmd: ExportCommand) -> Result<()> {
+    let ExportCommand::Outcomes(args) = cmd;
+    match outcomes(&args) {
+        Err(e) if broken_pipe(&e) => Ok(()),
+        other => other,
+    }
+}
+
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        let io =
+            c.downcast_ref::<std::io::Error>().or_else(|| match c.downcast_ref::<csv::Error>().map(csv::Error::kind) {
+                Some(csv::ErrorKind::Io(io)) => Some(io),
+                _ => None,
+            });
+        io.is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn outcomes(args: &OutcomesArgs) -> Result<()> {
+    let path = trace_path(&args.dir)?;
+    let sink: Box<dyn Write> = match &args.out {
+        Some(p) => {
+            Box::new(std::fs::File::create(p).with_context(|| format!("--out {}: cannot create it", p.display()))?)
+        }
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let sink = std::io::BufWriter::new(sink);
+    let mut reader = engine::frame::open(&path, &TRACE)?;
+    let mut people: Option<(Traits, u64)> = None;
+    let mut out = match args.format {
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(sink);
+            w.write_record(COLUMNS)?;
+            Sink::Csv(Box::new(w))
+        }
+        Format::Jsonl => Sink::Json(sink),
+    };
+    let mut rows = 0u64;
+    while let Next::Frame(frame) = reader.read_next()? {
+        let record: Record = engine::codec::decode(&frame.payload).map_err(|e| reader.corrupt(&frame, e))?;
+        match record {
+            Record::Header(h) => {
+                let traits = Traits::from_toml(&h.traits_source, "trace header trait table")?;
+                people = Some((traits, h.seed));
+            }
+            Record::Tick(t) if args.tick.is_none_or(|n| n == t.tick) => {
+                let Some((traits, seed)) = &people else {
+                    bail!("{}: the first frame is not a header", path.display())
+                };
+                for o in &t.outcomes {
+                    rows += 1;
+                    match &mut out {
+                        Sink::Csv(w) => w.write_record(csv_row(o, &generate(traits, *seed, o.persona), traits))?,
+                        Sink::Json(sink) if args.with_traits => {
+                            let mut v = serde_json::to_value(o)?;
+                            v["traits"] = serde_json::to_value(generate(traits, *seed, o.persona))?;
+                            serde_json::to_writer(&mut *sink, &v)?;
+                            sink.write_all(b"\n")?;
+                        }
+                        Sink::Json(sink) => {
+                            serde_json::to_writer(&mut *sink, o)?;
+                            sink.write_all(b"\n")?;
+                        }
+                    }
+                }
+            }
+            Record::Tick(_) | Record::End(_) => {}
+        }
+    }
+    match &mut out {
+        Sink::Csv(w) => w.flush()?,
+        Sink::Json(sink) => sink.flush()?,
+    }
+    if let Some(p) = &args.out {
+        eprintln!("Wrote {rows} rows to {}", p.display());
+    }
+    Ok(())
+}
+
+/// Where rows go.
+enum Sink<W: Write> {
+    Csv(Box<csv::Writer<W>>),
+    Json(W),
+}
+
+const COLUMNS: [&str; 26] = [
+    "tick",
+    "position",
+    "persona",
+    "name",
+    "age",
+    "age_band",
+    "city",
+    "occupation",
+    "income",
+    "interests",
+    "price_sensitivity",
+    "stimulus",
+    "exposure",
+    "status",
+    "failed_stage",
+    "reason",
+    "intent",
+    "sentiment",
+    "importance",
+    "ssr_expected",
+    "chat_nano_usd",
+    "embedding_nano_usd",
+    "total_nano_usd",
+    "input_tokens",
+    "output_tokens",
+    "reaction",
+];
+
+fn csv_row(o: &Outcome, p: &Profile, traits: &Traits) -> Vec<String> {
+    let band = traits
+        .age_bands
+        .iter()
+        .find(|b| (b.min..=b.max).contains(&p.age))
+        .map_or(String::new(), |b| format!("{}-{}", b.min, b.max));
+    let (status, stage, reason) = match &o.status {
+        Status::Ok => ("ok", String::new(), String::new()),
+        Status::Failed { stage, reason } => ("failed", format!("{stage:?}"), reason.clone()),
+        Status::Refused { reason } => ("refused", String::new(), reason.clone()),
+    };
+    let r = o.reaction.as_ref();
+    let s = &o.spend;
+    let embedding = s.retrieval_embedding_estimate.nano_usd + s.memory_embedding_estimate.nano_usd;
+    let total = s.total();
+    vec![
+        o.tick.to_string(),
+        o.position.to_string(),
+        engine::persona::profile::label(o.persona),
+        p.name.clone(),
+        p.age.to_string(),
+        band,
+        p.city.clone(),
+        p.occupation.clone(),
+        p.income.clone(),
+        p.interests.join(";"),
+        p.price_sensitivity.to_string(),
+        o.stimulus.clone(),
+        o.exposure.to_string(),
+        status.into(),
+        stage,
+        reason,
+        r.map_or(String::new(), |r| r.intent.to_string()),
+        r.map_or(String::new(), |r| r.sentiment.to_string()),
+        r.map_or(String::new(), |r| r.importance.to_string()),
+        o.ssr.as_ref().map_or(String::new(), |x| x.expected.to_string()),
+        s.chat.nano_usd.to_string(),
+        embedding.to_string(),
+        total.nano_usd.to_string(),
+        total.input_tokens.to_string(),
+        total.output_tokens.to_string(),
+        r.map_or(String::new(), |r| r.text.clone()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_rows_round_trip_with_commas_quotes_and_newlines() {
+        let traits = Traits::builtin();
+        let mut o = Outcome::new(2, 7, 3, "trailflex-shoe".into(), 0);
+        let text = "Nice, but \"pricey\"; I'd wait,\nmaybe next year.\r\nOr not.";
+        o.reaction =
+            Some(engine::persona::reply::Reaction { text: text.into(), sentiment: -0.25, intent: 2, importance: 4 });
+        let profile = generate(&traits, 42, 3);
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(COLUMNS).expect("header");
+        w.write_record(csv_row(&o, &profile, &traits)).expect("row");
+        let bytes = w.into_inner().expect("flushed");
+        let mut r = csv::Reader::from_reader(&bytes[..]);
+        let header: Vec<String> = r.headers().expect("header").iter().map(str::to_string).collect();
+        let rows: Vec<csv::StringRecord> = r.records().collect::<std::result::Result<_, _>>().expect("parses");
+        assert_eq!(rows.len(), 1);
+        let get = |name: &str| rows[0][header.iter().position(|h| h == name).expect("column")].to_string();
+        assert_eq!(get("reaction"), text);
+        assert_eq!(
+            (get("tick"), get("persona"), get("intent"), get("status")),
+            ("2".into(), "p-00003".into(), "2".into(), "ok".into())
+        );
+        assert_eq!(get("interests"), profile.interests.join(";"));
+        assert_eq!(get("city"), profile.city);
+    }
+}
