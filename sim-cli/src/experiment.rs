@@ -39,7 +39,7 @@ pub struct ExperimentArgs {
     /// Seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Output directory (must not exist or be empty). Default: runs/experiment-s{seed}.
+    /// Output directory (must not exist or be empty). Default: the first free runs/experiment-s{seed}[-k].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Also write the report pairs shuffled, with a separate key, for blind rating.
@@ -298,7 +298,7 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         None => AgentModel { chat: None, name: SCRIPTED_MODEL.into(), live: false },
     };
     let (embedder, embedder_summary) = experiment_embedder(&a, &mut cfg)?;
-    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/experiment-s{}", a.seed)));
+    let out = a.out.clone().unwrap_or_else(|| crate::output::fresh_dir(&format!("runs/experiment-s{}", a.seed)));
     empty_or_new(&out, "--out")?;
     if let Some(b) = &a.blind_export {
         empty_or_new(b, "--blind-export")?;

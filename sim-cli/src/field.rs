@@ -68,7 +68,7 @@ pub struct SimulateArgs {
     /// Boundary permeability applied at injection.
     #[arg(long, default_value_t = 1.0)]
     pub permeability: f64,
-    /// Output directory (must not exist or be empty). Default: runs/field-s{seed}.
+    /// Output directory (must not exist or be empty). Default: the first free runs/field-s{seed}[-k].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Tokio worker threads. Results do not depend on it.
@@ -153,7 +153,7 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
     positive("--hours-per-phase", a.hours_per_phase, false)?;
     positive("--lambda", a.lambda, true)?;
     positive("--permeability", a.permeability, true)?;
-    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/field-s{}", a.seed)));
+    let out = a.out.clone().unwrap_or_else(|| crate::output::fresh_dir(&format!("runs/field-s{}", a.seed)));
     if out.exists() && std::fs::read_dir(&out).map(|mut d| d.next().is_some()).unwrap_or(true) {
         bail!("output directory {} already exists and is not empty; choose another --out or remove it", out.display());
     }

@@ -10,6 +10,19 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+/// The first of `base`, `base-2`, `base-3`, ... that does not exist: the
+/// default output directory of `run`, `experiment` and `field simulate`,
+/// so that a second run never trips over the first.
+pub fn fresh_dir(base: &str) -> PathBuf {
+    let mut candidate = PathBuf::from(base);
+    let mut k = 2;
+    while candidate.exists() {
+        candidate = PathBuf::from(format!("{base}-{k}"));
+        k += 1;
+    }
+    candidate
+}
+
 /// A run directory that this run owns.
 pub struct OutputDir {
     path: PathBuf,
@@ -25,6 +38,14 @@ impl OutputDir {
     pub fn create(out: Option<&Path>, scenario: &str, seed: u64, personas: u32, ticks: u32) -> Result<OutputDir> {
         let path = match out {
             Some(p) => {
+                if p.join("trace.bin").exists() {
+                    bail!(
+                        "output directory {} already holds a run (trace.bin), and a run is never overwritten. If it was \
+                         interrupted, continue it with `sim-cli run --resume {}`; otherwise choose another --out",
+                        p.display(),
+                        p.display()
+                    );
+                }
                 if p.exists() && !(p.is_dir() && is_empty_dir(p)) {
                     bail!(
                         "output directory {} already exists and is not empty; a run is never overwritten. Choose another --out or remove it",
@@ -33,16 +54,7 @@ impl OutputDir {
                 }
                 p.to_path_buf()
             }
-            None => {
-                let base = format!("runs/{scenario}-s{seed}-{personas}x{ticks}");
-                let mut candidate = PathBuf::from(&base);
-                let mut k = 2;
-                while candidate.exists() {
-                    candidate = PathBuf::from(format!("{base}-{k}"));
-                    k += 1;
-                }
-                candidate
-            }
+            None => fresh_dir(&format!("runs/{scenario}-s{seed}-{personas}x{ticks}")),
         };
         std::fs::create_dir_all(&path).with_context(|| format!("cannot create output directory {}", path.display()))?;
         let probe = path.join(".write-test");

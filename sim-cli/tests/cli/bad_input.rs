@@ -109,3 +109,20 @@ fn existing_run_is_never_overwritten() {
 fn bad_budget() {
     fails_with(&["run", "--budget-usd", "-1"], &["--budget-usd"]);
 }
+
+#[test]
+fn a_run_into_a_recorded_run_suggests_resume_and_default_folders_never_collide() {
+    let dir = scratch("resume-hint");
+    let first = sim(&dir, &["run", "--personas", "3", "--ticks", "1", "--out", "r", "--json"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let again = sim(&dir, &["run", "--personas", "3", "--ticks", "1", "--out", "r"]);
+    let err = stderr(&again);
+    assert!(!again.status.success() && err.contains("sim-cli run --resume r"), "{err}");
+    for _ in 0..2 {
+        let e = sim(&dir, &["experiment", "--topics", "1", "--reps", "1", "--lambda", "0.1", "--json"]);
+        assert!(e.status.success(), "{}", stderr(&e));
+        let f = sim(&dir, &["field", "simulate", "--ops", "10", "--json"]);
+        assert!(f.status.success(), "{}", stderr(&f));
+    }
+    assert!(dir.join("runs/experiment-s42-2").is_dir() && dir.join("runs/field-s42-2").is_dir());
+}
