@@ -18,3 +18,5 @@ mod experiment;
 mod minilm;
 // `sim-cli report`: aggregates, the page in headless Chromium, bad input.
 mod report;
+// The README's command list against `--help`.
+mod readme;
