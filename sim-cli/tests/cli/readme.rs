@@ -95,3 +95,14 @@ fn the_readme_lists_every_command_with_every_flag() {
     }
     assert!(missing.is_empty(), "the README's command list lacks:\n{}", missing.join("\n"));
 }
+
+#[test]
+fn the_readmes_minimal_scenario_runs() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).expect("README");
+    let after = readme.split("A minimal scenario:").nth(1).expect("the minimal scenario");
+    let toml = after.split("```toml").nth(1).and_then(|b| b.split("```").next()).expect("its TOML block");
+    let dir = scratch("readme-scenario");
+    std::fs::write(dir.join("s.toml"), toml).expect("write");
+    let out = sim(&dir, &["run", "--scenario", "s.toml", "--personas", "4", "--ticks", "2", "--out", "r", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
