@@ -33,6 +33,9 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Draw no progress bar (bars are drawn only when stderr is a terminal anyway).
+    #[arg(long, global = true)]
+    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -73,6 +76,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    progress::set_quiet(cli.quiet);
     init_logging();
     let result = match cli.command {
         Command::Run(args) => run::run(args),

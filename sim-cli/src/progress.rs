@@ -6,13 +6,27 @@ use actors::progress::Progress;
 use engine::chat::ChatPort;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+/// Set by `--quiet`: no bar is drawn, terminal or not.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Turns every bar off (`--quiet`).
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Whether bars are drawn: stderr is a terminal and `--quiet` was not given.
+fn drawn() -> bool {
+    !QUIET.load(Ordering::Relaxed) && std::io::stderr().is_terminal()
+}
+
 /// A bar of `total` steps labelled `prefix`, or a hidden one when stderr is
-/// not a terminal.
+/// not a terminal or `--quiet` was given.
 pub fn bar(total: u64, prefix: &str) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
+    if !drawn() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(total).with_prefix(prefix.to_string());
@@ -22,7 +36,7 @@ pub fn bar(total: u64, prefix: &str) -> ProgressBar {
 }
 
 fn style() -> ProgressStyle {
-    ProgressStyle::with_template("{prefix:>12} {msg:<20} [{bar:30}] {pos}/{len} {elapsed}")
+    ProgressStyle::with_template("{prefix:>12} {msg:<20} [{bar:30}] {pos}/{len} {elapsed} (eta {eta})")
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ")
 }
@@ -36,9 +50,9 @@ pub struct TerminalProgress {
 }
 
 impl TerminalProgress {
-    /// A reporter when stderr is a terminal; `None` when piped.
+    /// A reporter when stderr is a terminal; `None` when piped or quiet.
     pub fn new(ticks: u32) -> Option<Self> {
-        std::io::stderr().is_terminal().then(|| TerminalProgress { ticks, bar: bar(0, "setup"), chat: OnceLock::new() })
+        drawn().then(|| TerminalProgress { ticks, bar: bar(0, "setup"), chat: OnceLock::new() })
     }
 
     /// Clears the bar.

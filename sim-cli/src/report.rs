@@ -53,14 +53,20 @@ fn frames(path: &Path, mut visit: impl FnMut(Record) -> Result<()>) -> Result<()
 pub fn analyse(path: &Path, by: &[String]) -> Result<Analysis> {
     let mut builder: Option<(Builder, engine::config::Config)> = None;
     let file = path.display().to_string();
+    let bar = crate::progress::bar(0, "report");
     frames(path, |record| {
         match (record, &mut builder) {
             (Record::Header(h), None) => {
                 let config = h.config(&file)?;
                 let b = Builder::new(&h, &config, by).map_err(|e| anyhow::anyhow!("--by: {e}"))?;
                 builder = Some((b, config));
+                bar.set_length(2 * u64::from(h.ticks));
+                bar.set_message("aggregating");
             }
-            (Record::Tick(t), Some((b, _))) => b.tick(&t),
+            (Record::Tick(t), Some((b, _))) => {
+                b.tick(&t);
+                bar.inc(1);
+            }
             (Record::End(e), Some((b, _))) => b.end(&e),
             (Record::Header(_), Some(_)) => bail!("{file}: a second header frame"),
             (Record::Tick(_) | Record::End(_), None) => bail!("{file}: the first frame is not a header"),
@@ -70,12 +76,15 @@ pub fn analyse(path: &Path, by: &[String]) -> Result<Analysis> {
     let Some((builder, config)) = builder else { bail!("{file}: an empty trace (no header)") };
     let mut analysis = builder.finish(&config);
     let mut picker = Picker::new(&analysis);
+    bar.set_message("picking reactions");
     frames(path, |record| {
         if let Record::Tick(t) = record {
             picker.tick(&t);
+            bar.inc(1);
         }
         Ok(())
     })?;
+    bar.finish_and_clear();
     analysis.reactions = picker.finish();
     Ok(analysis)
 }
