@@ -74,8 +74,9 @@ pub fn analyse(path: &Path, by: &[String]) -> Result<Analysis> {
         Ok(())
     })?;
     let Some((builder, config)) = builder else { bail!("{file}: an empty trace (no header)") };
+    let (centroids, strategy) = (builder.centroids(), builder.strategy());
     let mut analysis = builder.finish(&config);
-    let mut picker = Picker::new(&analysis);
+    let mut picker = Picker::new(&analysis, centroids, strategy);
     bar.set_message("picking reactions");
     frames(path, |record| {
         if let Record::Tick(t) = record {

@@ -305,6 +305,11 @@ pub struct Builder {
     failures: BTreeMap<(String, String), FailureGroup>,
     spend: Vec<u64>,
     ssr_sums: BTreeMap<(String, u32), ([f64; 5], f64)>,
+    strategy: crate::embed::Strategy,
+    /// Per stimulus, the sum of its observation memories' vectors and
+    /// their count; `None` once a tick could not be matched (the report
+    /// then picks by intent and sentiment throughout).
+    centroids: Option<BTreeMap<String, (Vec<f64>, u64)>>,
 }
 
 impl Builder {
@@ -351,6 +356,8 @@ impl Builder {
             failures: BTreeMap::new(),
             spend: vec![0; header.personas as usize],
             ssr_sums: BTreeMap::new(),
+            strategy: header.strategy,
+            centroids: (raw.embedding.model() != crate::config::EmbeddingModel::Disabled).then(BTreeMap::new),
         })
     }
 
@@ -373,6 +380,7 @@ impl Builder {
             *e.entry("texts served from the cache".into()).or_default() += hits;
             *e.entry("physical requests".into()).or_default() += calls.len() as u64;
         }
+        self.centroid(frame);
         let mut m = MemoryTick { tick: frame.tick, ..Default::default() };
         for mem in &frame.memories {
             *m.created.entry(format!("{:?}", mem.kind).to_lowercase()).or_default() += 1;
@@ -394,6 +402,35 @@ impl Builder {
             }
         }
         self.a.memory.push(m);
+    }
+
+    fn centroid(&mut self, frame: &TickFrame) {
+        let Some(sums) = self.centroids.as_mut() else { return };
+        let Some(found) = observation_vectors(frame, self.strategy) else {
+            self.centroids = None;
+            return;
+        };
+        for (i, v) in found {
+            let Some(o) = frame.outcomes.get(frame.memories[i].position as usize) else { continue };
+            let (sum, n) = sums.entry(o.stimulus.clone()).or_insert_with(|| (vec![0.0; v.len()], 0));
+            sum.iter_mut().zip(v).for_each(|(a, b)| *a += f64::from(*b));
+            *n += 1;
+        }
+    }
+
+    /// Per stimulus, the mean vector of its observation memories, when
+    /// every tick's could be read (empty otherwise).
+    pub fn centroids(&self) -> BTreeMap<String, Vec<f64>> {
+        self.centroids
+            .iter()
+            .flatten()
+            .map(|(k, (sum, n))| (k.clone(), sum.iter().map(|x| x / (*n).max(1) as f64).collect()))
+            .collect()
+    }
+
+    /// The embedding strategy the run used (how its stage submitted texts).
+    pub fn strategy(&self) -> crate::embed::Strategy {
+        self.strategy
     }
 
     fn outcome(&mut self, tick: u32, o: &Outcome) {
@@ -526,52 +563,113 @@ impl Builder {
         let mut failures: Vec<FailureGroup> = self.failures.into_values().collect();
         failures.sort_by_key(|f| std::cmp::Reverse(f.count));
         self.a.failures = failures;
-        self.a.reactions_method = "closest to and farthest from each stimulus's mean (intent, sentiment); \
-             the report does not read vectors"
-            .into();
+        self.a.reactions_method = if self.centroids.as_ref().is_some_and(|c| !c.is_empty()) {
+            format!(
+                "nearest to and farthest from the centroid of each stimulus's observation memories' vectors ({}, as the trace holds them)",
+                config.raw.embedding.model
+            )
+        } else {
+            "closest to and farthest from each stimulus's mean (intent, sentiment): the trace holds no vectors to match \
+             (no embedding model, or a failed stage)"
+                .into()
+        };
         self.a
     }
 }
 
+/// The vectors of a tick's observation memories, by memory index in
+/// `frame.memories`, when the trace lets them be matched exactly: every
+/// job that reacted committed (so the memory stage's requests are the
+/// committed memories, in order, then any SSR texts) and every memory
+/// invocation succeeded. A batched stage submitted its texts deduplicated
+/// in first-occurrence order; the per-persona strategies one invocation per
+/// request. `None` otherwise.
+pub fn observation_vectors(frame: &TickFrame, strategy: crate::embed::Strategy) -> Option<Vec<(usize, &[f32])>> {
+    if frame.outcomes.iter().any(|o| o.reaction.is_some() && o.status != Status::Ok) {
+        return None;
+    }
+    let mut vectors: Vec<&[f32]> = Vec::new();
+    for x in frame.embeddings.iter().filter(|x| x.role == crate::embed::EmbedRole::Memory) {
+        let Ok((v, _, _)) = &x.result else { return None };
+        vectors.extend(v.0.iter().map(|v| &v[..]));
+    }
+    let mut index_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for (i, m) in frame.memories.iter().enumerate() {
+        let slot = match strategy {
+            crate::embed::Strategy::Batched => {
+                let next = index_of.len();
+                *index_of.entry(m.description.as_str()).or_insert(next)
+            }
+            crate::embed::Strategy::PerConsumer | crate::embed::Strategy::PerConsumerConcurrent => i,
+        };
+        if m.kind == crate::persona::MemoryKind::Observation {
+            out.push((i, *vectors.get(slot)?));
+        }
+    }
+    Some(out)
+}
+
 /// The second pass: each stimulus's three most typical and three most
-/// unusual reactions, by distance from its mean (intent, sentiment).
+/// unusual reactions: nearest to and farthest from the centroid of its
+/// observation memories' vectors when the trace holds them, else from its
+/// mean (intent, sentiment).
 pub struct Picker {
     means: BTreeMap<String, (f64, f64)>,
+    centroids: BTreeMap<String, Vec<f64>>,
+    strategy: crate::embed::Strategy,
     picks: BTreeMap<String, Picks>,
 }
 
 impl Picker {
-    /// A picker against the first pass's means.
-    pub fn new(a: &Analysis) -> Picker {
+    /// A picker against the first pass's means and centroids.
+    pub fn new(a: &Analysis, centroids: BTreeMap<String, Vec<f64>>, strategy: crate::embed::Strategy) -> Picker {
         let means = a
             .intent
             .iter()
             .map(|s| (s.stimulus.clone(), (s.all.mean, s.sentiment.0 / s.all.n.max(1) as f64)))
             .collect();
-        Picker { means, picks: BTreeMap::new() }
+        Picker { means, centroids, strategy, picks: BTreeMap::new() }
     }
 
     /// Looks at one tick's reactions.
     pub fn tick(&mut self, frame: &TickFrame) {
+        if !self.centroids.is_empty() {
+            if let Some(found) = observation_vectors(frame, self.strategy) {
+                for (i, v) in found {
+                    let m = &frame.memories[i];
+                    let Some(o) = frame.outcomes.get(m.position as usize) else { continue };
+                    let (Some(r), Some(c)) = (&o.reaction, self.centroids.get(&o.stimulus)) else { continue };
+                    let centroid: Vec<f32> = c.iter().map(|x| *x as f32).collect();
+                    let distance = 1.0 - crate::embed::check::cosine(v, &centroid);
+                    self.offer(o, r, frame.tick, distance);
+                }
+                return;
+            }
+        }
         for o in &frame.outcomes {
             let (Status::Ok, Some(r), Some((mi, ms))) = (&o.status, &o.reaction, self.means.get(&o.stimulus)) else {
                 continue;
             };
             // Intent spans 4, sentiment 2: scale both to [0, 1].
             let distance = ((f64::from(r.intent) - mi) / 4.0).hypot((f64::from(r.sentiment) - ms) / 2.0);
-            let pick = Pick {
-                persona: crate::persona::profile::label(o.persona),
-                tick: frame.tick,
-                intent: r.intent,
-                sentiment: r.sentiment,
-                text: r.text.clone(),
-                distance,
-            };
-            let p = self.picks.entry(o.stimulus.clone()).or_default();
-            p.stimulus = o.stimulus.clone();
-            keep(&mut p.typical, pick.clone(), |a, b| a.distance < b.distance);
-            keep(&mut p.unusual, pick, |a, b| a.distance > b.distance);
+            self.offer(o, r, frame.tick, distance);
         }
+    }
+
+    fn offer(&mut self, o: &Outcome, r: &crate::persona::reply::Reaction, tick: u32, distance: f64) {
+        let pick = Pick {
+            persona: crate::persona::profile::label(o.persona),
+            tick,
+            intent: r.intent,
+            sentiment: r.sentiment,
+            text: r.text.clone(),
+            distance,
+        };
+        let p = self.picks.entry(o.stimulus.clone()).or_default();
+        p.stimulus = o.stimulus.clone();
+        keep(&mut p.typical, pick.clone(), |a, b| a.distance < b.distance);
+        keep(&mut p.unusual, pick, |a, b| a.distance > b.distance);
     }
 
     /// The picks, by stimulus.

@@ -150,3 +150,41 @@ fn export_gives_the_runs_outcomes_byte_for_byte_and_a_csv_with_traits() {
         serde_json::from_str(String::from_utf8_lossy(&with.stdout).lines().next().expect("a line")).expect("json");
     assert!(first["traits"]["age"].is_number() && first["traits"]["interests"].is_array(), "{first}");
 }
+
+#[test]
+fn reactions_are_picked_by_vector_centroid_under_either_strategy_else_by_intent() {
+    let dir = scratch("report-picks");
+    std::fs::write(dir.join("none.toml"), "[embedding]\nmodel = \"none\"\n").expect("write");
+    for (out, extra) in
+        [("b", vec![]), ("p", vec!["--embed-strategy", "per-persona"]), ("n", vec!["--config", "none.toml"])]
+    {
+        let mut args = vec!["run", "--personas", "30", "--ticks", "2", "--out", out, "--json"];
+        args.extend(extra);
+        ok(&sim(&dir, &args));
+        let r = sim(&dir, &["report", out, "--json"]);
+        ok(&r);
+        let report: serde_json::Value = serde_json::from_slice(&r.stdout).expect("json");
+        let method = report["reactions_method"].as_str().expect("method");
+        assert_eq!(method.contains("centroid"), out != "n", "{out}: {method}");
+        let picks = report["reactions"].as_array().expect("reactions");
+        assert!(!picks.is_empty());
+        for p in picks {
+            let n = report["intent"]
+                .as_array()
+                .expect("intent")
+                .iter()
+                .find(|s| s["stimulus"] == p["stimulus"])
+                .expect("s")["all"]["n"]
+                .as_u64()
+                .expect("n");
+            let want = n.min(3) as usize;
+            assert_eq!(p["typical"].as_array().map(Vec::len), Some(want), "{p}");
+            assert_eq!(p["unusual"].as_array().map(Vec::len), Some(want), "{p}");
+        }
+    }
+    // The two strategies embed the same texts: the same picks.
+    let read = |d: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join(d).join("report.json")).expect("report.json")).expect("json")
+    };
+    assert_eq!(read("b")["reactions"], read("p")["reactions"]);
+}
