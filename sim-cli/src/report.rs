@@ -385,20 +385,30 @@ fn costs(h: &mut String, a: &Analysis) {
 }
 
 fn memory(h: &mut String, a: &Analysis) {
-    h.push_str("<section id=\"memory\"><h2>Memory</h2><table><thead><tr><th>tick</th><th class=\"l\">created</th><th>promoted</th><th>expired</th><th>clustered</th></tr></thead><tbody>");
+    h.push_str("<section id=\"memory\"><h2>Memory</h2><table><thead><tr><th>tick</th><th class=\"l\">created</th><th>promoted</th><th>expired</th><th>clustered</th>\
+        <th>working</th><th>short-term</th><th>long-term</th><th>expired (all)</th></tr></thead><tbody>");
     for m in &a.memory {
         let created: Vec<String> = m.created.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let tier = |t: &str| m.tiers.get(t).copied().unwrap_or(0);
         let _ = write!(
             h,
-            "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             m.tick,
             esc(&created.join(", ")),
             m.promoted,
             m.expired,
-            m.clustered
+            m.clustered,
+            tier("working"),
+            tier("shortTerm"),
+            tier("longTerm"),
+            tier("expired")
         );
     }
-    h.push_str("</tbody></table></section>");
+    h.push_str(
+        "</tbody></table><p class=\"note\">Records per tier at the end of each tick, from the trace's \
+        creations, promotions and expiries (a persona's memories enter the working tier). Energies are not shown: \
+        the trace records consolidation's decisions, not every decay.</p></section>",
+    );
 }
 
 fn failures(h: &mut String, a: &Analysis) {

@@ -171,6 +171,9 @@ pub struct MemoryTick {
     pub expired: u64,
     /// Clusters formed.
     pub clustered: u64,
+    /// Records per tier at the end of the tick: working, shortTerm,
+    /// longTerm, expired (new memories enter working).
+    pub tiers: BTreeMap<String, u64>,
 }
 
 /// Failures of one stage and cause.
@@ -306,6 +309,10 @@ pub struct Builder {
     spend: Vec<u64>,
     ssr_sums: BTreeMap<(String, u32), ([f64; 5], f64)>,
     strategy: crate::embed::Strategy,
+    /// Records per tier so far, and the tier of each record ever promoted
+    /// (the rest are in working until they expire).
+    tiers: BTreeMap<String, u64>,
+    promoted_to: std::collections::HashMap<crate::memory::RecordId, crate::memory::Tier>,
     /// Per stimulus, the sum of its observation memories' vectors and
     /// their count; `None` once a tick could not be matched (the report
     /// then picks by intent and sentiment throughout).
@@ -357,6 +364,8 @@ impl Builder {
             spend: vec![0; header.personas as usize],
             ssr_sums: BTreeMap::new(),
             strategy: header.strategy,
+            tiers: BTreeMap::new(),
+            promoted_to: std::collections::HashMap::new(),
             centroids: (raw.embedding.model() != crate::config::EmbeddingModel::Disabled).then(BTreeMap::new),
         })
     }
@@ -385,11 +394,21 @@ impl Builder {
         for mem in &frame.memories {
             *m.created.entry(format!("{:?}", mem.kind).to_lowercase()).or_default() += 1;
         }
+        let working = crate::memory::Tier::Working;
+        *self.tiers.entry(working.as_str().into()).or_default() += frame.memories.len() as u64;
         for (_, changes) in &frame.consolidation {
             for c in changes {
                 match c {
-                    Change::Promoted { .. } => m.promoted += 1,
-                    Change::Expired { .. } => m.expired += 1,
+                    Change::Promoted { record, tier, .. } => {
+                        m.promoted += 1;
+                        let from = self.promoted_to.insert(record.clone(), *tier).unwrap_or(working);
+                        self.move_tier(from, *tier);
+                    }
+                    Change::Expired { record, .. } => {
+                        m.expired += 1;
+                        let from = self.promoted_to.remove(record).unwrap_or(working);
+                        self.move_tier(from, crate::memory::Tier::Expired);
+                    }
                     Change::Clustered { .. } => m.clustered += 1,
                     Change::Created { .. }
                     | Change::Decayed { .. }
@@ -401,7 +420,14 @@ impl Builder {
                 }
             }
         }
+        m.tiers = self.tiers.clone();
         self.a.memory.push(m);
+    }
+
+    fn move_tier(&mut self, from: crate::memory::Tier, to: crate::memory::Tier) {
+        let count = self.tiers.entry(from.as_str().into()).or_default();
+        *count = count.saturating_sub(1);
+        *self.tiers.entry(to.as_str().into()).or_default() += 1;
     }
 
     fn centroid(&mut self, frame: &TickFrame) {

@@ -188,3 +188,20 @@ fn reactions_are_picked_by_vector_centroid_under_either_strategy_else_by_intent(
     };
     assert_eq!(read("b")["reactions"], read("p")["reactions"]);
 }
+
+#[test]
+fn the_reports_tier_counts_agree_with_memory_status() {
+    let dir = scratch("report-tiers");
+    ok(&sim(&dir, &["run", "--personas", "30", "--ticks", "4", "--out", "r", "--json"]));
+    let r = sim(&dir, &["report", "r", "--json"]);
+    ok(&r);
+    let report: serde_json::Value = serde_json::from_slice(&r.stdout).expect("json");
+    let last = report["memory"].as_array().and_then(|m| m.last()).expect("ticks")["tiers"].clone();
+    let s = sim(&dir, &["memory", "status", "r", "--json"]);
+    ok(&s);
+    let status: serde_json::Value = serde_json::from_slice(&s.stdout).expect("json");
+    assert!(status["tiers"]["shortTerm"].as_u64() > Some(0), "the run promotes: {status}");
+    for tier in ["working", "shortTerm", "longTerm", "expired"] {
+        assert_eq!(last[tier].as_u64().unwrap_or(0), status["tiers"][tier].as_u64().expect("count"), "{tier}");
+    }
+}
