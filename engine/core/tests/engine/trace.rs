@@ -109,6 +109,9 @@ fn every_single_bit_flip_is_a_typed_error_naming_its_frame() {
             let frame = offsets.windows(2).position(|w| (w[0] as usize..w[1] as usize).contains(&byte));
             match (&err, frame) {
                 (Error::Format { .. }, None) => {}
+                // A flip in the preamble's version field can name an older
+                // format, which gets the "recorded by an older engine" error.
+                (Error::RecordedByOlder { .. }, None) if (8..12).contains(&byte) => {}
                 (Error::Corrupt { frame: f, offset, .. } | Error::Torn { frame: f, offset, .. }, Some(i)) => {
                     assert_eq!((*f as usize, *offset), (i, offsets[i]), "byte {byte}: {err}");
                 }
