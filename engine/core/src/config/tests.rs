@@ -1,0 +1,112 @@
+use super::*;
+
+#[test]
+fn empty_file_gives_defaults() {
+    let c = RawConfig::from_toml("", "c.toml").and_then(|r| r.resolve("c.toml"));
+    assert_eq!(c.map(|c| c.hash()).ok(), Some(Config::defaults().hash()));
+}
+
+#[test]
+fn unknown_field_is_named_with_its_line() {
+    let err = RawConfig::from_toml("[chat]\nconcurency = 3\n", "my.toml").unwrap_err().to_string();
+    assert!(err.contains("my.toml"), "{err}");
+    assert!(err.contains("line 2"), "{err}");
+    assert!(err.contains("concurency"), "{err}");
+}
+
+#[test]
+fn invalid_value_names_file_and_field() {
+    let raw = RawConfig::from_toml("[embedding]\ndim = 2\n", "my.toml").expect("parses");
+    let err = raw.resolve("my.toml").unwrap_err().to_string();
+    assert!(err.contains("my.toml") && err.contains("embedding.dim"), "{err}");
+}
+
+#[test]
+fn content_hash_ignores_operational_settings() {
+    let with = |t: &str| RawConfig::from_toml(t, "t").and_then(|r| r.resolve("t")).expect("valid");
+    let base = Config::defaults();
+    let ops = with("[embedding]\nbatch_size = 3\nconcurrency = 9\ncache = false\n[embedding.modelled]\nlatency_ms = 1.0\n[chat]\nconcurrency = 2\n[prices]\nchat_input_usd_per_mtok = 9.0\n");
+    assert_eq!(ops.content_hash(), base.content_hash());
+    assert_ne!(ops.hash(), base.hash());
+    for content in [
+        "[retrieval]\nk = 2\n",
+        "[embedding]\ndim = 64\n",
+        "[chat]\nmalformed_rate = 0.5\n",
+        "[run]\nhours_per_tick = 2\n",
+        "[consolidation]\nenabled = false\n",
+    ] {
+        assert_ne!(with(content).content_hash(), base.content_hash(), "{content}");
+    }
+    // The endpoint's address is operational; asking it for shorter vectors is not.
+    let http = "[embedding]\nprovider = \"openai\"\n[embedding.http]\nbase_url = \"http://a\"\n";
+    let moved = with(&http.replace("http://a", "http://b"));
+    assert_eq!(with(http).content_hash(), moved.content_hash());
+    assert_ne!(with(http).content_hash(), with(&format!("{http}send_dimensions = true\n")).content_hash());
+}
+
+#[test]
+fn prices_are_per_model_with_labels() {
+    let cfg = |text: &str| RawConfig::from_toml(text, "t").expect("parses").resolve("t").expect("valid");
+    let d = Config::defaults();
+    assert_eq!((d.embedding_price_label, d.chat_price_label), (PriceLabel::Nominal, PriceLabel::Nominal));
+    assert_eq!(d.embedding_price, Price::from_usd_per_mtok(0.02, 0.0));
+    let minilm = cfg("[embedding]\nprovider = \"minilm\"\n[embedding.minilm]\nmodel_dir = \"m\"\n");
+    assert_eq!((minilm.raw.embedding.model.as_str(), minilm.raw.embedding.dim), (MINILM_MODEL, MINILM_DIM));
+    assert_eq!(
+        (minilm.embedding_price, minilm.embedding_price_label),
+        (Price::from_usd_per_mtok(0.0, 0.0), PriceLabel::Local)
+    );
+    let own =
+        cfg("[prices]\nchat_input_usd_per_mtok = 1.0\n[prices.models.\"local-hash-v1\"]\ninput_usd_per_mtok = 0.5\n");
+    assert_eq!(
+        (own.embedding_price, own.embedding_price_label),
+        (Price::from_usd_per_mtok(0.5, 0.0), PriceLabel::Configured)
+    );
+    assert_eq!((own.chat_price, own.chat_price_label), (Price::from_usd_per_mtok(1.0, 0.6), PriceLabel::Configured));
+    let bad = RawConfig::from_toml("[prices.models.x]\ninput_usd_per_mtok = -1.0\n", "t").expect("parses");
+    assert!(bad.resolve("t").expect_err("negative").to_string().contains("prices.models"));
+}
+
+#[test]
+fn minilm_fixes_model_and_dim_and_its_directory_stays_out_of_the_hash() {
+    let raw = |text: &str| RawConfig::from_toml(text, "t").expect("parses");
+    let base = "[embedding]\nprovider = \"minilm\"\n";
+    let err = raw(&format!("{base}dim = 64\n[embedding.minilm]\nmodel_dir = \"m\"\n")).resolve("t").expect_err("dim");
+    assert!(err.to_string().contains("embedding.dim") && err.to_string().contains("384"), "{err}");
+    let err = raw(base).resolve("t").expect_err("no directory").to_string();
+    assert!(err.contains("model_dir") && err.contains("fetch-minilm"), "{err}");
+    let at = |dir: &str, sha: &str| {
+        raw(&format!("{base}[embedding.minilm]\nmodel_dir = \"{dir}\"\nweights_sha256 = \"{sha}\"\n"))
+            .resolve("t")
+            .expect("valid")
+    };
+    assert_eq!(at("a", "11").hash(), at("b", "11").hash());
+    assert_eq!(at("a", "11").content_hash(), at("b", "11").content_hash());
+    assert_ne!(at("a", "11").hash(), at("a", "22").hash());
+    assert_ne!(at("a", "11").content_hash(), at("a", "22").content_hash());
+}
+
+#[test]
+fn intent_settings_are_checked_and_resolved_into_the_config() {
+    let raw = |text: &str| RawConfig::from_toml(text, "i.toml").expect("parses");
+    assert!(Config::defaults().raw.intent.anchor_sets.is_empty(), "direct needs no anchors");
+    let both = raw("[intent]\nmethod = \"both\"\n").resolve("i.toml").expect("valid");
+    assert_eq!(both.raw.intent.anchor_sets, crate::intent::builtin_anchor_sets());
+    assert!(both.to_toml().contains("purchase-plain"), "the resolved sets are recorded");
+    let four = "[intent]\nmethod = \"ssr\"\n[[intent.anchor_sets]]\nname = \"mine\"\nstatements = [\"a\", \"b\", \"c\", \"d\"]\n";
+    let err = raw(four).resolve("i.toml").expect_err("four").to_string();
+    assert!(err.contains("i.toml") && err.contains("intent.anchor_sets") && err.contains("has 4 statements"), "{err}");
+    let dup = "[[intent.anchor_sets]]\nname = \"mine\"\nstatements = [\"a\", \"b\", \"a\", \"d\", \"e\"]\n";
+    assert!(raw(dup).resolve("i.toml").expect_err("dup").to_string().contains("statements 1 and 3 are the same"));
+    let off = "[embedding]\nmodel = \"none\"\n[intent]\nmethod = \"ssr\"\n";
+    assert!(raw(off).resolve("i.toml").expect_err("no embedder").to_string().contains("intent.method"));
+    let t = raw("[intent]\ntemperature = -1.0\n").resolve("i.toml").expect_err("temperature").to_string();
+    assert!(t.contains("intent.temperature"), "{t}");
+}
+
+#[test]
+fn round_trips_through_toml() {
+    let c = Config::defaults();
+    let again = RawConfig::from_toml(&c.to_toml(), "x").and_then(|r| r.resolve("x"));
+    assert_eq!(again.map(|c| c.hash()).ok(), Some(c.hash()));
+}
