@@ -9,7 +9,7 @@
 
 use crate::config::Config;
 use crate::memory::Change;
-use crate::persona::profile::{generate, Traits};
+use crate::persona::profile::{generate, Profile, Traits};
 use crate::trace::record::{Header, RunEnd, TickFrame};
 use crate::turn::{Outcome, Status};
 use serde::Serialize;
@@ -260,7 +260,8 @@ fn age_band(traits: &Traits, age: u8) -> usize {
 }
 
 impl TraitIndex {
-    fn new(name: &str, traits: &Traits, seed: u64, personas: u32) -> Result<TraitIndex, String> {
+    /// An empty index of trait `name`'s values.
+    fn new(name: &str, traits: &Traits) -> Result<TraitIndex, String> {
         let values: Vec<String> = match name {
             "age" => traits.age_bands.iter().map(|b| format!("{}-{}", b.min, b.max)).collect(),
             "income" => traits.income_bands.iter().map(|b| b.label.clone()).collect(),
@@ -273,20 +274,20 @@ impl TraitIndex {
         if many && values.len() > 64 {
             return Err("the trait table has more than 64 interests".into());
         }
-        let position = |v: &str| values.iter().position(|x| x == v).unwrap_or(0) as u64;
-        let of = (0..personas)
-            .map(|id| {
-                let p = generate(traits, seed, id);
-                match name {
-                    "age" => age_band(traits, p.age) as u64,
-                    "income" => position(&p.income),
-                    "city" => position(&p.city),
-                    "occupation" => position(&p.occupation),
-                    _ => p.interests.iter().fold(0u64, |bits, i| bits | 1 << position(i)),
-                }
-            })
-            .collect();
-        Ok(TraitIndex { name: name.into(), values, many, of })
+        Ok(TraitIndex { name: name.into(), values, many, of: Vec::new() })
+    }
+
+    /// Records the next persona's value(s).
+    fn push(&mut self, p: &Profile, traits: &Traits) {
+        let position = |v: &str| self.values.iter().position(|x| x == v).unwrap_or(0) as u64;
+        let value = match self.name.as_str() {
+            "age" => age_band(traits, p.age) as u64,
+            "income" => position(&p.income),
+            "city" => position(&p.city),
+            "occupation" => position(&p.occupation),
+            _ => p.interests.iter().fold(0u64, |bits, i| bits | 1 << position(i)),
+        };
+        self.of.push(value);
     }
 
     fn cells_of(&self, persona: u32) -> Vec<usize> {
@@ -324,8 +325,15 @@ impl Builder {
     /// traits `by` (from [`TRAITS`]). Fails on an unknown trait, naming it.
     pub fn new(header: &Header, config: &Config, by: &[String]) -> Result<Builder, String> {
         let traits = Traits::from_toml(&header.traits_source, "trace header trait table").map_err(|e| e.to_string())?;
-        let traits: Vec<TraitIndex> =
-            by.iter().map(|t| TraitIndex::new(t, &traits, header.seed, header.personas)).collect::<Result<_, _>>()?;
+        let table = traits;
+        let mut traits: Vec<TraitIndex> = by.iter().map(|t| TraitIndex::new(t, &table)).collect::<Result<_, _>>()?;
+        // Each persona is drawn once, whatever the number of traits.
+        if !traits.is_empty() {
+            for id in 0..header.personas {
+                let p = generate(&table, header.seed, id);
+                traits.iter_mut().for_each(|t| t.push(&p, &table));
+            }
+        }
         let raw = &config.raw;
         let chat_kind = match raw.chat.provider {
             crate::config::ChatProvider::Scripted => "scripted",
@@ -642,7 +650,7 @@ pub fn observation_vectors(frame: &TickFrame, strategy: crate::embed::Strategy) 
 /// mean (intent, sentiment).
 pub struct Picker {
     means: BTreeMap<String, (f64, f64)>,
-    centroids: BTreeMap<String, Vec<f64>>,
+    centroids: BTreeMap<String, Vec<f32>>,
     strategy: crate::embed::Strategy,
     picks: BTreeMap<String, Picks>,
 }
@@ -655,6 +663,7 @@ impl Picker {
             .iter()
             .map(|s| (s.stimulus.clone(), (s.all.mean, s.sentiment.0 / s.all.n.max(1) as f64)))
             .collect();
+        let centroids = centroids.into_iter().map(|(k, c)| (k, c.into_iter().map(|x| x as f32).collect())).collect();
         Picker { means, centroids, strategy, picks: BTreeMap::new() }
     }
 
@@ -666,8 +675,7 @@ impl Picker {
                     let m = &frame.memories[i];
                     let Some(o) = frame.outcomes.get(m.position as usize) else { continue };
                     let (Some(r), Some(c)) = (&o.reaction, self.centroids.get(&o.stimulus)) else { continue };
-                    let centroid: Vec<f32> = c.iter().map(|x| *x as f32).collect();
-                    let distance = 1.0 - crate::embed::check::cosine(v, &centroid);
+                    let distance = 1.0 - crate::embed::check::cosine(v, c);
                     self.offer(o, r, frame.tick, distance);
                 }
                 return;
