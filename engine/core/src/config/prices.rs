@@ -1,0 +1,115 @@
+//! `[prices]`: a default row and rows per model, each with its label.
+
+use super::MINILM_MODEL;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a price is: a nominal hosted price shown for scale, a price the
+/// user configured, or the price of a model run locally (zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PriceLabel {
+    /// A default hosted-provider price: what a run would have cost there.
+    #[default]
+    Nominal,
+    /// Set in the config.
+    Configured,
+    /// The model runs on this machine; nothing is billed.
+    Local,
+}
+
+impl PriceLabel {
+    /// Its name, as configs and summaries spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PriceLabel::Nominal => "nominal",
+            PriceLabel::Configured => "configured",
+            PriceLabel::Local => "local",
+        }
+    }
+}
+
+/// One model's row of the price table.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    /// USD per million input tokens.
+    pub input_usd_per_mtok: f64,
+    /// USD per million output tokens (chat models). Default 0.
+    #[serde(default)]
+    pub output_usd_per_mtok: f64,
+    /// What the price is. Default `configured`.
+    #[serde(default = "configured")]
+    pub label: PriceLabel,
+}
+
+fn configured() -> PriceLabel {
+    PriceLabel::Configured
+}
+
+/// Rows every price table has unless a config overrides them: local models
+/// cost nothing.
+pub fn builtin_model_prices() -> BTreeMap<String, ModelPrice> {
+    let local = ModelPrice { input_usd_per_mtok: 0.0, output_usd_per_mtok: 0.0, label: PriceLabel::Local };
+    BTreeMap::from([(MINILM_MODEL.to_string(), local)])
+}
+
+/// The price table: a default row (the top-level keys) and rows per model
+/// name (`[prices.models."NAME"]`). The default row holds nominal
+/// hosted-provider prices: the embedded models cost nothing, but every run
+/// shows what it would have cost and exercises the cost accounting. A model
+/// with its own row (built in: all-MiniLM-L6-v2 at 0, `local`) is billed
+/// by it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PricesSection {
+    /// Shown next to every cost figure.
+    pub label: String,
+    /// USD per million embedding input tokens. Default 0.02.
+    pub embedding_usd_per_mtok: f64,
+    /// USD per million chat prompt tokens. Default 0.15.
+    pub chat_input_usd_per_mtok: f64,
+    /// USD per million chat completion tokens. Default 0.60.
+    pub chat_output_usd_per_mtok: f64,
+    /// Rows per model name; they win over the default row and the built-in
+    /// rows.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, ModelPrice>,
+}
+
+impl Default for PricesSection {
+    fn default() -> Self {
+        PricesSection {
+            label: "simulated nominal prices (no provider was billed)".into(),
+            embedding_usd_per_mtok: 0.02,
+            chat_input_usd_per_mtok: 0.15,
+            chat_output_usd_per_mtok: 0.60,
+            models: BTreeMap::new(),
+        }
+    }
+}
+
+impl PricesSection {
+    /// The row that bills `model`: its own row, else a built-in one, else
+    /// the default row (`default_row` picks the embedding or the chat
+    /// prices from it), labelled nominal while it holds the defaults.
+    pub fn row(&self, model: &str, default_row: fn(&PricesSection) -> (f64, f64)) -> ModelPrice {
+        if let Some(p) = self.models.get(model).or(builtin_model_prices().get(model)) {
+            return *p;
+        }
+        let (input, output) = default_row(self);
+        let nominal = default_row(&PricesSection::default()) == (input, output);
+        let label = if nominal { PriceLabel::Nominal } else { PriceLabel::Configured };
+        ModelPrice { input_usd_per_mtok: input, output_usd_per_mtok: output, label }
+    }
+
+    /// The embedding prices of the default row.
+    pub fn embedding_default(&self) -> (f64, f64) {
+        (self.embedding_usd_per_mtok, 0.0)
+    }
+
+    /// The chat prices of the default row.
+    pub fn chat_default(&self) -> (f64, f64) {
+        (self.chat_input_usd_per_mtok, self.chat_output_usd_per_mtok)
+    }
+}
