@@ -38,13 +38,9 @@ impl Dist {
     fn add(&mut self, v: u8) {
         self.histogram[usize::from(v.clamp(1, 5) - 1)] += 1;
         self.n += 1;
-        let n = self.n as f64;
         let sum: f64 = self.histogram.iter().enumerate().map(|(i, c)| (i + 1) as f64 * *c as f64).sum();
         let sq: f64 = self.histogram.iter().enumerate().map(|(i, c)| ((i + 1) as f64).powi(2) * *c as f64).sum();
-        self.mean = sum / n;
-        let var = if self.n > 1 { ((sq - n * self.mean * self.mean) / (n - 1.0)).max(0.0) } else { 0.0 };
-        let half = 1.96 * (var / n).sqrt();
-        self.ci95 = [self.mean - half, self.mean + half];
+        (self.mean, self.ci95) = crate::intent::stats::mean_ci95(self.n, sum, sq);
     }
 }
 

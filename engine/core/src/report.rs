@@ -68,10 +68,7 @@ impl SsrDistribution {
         self.sums.2.iter_mut().zip(r.pmf).for_each(|(a, b)| *a += b);
         let n = self.n as f64;
         self.pmf = self.sums.2.map(|x| x / n);
-        self.expected = self.sums.0 / n;
-        let var = if self.n > 1 { (self.sums.1 - n * self.expected * self.expected).max(0.0) / (n - 1.0) } else { 0.0 };
-        let half = 1.96 * (var / n).sqrt();
-        self.expected_ci95 = [self.expected - half, self.expected + half];
+        (self.expected, self.expected_ci95) = crate::intent::stats::mean_ci95(self.n, self.sums.0, self.sums.1);
     }
 }
 

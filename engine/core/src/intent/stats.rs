@@ -23,3 +23,17 @@ pub fn pmf_of_counts(counts: &[u64; POINTS]) -> [f64; POINTS] {
     }
     counts.map(|c| c as f64 / n as f64)
 }
+
+/// The mean of `n` values with sum `sum` and sum of squares `sum_sq`, and
+/// its 95% interval (normal approximation, 1.96 standard errors of the
+/// sample variance; the mean itself for one value).
+pub fn mean_ci95(n: u64, sum: f64, sum_sq: f64) -> (f64, [f64; 2]) {
+    if n == 0 {
+        return (0.0, [0.0, 0.0]);
+    }
+    let k = n as f64;
+    let mean = sum / k;
+    let var = if n > 1 { ((sum_sq - k * mean * mean) / (k - 1.0)).max(0.0) } else { 0.0 };
+    let half = 1.96 * (var / k).sqrt();
+    (mean, [mean - half, mean + half])
+}
