@@ -96,6 +96,7 @@ impl Error {
                     | engine::Error::Format { .. }
                     | engine::Error::Corrupt { .. }
                     | engine::Error::Torn { .. }
+                    | engine::Error::Uncommitted { .. }
                     | engine::Error::RecordedByOlder { .. }
             ),
             Error::InvalidInput { .. } => true,

@@ -5,9 +5,9 @@
 use crate::run::trace_path;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use engine::frame::Next;
 use engine::persona::profile::{generate, Profile, Traits};
-use engine::trace::{Record, TRACE};
+use engine::trace::frame::open_records;
+use engine::trace::Record;
 use engine::turn::{Outcome, Status};
 use std::io::Write;
 use std::path::PathBuf;
@@ -85,7 +85,7 @@ fn outcomes(args: &OutcomesArgs) -> Result<()> {
         None => Box::new(std::io::stdout().lock()),
     };
     let sink = std::io::BufWriter::new(sink);
-    let mut reader = engine::frame::open(&path, &TRACE)?;
+    let mut reader = open_records(&path)?;
     let mut people: Option<(Traits, u64)> = None;
     let mut out = match args.format {
         Format::Csv => {
@@ -96,8 +96,7 @@ fn outcomes(args: &OutcomesArgs) -> Result<()> {
         Format::Jsonl => Sink::Json(sink),
     };
     let mut rows = 0u64;
-    while let Next::Frame(frame) = reader.read_next()? {
-        let record: Record = engine::codec::decode(&frame.payload).map_err(|e| reader.corrupt(&frame, e))?;
+    while let Some(record) = reader.next_record()? {
         match record {
             Record::Header(h) => {
                 let traits = Traits::from_toml(&h.traits_source, "trace header trait table")?;
@@ -124,7 +123,7 @@ fn outcomes(args: &OutcomesArgs) -> Result<()> {
                     }
                 }
             }
-            Record::Tick(_) | Record::End(_) => {}
+            _ => {}
         }
     }
     match &mut out {

@@ -240,12 +240,12 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
     let path = trace_path(&args.trace)?;
     let read = read_trace_file(&path, true).with_context(|| format!("cannot inspect {}", path.display()))?;
     let h = &read.header;
-    let status = match (&read.end, &read.torn) {
+    let status = match (&read.end, &read.tail) {
         (Some(e), _) => match &e.stopped {
             Some(s) => format!("finished early: {} after tick {}", s.reason, s.after_tick),
             None => "finished".to_string(),
         },
-        (None, Some(t)) => format!("unfinished; a torn frame at byte offset {} (resume to continue)", t.offset),
+        (None, Some(t)) => format!("unfinished; {} (resume to continue)", t.describe()),
         (None, None) => "unfinished (resume to continue)".to_string(),
     };
     let config = h.config(&path.display().to_string())?;

@@ -7,8 +7,8 @@ use crate::run::trace_path;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::analysis::{Analysis, Builder, Dist, Picker, Segments, TRAITS};
-use engine::frame::Next;
-use engine::trace::{Record, TRACE};
+use engine::trace::frame::open_records;
+use engine::trace::Record;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -34,19 +34,14 @@ pub struct ReportArgs {
     pub json: bool,
 }
 
-/// Reads the trace at `path` frame by frame into `visit`; returns the
-/// header first. A torn tail ends the reading (an unfinished run).
+/// Reads the trace at `path` record by record into `visit`, the header
+/// first. A tail left by a stopped run ends the reading.
 fn frames(path: &Path, mut visit: impl FnMut(Record) -> Result<()>) -> Result<()> {
-    let mut reader = engine::frame::open(path, &TRACE)?;
-    loop {
-        match reader.read_next()? {
-            Next::Frame(f) => {
-                let record: Record = engine::codec::decode(&f.payload).map_err(|e| reader.corrupt(&f, e))?;
-                visit(record)?;
-            }
-            Next::Torn(_) | Next::End => return Ok(()),
-        }
+    let mut reader = open_records(path)?;
+    while let Some(record) = reader.next_record()? {
+        visit(record)?;
     }
+    Ok(())
 }
 
 /// The aggregates of the run at `path`, crossing intent with `by`.
@@ -68,8 +63,9 @@ pub fn analyse(path: &Path, by: &[String]) -> Result<Analysis> {
                 bar.inc(1);
             }
             (Record::End(e), Some((b, _))) => b.end(&e),
-            (Record::Header(_), Some(_)) => bail!("{file}: a second header frame"),
-            (Record::Tick(_) | Record::End(_), None) => bail!("{file}: the first frame is not a header"),
+            // The record reader puts the header first and only once, and
+            // returns ticks whole.
+            _ => {}
         }
         Ok(())
     })?;

@@ -309,17 +309,9 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
         let chat = providers::build_chat(&config, read.header.seed)?;
         runtime.block_on(crate::preflight::probe(&config, chat.as_ref()))?;
     }
-    if let Some(t) = &read.torn {
+    if let Some(t) = &read.tail {
         let kept = cut_torn_tail(&path, read.valid_len)?;
-        eprintln!(
-            "{}: frame {} at byte offset {} is torn ({} of {} bytes); cut off, its bytes kept in {}",
-            path.display(),
-            t.frame,
-            t.offset,
-            t.available,
-            t.needed,
-            kept.display()
-        );
+        eprintln!("{}: {}; cut off, its bytes kept in {}", path.display(), t.describe(), kept.display());
     }
     eprintln!("{}: resuming after tick {} of {}", path.display(), read.ticks.len(), read.header.ticks);
     let interrupt = interrupt_on_ctrl_c(&runtime, &run_dir)?;

@@ -35,6 +35,11 @@ pub fn encode_into<T: Serialize + ?Sized>(value: &T, buf: &mut Vec<u8>) -> Resul
     bincode::serde::encode_into_std_write(value, buf, config()).map(|_| ()).map_err(CodecError::Encode)
 }
 
+/// Encodes `value` into `out`, as it goes: for values too large to buffer.
+pub fn encode_to<T: Serialize + ?Sized, W: std::io::Write>(value: &T, out: &mut W) -> Result<(), CodecError> {
+    bincode::serde::encode_into_std_write(value, out, config()).map(|_| ()).map_err(CodecError::Encode)
+}
+
 /// Encodes `value` into a new buffer.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
     let mut buf = Vec::new();
@@ -44,7 +49,18 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
 
 /// Decodes a value that must fill `bytes` exactly.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
-    let (value, used) = bincode::serde::decode_from_slice::<T, _>(bytes, config()).map_err(CodecError::Decode)?;
+    decode_with(bytes, config())
+}
+
+/// Decodes a value that must fill `bytes` exactly, with no limit on its
+/// size: for a value reassembled from several checksummed frames (a tick
+/// written in parts), whose total may exceed one frame.
+pub fn decode_assembled<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    decode_with(bytes, bincode::config::standard())
+}
+
+fn decode_with<T: DeserializeOwned>(bytes: &[u8], config: impl bincode::config::Config) -> Result<T, CodecError> {
+    let (value, used) = bincode::serde::decode_from_slice::<T, _>(bytes, config).map_err(CodecError::Decode)?;
     if used != bytes.len() {
         return Err(CodecError::Trailing(bytes.len() - used));
     }

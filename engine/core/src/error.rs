@@ -120,6 +120,22 @@ pub enum Error {
         /// Bytes left in the file.
         available: u64,
     },
+    /// A trace ends with the parts of a tick but not the frame that commits
+    /// them: the writer was stopped while writing a large tick.
+    #[error(
+        "{file}: tick {tick} is not committed: {parts} part frames from byte offset {offset} have no commit frame \
+         (the run was stopped while writing it; resuming cuts them off)"
+    )]
+    Uncommitted {
+        /// The trace.
+        file: String,
+        /// The tick.
+        tick: u32,
+        /// Complete part frames found.
+        parts: u32,
+        /// Byte offset of the first part.
+        offset: u64,
+    },
     /// A trace was recorded by another engine in a way this one cannot
     /// reproduce: an older trace format, or a configuration this engine
     /// resolves to a different hash (new settings or changed defaults since).

@@ -329,16 +329,26 @@ impl FrameWriter {
 
     /// Appends one frame and syncs it; returns the bytes written.
     pub fn append(&mut self, payload: &[u8]) -> Result<u64> {
+        let written = self.append_unsynced(payload)?;
+        self.sync()?;
+        Ok(written)
+    }
+
+    /// Appends one frame without syncing it: it is durable only after a
+    /// later [`FrameWriter::sync`]. For frames that mean nothing until a
+    /// closing frame follows them.
+    pub fn append_unsynced(&mut self, payload: &[u8]) -> Result<u64> {
         let head = frame_head(payload)
             .map_err(|e| Error::Format { file: self.path.display().to_string(), cause: e.to_string() })?;
-        self.file
-            .write_all(&head)
-            .and_then(|_| self.file.write_all(payload))
-            .and_then(|_| self.file.sync_data())
-            .map_err(|e| io(&self.path, e))?;
+        self.file.write_all(&head).and_then(|_| self.file.write_all(payload)).map_err(|e| io(&self.path, e))?;
         let written = FRAME_HEAD + payload.len() as u64;
         self.len += written;
         Ok(written)
+    }
+
+    /// Makes every frame appended so far durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync_data().map_err(|e| io(&self.path, e))
     }
 
     /// Bytes in the file.

@@ -1,14 +1,24 @@
 //! The trace file: a [`crate::frame`] container whose frames are
-//! [`Record`]s, appended and synced one at a time.
+//! [`Record`]s, appended and synced one at a time. A tick whose encoding is
+//! larger than a part ([`PART_BYTES`]) is written as [`TickPart`] frames
+//! closed by a [`TickCommit`], so that no frame nears the frame limit
+//! whatever the panel size; readers reassemble it.
 
-use super::record::{Header, Record, RunEnd, TickFrame, FORMAT_VERSION};
+use super::record::{Bytes, Header, Record, RunEnd, TickCommit, TickFrame, TickPart, FORMAT_VERSION, OLDEST_READABLE};
 use crate::error::{Error, Result};
-use crate::frame::{Format, FrameReader, FrameWriter, Next};
+use crate::frame::{Format, FrameReader, FrameWriter, Next, MAX_FRAME};
 use std::io::Read;
 use std::path::Path;
 
 /// The container format of a trace.
 pub const TRACE: Format = Format { magic: *b"SIMTRACE", version: FORMAT_VERSION, what: "simulation trace" };
+
+/// The largest slice of a tick one part frame carries: 64 MiB, far below
+/// the frame limit, so that neither the writer nor a reader holds a frame
+/// near it.
+pub const PART_BYTES: usize = 64 << 20;
+// A part frame adds a few bytes of record framing to its slice.
+const _: () = assert!(PART_BYTES as u64 + 64 <= MAX_FRAME);
 
 pub use crate::frame::Torn;
 
@@ -21,68 +31,242 @@ pub struct ReadTrace {
     pub ticks: Vec<TickFrame>,
     /// Present when the run finished.
     pub end: Option<RunEnd>,
-    /// Length of the complete frames, where appending continues.
+    /// Length of the committed frames, where appending continues.
     pub valid_len: u64,
-    /// A torn final frame (only when reading leniently).
+    /// What follows the committed frames (only when reading leniently).
+    pub tail: Option<Tail>,
+}
+
+/// What a run stopped mid-write leaves after its last committed frame: the
+/// parts of a tick with no commit frame, a torn frame, or both. Resume cuts
+/// it off (and keeps its bytes); a strict reader refuses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tail {
+    /// The trace.
+    pub file: String,
+    /// Byte offset where it starts: the end of the committed frames.
+    pub offset: u64,
+    /// The tick whose parts are there without their commit, and how many
+    /// complete parts there are.
+    pub uncommitted: Option<(u32, u32)>,
+    /// The torn final frame, if the writer stopped inside one.
     pub torn: Option<Torn>,
 }
 
+impl Tail {
+    /// One line for a person: what is there and where.
+    pub fn describe(&self) -> String {
+        let torn = self.torn.as_ref().map(|t| {
+            format!("frame {} at byte offset {} is torn ({} of {} bytes)", t.frame, t.offset, t.available, t.needed)
+        });
+        match (self.uncommitted, torn) {
+            (Some((tick, parts)), torn) => {
+                let then = torn.map(|t| format!(", then {t}")).unwrap_or_default();
+                format!(
+                    "tick {tick} is not committed: {parts} part frames from byte offset {} and no commit frame{then}",
+                    self.offset
+                )
+            }
+            (None, Some(t)) => t,
+            (None, None) => format!("nothing after byte offset {}", self.offset),
+        }
+    }
+
+    /// The error a strict reader reports.
+    pub fn error(&self) -> Error {
+        match (self.uncommitted, &self.torn) {
+            (None, Some(t)) => t.error(),
+            (Some((tick, parts)), _) => {
+                Error::Uncommitted { file: self.file.clone(), tick, parts, offset: self.offset }
+            }
+            (None, None) => Error::Format { file: self.file.clone(), cause: self.describe() },
+        }
+    }
+}
+
+/// The parts of a tick read so far.
+#[derive(Debug)]
+struct Pending {
+    tick: u32,
+    parts: u32,
+    bytes: Vec<u8>,
+}
+
+/// Reads a trace record by record, in order, checking that it is well
+/// formed: a header first, ticks numbered from 1 without gaps, nothing
+/// after the end frame. A tick written in parts comes out whole, as one
+/// `Record::Tick`; part and commit frames are never returned.
+#[derive(Debug)]
+pub struct RecordReader<R> {
+    frames: FrameReader<R>,
+    version: u32,
+    ticks: u32,
+    ended: bool,
+    pending: Option<Pending>,
+    committed: u64,
+    tail: Option<Tail>,
+}
+
+/// The source of a [`RecordReader`]: the preamble it has read, then the rest.
+pub type Source<R> = std::io::Chain<std::io::Cursor<Vec<u8>>, R>;
+
+impl<R: Read> RecordReader<Source<R>> {
+    /// Opens a trace of `len` bytes; `file` names it in errors. A trace of
+    /// a format this engine no longer reads gets
+    /// [`Error::RecordedByOlder`], naming the engine that wrote it.
+    pub fn new(mut r: R, len: u64, file: &str) -> Result<RecordReader<Source<R>>> {
+        let mut pre = [0u8; crate::frame::PREAMBLE as usize];
+        let got = read_up_to(&mut r, &mut pre).map_err(|e| Error::Io { file: file.to_string(), source: e })?;
+        let version = u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]);
+        let ours = got == pre.len() && pre[..8] == TRACE.magic;
+        if ours && (1..OLDEST_READABLE).contains(&version) {
+            return Err(older_format(&pre[..], r, len, file, version));
+        }
+        let version =
+            if ours && (OLDEST_READABLE..=FORMAT_VERSION).contains(&version) { version } else { FORMAT_VERSION };
+        let format = Format { version, ..TRACE };
+        let frames = FrameReader::new(std::io::Cursor::new(pre[..got].to_vec()).chain(r), len, file, &format)?;
+        Ok(RecordReader {
+            frames,
+            version,
+            ticks: 0,
+            ended: false,
+            pending: None,
+            committed: crate::frame::PREAMBLE,
+            tail: None,
+        })
+    }
+}
+
+impl<R: Read> RecordReader<R> {
+    /// The next header, tick or end record; `None` at the end of the file
+    /// or at a tail left by a run stopped mid-write ([`RecordReader::tail`]).
+    pub fn next_record(&mut self) -> Result<Option<Record>> {
+        loop {
+            let f = match self.frames.read_next()? {
+                Next::Frame(f) => f,
+                Next::Torn(t) => return Ok(self.stop(Some(t))),
+                Next::End => return Ok(self.stop(None)),
+            };
+            let r = &self.frames;
+            let record: Record = crate::codec::decode(&f.payload).map_err(|e| r.corrupt(&f, e))?;
+            if self.ended {
+                return Err(r.corrupt(&f, "a frame follows the end-of-run frame"));
+            }
+            let expected = self.ticks + 1;
+            if self.pending.is_some() && !matches!(record, Record::TickPart(_) | Record::TickCommit(_)) {
+                return Err(
+                    r.corrupt(&f, format!("the parts of tick {expected} are not followed by their commit frame"))
+                );
+            }
+            let record = match (record, f.index) {
+                (Record::Header(h), 0) => {
+                    if h.format_version != self.version {
+                        let cause = format!("header format version {} differs from the preamble", h.format_version);
+                        return Err(r.corrupt(&f, cause));
+                    }
+                    Record::Header(h)
+                }
+                (Record::Header(_), _) => return Err(r.corrupt(&f, "a second header")),
+                (_, 0) => return Err(r.corrupt(&f, "the first frame is not a header")),
+                (Record::Tick(t), _) => {
+                    if t.tick != expected {
+                        return Err(r.corrupt(&f, format!("tick {} where tick {expected} was expected", t.tick)));
+                    }
+                    Record::Tick(t)
+                }
+                (Record::TickPart(p), _) => {
+                    let pending = self.pending.get_or_insert(Pending { tick: expected, parts: 0, bytes: Vec::new() });
+                    if (p.tick, p.part) != (pending.tick, pending.parts) {
+                        let want = format!("part {} of tick {}", pending.parts, pending.tick);
+                        return Err(
+                            r.corrupt(&f, format!("part {} of tick {} where {want} was expected", p.part, p.tick))
+                        );
+                    }
+                    pending.parts += 1;
+                    pending.bytes.extend_from_slice(&p.bytes.0);
+                    continue;
+                }
+                (Record::TickCommit(c), _) => {
+                    let Some(p) = self.pending.take() else {
+                        return Err(
+                            r.corrupt(&f, format!("a commit frame for tick {} with no parts before it", c.tick))
+                        );
+                    };
+                    let read = TickCommit { tick: p.tick, parts: p.parts, bytes: p.bytes.len() as u64 };
+                    if c != read {
+                        let cause = format!("commit frame {c:?} does not match the parts read ({read:?})");
+                        return Err(r.corrupt(&f, cause));
+                    }
+                    match crate::codec::decode_assembled::<Record>(&p.bytes) {
+                        Ok(Record::Tick(t)) if t.tick == c.tick => Record::Tick(t),
+                        Ok(_) => {
+                            return Err(r.corrupt(&f, format!("the parts of tick {} do not hold that tick", c.tick)))
+                        }
+                        Err(e) => return Err(r.corrupt(&f, format!("the parts of tick {}: {e}", c.tick))),
+                    }
+                }
+                (Record::End(e), _) => {
+                    self.ended = true;
+                    Record::End(e)
+                }
+            };
+            if let Record::Tick(_) = record {
+                self.ticks += 1;
+            }
+            self.committed = self.frames.valid_len();
+            return Ok(Some(record));
+        }
+    }
+
+    /// Ends the reading: what follows the committed frames becomes the tail.
+    fn stop(&mut self, torn: Option<Torn>) -> Option<Record> {
+        let uncommitted = self.pending.take().map(|p| (p.tick, p.parts));
+        if uncommitted.is_some() || torn.is_some() {
+            self.tail = Some(Tail { file: self.frames.file().to_string(), offset: self.committed, uncommitted, torn });
+        }
+        None
+    }
+
+    /// What follows the committed frames, once [`RecordReader::next_record`]
+    /// has returned `None`.
+    pub fn tail(&self) -> Option<&Tail> {
+        self.tail.as_ref()
+    }
+
+    /// Bytes of committed frames read so far: where appending continues.
+    pub fn committed_len(&self) -> u64 {
+        self.committed
+    }
+}
+
 /// Reads a trace of `len` bytes; `file` names it in errors. Strictly, a
-/// torn last frame is an error; leniently (for resume) it is reported in
-/// [`ReadTrace::torn`] and everything before it is returned. Damage anywhere
-/// else is always an error naming the file, the frame and its byte offset.
-pub fn read_trace<R: Read>(mut r: R, len: u64, file: &str, lenient: bool) -> Result<ReadTrace> {
-    let mut pre = [0u8; crate::frame::PREAMBLE as usize];
-    let got = read_up_to(&mut r, &mut pre).map_err(|e| Error::Io { file: file.to_string(), source: e })?;
-    let version = u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]);
-    if got == pre.len() && pre[..8] == TRACE.magic && (1..FORMAT_VERSION).contains(&version) {
-        return Err(older_format(&pre[..], r, len, file, version));
-    }
-    let mut r = FrameReader::new(pre[..got].chain(r), len, file, &TRACE)?;
+/// tail (a torn last frame, a tick's parts with no commit) is an error;
+/// leniently (for resume) it is reported in [`ReadTrace::tail`] and
+/// everything before it is returned. Damage anywhere else is always an
+/// error naming the file, the frame and its byte offset.
+pub fn read_trace<R: Read>(r: R, len: u64, file: &str, lenient: bool) -> Result<ReadTrace> {
+    let mut r = RecordReader::new(r, len, file)?;
     let mut header = None;
-    let mut ticks: Vec<TickFrame> = Vec::new();
+    let mut ticks = Vec::new();
     let mut end = None;
-    let mut torn = None;
-    loop {
-        let f = match r.read_next()? {
-            Next::Frame(f) => f,
-            Next::Torn(t) => {
-                torn = Some(t);
-                break;
-            }
-            Next::End => break,
-        };
-        let record: Record = crate::codec::decode(&f.payload).map_err(|e| r.corrupt(&f, e))?;
-        if end.is_some() {
-            return Err(r.corrupt(&f, "a frame follows the end-of-run frame"));
-        }
-        match (record, f.index) {
-            (Record::Header(h), 0) => {
-                if h.format_version != FORMAT_VERSION {
-                    let cause = format!("header format version {} differs from the preamble", h.format_version);
-                    return Err(r.corrupt(&f, cause));
-                }
-                header = Some(*h);
-            }
-            (Record::Header(_), _) => return Err(r.corrupt(&f, "a second header")),
-            (_, 0) => return Err(r.corrupt(&f, "the first frame is not a header")),
-            (Record::Tick(t), _) => {
-                let expected = ticks.len() as u32 + 1;
-                if t.tick != expected {
-                    return Err(r.corrupt(&f, format!("tick {} where tick {expected} was expected", t.tick)));
-                }
-                ticks.push(*t);
-            }
-            (Record::End(e), _) => end = Some(e),
+    while let Some(record) = r.next_record()? {
+        match record {
+            Record::Header(h) => header = Some(*h),
+            Record::Tick(t) => ticks.push(*t),
+            Record::End(e) => end = Some(e),
+            // The record reader assembles parts and never returns them.
+            Record::TickPart(_) | Record::TickCommit(_) => {}
         }
     }
-    if let (Some(t), false) = (&torn, lenient) {
+    let tail = r.tail().cloned();
+    if let (Some(t), false) = (&tail, lenient) {
         return Err(t.error());
     }
     let Some(header) = header else {
         return Err(Error::Format { file: file.to_string(), cause: "the trace has no complete header frame".into() });
     };
-    Ok(ReadTrace { header, ticks, end, valid_len: r.valid_len(), torn })
+    Ok(ReadTrace { header, ticks, end, valid_len: r.committed_len(), tail })
 }
 
 /// Reads as many bytes as `buf` holds, or fewer at the end of the input.
@@ -108,7 +292,7 @@ fn older_format(pre: &[u8], r: impl Read, len: u64, file: &str, version: u32) ->
         .and_then(|f| crate::codec::decode::<Record>(&f.payload).ok());
     let recorded_by = match header {
         Some(Record::Header(h)) => h.engine_version,
-        Some(Record::Tick(_) | Record::End(_)) | None => "of an earlier version".into(),
+        _ => "of an earlier version".into(),
     };
     Error::RecordedByOlder {
         file: file.to_string(),
@@ -124,12 +308,22 @@ pub fn read_trace_file(path: &Path, lenient: bool) -> Result<ReadTrace> {
     read_trace(std::io::BufReader::with_capacity(1 << 20, file), len, &path.display().to_string(), lenient)
 }
 
-/// Appends records to a trace file, one synced frame each.
+/// Opens the trace at `path` for reading record by record.
+pub fn open_records(path: &Path) -> Result<RecordReader<Source<std::io::BufReader<std::fs::File>>>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::Io { file: path.display().to_string(), source: e })?;
+    let len = file.metadata().map_err(|e| Error::Io { file: path.display().to_string(), source: e })?.len();
+    RecordReader::new(std::io::BufReader::with_capacity(1 << 20, file), len, &path.display().to_string())
+}
+
+/// Appends records to a trace file, one synced frame each, or for a tick
+/// larger than a part, several part frames and one synced commit frame.
 #[derive(Debug)]
 pub struct TraceWriter {
     frames: FrameWriter,
     /// The payload buffer, reused across frames.
     buf: Vec<u8>,
+    /// The largest slice of a tick one part carries.
+    part_bytes: usize,
 }
 
 impl TraceWriter {
@@ -140,19 +334,63 @@ impl TraceWriter {
         let mut buf = Vec::with_capacity(4096);
         encode(path, &Record::Header(Box::new(header.clone())), &mut buf)?;
         let frames = FrameWriter::create(path, &TRACE, &buf, false)?;
-        Ok(TraceWriter { frames, buf })
+        Ok(TraceWriter { frames, buf, part_bytes: PART_BYTES })
     }
 
     /// Opens an existing trace for appending after its first `valid_len`
     /// bytes; anything after them is cut.
     pub fn reopen(path: &Path, valid_len: u64) -> Result<TraceWriter> {
-        Ok(TraceWriter { frames: FrameWriter::reopen(path, valid_len)?, buf: Vec::new() })
+        Ok(TraceWriter { frames: FrameWriter::reopen(path, valid_len)?, buf: Vec::new(), part_bytes: PART_BYTES })
     }
 
-    /// Appends one record and syncs it; returns the bytes written.
+    /// Splits ticks into parts of at most `bytes` (tests write small ticks
+    /// in parts this way). At least 1 byte, and far below the frame limit.
+    pub fn with_part_bytes(mut self, bytes: usize) -> TraceWriter {
+        self.part_bytes = bytes.clamp(1, PART_BYTES);
+        self
+    }
+
+    /// Appends one record and syncs it; returns the bytes written. A tick
+    /// whose encoding is larger than a part is streamed out in parts as it
+    /// is encoded, so the writer never holds more than a part of it; only
+    /// its commit frame makes it count.
     pub fn append(&mut self, record: &Record) -> Result<u64> {
-        encode(self.frames.path(), record, &mut self.buf)?;
-        self.frames.append(&self.buf)
+        let tick = match record {
+            Record::Tick(t) => t.tick,
+            _ => {
+                encode(self.frames.path(), record, &mut self.buf)?;
+                return self.frames.append(&self.buf);
+            }
+        };
+        let start = self.frames.len();
+        self.buf.clear();
+        let mut parts = Parts {
+            frames: &mut self.frames,
+            buf: &mut self.buf,
+            scratch: Vec::new(),
+            part_bytes: self.part_bytes,
+            tick,
+            parts: 0,
+            bytes: 0,
+            failed: None,
+        };
+        let encoded = crate::codec::encode_to(record, &mut parts);
+        if let Some(e) = parts.failed.take() {
+            return Err(e);
+        }
+        encoded.map_err(|e| Error::Format {
+            file: parts.frames.path().display().to_string(),
+            cause: format!("cannot encode tick {tick}: {e}"),
+        })?;
+        if parts.parts == 0 {
+            // It fits in one part: one ordinary frame.
+            return parts.frames.append(parts.buf);
+        }
+        parts.write_part()?;
+        let commit = TickCommit { tick, parts: parts.parts, bytes: parts.bytes };
+        encode(self.frames.path(), &Record::TickCommit(commit), &mut self.buf)?;
+        self.frames.append(&self.buf)?;
+        Ok(self.frames.len() - start)
     }
 
     /// Bytes in the file.
@@ -169,4 +407,59 @@ impl TraceWriter {
 fn encode(path: &Path, record: &Record, buf: &mut Vec<u8>) -> Result<()> {
     crate::codec::encode_into(record, buf)
         .map_err(|e| Error::Format { file: path.display().to_string(), cause: format!("cannot encode a record: {e}") })
+}
+
+/// The sink a large tick is encoded into: it fills a part at a time and
+/// writes each full part as a [`TickPart`] frame.
+struct Parts<'a> {
+    frames: &'a mut FrameWriter,
+    buf: &'a mut Vec<u8>,
+    scratch: Vec<u8>,
+    part_bytes: usize,
+    tick: u32,
+    parts: u32,
+    bytes: u64,
+    failed: Option<Error>,
+}
+
+impl Parts<'_> {
+    /// Writes the buffered slice as the next part (unsynced: the commit
+    /// frame's sync makes it durable).
+    fn write_part(&mut self) -> Result<()> {
+        let part = TickPart { tick: self.tick, part: self.parts, bytes: Bytes(std::mem::take(self.buf)) };
+        self.bytes += part.bytes.0.len() as u64;
+        let record = Record::TickPart(part);
+        encode(self.frames.path(), &record, &mut self.scratch)?;
+        if let Record::TickPart(p) = record {
+            *self.buf = p.bytes.0;
+            self.buf.clear();
+        }
+        self.frames.append_unsynced(&self.scratch)?;
+        self.parts += 1;
+        Ok(())
+    }
+}
+
+impl std::io::Write for Parts<'_> {
+    fn write(&mut self, mut data: &[u8]) -> std::io::Result<usize> {
+        let n = data.len();
+        while !data.is_empty() {
+            // A part is written only once more bytes follow it, so a tick
+            // of exactly one part stays one ordinary frame.
+            if self.buf.len() == self.part_bytes {
+                if let Err(e) = self.write_part() {
+                    self.failed = Some(e);
+                    return Err(std::io::Error::other("the trace write failed"));
+                }
+            }
+            let take = (self.part_bytes - self.buf.len()).min(data.len());
+            self.buf.extend_from_slice(&data[..take]);
+            data = &data[take..];
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -11,8 +11,14 @@ use std::sync::Arc;
 /// The current trace format version.
 /// Version 2: a failed embedding invocation records its physical requests
 /// (each with its texts and bill), not one total. Version 3 (engine 0.3.0):
-/// an outcome records its semantic similarity rating.
-pub const FORMAT_VERSION: u32 = 3;
+/// an outcome records its semantic similarity rating. Version 4 (engine
+/// 0.4.0): a tick too large for one frame is written as [`TickPart`]
+/// frames closed by a [`TickCommit`]; everything else is as in version 3,
+/// so this engine reads both.
+pub const FORMAT_VERSION: u32 = 4;
+
+/// The oldest trace format this engine reads.
+pub const OLDEST_READABLE: u32 = 3;
 
 /// The first frame: everything needed to re-run the simulation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -292,7 +298,50 @@ pub struct RunEnd {
     pub digests: TickDigests,
 }
 
-/// A frame's payload.
+/// One slice of the encoding of a `Record::Tick` too large for one frame.
+/// Parts are numbered from 0 and follow each other directly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TickPart {
+    /// The tick they belong to.
+    pub tick: u32,
+    /// Its position among the tick's parts, from 0.
+    pub part: u32,
+    /// The slice.
+    pub bytes: Bytes,
+}
+
+/// Closes the parts of a tick: the tick is committed once this frame is
+/// written and synced. Parts without their commit are the tail of a run
+/// stopped mid-write, cut off by resume like a torn frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TickCommit {
+    /// The tick.
+    pub tick: u32,
+    /// How many parts it has.
+    pub parts: u32,
+    /// Their total length in bytes.
+    pub bytes: u64,
+}
+
+/// A byte block, encoded as one length-prefixed run of bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Bytes(pub Vec<u8>);
+
+impl Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let b: serde_bytes_buf::Buf = Deserialize::deserialize(d)?;
+        Ok(Bytes(b.0))
+    }
+}
+
+/// A frame's payload. New variants go at the end: a record's encoding
+/// starts with its variant's position.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Record {
     /// The first frame.
@@ -301,6 +350,10 @@ pub enum Record {
     Tick(Box<TickFrame>),
     /// The run finished.
     End(RunEnd),
+    /// A slice of a tick too large for one frame (format 4).
+    TickPart(TickPart),
+    /// The frame that commits a tick written in parts (format 4).
+    TickCommit(TickCommit),
 }
 
 #[cfg(test)]

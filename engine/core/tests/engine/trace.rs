@@ -65,14 +65,27 @@ fn tick(t: u32) -> TickFrame {
 /// Writes a finished three-tick trace; returns its path and the byte offset
 /// of every frame, with the file length last.
 fn sample(name: &str) -> (PathBuf, Vec<u64>) {
+    sample_in_parts(name, engine::trace::frame::PART_BYTES)
+}
+
+/// [`sample`], with ticks split into parts of at most `part_bytes`.
+fn sample_in_parts(name: &str, part_bytes: usize) -> (PathBuf, Vec<u64>) {
     let dir = std::env::temp_dir().join(format!("engine-trace-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("trace.bin");
-    let mut w = TraceWriter::create(&path, &header()).expect("create");
+    let mut w = TraceWriter::create(&path, &header()).expect("create").with_part_bytes(part_bytes);
     let mut offsets = vec![PREAMBLE, w.len()];
     for t in 1..=3 {
+        let at = w.len();
         w.append(&Record::Tick(Box::new(tick(t)))).expect("append");
+        // Every frame of the tick: its parts and commit, or the one frame.
+        let mut frames = engine::frame::open(&path, &engine::trace::TRACE).expect("open");
+        while let Some(f) = frames.next_frame().expect("frames") {
+            if f.offset > at {
+                offsets.push(f.offset);
+            }
+        }
         offsets.push(w.len());
     }
     let d = tick(3).digests;
@@ -142,7 +155,7 @@ fn truncation_at_and_around_every_frame_boundary() {
         if i > 1 {
             let t = lenient.expect("resume reads the prefix");
             assert_eq!(t.valid_len, offsets[i - 1]);
-            assert!(t.torn.is_some());
+            assert!(t.tail.is_some());
         }
         // One byte into the next frame: that frame is torn.
         if at < clean.len() {
@@ -156,8 +169,14 @@ fn truncation_at_and_around_every_frame_boundary() {
 
 #[test]
 fn random_damage_never_panics() {
-    let (path, _) = sample("damage");
-    let clean = std::fs::read(&path).expect("read");
+    // One frame per tick, and ticks in parts of 11 bytes.
+    for (path, _) in [sample("damage"), sample_in_parts("damage-parts", 11)] {
+        damage(&path);
+    }
+}
+
+fn damage(path: &std::path::Path) {
+    let clean = std::fs::read(path).expect("read");
     let full = read(&clean, false).expect("clean");
     let mut s = Stream::derive(2024, 0, 0, Purpose::Testing);
     for case in 0..3_000 {
@@ -186,4 +205,88 @@ fn random_damage_never_panics() {
             }
         }
     }
+}
+
+/// The encoded size of `tick(t)` as one record.
+fn tick_bytes(t: u32) -> usize {
+    engine::codec::encode(&Record::Tick(Box::new(tick(t)))).expect("encodes").len()
+}
+
+#[test]
+fn a_tick_larger_than_a_part_is_written_in_parts_and_reads_back_whole() {
+    let whole = tick_bytes(1);
+    // A tick of exactly one part is one ordinary frame: header, 3 ticks, end.
+    let (_, offsets) = sample_in_parts("one-part", whole);
+    assert_eq!(offsets.len() - 1, 5);
+    // One byte less: two parts and a commit per tick.
+    let (_, offsets) = sample_in_parts("two-parts", whole - 1);
+    assert_eq!(offsets.len() - 1, 2 + 3 * 3);
+    // Tiny parts: many frames, none larger than a part and its framing, and
+    // the same trace read back, strictly.
+    let (path, offsets) = sample_in_parts("tiny-parts", 7);
+    assert!(offsets.len() - 1 > 3 * whole / 7, "{} frames", offsets.len() - 1);
+    // Between the header and the end frame: parts and commits only.
+    let ticks = &offsets[1..offsets.len() - 1];
+    assert!(ticks.windows(2).all(|w| w[1] - w[0] <= 8 + 7 + 16), "a part frame outgrew its part");
+    let t = read_trace_file(&path, false).expect("reads");
+    assert_eq!(t.header, header());
+    assert_eq!(t.ticks, vec![tick(1), tick(2), tick(3)]);
+    assert_eq!(t.end.map(|e| e.ticks_completed), Some(3));
+}
+
+/// A run stopped between two parts of a tick, or inside one, leaves the
+/// parts without their commit: a lenient reader returns the committed ticks
+/// and where appending continues, a strict one names the tick.
+#[test]
+fn parts_without_their_commit_are_a_tail_that_resume_cuts() {
+    let (path, offsets) = sample_in_parts("uncommitted", 9);
+    let clean = std::fs::read(&path).expect("read");
+    // Where each tick's commit frame ends.
+    let mut commits = Vec::new();
+    let mut frames = engine::frame::open(&path, &engine::trace::TRACE).expect("open");
+    while let Some(f) = frames.next_frame().expect("frames") {
+        if let Ok(Record::TickCommit(_)) = engine::codec::decode::<Record>(&f.payload) {
+            commits.push(frames.valid_len());
+        }
+    }
+    assert_eq!(commits.len(), 3);
+    for &at in &offsets[2..offsets.len() - 1] {
+        for cut in [at, at + 3] {
+            let committed = commits.iter().filter(|&&c| c <= cut).count();
+            let t = read(&clean[..cut as usize], true).expect("lenient");
+            assert_eq!(t.ticks.len(), committed, "cut at {cut}");
+            let end = if committed == 0 { offsets[1] } else { commits[committed - 1] };
+            assert_eq!(t.valid_len, end, "cut at {cut}");
+            let at_commit = commits.contains(&cut);
+            assert_eq!(t.tail.is_none(), at_commit, "cut at {cut}: {:?}", t.tail);
+            if at_commit {
+                assert!(read(&clean[..cut as usize], false).is_ok());
+                continue;
+            }
+            let tail = t.tail.expect("a tail");
+            assert_eq!(tail.offset, end);
+            match (tail.uncommitted, read(&clean[..cut as usize], false)) {
+                (Some((tick, parts)), Err(Error::Uncommitted { tick: t2, parts: p2, offset, .. })) => {
+                    assert_eq!((tick, parts, offset), (t2, p2, end));
+                    assert_eq!(tick as usize, committed + 1);
+                    assert!(tail.describe().contains(&format!("tick {tick} is not committed")));
+                }
+                (None, Err(Error::Torn { offset, .. })) => assert_eq!(offset, end, "cut at {cut}"),
+                (u, other) => panic!("cut at {cut}: {u:?} then {other:?}"),
+            }
+        }
+    }
+}
+
+/// Format 4 only added part and commit frames: a format 3 trace reads as it is.
+#[test]
+fn a_format_3_trace_still_reads() {
+    let mut h = header();
+    h.format_version = 3;
+    let mut bytes = engine::frame::Format { version: 3, ..engine::trace::TRACE }.preamble().to_vec();
+    for record in [Record::Header(Box::new(h.clone())), Record::Tick(Box::new(tick(1)))] {
+        engine::frame::push_frame(&mut bytes, &engine::codec::encode(&record).expect("encodes")).expect("frame");
+    }
+    let t = read(&bytes, false).expect("format 3 reads");
+    assert_eq!((t.header, t.ticks), (h, vec![tick(1)]));
 }
