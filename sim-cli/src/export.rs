@@ -123,7 +123,7 @@ fn outcomes(args: &OutcomesArgs) -> Result<()> {
                     }
                 }
             }
-            _ => {}
+            Record::Tick(_) | Record::End(_) | Record::TickPart(_) | Record::TickCommit(_) => {}
         }
     }
     match &mut out {

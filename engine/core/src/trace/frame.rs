@@ -357,7 +357,7 @@ impl TraceWriter {
     pub fn append(&mut self, record: &Record) -> Result<u64> {
         let tick = match record {
             Record::Tick(t) => t.tick,
-            _ => {
+            Record::Header(_) | Record::End(_) | Record::TickPart(_) | Record::TickCommit(_) => {
                 encode(self.frames.path(), record, &mut self.buf)?;
                 return self.frames.append(&self.buf);
             }
