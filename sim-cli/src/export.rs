@@ -50,6 +50,9 @@ pub struct OutcomesArgs {
     /// Only this tick.
     #[arg(long, value_name = "N")]
     pub tick: Option<u32>,
+    /// Only this persona (index or label such as p-00007).
+    #[arg(long, value_name = "ID")]
+    pub persona: Option<String>,
     /// Write here instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -87,6 +90,7 @@ fn outcomes(args: &OutcomesArgs) -> Result<()> {
     let sink = std::io::BufWriter::new(sink);
     let mut reader = open_records(&path)?;
     let mut people: Option<(Traits, u64)> = None;
+    let mut persona: Option<u32> = None;
     let mut out = match args.format {
         Format::Csv => {
             let mut w = csv::Writer::from_writer(sink);
@@ -100,13 +104,17 @@ fn outcomes(args: &OutcomesArgs) -> Result<()> {
         match record {
             Record::Header(h) => {
                 let traits = Traits::from_toml(&h.traits_source, "trace header trait table")?;
+                if let Some(n) = args.tick.filter(|n| !(1..=h.ticks).contains(n)) {
+                    bail!("--tick {n}: the run has ticks 1 to {}", h.ticks);
+                }
+                persona = args.persona.as_deref().map(|p| crate::inspect::parse_persona(p, h.personas)).transpose()?;
                 people = Some((traits, h.seed));
             }
             Record::Tick(t) if args.tick.is_none_or(|n| n == t.tick) => {
                 let Some((traits, seed)) = &people else {
                     bail!("{}: the first frame is not a header", path.display())
                 };
-                for o in &t.outcomes {
+                for o in t.outcomes.iter().filter(|o| persona.is_none_or(|p| p == o.persona)) {
                     rows += 1;
                     match &mut out {
                         Sink::Csv(w) => w.write_record(csv_row(o, &generate(traits, *seed, o.persona), traits))?,

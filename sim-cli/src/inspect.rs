@@ -36,7 +36,8 @@ pub struct InspectArgs {
     pub json: bool,
 }
 
-fn parse_persona(s: &str, personas: u32) -> Result<u32> {
+/// A persona named by index or label (`7` or `p-00007`) in a panel of `personas`.
+pub fn parse_persona(s: &str, personas: u32) -> Result<u32> {
     let digits = s.strip_prefix("p-").unwrap_or(s);
     let id: u32 =
         digits.parse().with_context(|| format!("--persona {s:?}: expected an index or a label like p-00007"))?;

@@ -92,29 +92,34 @@ impl OutputDir {
         std::fs::write(&p, text + "\n").with_context(|| format!("cannot write {}", p.display()))
     }
 
-    /// Opens `outcomes.jsonl`, one JSON outcome per line, written per tick.
-    pub fn outcome_writer(&self) -> Result<OutcomeWriter> {
-        let path = self.path.join("outcomes.jsonl");
+    /// Opens `outcomes.jsonl`, one JSON outcome per line, written per tick,
+    /// when `write` is set; otherwise a writer that writes nothing.
+    pub fn outcome_writer(&self, write: bool) -> Result<OutcomeWriter> {
+        if !write {
+            return Ok(OutcomeWriter(None));
+        }
+        let path = self.path.join(OUTCOMES_FILE);
         let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(OutcomeWriter { path, file: BufWriter::new(file) })
+        Ok(OutcomeWriter(Some((path, BufWriter::new(file)))))
     }
 }
 
-/// Streams outcomes to `outcomes.jsonl`.
-pub struct OutcomeWriter {
-    path: PathBuf,
-    file: BufWriter<File>,
-}
+/// The outcomes file of a run directory.
+pub const OUTCOMES_FILE: &str = "outcomes.jsonl";
+
+/// Streams outcomes to `outcomes.jsonl`, or nowhere.
+pub struct OutcomeWriter(Option<(PathBuf, BufWriter<File>)>);
 
 impl OutcomeWriter {
     /// Appends one tick's outcomes and flushes.
     pub fn write_tick(&mut self, report: &TickReport) -> engine::Result<()> {
-        let err = |e: std::io::Error| engine::Error::Io { file: self.path.display().to_string(), source: e };
+        let Some((path, file)) = &mut self.0 else { return Ok(()) };
+        let err = |e: std::io::Error| engine::Error::Io { file: path.display().to_string(), source: e };
         for o in &report.outcomes {
-            serde_json::to_writer(&mut self.file, o).map_err(|e| err(e.into()))?;
-            self.file.write_all(b"\n").map_err(err)?;
+            serde_json::to_writer(&mut *file, o).map_err(|e| err(e.into()))?;
+            file.write_all(b"\n").map_err(err)?;
         }
-        self.file.flush().map_err(err)
+        file.flush().map_err(err)
     }
 }
 
@@ -223,6 +228,13 @@ pub fn print_summary(s: &RunSummary) {
             "Next:        sim-cli report {0} (an HTML page of the run), sim-cli inspect {0}, sim-cli replay {0}",
             s.out_dir
         );
+        if !Path::new(&s.out_dir).join(OUTCOMES_FILE).exists() {
+            println!(
+                "             outcomes.jsonl was not written (over 10,000 persona-turns, or --outcomes never): \
+                 sim-cli export outcomes {} --out outcomes.jsonl writes it from the trace",
+                s.out_dir
+            );
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! `sim-cli run`.
 
-use crate::output::{print_summary, OutputDir};
+use crate::output::{print_summary, OutputDir, OUTCOMES_FILE};
 use crate::progress::TerminalProgress;
 use actors::progress::{Progress, Silent};
 use actors::replay::rerun;
@@ -32,6 +32,31 @@ pub enum EmbedStrategy {
     /// One port call per text, no dedup, issued concurrently under the client's
     /// concurrency and rate limits (the concurrent baseline).
     PerPersonaConcurrent,
+}
+
+/// Whether a run writes `outcomes.jsonl` beside its trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutcomesFile {
+    /// Only for small panels: at most 10,000 persona-turns (personas x ticks).
+    Auto,
+    /// Always.
+    Always,
+    /// Never (`sim-cli export outcomes DIR` writes it from the trace later).
+    Never,
+}
+
+/// The most persona-turns for which `--outcomes auto` writes `outcomes.jsonl`.
+pub const AUTO_OUTCOMES_MAX_TURNS: u64 = 10_000;
+
+impl OutcomesFile {
+    /// Whether a run of `personas` x `ticks` writes the file.
+    pub fn writes(self, personas: u32, ticks: u32) -> bool {
+        match self {
+            OutcomesFile::Auto => u64::from(personas) * u64::from(ticks) <= AUTO_OUTCOMES_MAX_TURNS,
+            OutcomesFile::Always => true,
+            OutcomesFile::Never => false,
+        }
+    }
 }
 
 /// Options of `sim-cli run`.
@@ -73,6 +98,11 @@ pub struct RunArgs {
     /// How embedding work is submitted: batched (default), or a per-persona baseline for comparison.
     #[arg(long, value_enum, default_value_t = EmbedStrategy::Batched)]
     pub embed_strategy: EmbedStrategy,
+    /// Write outcomes.jsonl (one line per job) beside the trace: auto does for at most 10,000
+    /// persona-turns. The trace holds every outcome either way; `sim-cli export outcomes DIR` writes
+    /// the same file from it.
+    #[arg(long, value_enum, default_value_t = OutcomesFile::Auto, value_name = "WHEN")]
+    pub outcomes: OutcomesFile,
     /// Print the summary as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -84,7 +114,7 @@ pub struct RunArgs {
     pub yes: bool,
     /// Continue the killed, interrupted or stopped run in DIR from its last committed tick (its trace
     /// holds every other setting). A finished run is left unchanged.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy", "outcomes"])]
     pub resume: Option<PathBuf>,
 }
 
@@ -225,7 +255,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         interrupt: Some(interrupt),
         replayed_ticks: 0,
     };
-    let mut writer = out.outcome_writer()?;
+    let mut writer = out.outcome_writer(args.outcomes.writes(args.personas, args.ticks))?;
     let result = runtime.block_on(actors::run::run(spec, progress, false, |report| {
         writer.write_tick(&report)?;
         trace.send(Record::Tick(Box::new(report.into_frame())))
@@ -317,7 +347,8 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
     let interrupt = interrupt_on_ctrl_c(&runtime, &run_dir)?;
     let mut trace = TraceSink::new(TraceWriter::reopen(&path, read.valid_len)?);
     let out = OutputDir::existing(&run_dir);
-    let mut writer = out.outcome_writer()?;
+    // The run wrote outcomes.jsonl or it did not; resuming keeps to that.
+    let mut writer = out.outcome_writer(run_dir.join(OUTCOMES_FILE).exists())?;
     let wal = run_dir.join(CHAT_WAL_FILE);
     let rerun = runtime.block_on(actors::replay::resume(&read, &wal, Some(interrupt), progress, |report, recorded| {
         writer.write_tick(&report)?;

@@ -149,6 +149,20 @@ fn export_gives_the_runs_outcomes_byte_for_byte_and_a_csv_with_traits() {
     let first: serde_json::Value =
         serde_json::from_str(String::from_utf8_lossy(&with.stdout).lines().next().expect("a line")).expect("json");
     assert!(first["traits"]["age"].is_number() && first["traits"]["interests"].is_array(), "{first}");
+    // One persona's lines, in order.
+    let one = sim(&dir, &["export", "outcomes", "r", "--persona", "p-00003"]);
+    ok(&one);
+    let all = String::from_utf8_lossy(&written);
+    let mine: Vec<&str> = all.lines().filter(|l| l.contains("\"persona\":3,")).collect();
+    assert!(mine.len() >= 2);
+    assert_eq!(String::from_utf8_lossy(&one.stdout).lines().collect::<Vec<_>>(), mine);
+    assert!(!sim(&dir, &["export", "outcomes", "r", "--persona", "p-00020"]).status.success());
+    // A run that writes no outcomes.jsonl exports the same lines.
+    let never = sim(&dir, &["run", "--personas", "20", "--ticks", "2", "--out", "n", "--outcomes", "never"]);
+    ok(&never);
+    assert!(!dir.join("n/outcomes.jsonl").exists());
+    assert!(String::from_utf8_lossy(&never.stdout).contains("sim-cli export outcomes"));
+    assert!(sim(&dir, &["export", "outcomes", "n"]).stdout == written);
 }
 
 #[test]
