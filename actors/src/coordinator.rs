@@ -1,8 +1,9 @@
-//! The turn coordinator: owns the tick loop's job positions, sequences the
-//! stages over the persona actors, maps failures to outcomes and assembles
-//! the outcomes in job order.
+//! The turn coordinator: owns the tick loop's job positions and the store
+//! of resting personas, sequences the stages over the persona hosts
+//! (activating personas a window at a time), maps failures to outcomes and
+//! assembles the outcomes in job order.
 
-use crate::persona::PersonaMsg;
+use crate::persona::{Activation, Hosted, PersonaMsg};
 use crate::progress::Progress;
 use crate::shared::RunShared;
 use engine::clock::Clock;
@@ -89,15 +90,22 @@ pub enum TurnMsg {
     },
 }
 
-/// A persona's actor, or why it is gone.
+/// Where a persona is: at rest in the store, activated on a host for the
+/// stage in progress, or gone (refused for the rest of the run, and why).
 enum Slot {
-    Live(ActorRef<PersonaMsg>),
+    Resting(Activation),
+    Active,
     Gone(String),
 }
 
 /// The coordinator's mutable state.
 pub struct CoordinatorState {
+    /// Every persona, by index: the compact store.
     slots: Vec<Slot>,
+    /// The pool of hosts personas are activated on.
+    hosts: Vec<ActorRef<PersonaMsg>>,
+    /// The most personas active at once.
+    window: usize,
     interests: Vec<Vec<String>>,
     digests: TickDigests,
     persona_digests: Vec<Option<Digest>>,
@@ -108,8 +116,12 @@ pub struct CoordinatorState {
 
 /// Start-up arguments.
 pub struct CoordinatorArgs {
-    /// Persona actors, by persona index.
-    pub personas: Vec<ActorRef<PersonaMsg>>,
+    /// Every persona's starting state, by persona index.
+    pub personas: Vec<PersonaState>,
+    /// The persona hosts.
+    pub hosts: Vec<ActorRef<PersonaMsg>>,
+    /// The most personas active at once (at least 1).
+    pub window: usize,
     /// Each persona's interests, for interest-targeted exposure.
     pub interests: Vec<Vec<String>>,
     /// Digests before the first tick.
@@ -144,6 +156,24 @@ fn is_ok(o: &Outcome) -> bool {
     matches!(o.status, Status::Ok)
 }
 
+/// Refuses persona `group.0` for the rest of the run and fails its jobs
+/// still open at `stage`; `why` follows "persona actor p-…".
+fn gone(
+    state: &mut CoordinatorState,
+    outcomes: &mut [Outcome],
+    group: &(u32, Range<usize>),
+    stage: Stage,
+    why: String,
+) {
+    let (p, range) = group;
+    let reason = format!("persona actor {} {why}", engine::persona::profile::label(*p));
+    for o in outcomes[range.clone()].iter_mut().filter(|o| is_ok(o)) {
+        fail(o, stage, reason.clone());
+    }
+    state.slots[*p as usize] = Slot::Gone(reason);
+    state.persona_digests[*p as usize] = None;
+}
+
 fn stage_span(name: &'static str) -> tracing::Span {
     tracing::debug_span!("stage", name)
 }
@@ -175,53 +205,90 @@ impl TurnCoordinator {
         result
     }
 
-    /// Sends one message per live persona with jobs, then collects the
-    /// replies in persona order. A dropped reply (the actor failed) marks
-    /// the persona gone and fails its jobs at `stage`.
-    async fn ask<R: Send + 'static>(
+    /// Activates every resting persona with jobs still to do (for which
+    /// `build` gives an input), a window at a time: each window is split
+    /// into one batch per host, the batches run concurrently, and every
+    /// state comes back to the store with its answer. Answers are returned
+    /// by group, in persona order. A persona whose handler failed (or whose
+    /// host did) is gone: its jobs fail at `stage`.
+    #[allow(clippy::too_many_arguments)]
+    async fn ask<I, R: Send + 'static>(
         &self,
         state: &mut CoordinatorState,
         outcomes: &mut [Outcome],
         groups: &[(u32, Range<usize>)],
         stage: Stage,
         tick: u32,
-        mut build: impl FnMut(usize, Range<usize>, RpcReplyPort<R>) -> Option<PersonaMsg>,
+        mut build: impl FnMut(usize, Range<usize>) -> Option<I>,
+        message: impl Fn(Vec<(Activation, I)>, RpcReplyPort<Vec<Hosted<R>>>) -> PersonaMsg,
     ) -> Vec<Option<R>> {
-        let mut pending = Vec::with_capacity(groups.len());
+        let mut replies: Vec<Option<R>> = groups.iter().map(|_| None).collect();
+        let mut due = Vec::new();
         for (g, (p, range)) in groups.iter().enumerate() {
-            let Slot::Live(actor) = &state.slots[*p as usize] else {
-                pending.push(None);
-                continue;
-            };
-            if !outcomes[range.clone()].iter().any(is_ok) {
-                pending.push(None);
+            if !matches!(state.slots[*p as usize], Slot::Resting(_)) || !outcomes[range.clone()].iter().any(is_ok) {
                 continue;
             }
-            let (tx, rx) = oneshot();
-            match build(g, range.clone(), tx.into()) {
-                Some(msg) => {
-                    let sent = actor.cast(msg).is_ok();
-                    pending.push(Some((rx, sent)));
-                }
-                None => pending.push(None),
+            if let Some(input) = build(g, range.clone()) {
+                due.push((g, input));
             }
         }
-        let mut replies = Vec::with_capacity(groups.len());
-        for ((p, range), pend) in groups.iter().zip(pending) {
-            let Some((rx, sent)) = pend else {
-                replies.push(None);
-                continue;
-            };
-            let got = if sent { rx.await.ok() } else { None };
-            if got.is_none() {
-                let reason = format!("persona actor {} failed during tick {tick}", engine::persona::profile::label(*p));
-                for o in outcomes[range.clone()].iter_mut().filter(|o| is_ok(o)) {
-                    fail(o, stage, reason.clone());
+        let mut due = due.into_iter().peekable();
+        while due.peek().is_some() {
+            let window: Vec<(usize, I)> = due.by_ref().take(state.window).collect();
+            let hosts = state.hosts.len().min(window.len());
+            if hosts == 0 {
+                for (g, _) in &window {
+                    gone(state, outcomes, &groups[*g], stage, "no persona host is left".into());
                 }
-                state.slots[*p as usize] = Slot::Gone(reason);
-                state.persona_digests[*p as usize] = None;
+                continue;
             }
-            replies.push(got);
+            // Contiguous batches of near-equal size, one per host.
+            let (per, extra) = (window.len() / hosts, window.len() % hosts);
+            let mut window = window.into_iter();
+            let mut pending = Vec::with_capacity(hosts);
+            for h in 0..hosts {
+                let take = per + usize::from(h < extra);
+                let mut members = Vec::with_capacity(take);
+                let mut batch = Vec::with_capacity(take);
+                for (g, input) in window.by_ref().take(take) {
+                    let p = groups[g].0 as usize;
+                    if let Slot::Resting(activation) = std::mem::replace(&mut state.slots[p], Slot::Active) {
+                        members.push(g);
+                        batch.push((activation, input));
+                    }
+                }
+                let (tx, rx) = oneshot();
+                let sent = state.hosts[h].cast(message(batch, tx.into())).is_ok();
+                pending.push((h, members, rx, sent));
+            }
+            let mut dead_hosts = Vec::new();
+            for (h, members, rx, sent) in pending {
+                let answers = if sent { rx.await.ok() } else { None };
+                let Some(answers) = answers.filter(|a| a.len() == members.len()) else {
+                    dead_hosts.push(h);
+                    for g in members {
+                        let reason = format!("its host failed during tick {tick}");
+                        gone(state, outcomes, &groups[g], stage, reason);
+                    }
+                    continue;
+                };
+                for (g, hosted) in members.into_iter().zip(answers) {
+                    let p = groups[g].0 as usize;
+                    match hosted {
+                        Ok((activation, answer)) => {
+                            state.slots[p] = Slot::Resting(activation);
+                            replies[g] = Some(answer);
+                        }
+                        Err(panic) => {
+                            tracing::warn!(persona = p, tick, %panic, "a persona's handler panicked; the rest of the panel continues");
+                            gone(state, outcomes, &groups[g], stage, format!("failed during tick {tick}"));
+                        }
+                    }
+                }
+            }
+            for h in dead_hosts.into_iter().rev() {
+                state.hosts.remove(h);
+            }
         }
         replies
     }
@@ -301,9 +368,15 @@ impl TurnCoordinator {
         self.progress.stage(tick, "retrieval embedding", 0, work.jobs.len() as u64);
         let jobs = &work.jobs;
         let needs = self
-            .ask(state, &mut work.outcomes, &work.groups, Stage::RetrievalEmbedding, tick, |_, range, reply| {
-                Some(PersonaMsg::RetrievalNeeds { tick, jobs: jobs[range].to_vec(), reply })
-            })
+            .ask(
+                state,
+                &mut work.outcomes,
+                &work.groups,
+                Stage::RetrievalEmbedding,
+                tick,
+                |_, range| Some(jobs[range].to_vec()),
+                |batch, reply| PersonaMsg::RetrievalNeeds { tick, batch, reply },
+            )
             .await;
         let mut requests = Vec::new();
         for ((_, range), need) in work.groups.iter().zip(&needs) {
@@ -335,10 +408,15 @@ impl TurnCoordinator {
         self.progress.stage(tick, "retrieve and prompt", 0, work.jobs.len() as u64);
         let (jobs, query) = (&work.jobs, &work.query);
         let replies = self
-            .ask(state, &mut work.outcomes, &work.groups, Stage::Prepare, tick, |_, range, reply| {
-                let batch = range.map(|i| (jobs[i], query[i].clone())).collect();
-                Some(PersonaMsg::Prepare { tick, now, jobs: batch, reply })
-            })
+            .ask(
+                state,
+                &mut work.outcomes,
+                &work.groups,
+                Stage::Prepare,
+                tick,
+                |_, range| Some(range.map(|i| (jobs[i], query[i].clone())).collect()),
+                |batch, reply| PersonaMsg::Prepare { tick, now, batch, reply },
+            )
             .await;
         for ((_, range), reply) in work.groups.iter().zip(replies) {
             let Some(reply) = reply else { continue };
@@ -516,18 +594,23 @@ impl TurnCoordinator {
         work.drafted = work.parts.iter().map(|p| p.as_ref().map(|p| p.memories.clone())).collect();
         let parts = &mut work.parts;
         let commits = self
-            .ask(state, &mut work.outcomes, &work.groups, Stage::Commit, tick, |g, range, reply| {
-                let ok: Vec<usize> = range.filter(|i| parts[*i].is_some()).collect();
-                if ok.is_empty() && consolidate.is_none() {
-                    return None;
-                }
-                let jobs = ok.iter().filter_map(|i| parts[*i].take()).collect();
-                committed[g] = ok;
-                Some(PersonaMsg::Commit {
-                    commit: PersonaCommit { tick, now, jobs, consolidation: consolidate.clone() },
-                    reply,
-                })
-            })
+            .ask(
+                state,
+                &mut work.outcomes,
+                &work.groups,
+                Stage::Commit,
+                tick,
+                |g, range| {
+                    let ok: Vec<usize> = range.filter(|i| parts[*i].is_some()).collect();
+                    if ok.is_empty() && consolidate.is_none() {
+                        return None;
+                    }
+                    let jobs = ok.iter().filter_map(|i| parts[*i].take()).collect();
+                    committed[g] = ok;
+                    Some(PersonaCommit { tick, now, jobs, consolidation: consolidate.clone() })
+                },
+                |batch, reply| PersonaMsg::Commit { batch, reply },
+            )
             .await;
         for (g, reply) in commits.into_iter().enumerate() {
             let Some(applied) = reply else { continue };
@@ -629,7 +712,9 @@ impl Actor for TurnCoordinator {
     ) -> Result<CoordinatorState, ActorProcessingErr> {
         let n = args.personas.len();
         Ok(CoordinatorState {
-            slots: args.personas.into_iter().map(Slot::Live).collect(),
+            slots: args.personas.into_iter().map(|p| Slot::Resting(Box::new(p))).collect(),
+            hosts: args.hosts,
+            window: args.window.max(1),
             interests: args.interests,
             digests: args.genesis,
             persona_digests: vec![Some(Digest::default()); n],
@@ -651,14 +736,8 @@ impl Actor for TurnCoordinator {
             }
             TurnMsg::Snapshot { persona, reply } => {
                 let snapshot = match state.slots.get(persona as usize) {
-                    Some(Slot::Live(actor)) => {
-                        let (tx, rx) = oneshot();
-                        match actor.cast(PersonaMsg::Snapshot { reply: tx.into() }) {
-                            Ok(()) => rx.await.ok(),
-                            Err(_) => None,
-                        }
-                    }
-                    Some(Slot::Gone(_)) | None => None,
+                    Some(Slot::Resting(activation)) => Some(PersonaState::clone(activation)),
+                    Some(Slot::Active | Slot::Gone(_)) | None => None,
                 };
                 let _ = reply.send(snapshot);
             }

@@ -1,14 +1,16 @@
 #![warn(missing_docs)]
 //! ractor actors that own state and sequence the stages of a tick.
 //!
-//! - [`persona::PersonaActor`] owns one persona's
-//!   [`engine::persona::PersonaState`] and answers stage messages
-//!   ([`persona::PersonaMsg`]).
+//! - Personas are virtual actors: each one's
+//!   [`engine::persona::PersonaState`] rests in the coordinator's store and
+//!   is activated, a window at a time, on a [`persona::PersonaHost`], which
+//!   answers stage messages ([`persona::PersonaMsg`]) for a batch of
+//!   personas and hands their states back.
 //! - [`coordinator::TurnCoordinator`] runs each tick: validation, the
 //!   retrieval-embedding stage, preparation, bounded concurrent chat,
 //!   drafting, the memory-embedding stage and the commit, and returns a
 //!   [`coordinator::TickReport`] with outcomes in job order.
-//! - [`supervisor::PanelSupervisor`] is the parent of the persona actors; a
+//! - [`supervisor::PanelSupervisor`] is the parent of the persona hosts; a
 //!   persona that panics fails its own jobs, not the run.
 //! - The field actor, behind [`field::FieldHandle`], owns the shared memory
 //!   field and applies agents'

@@ -3,8 +3,7 @@
 
 use crate::coordinator::{CoordinatorArgs, TickReport, TurnCoordinator, TurnMsg};
 use crate::error::{Error, Result};
-use crate::persona::PersonaActor;
-use crate::persona::PersonaMsg;
+use crate::persona::{PersonaHost, PersonaMsg};
 use crate::progress::Progress;
 use crate::shared::RunShared;
 use crate::supervisor::{PanelSupervisor, SupervisorMsg};
@@ -16,7 +15,6 @@ use engine::report::{EmbeddingTotals, RunSummary, StopReason, Stopped};
 use engine::scenario::Scenario;
 use engine::trace::EmbedRecorder;
 use engine::turn::TickDigests;
-use futures::StreamExt;
 use ractor::concurrency::oneshot;
 use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorRef};
@@ -234,55 +232,56 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
     Ok((prepared, genesis, summary))
 }
 
-/// Every actor of a run: the supervisor, the persona actors under it and
+/// Every actor of a run: the supervisor, the persona hosts under it and
 /// the coordinator. [`Panel::shutdown`] stops them and awaits their tasks;
 /// if the panel is dropped without it (an early return, a cancelled run),
 /// `Drop` still stops every actor, so none outlives its run.
 struct Panel {
     supervisor: Option<(ActorRef<SupervisorMsg>, JoinHandle<()>)>,
-    personas: Vec<(ActorRef<PersonaMsg>, JoinHandle<()>)>,
+    hosts: Vec<(ActorRef<PersonaMsg>, JoinHandle<()>)>,
     coordinator: Option<(ActorRef<TurnMsg>, JoinHandle<()>)>,
 }
 
+/// Persona hosts per core: enough batches in flight to keep every worker
+/// thread busy while one waits.
+const HOSTS_PER_CORE: usize = 4;
+
 impl Panel {
-    /// Starts the supervisor, the personas (concurrently, kept in persona
-    /// order) and the coordinator. A failed spawn stops whatever started.
+    /// Starts the supervisor, the persona hosts and the coordinator, which
+    /// holds every persona's starting state. A failed spawn stops whatever
+    /// started.
     async fn spawn(shared: &Prepared, progress: Arc<dyn Progress>, genesis: TickDigests) -> Result<Panel> {
         let shared = &shared.run;
         let supervisor = Actor::spawn(None, PanelSupervisor, ())
             .await
             .map_err(|e| Error::Spawn { actor: "supervisor".into(), source: Box::new(e) })?;
-        let mut panel = Panel { supervisor: Some(supervisor), personas: Vec::new(), coordinator: None };
+        let mut panel = Panel { supervisor: Some(supervisor), hosts: Vec::new(), coordinator: None };
         let mut interests = Vec::with_capacity(shared.personas as usize);
-        let mut starting = Vec::with_capacity(shared.personas as usize);
+        let mut personas = Vec::with_capacity(shared.personas as usize);
         for id in 0..shared.personas {
+            if id % 65_536 == 0 {
+                progress.stage(0, "drawing personas", u64::from(id), u64::from(shared.personas));
+            }
             let profile = generate(&shared.traits, shared.seed, id);
             interests.push(profile.interests.clone());
-            starting.push((id, profile));
+            personas.push(PersonaState::new(profile));
         }
+        let window = shared.config.raw.run.max_active_personas as usize;
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let hosts = (cores * HOSTS_PER_CORE).min(window).min(personas.len()).max(1);
         let cell = panel.supervisor.as_ref().map(|(s, _)| s.get_cell()).expect("the supervisor was just set");
-        let mut spawned = futures::stream::iter(starting.into_iter().map(|(id, profile)| {
-            let actor = PersonaActor { shared: Arc::clone(shared) };
-            let cell = cell.clone();
-            async move { (id, Actor::spawn_linked(None, actor, profile, cell).await) }
-        }))
-        .buffered(256);
-        while let Some((id, started)) = spawned.next().await {
-            if id % 4096 == 0 {
-                progress.stage(0, "starting personas", u64::from(id), u64::from(shared.personas));
-            }
-            match started {
-                Ok(actor) => panel.personas.push(actor),
+        for h in 0..hosts {
+            let host = PersonaHost { shared: Arc::clone(shared) };
+            match Actor::spawn_linked(None, host, (), cell.clone()).await {
+                Ok(actor) => panel.hosts.push(actor),
                 Err(e) => {
-                    drop(spawned);
                     panel.shutdown().await;
-                    return Err(Error::Spawn { actor: engine::persona::profile::label(id), source: Box::new(e) });
+                    return Err(Error::Spawn { actor: format!("persona host {h}"), source: Box::new(e) });
                 }
             }
         }
-        drop(spawned);
-        let personas = panel.personas.iter().map(|(a, _)| a.clone()).collect();
-        let args = CoordinatorArgs { personas, interests, genesis };
+        let hosts = panel.hosts.iter().map(|(a, _)| a.clone()).collect();
+        let args = CoordinatorArgs { personas, hosts, window, interests, genesis };
         match Actor::spawn(None, TurnCoordinator { shared: Arc::clone(shared), progress }, args).await {
             Ok(c) => panel.coordinator = Some(c),
             Err(e) => {
@@ -297,18 +296,18 @@ impl Panel {
         self.coordinator.as_ref().map(|(c, _)| c)
     }
 
-    /// Stops the coordinator, then the personas, then the supervisor, and
+    /// Stops the coordinator, then the hosts, then the supervisor, and
     /// waits for each task to end.
     async fn shutdown(&mut self) {
         if let Some((c, h)) = self.coordinator.take() {
             c.stop(None);
             let _ = h.await;
         }
-        let personas = std::mem::take(&mut self.personas);
-        for (p, _) in &personas {
+        let hosts = std::mem::take(&mut self.hosts);
+        for (p, _) in &hosts {
             p.stop(None);
         }
-        for (_, h) in personas {
+        for (_, h) in hosts {
             let _ = h.await;
         }
         if let Some((s, h)) = self.supervisor.take() {
@@ -323,7 +322,7 @@ impl Drop for Panel {
         if let Some((c, _)) = &self.coordinator {
             c.stop(None);
         }
-        for (p, _) in &self.personas {
+        for (p, _) in &self.hosts {
             p.stop(None);
         }
         if let Some((s, _)) = &self.supervisor {

@@ -1,7 +1,9 @@
-//! The panel supervisor: parent of every persona actor. A persona that
-//! panics is reported here and logged; the supervisor keeps running, so the
-//! rest of the panel carries on. The coordinator sees the failure as the
-//! dropped reply of the message in flight and turns it into job outcomes.
+//! The panel supervisor: parent of every persona host. A persona whose
+//! handler panics is caught by its host (see [`crate::persona`]); a host
+//! that fails is reported here and logged, and the supervisor keeps
+//! running, so the rest of the panel carries on. The coordinator sees a
+//! failed host as the dropped reply of its batch and turns it into job
+//! outcomes.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
@@ -40,7 +42,7 @@ impl Actor for PanelSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         if let SupervisionEvent::ActorFailed(cell, err) = event {
             *failed += 1;
-            tracing::warn!(actor = %cell.get_id(), error = %err, failed = *failed, "persona actor failed; the rest of the panel continues");
+            tracing::warn!(actor = %cell.get_id(), error = %err, failed = *failed, "persona host failed; the rest of the panel continues");
         }
         Ok(())
     }

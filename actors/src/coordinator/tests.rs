@@ -1,6 +1,7 @@
-//! The stages one at a time, against fake personas: actors that answer
-//! the coordinator's messages with fixed replies, or drop them as a
-//! failed actor does.
+//! The stages one at a time, against fake persona hosts: actors that answer
+//! the coordinator's messages with fixed replies per persona, report a
+//! persona's handler as panicked, or drop a whole batch as a failed host
+//! does.
 
 use super::*;
 use crate::progress::Silent;
@@ -10,16 +11,32 @@ use engine::persona::Traits;
 use engine::scenario::Scenario;
 use engine::turn::Refusal;
 
-/// What a fake persona does with each message.
+/// What a fake host does for each persona.
 #[derive(Clone, Copy)]
 enum Fake {
     /// Needs `text` embedded for every job, refuses to prepare any.
     Needs(&'static str),
-    /// Drops every reply, as an actor that panicked would.
-    Dead,
+    /// Its handler panics (the host reports it and keeps the rest).
+    Panics,
 }
 
-impl Actor for Fake {
+/// A host answering by persona, or (`drop_all`) dropping every reply.
+struct FakeHost {
+    personas: Vec<Fake>,
+    drop_all: bool,
+}
+
+fn answer<I, R>(personas: &[Fake], batch: Vec<(Activation, I)>, f: impl Fn(&'static str, I) -> R) -> Vec<Hosted<R>> {
+    batch
+        .into_iter()
+        .map(|(state, input)| match personas[state.profile.id as usize] {
+            Fake::Needs(text) => Ok((state, f(text, input))),
+            Fake::Panics => Err("it panicked".to_string()),
+        })
+        .collect()
+}
+
+impl Actor for FakeHost {
     type Msg = PersonaMsg;
     type State = ();
     type Arguments = ();
@@ -29,31 +46,41 @@ impl Actor for Fake {
     }
 
     async fn handle(&self, _: ActorRef<PersonaMsg>, msg: PersonaMsg, _: &mut ()) -> Result<(), ActorProcessingErr> {
-        let Fake::Needs(text) = *self else { return Ok(()) };
+        if self.drop_all {
+            return Ok(());
+        }
         match msg {
-            PersonaMsg::RetrievalNeeds { jobs, reply, .. } => {
-                let _ = reply.send(vec![Some(text.to_string()); jobs.len()]);
-            }
-            PersonaMsg::Prepare { jobs, reply, .. } => {
-                let budget = text.len() as u64;
+            PersonaMsg::RetrievalNeeds { batch, reply, .. } => {
                 let _ =
-                    reply.send(jobs.iter().map(|_| Err(Refusal::ContextBudget { needed: 9_999, budget })).collect());
+                    reply.send(answer(&self.personas, batch, |text, jobs| vec![Some(text.to_string()); jobs.len()]));
             }
-            PersonaMsg::Commit { .. } | PersonaMsg::Snapshot { .. } => {}
+            PersonaMsg::Prepare { batch, reply, .. } => {
+                let _ = reply.send(answer(&self.personas, batch, |text, jobs| {
+                    let budget = text.len() as u64;
+                    jobs.iter().map(|_| Err(Refusal::ContextBudget { needed: 9_999, budget })).collect()
+                }));
+            }
+            PersonaMsg::Commit { .. } => {}
         }
         Ok(())
     }
 }
 
-async fn coordinator(fakes: &[Fake]) -> (TurnCoordinator, CoordinatorState) {
+/// A coordinator over `fakes`, activating them one at a time on two hosts
+/// (the second drops everything when `dead_host` is set).
+async fn coordinator(fakes: &[Fake], dead_host: bool) -> (TurnCoordinator, CoordinatorState) {
     let config = Config::defaults();
     let embedder: Arc<dyn engine::embed::EmbeddingPort> =
         Arc::new(providers::build_embedder(&config, 0).expect("local embedder"));
     let chat = Arc::new(ScriptedPersonaModel { seed: 1, malformed_rate: 0.0, price: config.chat_price });
+    let traits = Traits::builtin();
+    let slots = (0..fakes.len() as u32)
+        .map(|id| Slot::Resting(Box::new(PersonaState::new(engine::persona::generate(&traits, 1, id)))))
+        .collect();
     let shared = RunShared {
         config,
         scenario: Scenario::builtin("default").expect("built in"),
-        traits: Traits::builtin(),
+        traits,
         seed: 1,
         personas: fakes.len() as u32,
         session_end_tick: 1,
@@ -62,13 +89,16 @@ async fn coordinator(fakes: &[Fake]) -> (TurnCoordinator, CoordinatorState) {
         chat,
         strategy: engine::embed::Strategy::Batched,
     };
-    let mut slots = Vec::new();
-    for fake in fakes {
-        let (actor, _) = Actor::spawn(None, *fake, ()).await.expect("spawn a fake persona");
-        slots.push(Slot::Live(actor));
+    let mut hosts = Vec::new();
+    for drop_all in [false, dead_host] {
+        let host = FakeHost { personas: fakes.to_vec(), drop_all };
+        let (actor, _) = Actor::spawn(None, host, ()).await.expect("spawn a fake host");
+        hosts.push(actor);
     }
     let state = CoordinatorState {
         slots,
+        hosts,
+        window: 2,
         interests: vec![Vec::new(); fakes.len()],
         digests: TickDigests::default(),
         persona_digests: vec![Some(Digest::default()); fakes.len()],
@@ -84,7 +114,7 @@ fn rt() -> tokio::runtime::Runtime {
 #[test]
 fn validate_refuses_the_jobs_of_a_gone_persona() {
     rt().block_on(async {
-        let (c, mut state) = coordinator(&[Fake::Needs("a"), Fake::Needs("b")]).await;
+        let (c, mut state) = coordinator(&[Fake::Needs("a"), Fake::Needs("b")], false).await;
         state.slots[1] = Slot::Gone("it panicked".into());
         let mut work = c.begin(&state, 1);
         c.validate(&state, &mut work);
@@ -100,7 +130,7 @@ fn validate_refuses_the_jobs_of_a_gone_persona() {
 #[test]
 fn retrieval_embedding_dedups_across_personas_and_fails_only_a_dead_one() {
     rt().block_on(async {
-        let (c, mut state) = coordinator(&[Fake::Needs("same"), Fake::Dead, Fake::Needs("same")]).await;
+        let (c, mut state) = coordinator(&[Fake::Needs("same"), Fake::Panics, Fake::Needs("same")], false).await;
         let mut work = c.begin(&state, 1);
         c.retrieval_embedding(&mut state, &mut work).await;
         let s = &work.retrieval.stats;
@@ -121,7 +151,7 @@ fn retrieval_embedding_dedups_across_personas_and_fails_only_a_dead_one() {
 #[test]
 fn preparation_refusals_become_outcomes_and_nothing_reaches_chat() {
     rt().block_on(async {
-        let (c, mut state) = coordinator(&[Fake::Needs("x"), Fake::Needs("yy")]).await;
+        let (c, mut state) = coordinator(&[Fake::Needs("x"), Fake::Needs("yy")], false).await;
         let mut work = c.begin(&state, 1);
         c.retrieve_and_prompt(&mut state, &mut work).await;
         assert!(work.ready.is_empty());
@@ -129,5 +159,29 @@ fn preparation_refusals_become_outcomes_and_nothing_reaches_chat() {
             let want = Refusal::ContextBudget { needed: 9_999, budget: 1 + u64::from(o.persona) };
             assert_eq!(o.status, Status::Refused { reason: want.to_string() });
         }
+    });
+}
+
+#[test]
+fn a_failed_host_loses_only_its_batch_and_leaves_the_pool() {
+    rt().block_on(async {
+        let fakes = [Fake::Needs("a"), Fake::Needs("b"), Fake::Needs("c"), Fake::Needs("d")];
+        let (c, mut state) = coordinator(&fakes, true).await;
+        let mut work = c.begin(&state, 1);
+        c.retrieval_embedding(&mut state, &mut work).await;
+        // Window 1 put persona 1 on the failing host; window 2 ran on the other.
+        for o in &work.outcomes {
+            match o.persona {
+                1 => assert!(
+                    matches!(&o.status, Status::Failed { stage: Stage::RetrievalEmbedding, reason } if reason.contains("p-00001") && reason.contains("host failed")),
+                    "{:?}",
+                    o.status
+                ),
+                _ => assert_eq!(o.status, Status::Ok, "persona {}", o.persona),
+            }
+        }
+        assert_eq!(state.hosts.len(), 1);
+        assert!(matches!(state.slots[1], Slot::Gone(_)));
+        assert!([0, 2, 3].iter().all(|p| matches!(state.slots[*p], Slot::Resting(_))));
     });
 }

@@ -21,6 +21,23 @@ fn same_seed_same_digests_at_any_thread_count() {
     }
 }
 
+/// Personas activated seven at a time (windows split oddly across hosts)
+/// give the digests and states of the default window, at 1 and 2 threads:
+/// `run.max_active_personas` is operational and enters no digest.
+#[test]
+fn small_activation_windows_change_no_digest() {
+    let (reference, _) = run_with(spec(7, "default"), 2);
+    for threads in [1, 2] {
+        let mut s = spec(7, "default");
+        s.config = crate::support::config("[run]\nmax_active_personas = 7\n");
+        let (windowed, _) = run_with(s, threads);
+        let msg = format!("seed 7, max_active_personas 7, {threads} threads");
+        assert_eq!(windowed.summary.digest, reference.summary.digest, "{msg}");
+        assert_eq!(windowed.summary.full_digest, reference.summary.full_digest, "{msg}");
+        assert_eq!(windowed.final_states, reference.final_states, "{msg}");
+    }
+}
+
 #[test]
 fn different_seeds_give_different_digests() {
     let (a, _) = run_with(spec(7, "default"), 2);

@@ -26,11 +26,26 @@ pub struct RunSection {
     /// hour); with day-long ticks every unpromoted memory would expire
     /// between two ticks.
     pub hours_per_tick: u32,
+    /// The most personas activated on hosts at once, per stage window.
+    /// Default 8192. Operational, like `--threads`: it changes memory in
+    /// flight and message counts, never a result, and stays out of every
+    /// hash and digest.
+    #[serde(skip_serializing_if = "RunSection::is_default_window")]
+    pub max_active_personas: u32,
+}
+
+/// The default of `run.max_active_personas`.
+pub const DEFAULT_MAX_ACTIVE_PERSONAS: u32 = 8192;
+
+impl RunSection {
+    fn is_default_window(n: &u32) -> bool {
+        *n == DEFAULT_MAX_ACTIVE_PERSONAS
+    }
 }
 
 impl Default for RunSection {
     fn default() -> Self {
-        RunSection { hours_per_tick: 1 }
+        RunSection { hours_per_tick: 1, max_active_personas: DEFAULT_MAX_ACTIVE_PERSONAS }
     }
 }
 
@@ -470,6 +485,9 @@ impl RawConfig {
         if self.run.hours_per_tick == 0 {
             return Err(bad("run.hours_per_tick", "must be at least 1".into()));
         }
+        if self.run.max_active_personas == 0 {
+            return Err(bad("run.max_active_personas", "must be at least 1".into()));
+        }
         let r = &self.retrieval;
         for (name, w) in [
             ("retrieval.recency_weight", r.recency_weight),
@@ -692,11 +710,12 @@ impl Config {
     }
 
     /// Hash of the canonical form; identifies the configuration of a run.
-    /// The model's directory stays out: the weights' SHA-256 names the
-    /// model, wherever it lies.
+    /// The model's directory stays out (the weights' SHA-256 names the
+    /// model, wherever it lies), and so does `run.max_active_personas`.
     pub fn hash(&self) -> Digest {
         let mut raw = self.raw.clone();
         raw.embedding.minilm.model_dir.clear();
+        raw.run.max_active_personas = DEFAULT_MAX_ACTIVE_PERSONAS;
         let text = toml::to_string(&raw).expect("a resolved config serialises; this is a bug");
         DigestWriter::new(CONFIG_HASH_DOMAIN).str(&text).finish()
     }
@@ -730,6 +749,7 @@ impl Config {
         e.modelled = d.modelled;
         e.http = crate::embed::upstream::HttpSettings { send_dimensions: e.http.send_dimensions, ..d.http };
         e.minilm.model_dir.clear();
+        c.run.max_active_personas = DEFAULT_MAX_ACTIVE_PERSONAS;
         let chat = ChatSection::default();
         c.chat.concurrency = chat.concurrency;
         c.chat.requests_per_minute = chat.requests_per_minute;
