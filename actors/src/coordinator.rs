@@ -117,7 +117,7 @@ pub struct CoordinatorState {
 /// Start-up arguments.
 pub struct CoordinatorArgs {
     /// Every persona's starting state, by persona index.
-    pub personas: Vec<PersonaState>,
+    pub personas: Vec<Activation>,
     /// The persona hosts.
     pub hosts: Vec<ActorRef<PersonaMsg>>,
     /// The most personas active at once (at least 1).
@@ -449,6 +449,8 @@ impl TurnCoordinator {
             let position = p.job.position;
             let task = tokio::spawn(async move {
                 let c = converse(&*shared.chat, &p, &shared.config, &shared.scenario, tick).await;
+                let mut p = p;
+                p.release_prompts();
                 (p, c)
             });
             async move { (position, task.await) }
@@ -712,7 +714,7 @@ impl Actor for TurnCoordinator {
     ) -> Result<CoordinatorState, ActorProcessingErr> {
         let n = args.personas.len();
         Ok(CoordinatorState {
-            slots: args.personas.into_iter().map(|p| Slot::Resting(Box::new(p))).collect(),
+            slots: args.personas.into_iter().map(Slot::Resting).collect(),
             hosts: args.hosts,
             window: args.window.max(1),
             interests: args.interests,

@@ -264,7 +264,7 @@ impl Panel {
             }
             let profile = generate(&shared.traits, shared.seed, id);
             interests.push(profile.interests.clone());
-            personas.push(PersonaState::new(profile));
+            personas.push(Box::new(PersonaState::new(profile)));
         }
         let window = shared.config.raw.run.max_active_personas as usize;
         let cores = std::thread::available_parallelism().map_or(1, usize::from);

@@ -4,8 +4,11 @@
 //! checksumming, writing and syncing a tick's frame overlap with the next
 //! tick's work instead of stalling it. A tick is committed once its frame
 //! is synced; [`TraceSink::finish`] waits for every frame sent, so nothing
-//! is reported as done before it is durable. The channel holds at most two
-//! frames, so a slow disk slows the run rather than filling memory.
+//! is reported as done before it is durable. The channel is a rendezvous:
+//! a tick's frame is handed over only once the previous one is written, so
+//! at most one frame is in writing while the next tick runs, and a slow
+//! disk slows the run rather than filling memory (a tick of a million
+//! personas holds about a gigabyte).
 
 use crate::error::{Error, Result};
 use engine::trace::{Record, TraceWriter};
@@ -21,7 +24,7 @@ pub struct TraceSink {
 impl TraceSink {
     /// Starts the writer thread.
     pub fn new(mut writer: TraceWriter) -> TraceSink {
-        let (tx, rx) = sync_channel::<Record>(2);
+        let (tx, rx) = sync_channel::<Record>(0);
         let handle = std::thread::Builder::new()
             .name("trace-writer".into())
             .spawn(move || {

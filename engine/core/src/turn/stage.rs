@@ -52,7 +52,7 @@ pub struct ReflectPlan {
     /// Descriptions of the persona's most recent memories.
     pub recent: Vec<String>,
     /// The persona header.
-    pub header: String,
+    pub header: std::sync::Arc<str>,
 }
 
 /// A job ready for chat.
@@ -70,6 +70,18 @@ pub struct Prepared {
     pub reflect: Option<ReflectPlan>,
     /// Probe prompts due this tick: (probe id, prompt).
     pub probes: Vec<(String, String)>,
+}
+
+impl Prepared {
+    /// Drops the prompt texts once the conversation is over: the job, its
+    /// retrieved memories and the prompt's digest are all that later
+    /// stages read, and a tick of a million jobs holds a gigabyte of
+    /// prompts.
+    pub fn release_prompts(&mut self) {
+        self.reaction.prompt = std::sync::Arc::from("");
+        self.reflect = None;
+        self.probes = Vec::new();
+    }
 }
 
 /// Why a job is refused before any model call.
@@ -107,7 +119,7 @@ pub fn prepare(
     let reflect = (remaining <= 10).then(|| ReflectPlan {
         remaining,
         recent: state.recent_visible(cfg.reflection.recent_memories),
-        header: state.header.clone(),
+        header: std::sync::Arc::clone(&state.header),
     });
     let probes = ctx
         .scenario
