@@ -299,11 +299,21 @@ impl TurnCoordinator {
         let mut work = self.begin(state, tick);
         self.validate(state, &mut work);
         self.retrieval_embedding(state, &mut work).instrument(stage_span("retrieval-embedding")).await;
-        self.retrieve_and_prompt(state, &mut work).instrument(stage_span("retrieve-and-prompt")).await;
+        // Stages 3 and 4 run a window of personas at a time, so that only
+        // one window's prompts exist at once; results stay in job order.
         work.timings.preparation = ms(work.started);
-        let chat_started = Instant::now();
-        self.chat(&mut work).instrument(stage_span("chat")).await;
-        work.timings.chat = ms(chat_started);
+        let groups = work.groups.len();
+        let mut start = 0;
+        while start < groups {
+            let window = start..(start + state.window).min(groups);
+            start = window.end;
+            let prepare_started = Instant::now();
+            self.retrieve_and_prompt(state, &mut work, window).instrument(stage_span("retrieve-and-prompt")).await;
+            work.timings.preparation += ms(prepare_started);
+            let chat_started = Instant::now();
+            self.chat(&mut work).instrument(stage_span("chat")).await;
+            work.timings.chat += ms(chat_started);
+        }
         let finalise_started = Instant::now();
         let mut requests = self.draft_memories(&mut work);
         let ssr = self.ssr_requests(state, &work, &mut requests);
@@ -401,24 +411,27 @@ impl TurnCoordinator {
         work.retrieval = retrieval;
     }
 
-    /// Stage 3: each persona ranks its own memories and builds its prompts;
-    /// a context-budget refusal becomes the job's outcome.
-    async fn retrieve_and_prompt(&self, state: &mut CoordinatorState, work: &mut TickWork) {
+    /// Stage 3, for the personas of `window` (indices into the tick's
+    /// groups): each ranks its own memories and builds its prompts; a
+    /// context-budget refusal becomes the job's outcome.
+    async fn retrieve_and_prompt(&self, state: &mut CoordinatorState, work: &mut TickWork, window: Range<usize>) {
         let (tick, now) = (work.tick, work.now);
-        self.progress.stage(tick, "retrieve and prompt", 0, work.jobs.len() as u64);
+        let groups = &work.groups[window];
+        let first_job = groups.first().map_or(0, |(_, r)| r.start) as u64;
+        self.progress.stage(tick, "retrieve and prompt", first_job, work.jobs.len() as u64);
         let (jobs, query) = (&work.jobs, &work.query);
         let replies = self
             .ask(
                 state,
                 &mut work.outcomes,
-                &work.groups,
+                groups,
                 Stage::Prepare,
                 tick,
                 |_, range| Some(range.map(|i| (jobs[i], query[i].clone())).collect()),
                 |batch, reply| PersonaMsg::Prepare { tick, now, batch, reply },
             )
             .await;
-        for ((_, range), reply) in work.groups.iter().zip(replies) {
+        for ((_, range), reply) in groups.iter().zip(replies) {
             let Some(reply) = reply else { continue };
             for (i, prepared) in range.clone().zip(reply) {
                 let o = &mut work.outcomes[i];
@@ -437,13 +450,14 @@ impl TurnCoordinator {
         }
     }
 
-    /// Stage 4: the conversations, concurrently and bounded; results are
-    /// kept in job order whatever order they finish in.
+    /// Stage 4: the conversations of the jobs prepared so far,
+    /// concurrently and bounded; results are kept in job order whatever
+    /// order they finish in.
     async fn chat(&self, work: &mut TickWork) {
         let (shared, tick) = (&self.shared, work.tick);
         let ready = std::mem::take(&mut work.ready);
-        let total = ready.len() as u64;
-        self.progress.stage(tick, "chat", 0, total);
+        let (before, total) = (work.conversed.len() as u64, work.jobs.len() as u64);
+        self.progress.stage(tick, "chat", before, total);
         let mut stream = futures::stream::iter(ready.into_iter().map(|p| {
             let shared = Arc::clone(shared);
             let position = p.job.position;
@@ -456,10 +470,10 @@ impl TurnCoordinator {
             async move { (position, task.await) }
         }))
         .buffered(shared.config.raw.chat.concurrency);
-        let mut done = 0u64;
+        let mut done = before;
         while let Some((position, joined)) = stream.next().await {
             done += 1;
-            if done % 1024 == 0 || done == total {
+            if done % 1024 == 0 {
                 self.progress.stage(tick, "chat", done, total);
             }
             match joined {
@@ -467,7 +481,7 @@ impl TurnCoordinator {
                 Err(e) => fail(&mut work.outcomes[position as usize], Stage::Chat, format!("chat task failed: {e}")),
             }
         }
-        tracing::debug!(jobs = total, "chat stage done");
+        tracing::debug!(jobs = done - before, "chat window done");
     }
 
     /// Stage 5: outcomes take their replies, and each successful job drafts

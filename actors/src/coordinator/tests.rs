@@ -153,7 +153,8 @@ fn preparation_refusals_become_outcomes_and_nothing_reaches_chat() {
     rt().block_on(async {
         let (c, mut state) = coordinator(&[Fake::Needs("x"), Fake::Needs("yy")], false).await;
         let mut work = c.begin(&state, 1);
-        c.retrieve_and_prompt(&mut state, &mut work).await;
+        let all = 0..work.groups.len();
+        c.retrieve_and_prompt(&mut state, &mut work, all).await;
         assert!(work.ready.is_empty());
         for o in &work.outcomes {
             let want = Refusal::ContextBudget { needed: 9_999, budget: 1 + u64::from(o.persona) };
