@@ -22,6 +22,8 @@ pub enum BenchCommand {
     Embed(EmbedBenchArgs),
     /// Chat concurrency, end to end, against the modelled chat provider.
     Chat(ChatBenchArgs),
+    /// Whole runs at growing panel sizes: wall time, turns per second, peak memory, bytes per turn.
+    Scale(crate::scale::ScaleArgs),
 }
 
 /// Options of `sim-cli bench chat`.
@@ -225,6 +227,7 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
     let args = match cmd {
         BenchCommand::Embed(args) => args,
         BenchCommand::Chat(args) => return bench_chat(&args),
+        BenchCommand::Scale(args) => return crate::scale::scale(&args),
     };
     if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
         anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);

@@ -14,6 +14,7 @@ mod progress;
 mod replay;
 mod report;
 mod run;
+mod scale;
 
 use clap::{Parser, Subcommand};
 

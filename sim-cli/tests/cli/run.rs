@@ -100,3 +100,27 @@ fn bench_chat_reports_both_concurrencies_and_the_ratio() {
     assert_eq!(rows[0]["digest"], rows[1]["digest"], "concurrency never changes content");
     assert!(v["speedup_ratio"].as_f64().is_some_and(|r| r > 0.0));
 }
+
+/// Each size runs in its own child: the rows carry that run's digest, a
+/// peak RSS the kernel measured (the larger panel's is larger), the trace
+/// bytes, and leave no run directory behind.
+#[test]
+fn bench_scale_measures_each_size_in_a_child_and_cleans_up() {
+    let dir = scratch("bench-scale");
+    let args = ["bench", "scale", "--personas", "20,3000", "--ticks", "2", "--scratch", ".", "--json"];
+    let out = sim(&dir, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rows = v["results"].as_array().expect("results");
+    assert_eq!(rows.len(), 2);
+    let run = sim(&dir, &["run", "--personas", "20", "--ticks", "2", "--json", "--out", "r"]);
+    let summary: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
+    assert_eq!(rows[0]["digest"], summary["digest"]);
+    let trace = std::fs::metadata(dir.join("r/trace.bin")).expect("trace").len();
+    assert_eq!(rows[0]["trace_bytes"].as_u64(), Some(trace));
+    assert_eq!(rows[1]["persona_turns"].as_u64(), Some(6000));
+    let peak = |r: &serde_json::Value| r["peak_rss_bytes"].as_u64().expect("peak");
+    assert!(peak(&rows[0]) > 1 << 20 && peak(&rows[1]) > peak(&rows[0]), "{rows:?}");
+    let left: Vec<_> = std::fs::read_dir(&dir).expect("dir").filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    assert!(left.iter().all(|n| !n.to_string_lossy().starts_with("sim-bench-scale")), "{left:?}");
+}
