@@ -15,7 +15,7 @@ use engine::clock::SimTime;
 use engine::digest::Digest;
 use engine::rng::{Purpose, Stream};
 use faiss::{index_factory, Index, MetricType};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -127,9 +127,16 @@ pub struct BenchArgs {
     /// Seed of the vectors.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// FAISS's OpenMP threads (the field's `threads` setting): 1 by default; 0 leaves OpenMP's own
+    /// choice (OMP_NUM_THREADS, or one per core).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    pub threads: u32,
     /// Print the report as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Internal: measure only as this process is (no pinned child).
+    #[arg(long, hide = true)]
+    pub pinned_child: bool,
 }
 
 /// Runs `sim-cli field ...`.
@@ -386,7 +393,7 @@ fn read_bandwidth(bytes: usize, min: Duration) -> f64 {
 
 /// One field size of `field bench`, measured side by side with a bare
 /// FAISS flat index on the same vectors.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct SizeResult {
     vectors: usize,
     dim: usize,
@@ -402,22 +409,33 @@ struct SizeResult {
     scanned_gb_per_s_single: f64,
     scanned_gb_per_s_batched: f64,
     plain_scanned_gb_per_s_single: f64,
+    /// The same batched figure with the process pinned to one core
+    /// (`taskset -c 0`), measured in a child; absent without `taskset`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pinned_query_batched_qps: Option<f64>,
+    /// Unpinned over pinned batched queries per second: at least 1 when the
+    /// thread setting does not oversubscribe the cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    batched_vs_pinned: Option<f64>,
 }
 
 /// A target of the source plan, checked at 5000 x 2048.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Target {
-    name: &'static str,
+    name: String,
     threshold: f64,
     value: f64,
     pass: bool,
 }
 
 /// The `--json` report of `field bench`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct BenchReport {
     k: usize,
     batch: usize,
+    /// FAISS's OpenMP threads (0: OpenMP's own choice).
+    #[serde(default)]
+    threads: u32,
     read_bandwidth_gb_per_s: f64,
     sizes: Vec<SizeResult>,
     targets: Option<Vec<Target>>,
@@ -437,12 +455,43 @@ fn bench_cmd(a: BenchArgs) -> Result<()> {
     let largest = a.vectors.iter().max().copied().unwrap_or(1) as usize * dim * 4;
     let bandwidth = read_bandwidth(largest.max(64 << 20), min);
     bar.finish_and_clear();
+    if !a.pinned_child {
+        pin_compare(&a, &mut sizes)?;
+    }
     let targets = targets(&sizes, bandwidth);
-    let report = BenchReport { k, batch: 64, read_bandwidth_gb_per_s: bandwidth, sizes, targets };
+    let report = BenchReport { k, batch: 64, threads: a.threads, read_bandwidth_gb_per_s: bandwidth, sizes, targets };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_bench(&report, dim);
+    }
+    Ok(())
+}
+
+/// Measures the same sizes again in a child pinned to one core (`taskset
+/// -c 0`) and puts its batched figures beside this process's. Without
+/// `taskset` the pinned figures are left out, with a note.
+fn pin_compare(a: &BenchArgs, sizes: &mut [SizeResult]) -> Result<()> {
+    let exe = std::env::current_exe().context("cannot find this program's path for the pinned run")?;
+    let vectors = a.vectors.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let mut cmd = std::process::Command::new("taskset");
+    cmd.args(["-c", "0"]).arg(exe).args(["field", "bench", "--pinned-child", "--json", "--vectors", &vectors]);
+    for (flag, value) in [("--dim", a.dim), ("--k", a.k), ("--threads", a.threads)] {
+        cmd.args([flag, &value.to_string()]);
+    }
+    cmd.args(["--min-ms", &a.min_ms.to_string(), "--seed", &a.seed.to_string()]);
+    let out = match cmd.stderr(std::process::Stdio::null()).output() {
+        Ok(out) if out.status.success() => out,
+        Ok(out) => bail!("the pinned run (taskset -c 0) failed: {}", out.status),
+        Err(e) => {
+            eprintln!("note: no pinned figures: cannot run taskset ({e})");
+            return Ok(());
+        }
+    };
+    let pinned: BenchReport = serde_json::from_slice(&out.stdout).context("the pinned run printed no report")?;
+    for (s, p) in sizes.iter_mut().zip(&pinned.sizes) {
+        s.pinned_query_batched_qps = Some(p.query_batched_qps);
+        s.batched_vs_pinned = Some(s.query_batched_qps / p.query_batched_qps);
     }
     Ok(())
 }
@@ -457,7 +506,7 @@ fn measure_size(a: &BenchArgs, n: usize, min: Duration) -> Result<SizeResult> {
     let queries = s.unit_vectors(64, dim);
     // Inject: one at a time into the field, and into a bare index.
     let started = Instant::now();
-    let mut field = Field::new(dim, FieldConfig::default())?;
+    let mut field = Field::new(dim, FieldConfig { threads: a.threads, ..FieldConfig::default() })?;
     for (i, v) in data.chunks_exact(dim).enumerate() {
         let at = SimTime((i % 12) as u64 * 3600);
         field.inject(&format!("agent-{}", i % 3), &format!("k{i}"), "v", v, 0.5 + (i % 5) as f64 * 0.25, at)?;
@@ -508,14 +557,18 @@ fn measure_size(a: &BenchArgs, n: usize, min: Duration) -> Result<SizeResult> {
         scanned_gb_per_s_single: bytes / single / 1e9,
         scanned_gb_per_s_batched: bytes / batched / 1e9,
         plain_scanned_gb_per_s_single: bytes / plain_single / 1e9,
+        pinned_query_batched_qps: None,
+        batched_vs_pinned: None,
     })
 }
 
 /// The source plan's targets, when 5000 x 2048 was measured.
 fn targets(sizes: &[SizeResult], bandwidth: f64) -> Option<Vec<Target>> {
     let s = sizes.iter().find(|s| s.vectors == 5000 && s.dim == 2048)?;
-    let at_least = |name, threshold, value| Target { name, threshold, value, pass: value >= threshold };
-    let at_most = |name, threshold, value| Target { name, threshold, value, pass: value <= threshold };
+    let at_least =
+        |name: &str, threshold, value| Target { name: name.to_string(), threshold, value, pass: value >= threshold };
+    let at_most =
+        |name: &str, threshold, value| Target { name: name.to_string(), threshold, value, pass: value <= threshold };
     Some(vec![
         at_least("single queries/s at 5000 x 2048", 400.0, s.query_single_qps),
         at_least("share of read bandwidth, single", 0.8, s.scanned_gb_per_s_single / bandwidth),
@@ -547,6 +600,16 @@ fn print_bench(report: &BenchReport, dim: usize) {
             s.batched_overhead,
             s.scanned_gb_per_s_single
         );
+    }
+    let threads = match report.threads {
+        0 => "OpenMP's own choice".to_string(),
+        n => n.to_string(),
+    };
+    println!("FAISS OpenMP threads: {threads}");
+    for s in &report.sizes {
+        if let (Some(p), Some(r)) = (s.pinned_query_batched_qps, s.batched_vs_pinned) {
+            println!("  {:>6}: batched q/s pinned to one core {p:.0}; unpinned / pinned {r:.2}", s.vectors);
+        }
     }
     if let Some(t) = &report.targets {
         println!("Targets at 5000 x 2048:");

@@ -28,6 +28,11 @@ pub struct FieldConfig {
     /// bonus. Default 0.2, the source's cap (`amplification = resonance x
     /// 0.2`); 0 turns amplification off; above 0.2 is refused.
     pub resonance_amplification: f64,
+    /// FAISS's OpenMP threads, process-wide (see [`crate::threads`]).
+    /// Default 1; 0 leaves OpenMP's own choice.
+    /// Operational: never written out or read back, never in a digest.
+    #[serde(skip, default = "one_thread")]
+    pub threads: u32,
 }
 
 impl FieldConfig {
@@ -60,6 +65,10 @@ impl FieldConfig {
     }
 }
 
+fn one_thread() -> u32 {
+    1
+}
+
 impl Default for FieldConfig {
     fn default() -> Self {
         FieldConfig {
@@ -70,6 +79,7 @@ impl Default for FieldConfig {
             archive_below: 0.05,
             permeability: 1.0,
             resonance_amplification: 0.2,
+            threads: one_thread(),
         }
     }
 }

@@ -36,6 +36,7 @@ pub mod pattern;
 pub mod port;
 mod storage;
 pub mod telemetry;
+pub mod threads;
 
 pub use pattern::{Field, FieldConfig, FieldError, Hit, Injected, Pattern, Stability};
 pub use port::{

@@ -226,6 +226,7 @@ impl Field {
         mut index: FlatMap,
         fill: bool,
     ) -> Result<Field, FieldError> {
+        crate::threads::apply(cfg.threads);
         for (i, p) in patterns.iter().enumerate() {
             if p.id != i as u64 {
                 return Err(FieldError::Faiss(format!(

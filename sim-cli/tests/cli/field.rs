@@ -48,12 +48,21 @@ fn bench_reports_every_size_with_the_plain_scan() {
     assert_eq!(sizes.len(), 2);
     for (s, n) in sizes.iter().zip([50, 200]) {
         assert_eq!((s["vectors"].as_u64(), s["dim"].as_u64()), (Some(n), Some(32)));
-        for key in
-            ["inject_us", "query_single_qps", "query_batched_qps", "plain_scan_single_qps", "plain_scan_batched_qps"]
-        {
+        // The pinned figures come from a `taskset -c 0` child (util-linux,
+        // on every Debian machine).
+        for key in [
+            "inject_us",
+            "query_single_qps",
+            "query_batched_qps",
+            "plain_scan_single_qps",
+            "plain_scan_batched_qps",
+            "pinned_query_batched_qps",
+            "batched_vs_pinned",
+        ] {
             assert!(s[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {s}");
         }
     }
+    assert_eq!(v["threads"], 1, "FAISS runs one OpenMP thread unless told otherwise");
 }
 
 #[test]
