@@ -492,6 +492,14 @@ impl TurnCoordinator {
         self.progress.stage(work.tick, "memory embedding", 0, work.conversed.len() as u64);
         let ctx = TickContext { cfg: &shared.config, scenario: &shared.scenario, tick: work.tick, now: work.now };
         let mut requests = Vec::new();
+        // Many personas draft the same texts: each is kept once, shared.
+        let mut texts: std::collections::HashSet<Arc<str>> = std::collections::HashSet::new();
+        let mut intern = |t: &mut Arc<str>| match texts.get(&**t) {
+            Some(shared) => *t = Arc::clone(shared),
+            None => {
+                texts.insert(Arc::clone(t));
+            }
+        };
         for (prepared, conversation) in std::mem::take(&mut work.conversed) {
             let i = prepared.job.position as usize;
             let o = &mut work.outcomes[i];
@@ -502,8 +510,12 @@ impl TurnCoordinator {
             match conversation.result {
                 Err(failure) => fail(o, Stage::Chat, failure.to_string()),
                 Ok(c) => {
-                    let new = drafts(&prepared.job, &ctx, &c);
-                    requests.extend(new.iter().map(|m| (i as u32, m.description.clone())));
+                    let mut new = drafts(&prepared.job, &ctx, &c);
+                    for m in &mut new {
+                        intern(&mut m.description);
+                        m.sources.iter_mut().for_each(&mut intern);
+                    }
+                    requests.extend(new.iter().map(|m| (i as u32, m.description.to_string())));
                     o.reaction = Some(c.reaction.clone());
                     o.reflection = c.reflection.clone();
                     o.probes =
@@ -656,10 +668,10 @@ impl TurnCoordinator {
                     id: *id,
                     position: o.position,
                     kind: m.kind,
-                    description: m.description.clone(),
+                    description: m.description.to_string(),
                     importance: m.importance,
                     sentiment: m.sentiment,
-                    sources: m.sources.clone(),
+                    sources: m.sources.iter().map(|s| s.to_string()).collect(),
                 });
             }
         }

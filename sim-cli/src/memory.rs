@@ -567,7 +567,7 @@ fn inspect(id: &RecordId, dir: &RunDir) -> Result<()> {
     let record = id
         .memory()
         .and_then(|m| l.world.personas.iter().find(|p| p.profile.id == m.persona).and_then(|p| p.memory.get(m)));
-    let text = record.map(|r| r.description.clone()).or_else(|| l.world.test_content.get(id).cloned());
+    let text = record.map(|r| r.description.to_string()).or_else(|| l.world.test_content.get(id).cloned());
     let v = RecordView {
         id,
         owner: &owner,

@@ -27,8 +27,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-/// The largest frame payload, in bytes. A tick of 100,000 personas encodes
-/// to a few hundred MiB; anything above this is corruption.
+/// The largest frame payload, in bytes; anything above this is corruption.
+/// Traces write a large tick in parts far below it
+/// ([`crate::trace::frame::PART_BYTES`]).
 pub const MAX_FRAME: u64 = 1 << 30;
 /// Magic plus the little-endian format version.
 pub const PREAMBLE: u64 = 12;

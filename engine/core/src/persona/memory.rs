@@ -63,7 +63,7 @@ pub struct MemoryRecord {
     /// What produced it.
     pub kind: MemoryKind,
     /// The text that is embedded and shown in prompts.
-    pub description: String,
+    pub description: Arc<str>,
     /// Importance 1-10, from the reply that produced it.
     pub importance: u8,
     /// Sentiment in [-1, 1] carried by the memory.
@@ -75,7 +75,7 @@ pub struct MemoryRecord {
     /// Simulated time of the last retrieval (or creation).
     pub last_access: SimTime,
     /// Stimulus or memories it came from.
-    pub sources: Vec<String>,
+    pub sources: Vec<Arc<str>>,
     /// Its embedding; `None` when no embedding port was configured. Shared,
     /// because deduplicated drafts share one vector.
     pub vector: Option<Arc<[f32]>>,
@@ -220,7 +220,7 @@ mod tests {
         MemoryRecord {
             id: MemoryId { persona: 1, seq },
             kind: MemoryKind::Observation,
-            description: format!("memory {seq}"),
+            description: format!("memory {seq}").into(),
             importance,
             sentiment: 0.0,
             tick: 1,

@@ -12,6 +12,7 @@ use crate::digest::{Digest, DigestWriter};
 use crate::embed::Embedding;
 use crate::memory::{Change, ConsolidationConfig, Ledger, RecordId, Scope, Tier};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// What a persona currently believes about one stimulus.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,14 +32,14 @@ pub struct Belief {
 pub struct NewMemory {
     /// Observation or reflection.
     pub kind: MemoryKind,
-    /// Text.
-    pub description: String,
+    /// Text, shared between the personas that drafted the same one.
+    pub description: Arc<str>,
     /// Importance 1-10.
     pub importance: u8,
     /// Sentiment.
     pub sentiment: f32,
     /// Where it came from.
-    pub sources: Vec<String>,
+    pub sources: Vec<Arc<str>>,
     /// Its embedding, if an embedding port is configured.
     pub vector: Option<Embedding>,
 }
@@ -200,7 +201,7 @@ impl PersonaState {
             .rev()
             .filter(|m| self.is_visible(m.id.seq))
             .take(n)
-            .map(|m| m.description.clone())
+            .map(|m| m.description.to_string())
             .collect();
         recent.reverse();
         recent
@@ -374,7 +375,7 @@ mod tests {
     fn commit(tick: u32, touched: Vec<MemoryId>, consolidation: Option<Consolidate>) -> PersonaCommit {
         let memory = NewMemory {
             kind: MemoryKind::Observation,
-            description: format!("tick {tick}"),
+            description: format!("tick {tick}").into(),
             importance: 5,
             sentiment: 0.0,
             sources: Vec::new(),

@@ -440,8 +440,10 @@ impl Parts<'_> {
     }
 }
 
-impl std::io::Write for Parts<'_> {
-    fn write(&mut self, mut data: &[u8]) -> std::io::Result<usize> {
+impl Parts<'_> {
+    /// The path of a write that fills the current part.
+    #[cold]
+    fn write_across(&mut self, mut data: &[u8]) -> std::io::Result<usize> {
         let n = data.len();
         while !data.is_empty() {
             // A part is written only once more bytes follow it, so a tick
@@ -457,6 +459,24 @@ impl std::io::Write for Parts<'_> {
             data = &data[take..];
         }
         Ok(n)
+    }
+}
+
+impl std::io::Write for Parts<'_> {
+    /// Most writes are a few bytes (a digest is 32 one-byte writes) and fit
+    /// the current part: they are a plain append.
+    #[inline]
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len() + data.len() <= self.part_bytes {
+            self.buf.extend_from_slice(data);
+            return Ok(data.len());
+        }
+        self.write_across(data)
+    }
+
+    #[inline]
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.write(data).map(|_| ())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

@@ -148,10 +148,10 @@ pub fn drafts(job: &Job, ctx: &TickContext<'_>, conversed: &Conversed) -> Vec<Ne
     let r = &conversed.reaction;
     let mut out = vec![NewMemory {
         kind: MemoryKind::Observation,
-        description: observation_description(ctx.tick, s, &r.text),
+        description: observation_description(ctx.tick, s, &r.text).into(),
         importance: r.importance,
         sentiment: r.sentiment,
-        sources: vec![s.id.clone()],
+        sources: vec![s.id.as_str().into()],
         vector: None,
     }];
     if let Some(reflection) = &conversed.reflection {
@@ -161,7 +161,8 @@ pub fn drafts(job: &Job, ctx: &TickContext<'_>, conversed: &Conversed) -> Vec<Ne
                 description: format!(
                     "Tick {}: I thought over my recent experiences, up to \"{}\", without reaching a clear conclusion.",
                     ctx.tick, s.title
-                ),
+                )
+                .into(),
                 importance: 3,
                 sentiment: 0.0,
                 sources: vec!["reflection-fallback".into()],
@@ -171,7 +172,7 @@ pub fn drafts(job: &Job, ctx: &TickContext<'_>, conversed: &Conversed) -> Vec<Ne
             for (insight, importance) in &reflection.insights {
                 out.push(NewMemory {
                     kind: MemoryKind::Reflection,
-                    description: insight.clone(),
+                    description: insight.as_str().into(),
                     importance: *importance,
                     sentiment: 0.0,
                     sources: vec!["reflection".into()],
