@@ -278,6 +278,9 @@ impl PersonaState {
         }
         self.digest = w.finish();
         changes.retain(|c| !matches!(c, Change::Decayed { .. } | Change::Accessed { .. } | Change::Created { .. }));
+        // The tick keeps every persona's changes until its frame is written:
+        // not the room the decays took.
+        changes.shrink_to_fit();
         Applied { ids, changes, digest: self.digest }
     }
 
