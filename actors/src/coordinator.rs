@@ -106,7 +106,7 @@ pub struct CoordinatorState {
     hosts: Vec<ActorRef<PersonaMsg>>,
     /// The most personas active at once.
     window: usize,
-    interests: Vec<Vec<String>>,
+    interests: Vec<Vec<Arc<str>>>,
     digests: TickDigests,
     persona_digests: Vec<Option<Digest>>,
     /// The SSR anchor statements' vectors, once a memory stage has
@@ -123,7 +123,7 @@ pub struct CoordinatorArgs {
     /// The most personas active at once (at least 1).
     pub window: usize,
     /// Each persona's interests, for interest-targeted exposure.
-    pub interests: Vec<Vec<String>>,
+    pub interests: Vec<Vec<Arc<str>>>,
     /// Digests before the first tick.
     pub genesis: TickDigests,
 }

@@ -201,10 +201,10 @@ fn csv_row(o: &Outcome, p: &Profile, traits: &Traits) -> Vec<String> {
         p.name.clone(),
         p.age.to_string(),
         band,
-        p.city.clone(),
-        p.occupation.clone(),
-        p.income.clone(),
-        p.interests.join(";"),
+        p.city.to_string(),
+        p.occupation.to_string(),
+        p.income.to_string(),
+        p.interests.iter().map(|i| &**i).collect::<Vec<_>>().join(";"),
         p.price_sensitivity.to_string(),
         o.stimulus.clone(),
         o.exposure.to_string(),
@@ -251,6 +251,6 @@ mod tests {
             ("2".into(), "p-00003".into(), "2".into(), "ok".into())
         );
         assert_eq!(get("interests"), profile.interests.join(";"));
-        assert_eq!(get("city"), profile.city);
+        assert_eq!(get("city"), &*profile.city);
     }
 }

@@ -260,10 +260,10 @@ impl TraitIndex {
     fn new(name: &str, traits: &Traits) -> Result<TraitIndex, String> {
         let values: Vec<String> = match name {
             "age" => traits.age_bands.iter().map(|b| format!("{}-{}", b.min, b.max)).collect(),
-            "income" => traits.income_bands.iter().map(|b| b.label.clone()).collect(),
-            "city" => traits.cities.iter().map(|c| c.name.clone()).collect(),
-            "occupation" => traits.occupations.clone(),
-            "interests" => traits.interests.clone(),
+            "income" => traits.income_bands.iter().map(|b| b.label.to_string()).collect(),
+            "city" => traits.cities.iter().map(|c| c.name.to_string()).collect(),
+            "occupation" => traits.occupations.iter().map(|o| o.to_string()).collect(),
+            "interests" => traits.interests.iter().map(|i| i.to_string()).collect(),
             other => return Err(format!("unknown trait {other:?}; known: {}", TRAITS.join(", "))),
         };
         let many = name == "interests";

@@ -287,9 +287,9 @@ impl Scenario {
         for (t, rules) in self.ticks.iter().enumerate() {
             for (r, rule) in rules.iter().enumerate() {
                 if let Audience::Interest(name) = &rule.audience {
-                    if !traits.interests.contains(name) {
-                        let cause =
-                            format!("no persona has the interest {name:?}; known: {}", traits.interests.join(", "));
+                    if !traits.interests.iter().any(|i| **i == **name) {
+                        let known: Vec<&str> = traits.interests.iter().map(|i| &**i).collect();
+                        let cause = format!("no persona has the interest {name:?}; known: {}", known.join(", "));
                         return Err(bad(format!("ticks[{t}].show[{r}].audience"), cause));
                     }
                 }
@@ -321,7 +321,13 @@ impl Scenario {
 
     /// The jobs of `tick` for a panel of `personas`, in position order.
     /// `interests(p)` gives persona `p`'s interests for interest audiences.
-    pub fn jobs<'a>(&self, seed: u64, tick: u32, personas: u32, interests: impl Fn(u32) -> &'a [String]) -> Vec<Job> {
+    pub fn jobs<'a>(
+        &self,
+        seed: u64,
+        tick: u32,
+        personas: u32,
+        interests: impl Fn(u32) -> &'a [std::sync::Arc<str>],
+    ) -> Vec<Job> {
         let rules = self.rules(tick);
         let mut jobs = Vec::with_capacity(personas as usize);
         for p in 0..personas {
@@ -331,7 +337,7 @@ impl Scenario {
                     Audience::Fraction(f) => {
                         Stream::derive(seed, tick, (u64::from(p) << 16) | r as u64, Purpose::Exposure).unit() < *f
                     }
-                    Audience::Interest(name) => interests(p).iter().any(|i| i == name),
+                    Audience::Interest(name) => interests(p).iter().any(|i| **i == **name),
                 };
                 if !included {
                     continue;
@@ -377,7 +383,7 @@ fn parse_audience(s: &str) -> std::result::Result<Audience, String> {
 mod tests {
     use super::*;
 
-    fn no_interests(_: u32) -> &'static [String] {
+    fn no_interests(_: u32) -> &'static [std::sync::Arc<str>] {
         &[]
     }
 

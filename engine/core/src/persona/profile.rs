@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::rng::{Purpose, Stream};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The built-in trait table.
 pub const DEFAULT_TRAITS: &str = include_str!("../../../../fixtures/personas/traits.toml");
@@ -24,7 +25,7 @@ pub struct AgeBand {
 #[serde(deny_unknown_fields)]
 pub struct City {
     /// City name.
-    pub name: String,
+    pub name: Arc<str>,
     /// Relative weight.
     pub weight: f64,
 }
@@ -34,7 +35,7 @@ pub struct City {
 #[serde(deny_unknown_fields)]
 pub struct IncomeBand {
     /// Shown in the profile.
-    pub label: String,
+    pub label: Arc<str>,
     /// Relative weight.
     pub weight: f64,
     /// Centre of the band's price sensitivity, in [0, 1].
@@ -50,15 +51,15 @@ pub struct Traits {
     /// Family names.
     pub last_names: Vec<String>,
     /// Occupations.
-    pub occupations: Vec<String>,
+    pub occupations: Vec<Arc<str>>,
     /// Interest vocabulary; scenario categories match against it.
-    pub interests: Vec<String>,
+    pub interests: Vec<Arc<str>>,
     /// Fewest interests per persona.
     pub interests_min: usize,
     /// Most interests per persona.
     pub interests_max: usize,
     /// Brands personas hold attitudes about.
-    pub brands: Vec<String>,
+    pub brands: Vec<Arc<str>>,
     /// Spread of brand attitudes.
     pub brand_attitude_sd: f64,
     /// Age bands.
@@ -120,17 +121,17 @@ pub struct Profile {
     /// Age in years.
     pub age: u8,
     /// Home city.
-    pub city: String,
+    pub city: Arc<str>,
     /// Occupation.
-    pub occupation: String,
+    pub occupation: Arc<str>,
     /// Income band label.
-    pub income: String,
+    pub income: Arc<str>,
     /// Interests, in draw order.
-    pub interests: Vec<String>,
+    pub interests: Vec<Arc<str>>,
     /// Price sensitivity in [0, 1], two decimals.
     pub price_sensitivity: f32,
     /// Attitude to each brand in [-1, 1], two decimals, in table order.
-    pub brand_attitudes: Vec<(String, f32)>,
+    pub brand_attitudes: Vec<(Arc<str>, f32)>,
     /// A one-sentence biography.
     pub bio: String,
 }
