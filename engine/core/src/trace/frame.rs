@@ -13,10 +13,10 @@ use std::path::Path;
 /// The container format of a trace.
 pub const TRACE: Format = Format { magic: *b"SIMTRACE", version: FORMAT_VERSION, what: "simulation trace" };
 
-/// The largest slice of a tick one part frame carries: 64 MiB, far below
+/// The largest slice of a tick one part frame carries: 16 MiB, far below
 /// the frame limit, so that neither the writer nor a reader holds a frame
-/// near it.
-pub const PART_BYTES: usize = 64 << 20;
+/// near it, and small beside a large tick's own memory.
+pub const PART_BYTES: usize = 16 << 20;
 // A part frame adds a few bytes of record framing to its slice.
 const _: () = assert!(PART_BYTES as u64 + 64 <= MAX_FRAME);
 
