@@ -122,7 +122,7 @@ fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 #[test]
 fn killed_runs_resume_to_the_same_digest() {
     let dir = scratch("kill");
-    let args = ["run", "--personas", "300", "--ticks", "6", "--seed", "9", "--json"];
+    let args = ["run", "--personas", "4000", "--ticks", "6", "--seed", "9", "--json"];
     let reference = sim(&dir, &[&args[..], &["--out", "reference"]].concat());
     let expected = digest_of(&reference);
     let mut s = Stream::derive(77, 0, 0, Purpose::Testing);
