@@ -619,7 +619,25 @@ impl TurnCoordinator {
             dry_run: section.dry_run,
             end_session: tick == shared.session_end_tick,
         });
-        work.drafted = work.parts.iter().map(|p| p.as_ref().map(|p| p.memories.clone())).collect();
+        // Each draft's memory event, its id to come from the commit.
+        work.drafted = work
+            .parts
+            .iter()
+            .zip(&work.outcomes)
+            .map(|(p, o)| {
+                let p = p.as_ref()?;
+                let event = |m: &engine::persona::state::NewMemory| MemoryEvent {
+                    id: engine::persona::MemoryId { persona: o.persona, seq: 0 },
+                    position: o.position,
+                    kind: m.kind,
+                    description: Arc::clone(&m.description),
+                    importance: m.importance,
+                    sentiment: m.sentiment,
+                    sources: m.sources.clone(),
+                };
+                Some(p.memories.iter().map(event).collect())
+            })
+            .collect();
         let parts = &mut work.parts;
         let commits = self
             .ask(
@@ -661,18 +679,11 @@ impl TurnCoordinator {
     fn finish(&self, state: &mut CoordinatorState, work: TickWork) -> TickReport {
         let TickWork { tick, outcomes, drafted, retrieval, memory, consolidation, mut timings, started, .. } = work;
         let mut memories = Vec::new();
-        for (o, drafts) in outcomes.iter().zip(&drafted) {
-            let Some(drafts) = drafts else { continue };
-            for (id, m) in o.memories.iter().zip(drafts) {
-                memories.push(MemoryEvent {
-                    id: *id,
-                    position: o.position,
-                    kind: m.kind,
-                    description: m.description.to_string(),
-                    importance: m.importance,
-                    sentiment: m.sentiment,
-                    sources: m.sources.iter().map(|s| s.to_string()).collect(),
-                });
+        for (o, events) in outcomes.iter().zip(drafted) {
+            let Some(events) = events else { continue };
+            for (id, mut event) in o.memories.iter().zip(events) {
+                event.id = *id;
+                memories.push(event);
             }
         }
         let mut stimuli: Vec<String> = Vec::new();
@@ -720,8 +731,8 @@ struct TickWork {
     conversed: Vec<(Prepared, Conversation)>,
     /// What each job will commit, by position.
     parts: Vec<Option<JobCommit>>,
-    /// The drafts each job committed, by position (memory events).
-    drafted: Vec<Option<Vec<engine::persona::state::NewMemory>>>,
+    /// Each job's memory events, by position; their ids come from the commit.
+    drafted: Vec<Option<Vec<MemoryEvent>>>,
     retrieval: StageResult,
     memory: StageResult,
     consolidation: Vec<(u32, Vec<Change>)>,

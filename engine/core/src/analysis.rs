@@ -629,7 +629,7 @@ pub fn observation_vectors(frame: &TickFrame, strategy: crate::embed::Strategy) 
         let slot = match strategy {
             crate::embed::Strategy::Batched => {
                 let next = index_of.len();
-                *index_of.entry(m.description.as_str()).or_insert(next)
+                *index_of.entry(&*m.description).or_insert(next)
             }
             crate::embed::Strategy::PerConsumer | crate::embed::Strategy::PerConsumerConcurrent => i,
         };

@@ -559,6 +559,13 @@ impl Ledger {
         Ok(Change::Accessed { record: record.clone(), energy: v.energy })
     }
 
+    /// Gives back the room the version list grew into beyond what it holds.
+    /// A persona's ledger grows a few versions a tick; with a million of
+    /// them, the doubling slack alone is a gigabyte.
+    pub fn shrink_to_fit(&mut self) {
+        self.versions.shrink_to_fit();
+    }
+
     /// Records retrieved together; each pair's co-activation count rises.
     pub fn coactivate(&mut self, records: &[RecordId]) {
         let mut sorted: Vec<&RecordId> = records.iter().collect();

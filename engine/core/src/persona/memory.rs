@@ -96,6 +96,13 @@ pub struct MemoryStream {
     records: Vec<MemoryRecord>,
 }
 
+impl MemoryStream {
+    /// Gives back the room the record list grew into beyond what it holds.
+    pub fn shrink_to_fit(&mut self) {
+        self.records.shrink_to_fit();
+    }
+}
+
 /// Cosine of two vectors; zero when either is all zeros.
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);

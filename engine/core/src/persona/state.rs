@@ -281,6 +281,10 @@ impl PersonaState {
         // The tick keeps every persona's changes until its frame is written:
         // not the room the decays took.
         changes.shrink_to_fit();
+        // State rests until the next tick: without the lists' doubling slack.
+        self.ledger.shrink_to_fit();
+        self.memory.shrink_to_fit();
+        self.visible.shrink_to_fit();
         Applied { ids, changes, digest: self.digest }
     }
 

@@ -254,14 +254,14 @@ pub struct MemoryEvent {
     pub position: u32,
     /// Observation or reflection.
     pub kind: MemoryKind,
-    /// Text.
-    pub description: String,
+    /// Text (shared with the memory itself).
+    pub description: Arc<str>,
     /// Importance.
     pub importance: u8,
     /// Sentiment.
     pub sentiment: f32,
     /// Sources.
-    pub sources: Vec<String>,
+    pub sources: Vec<Arc<str>>,
 }
 
 /// One committed tick.
