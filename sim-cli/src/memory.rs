@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
+mod test_memories;
 mod views;
+use test_memories::test;
 use views::*;
 
 impl RunDir {
@@ -666,90 +668,6 @@ fn operate(dir: &RunDir, op: impl FnOnce(&Loaded) -> Result<Op>, dry_run: bool) 
             println!("  {} {}", c.owner, serde_json::to_string(c.change).unwrap_or_default());
         }
     })
-}
-
-fn test(cmd: TestCommand) -> Result<()> {
-    match cmd {
-        TestCommand::Create { content, energy, tier, dry_run, dir } => {
-            let tier = Tier::parse(&tier)
-                .filter(|t| t.live())
-                .with_context(|| format!("--tier {tier:?}: expected working, shortTerm or longTerm"))?;
-            if !(energy.is_finite() && energy >= 0.0) {
-                bail!("--energy {energy}: must be a non-negative number");
-            }
-            operate(
-                &dir,
-                |l| {
-                    Ok(Op::TestCreate {
-                        id: RecordId::Named(format!(
-                            "t-{:04}",
-                            l.world
-                                .test
-                                .versions()
-                                .iter()
-                                .map(|v| &v.record)
-                                .collect::<std::collections::BTreeSet<_>>()
-                                .len()
-                                + 1
-                        )),
-                        vector: embed_like_the_run(l, std::slice::from_ref(&content))?.and_then(|mut v| v.pop()),
-                        content,
-                        energy,
-                        tier,
-                        at: l.now,
-                    })
-                },
-                dry_run,
-            )
-        }
-        TestCommand::Boost { id, amount, dry_run, dir } => {
-            if !(amount.is_finite() && amount >= 0.0) {
-                bail!("--amount {amount}: must be a non-negative number");
-            }
-            operate(&dir, |l| Ok(Op::TestBoost { id, amount, at: l.now }), dry_run)
-        }
-        TestCommand::Delete { id, all, dry_run, dir } => {
-            if id.is_some() == all {
-                bail!("name one test memory, or pass --all");
-            }
-            operate(&dir, |l| Ok(Op::TestDelete { id, at: l.now }), dry_run)
-        }
-        TestCommand::Scenario { name, dry_run, dir } => {
-            if !engine::memory::scenarios::NAMES.contains(&name.as_str()) {
-                bail!("scenario {name:?}: expected one of {}", engine::memory::scenarios::NAMES.join(", "));
-            }
-            operate(
-                &dir,
-                |l| {
-                    let texts: Vec<String> =
-                        engine::memory::scenarios::texts(&name).iter().map(|(_, t)| t.to_string()).collect();
-                    let vectors = embed_like_the_run(l, &texts)?.unwrap_or_default();
-                    Ok(Op::TestScenario { name, vectors, at: l.now })
-                },
-                dry_run,
-            )
-        }
-        TestCommand::List(dir) => {
-            let l = load(&dir)?;
-            let test_memories = l
-                .world
-                .test
-                .currents()
-                .map(|v| TestMemory {
-                    id: &v.record,
-                    tier: v.tier.as_str(),
-                    energy: v.energy,
-                    content: l.world.test_content.get(&v.record),
-                })
-                .collect();
-            emit(dir.json, &TestMemories { test_memories }, |v| {
-                for r in &v.test_memories {
-                    let content = r.content.map_or("-", String::as_str);
-                    println!("  {:<24} {:<10} {:>8.3}  {content}", r.id.to_string(), r.tier, r.energy);
-                }
-            })
-        }
-    }
 }
 
 /// Runs a memory command.

@@ -230,8 +230,9 @@ pub fn print_summary(s: &RunSummary) {
         );
         if !Path::new(&s.out_dir).join(OUTCOMES_FILE).exists() {
             println!(
-                "             outcomes.jsonl was not written (over 10,000 persona-turns, or --outcomes never): \
-                 sim-cli export outcomes {} --out outcomes.jsonl writes it from the trace",
+                "             {OUTCOMES_FILE} was not written (over {} persona-turns, or --outcomes never): \
+                 sim-cli export outcomes {} --out {OUTCOMES_FILE} writes it from the trace",
+                thousands(crate::run::AUTO_OUTCOMES_MAX_TURNS),
                 s.out_dir
             );
         }

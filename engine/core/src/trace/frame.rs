@@ -246,7 +246,11 @@ impl<R: Read> RecordReader<R> {
 /// everything before it is returned. Damage anywhere else is always an
 /// error naming the file, the frame and its byte offset.
 pub fn read_trace<R: Read>(r: R, len: u64, file: &str, lenient: bool) -> Result<ReadTrace> {
-    let mut r = RecordReader::new(r, len, file)?;
+    read_all(RecordReader::new(r, len, file)?, file, lenient)
+}
+
+/// Every record of `r`, as [`read_trace`] returns them.
+fn read_all<R: Read>(mut r: RecordReader<R>, file: &str, lenient: bool) -> Result<ReadTrace> {
     let mut header = None;
     let mut ticks = Vec::new();
     let mut end = None;
@@ -303,9 +307,7 @@ fn older_format(pre: &[u8], r: impl Read, len: u64, file: &str, version: u32) ->
 
 /// Reads a trace file.
 pub fn read_trace_file(path: &Path, lenient: bool) -> Result<ReadTrace> {
-    let file = std::fs::File::open(path).map_err(|e| Error::Io { file: path.display().to_string(), source: e })?;
-    let len = file.metadata().map_err(|e| Error::Io { file: path.display().to_string(), source: e })?.len();
-    read_trace(std::io::BufReader::with_capacity(1 << 20, file), len, &path.display().to_string(), lenient)
+    read_all(open_records(path)?, &path.display().to_string(), lenient)
 }
 
 /// Opens the trace at `path` for reading record by record.
@@ -352,8 +354,8 @@ impl TraceWriter {
 
     /// Appends one record and syncs it; returns the bytes written. A tick
     /// whose encoding is larger than a part is streamed out in parts as it
-    /// is encoded, so the writer never holds more than a part of it; only
-    /// its commit frame makes it count.
+    /// is encoded, so the writer holds one part of it at a time (and that
+    /// part's frame while writing it); only its commit frame makes it count.
     pub fn append(&mut self, record: &Record) -> Result<u64> {
         let tick = match record {
             Record::Tick(t) => t.tick,

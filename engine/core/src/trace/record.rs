@@ -163,7 +163,7 @@ impl Serialize for Vectors {
 
 impl<'de> Deserialize<'de> for Vectors {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let bytes: serde_bytes_buf::Buf = Deserialize::deserialize(d)?;
+        let bytes: Bytes = Deserialize::deserialize(d)?;
         let b = bytes.0;
         let bad = |m: &str| serde::de::Error::custom(format!("vector block: {m}"));
         if b.len() < 8 {
@@ -181,40 +181,6 @@ impl<'de> Deserialize<'de> for Vectors {
         } else {
             floats.chunks(dim).map(Arc::from).collect()
         }))
-    }
-}
-
-/// Owned bytes from any serde format (bincode gives a byte sequence).
-mod serde_bytes_buf {
-    use serde::de::{Deserializer, SeqAccess, Visitor};
-    use std::fmt;
-
-    pub struct Buf(pub Vec<u8>);
-
-    impl<'de> serde::Deserialize<'de> for Buf {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = Buf;
-                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                    f.write_str("a byte block")
-                }
-                fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Buf, E> {
-                    Ok(Buf(v.to_vec()))
-                }
-                fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Buf, E> {
-                    Ok(Buf(v))
-                }
-                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Buf, A::Error> {
-                    let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
-                    while let Some(b) = seq.next_element::<u8>()? {
-                        out.push(b);
-                    }
-                    Ok(Buf(out))
-                }
-            }
-            d.deserialize_byte_buf(V)
-        }
     }
 }
 
@@ -323,7 +289,8 @@ pub struct TickCommit {
     pub bytes: u64,
 }
 
-/// A byte block, encoded as one length-prefixed run of bytes.
+/// A byte block, encoded as one length-prefixed run of bytes, and read
+/// back from any serde format (bincode gives a byte sequence).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Bytes(pub Vec<u8>);
 
@@ -335,8 +302,28 @@ impl Serialize for Bytes {
 
 impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let b: serde_bytes_buf::Buf = Deserialize::deserialize(d)?;
-        Ok(Bytes(b.0))
+        use serde::de::{SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a byte block")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Bytes, E> {
+                Ok(Bytes(v.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Bytes, E> {
+                Ok(Bytes(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Bytes, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
+                while let Some(b) = seq.next_element::<u8>()? {
+                    out.push(b);
+                }
+                Ok(Bytes(out))
+            }
+        }
+        d.deserialize_byte_buf(V)
     }
 }
 
