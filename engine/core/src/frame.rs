@@ -287,6 +287,9 @@ pub struct FrameWriter {
     file: File,
     path: PathBuf,
     len: u64,
+    /// A simulated full disk: writes past this file length fail (tests and
+    /// `sim-cli soak`).
+    limit: Option<u64>,
 }
 
 impl FrameWriter {
@@ -309,7 +312,7 @@ impl FrameWriter {
             .map_err(|e| Error::Format { file: path.display().to_string(), cause: e.to_string() })?;
         write_atomic(path, &bytes)?;
         let file = OpenOptions::new().append(true).open(path).map_err(|e| io(path, e))?;
-        Ok(FrameWriter { file, path: path.to_path_buf(), len: bytes.len() as u64 })
+        Ok(FrameWriter { file, path: path.to_path_buf(), len: bytes.len() as u64, limit: None })
     }
 
     /// Opens an existing file for appending after its first `valid_len`
@@ -319,13 +322,23 @@ impl FrameWriter {
         file.set_len(valid_len).and_then(|_| file.sync_all()).map_err(|e| io(path, e))?;
         drop(file);
         let file = OpenOptions::new().append(true).open(path).map_err(|e| io(path, e))?;
-        Ok(FrameWriter { file, path: path.to_path_buf(), len: valid_len })
+        Ok(FrameWriter { file, path: path.to_path_buf(), len: valid_len, limit: None })
     }
 
     /// A writer appending to an open file (tests of write failures).
     #[doc(hidden)]
     pub fn on_file(file: File, path: &Path) -> FrameWriter {
-        FrameWriter { file, path: path.to_path_buf(), len: PREAMBLE }
+        FrameWriter { file, path: path.to_path_buf(), len: PREAMBLE, limit: None }
+    }
+
+    /// The same writer on a disk that fills up once the file is `bytes`
+    /// long: the write that would pass it writes what still fits and fails
+    /// with the operating system's "no space left on device", as a full
+    /// disk does. For tests of what a full disk leaves behind.
+    #[doc(hidden)]
+    pub fn with_byte_limit(mut self, bytes: u64) -> FrameWriter {
+        self.limit = Some(bytes);
+        self
     }
 
     /// Appends one frame and syncs it; returns the bytes written.
@@ -341,8 +354,17 @@ impl FrameWriter {
     pub fn append_unsynced(&mut self, payload: &[u8]) -> Result<u64> {
         let head = frame_head(payload)
             .map_err(|e| Error::Format { file: self.path.display().to_string(), cause: e.to_string() })?;
-        self.file.write_all(&head).and_then(|_| self.file.write_all(payload)).map_err(|e| io(&self.path, e))?;
         let written = FRAME_HEAD + payload.len() as u64;
+        if let Some(limit) = self.limit.filter(|&l| self.len + written > l) {
+            let fits = limit.saturating_sub(self.len) as usize;
+            let mut frame = head.to_vec();
+            frame.extend_from_slice(payload);
+            let _ = self.file.write_all(&frame[..fits.min(frame.len())]);
+            self.len += fits as u64;
+            const ENOSPC: i32 = 28;
+            return Err(io(&self.path, std::io::Error::from_raw_os_error(ENOSPC)));
+        }
+        self.file.write_all(&head).and_then(|_| self.file.write_all(payload)).map_err(|e| io(&self.path, e))?;
         self.len += written;
         Ok(written)
     }
@@ -448,6 +470,27 @@ mod tests {
         assert_eq!(all, vec![b"first".to_vec(), b"second".to_vec()]);
         write_file(&path, &F, [&b"only"[..]]).expect("rewrite");
         assert_eq!(read_all(&path, &F, |f| Ok::<_, String>(f.payload.len())).expect("read"), vec![4]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A disk that fills up mid-frame: the write fails with the system's
+    /// "no space" error naming the file, what fitted is on disk, and a
+    /// reader sees the frames before it and a torn one.
+    #[test]
+    fn a_full_disk_fails_the_write_and_leaves_a_torn_frame() {
+        let dir = std::env::temp_dir().join(format!("sim-frame-full-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("f.bin");
+        let _ = std::fs::remove_file(&path);
+        let limit = PREAMBLE + 2 * FRAME_HEAD + 5 + 10;
+        let mut w = FrameWriter::create(&path, &F, b"first", false).expect("create").with_byte_limit(limit);
+        let e = w.append(&[7u8; 64]).expect_err("the disk is full");
+        assert!(e.to_string().starts_with(&path.display().to_string()), "{e}");
+        assert!(e.to_string().contains("No space left on device"), "{e}");
+        let bytes = std::fs::read(&path).expect("read");
+        assert_eq!(bytes.len() as u64, limit);
+        let frames = read(&bytes).expect("reads");
+        assert!(matches!(&frames[..], [Next::Frame(f), Next::Torn(_)] if f.payload == b"first"), "{frames:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

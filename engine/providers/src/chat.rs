@@ -436,6 +436,12 @@ impl ModelledChat {
         let slots = tokio::sync::Semaphore::new(settings.concurrency.max(1));
         ModelledChat { scripted, settings, slots, clock: Arc::new(TokioSleeper::new()) }
     }
+
+    /// The same upstream spending its latency on `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Sleeper>) -> Self {
+        self.clock = clock;
+        self
+    }
 }
 
 impl ChatUpstream for ModelledChat {
@@ -479,10 +485,21 @@ impl ChatUpstream for ModelledChat {
 pub fn build_chat(cfg: &Config, seed: u64) -> Result<Arc<dyn ChatPort>> {
     let c = &cfg.raw.chat;
     let scripted = ScriptedPersonaModel { seed, malformed_rate: c.malformed_rate, price: cfg.chat_price };
+    let clock = crate::modelled_clock(&c.modelled).filter(|_| c.provider == ChatProvider::Modelled);
     let upstream: Arc<dyn ChatUpstream> = match c.provider {
         ChatProvider::Scripted => return Ok(Arc::new(scripted)),
-        ChatProvider::Modelled => Arc::new(ModelledChat::new(scripted, c.modelled.clone())),
+        ChatProvider::Modelled => {
+            let modelled = ModelledChat::new(scripted, c.modelled.clone());
+            Arc::new(match &clock {
+                Some(clock) => modelled.with_clock(clock.clone()),
+                None => modelled,
+            })
+        }
         ChatProvider::Openai => Arc::new(HttpChat::new(c)?),
     };
-    Ok(Arc::new(ChatClient::new(upstream, c, cfg.chat_price, seed)))
+    let client = ChatClient::new(upstream, c, cfg.chat_price, seed);
+    Ok(Arc::new(match clock {
+        Some(clock) => client.with_clock(clock),
+        None => client,
+    }))
 }

@@ -58,9 +58,16 @@ use std::sync::Arc;
 /// only when the configuration names it.
 pub fn build_embedder(cfg: &Config, seed: u64) -> engine::Result<InferenceClient> {
     let e = &cfg.raw.embedding;
+    let clock = modelled_clock(&e.modelled);
     let provider: Arc<dyn EmbedProvider> = match e.provider {
         Provider::Local => Arc::new(LocalProvider),
-        Provider::Modelled => Arc::new(ModelledProvider::new(e.modelled.clone())),
+        Provider::Modelled => {
+            let modelled = ModelledProvider::new(e.modelled.clone());
+            Arc::new(match &clock {
+                Some(c) => modelled.with_clock(c.clone()),
+                None => modelled,
+            })
+        }
         Provider::Openai => Arc::new(HttpProvider::new(&e.http)?),
         Provider::Minilm => Arc::new(MiniLmProvider::new(minilm::load_configured(&e.minilm)?)),
     };
@@ -69,7 +76,21 @@ pub fn build_embedder(cfg: &Config, seed: u64) -> engine::Result<InferenceClient
         (true, "") => Some(TextCache::in_memory()),
         (true, file) => Some(TextCache::with_file(std::path::Path::new(file))?),
     };
-    Ok(InferenceClient::new(provider, e.client_settings(), cfg.embedding_price, cache, seed))
+    let client = InferenceClient::new(provider, e.client_settings(), cfg.embedding_price, cache, seed);
+    Ok(match clock {
+        Some(c) if e.provider == Provider::Modelled => client.with_clock(c),
+        _ => client,
+    })
+}
+
+/// A simulated clock when a modelled provider's settings ask for one; the
+/// client's backoffs then wait on the same clock.
+pub(crate) fn modelled_clock(settings: &engine::embed::upstream::ModelledSettings) -> Option<Arc<dyn clock::Sleeper>> {
+    use engine::embed::upstream::LatencyClock;
+    match settings.clock {
+        LatencyClock::Real => None,
+        LatencyClock::Simulated => Some(Arc::new(clock::SimulatedSleeper::new())),
+    }
 }
 
 /// Completes a configuration with the identity of the models it names, so

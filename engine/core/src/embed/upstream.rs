@@ -52,6 +52,31 @@ pub struct ModelledSettings {
     pub retry_after_ms: u64,
     /// Seed of the fault draws. Default 0.
     pub seed: u64,
+    /// Where the latency, the backoffs and the retry-afters are spent:
+    /// `real` time (default), or a `simulated` clock that moves forward at
+    /// once, so that a run with many modelled waits is bound by CPU (soaks,
+    /// tests). Costs, faults and every digest are the same on either; only
+    /// the recorded latencies differ. Left out of the file when `real`.
+    #[serde(skip_serializing_if = "LatencyClock::is_real")]
+    pub clock: LatencyClock,
+}
+
+/// The clock a modelled provider spends its waits on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LatencyClock {
+    /// Real time: a modelled 40 ms takes 40 ms.
+    #[default]
+    Real,
+    /// A virtual clock: waits move it forward and return at once.
+    Simulated,
+}
+
+impl LatencyClock {
+    /// True for [`LatencyClock::Real`].
+    pub fn is_real(&self) -> bool {
+        *self == LatencyClock::Real
+    }
 }
 
 impl Default for ModelledSettings {
@@ -66,6 +91,7 @@ impl Default for ModelledSettings {
             permanent: 0.0,
             retry_after_ms: 50,
             seed: 0,
+            clock: LatencyClock::Real,
         }
     }
 }

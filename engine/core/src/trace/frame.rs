@@ -352,6 +352,14 @@ impl TraceWriter {
         self
     }
 
+    /// The same writer on a disk that fills up once the trace is `bytes`
+    /// long (see [`FrameWriter::with_byte_limit`]).
+    #[doc(hidden)]
+    pub fn with_byte_limit(mut self, bytes: u64) -> TraceWriter {
+        self.frames = self.frames.with_byte_limit(bytes);
+        self
+    }
+
     /// Appends one record and syncs it; returns the bytes written. A tick
     /// whose encoding is larger than a part is streamed out in parts as it
     /// is encoded, so the writer holds one part of it at a time (and that
