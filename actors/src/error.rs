@@ -48,6 +48,16 @@ pub enum Error {
     /// The trace writer thread stopped before the run did.
     #[error("the trace writer {0}")]
     TraceWriter(&'static str),
+    /// The trace writer could not write a record (a full disk, say); what
+    /// was committed before it stays.
+    #[error("could not write {what} to the trace")]
+    TraceWrite {
+        /// `tick N` or `the end of the run`.
+        what: String,
+        /// The writer's error.
+        #[source]
+        source: engine::Error,
+    },
     /// The field actor stopped answering (an internal fault).
     #[error("the field actor failed: {0}")]
     FieldActor(String),
@@ -106,6 +116,7 @@ impl Error {
             Error::Spawn { .. }
             | Error::Coordinator { .. }
             | Error::TraceWriter(_)
+            | Error::TraceWrite { .. }
             | Error::Diverged(_)
             | Error::FieldActor(_)
             | Error::Mission(_) => false,

@@ -71,12 +71,61 @@ fn outcome_diff(a: &Outcome, b: &Outcome) -> Vec<&'static str> {
     d
 }
 
+/// What two ticks are compared on: a recorded frame or a re-run's report.
+pub struct TickView<'a> {
+    /// Tick number.
+    pub tick: u32,
+    /// One outcome per job, in job order.
+    pub outcomes: &'a [Outcome],
+    /// Per-persona state digests.
+    pub persona_digests: &'a [Option<engine::digest::Digest>],
+    /// Memories created.
+    pub memories: &'a [engine::trace::MemoryEvent],
+    /// Embedding invocations.
+    pub embeddings: &'a [engine::trace::EmbedExchange],
+    /// The tick's digests.
+    pub digests: &'a engine::turn::TickDigests,
+}
+
+impl<'a> From<&'a TickFrame> for TickView<'a> {
+    fn from(t: &'a TickFrame) -> Self {
+        TickView {
+            tick: t.tick,
+            outcomes: &t.outcomes,
+            persona_digests: &t.persona_digests,
+            memories: &t.memories,
+            embeddings: &t.embeddings,
+            digests: &t.digests,
+        }
+    }
+}
+
+impl<'a> From<&'a TickReport> for TickView<'a> {
+    fn from(t: &'a TickReport) -> Self {
+        TickView {
+            tick: t.tick,
+            outcomes: &t.outcomes,
+            persona_digests: &t.persona_digests,
+            memories: &t.memories,
+            embeddings: &t.embeddings,
+            digests: &t.digests,
+        }
+    }
+}
+
 /// Compares a re-run tick with its recorded frame.
 pub fn compare(recorded: &TickFrame, replayed: &TickReport) -> Option<Divergence> {
-    let tick = recorded.tick;
+    compare_ticks(recorded.into(), replayed.into(), ("recorded", "replayed"))
+}
+
+/// The first difference between two ticks, `names` saying what each is
+/// ("recorded" and "replayed", say), earliest stage first.
+pub fn compare_ticks(a: TickView<'_>, b: TickView<'_>, names: (&str, &str)) -> Option<Divergence> {
+    let tick = a.tick;
     let div = |persona: Option<u32>, what: String| Some(Divergence { tick, persona, what });
-    if recorded.outcomes.len() != replayed.outcomes.len() {
-        return div(None, format!("{} jobs recorded, {} replayed", recorded.outcomes.len(), replayed.outcomes.len()));
+    let (an, bn) = names;
+    if a.outcomes.len() != b.outcomes.len() {
+        return div(None, format!("{} jobs {an}, {} {bn}", a.outcomes.len(), b.outcomes.len()));
     }
     // Stage by stage, so that the earliest cause is named rather than a
     // later job that a shared embedding invocation dragged along.
@@ -88,37 +137,95 @@ pub fn compare(recorded: &TickFrame, replayed: &TickReport) -> Option<Divergence
             a.reaction == b.reaction
                 && a.reflection == b.reflection
                 && a.probes == b.probes
-                && a.chat_calls == b.chat_calls
+                && a.chat_calls
+                    .iter()
+                    .map(|c| (&c.request, &c.reply))
+                    .eq(b.chat_calls.iter().map(|c| (&c.request, &c.reply)))
         },
         |a, b| outcome_diff(a, b).is_empty(),
     ];
     for same in stages {
-        if let Some((a, b)) = recorded.outcomes.iter().zip(&replayed.outcomes).find(|(a, b)| !same(a, b)) {
-            let d = outcome_diff(a, b);
-            return div(Some(a.persona), format!("job {} ({}) differs in: {}", a.position, a.stimulus, d.join(", ")));
+        if let Some((x, y)) = a.outcomes.iter().zip(b.outcomes).find(|(x, y)| !same(x, y)) {
+            let d = outcome_diff(x, y);
+            return div(Some(x.persona), format!("job {} ({}) differs in: {}", x.position, x.stimulus, d.join(", ")));
         }
     }
-    for (p, (a, b)) in recorded.persona_digests.iter().zip(&replayed.persona_digests).enumerate() {
-        if a != b {
+    for (p, (x, y)) in a.persona_digests.iter().zip(b.persona_digests).enumerate() {
+        if x != y {
             let show = |d: &Option<engine::digest::Digest>| d.map_or("none".to_string(), |d| d.hex()[..16].to_string());
-            return div(Some(p as u32), format!("state digest differs: recorded {}, replayed {}", show(a), show(b)));
+            return div(Some(p as u32), format!("state digest differs: {an} {}, {bn} {}", show(x), show(y)));
         }
     }
-    if recorded.memories != replayed.memories {
+    if a.memories != b.memories {
         return div(None, "memory events differ".into());
     }
-    if recorded.embeddings.len() != replayed.embeddings.len()
-        || recorded.embeddings.iter().zip(&replayed.embeddings).any(|(a, b)| a.request != b.request)
+    if a.embeddings.len() != b.embeddings.len()
+        || a.embeddings.iter().zip(b.embeddings).any(|(x, y)| x.request != y.request)
     {
         return div(None, "embedding requests differ".into());
     }
-    if recorded.digests.digest != replayed.digests.digest {
+    if a.digests.digest != b.digests.digest {
         return div(None, "tick digest differs".into());
     }
-    if recorded.digests.full_digest != replayed.digests.full_digest {
+    if a.digests.full_digest != b.digests.full_digest {
         return div(None, "full digest differs (costs or request grouping)".into());
     }
     None
+}
+
+/// The first difference between two recorded runs of one configuration
+/// (the trace `a` and the trace `b`, called `names` in the message), tick
+/// by tick: `None` when every committed tick and the end agree. Reads both
+/// traces a tick at a time.
+pub fn first_divergence(a: &std::path::Path, b: &std::path::Path, names: (&str, &str)) -> Result<Option<Divergence>> {
+    use engine::trace::frame::open_records;
+    use engine::trace::Record;
+    let (mut ra, mut rb) = (open_records(a)?, open_records(b)?);
+    let mut last = 0;
+    loop {
+        match (ra.next_record()?, rb.next_record()?) {
+            (None, None) => return Ok(None),
+            (Some(Record::Header(x)), Some(Record::Header(y))) => {
+                let same = (x.config_hash, x.seed, x.personas, x.ticks, &x.scenario_hash)
+                    == (y.config_hash, y.seed, y.personas, y.ticks, &y.scenario_hash);
+                if !same {
+                    let what = "the headers differ: not runs of one configuration, seed and panel".into();
+                    return Ok(Some(Divergence { tick: 0, persona: None, what }));
+                }
+            }
+            (Some(Record::Tick(x)), Some(Record::Tick(y))) => {
+                last = x.tick;
+                if let Some(d) = compare_ticks((&*x).into(), (&*y).into(), names) {
+                    return Ok(Some(d));
+                }
+            }
+            (Some(Record::End(x)), Some(Record::End(y))) => {
+                if x != y {
+                    return Ok(Some(Divergence {
+                        tick: last,
+                        persona: None,
+                        what: "the runs ended differently".into(),
+                    }));
+                }
+            }
+            (x, y) => {
+                let name = |r: &Option<Record>| match r {
+                    None => "nothing more".to_string(),
+                    Some(Record::Tick(t)) => format!("tick {}", t.tick),
+                    Some(Record::End(_)) => "the end of the run".to_string(),
+                    Some(_) => "another record".to_string(),
+                };
+                let what = format!(
+                    "after tick {last}, the {} run has {}, the {} run {}",
+                    names.0,
+                    name(&x),
+                    names.1,
+                    name(&y)
+                );
+                return Ok(Some(Divergence { tick: last + 1, persona: None, what }));
+            }
+        }
+    }
 }
 
 /// The run a header describes. Ports are left unset (embedded defaults).

@@ -356,7 +356,15 @@ async fn drive(
         summary.timings_ms.chat += report.timings.chat;
         summary.timings_ms.memory_finalisation += report.timings.memory_finalisation;
         let tripped = if tick > shared.replayed_ticks { engine::report::breaker(&report.outcomes) } else { None };
-        on_tick(report).map_err(|e| Error::Observer { tick, source: Box::new(e) })?;
+        on_tick(report).map_err(|e| {
+            // A failed trace write names its own tick (the writer runs
+            // one tick behind the loop).
+            if matches!(e, Error::TraceWrite { .. }) {
+                e
+            } else {
+                Error::Observer { tick, source: Box::new(e) }
+            }
+        })?;
         let spent = summary.cost.provider_total_nano_usd;
         let stop = |reason, detail: String| Stopped {
             reason,

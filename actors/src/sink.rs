@@ -29,7 +29,13 @@ impl TraceSink {
             .name("trace-writer".into())
             .spawn(move || {
                 for record in rx {
-                    writer.append(&record)?;
+                    let what = match &record {
+                        Record::Tick(t) => format!("tick {}", t.tick),
+                        Record::End(_) => "the end of the run".to_string(),
+                        Record::Header(_) => "the header".to_string(),
+                        Record::TickPart(_) | Record::TickCommit(_) => "a tick part".to_string(),
+                    };
+                    writer.append(&record).map_err(|source| Error::TraceWrite { what, source })?;
                 }
                 Ok(writer.len())
             })

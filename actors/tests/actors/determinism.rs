@@ -85,3 +85,40 @@ fn modelled_chat_faults_replay_the_same_at_any_thread_count() {
     assert!(one.summary.jobs.failed > 0);
     assert_eq!(one.summary.cost.allocated_total_nano_usd, one.summary.cost.provider_total_nano_usd);
 }
+
+/// Two traces of one run agree; a changed reaction is named by tick,
+/// persona and part, and a shorter trace by where it stops.
+#[test]
+fn the_first_divergence_between_two_traces_is_named() {
+    use actors::replay::first_divergence;
+    use engine::trace::{Header, Record, TickFrame, TraceWriter};
+    let dir = std::env::temp_dir().join(format!("actors-diverge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let spec = spec(3, "default");
+    let header = Header::new(&spec.config, 3, spec.personas, spec.ticks);
+    let frames: Vec<TickFrame> = run_with(spec, 2).1.into_iter().map(|r| r.into_frame()).collect();
+    let write = |name: &str, frames: &[TickFrame]| {
+        let path = dir.join(name);
+        let mut w = TraceWriter::create(&path, &header).expect("create");
+        for f in frames {
+            w.append(&Record::Tick(Box::new(f.clone()))).expect("append");
+        }
+        path
+    };
+    let names = ("left", "right");
+    let a = write("a.bin", &frames);
+    assert_eq!(first_divergence(&a, &write("b.bin", &frames), names).expect("reads"), None);
+    let mut changed = frames.clone();
+    let at = changed[1].outcomes.iter().position(|o| o.reaction.is_some()).expect("a reaction in tick 2");
+    let job = &mut changed[1].outcomes[at];
+    let persona = job.persona;
+    job.reaction.as_mut().expect("a reaction").text.push('!');
+    let d = first_divergence(&a, &write("c.bin", &changed), names).expect("reads").expect("differs");
+    assert_eq!((d.tick, d.persona), (2, Some(persona)));
+    assert!(d.what.contains(&format!("job {at} ")) && d.what.contains("reaction"), "{d}");
+    let d = first_divergence(&a, &write("d.bin", &frames[..2]), names).expect("reads").expect("differs");
+    assert_eq!(d.tick, 3);
+    assert!(d.what.contains("the left run has tick 3, the right run nothing more"), "{d}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -97,6 +97,62 @@ fn modelled_faults_are_retried_and_conserved_end_to_end() {
     assert_eq!(a.cost.allocated_total_nano_usd, a.cost.provider_total_nano_usd);
 }
 
+/// The trace audit (`engine::trace::audit`) passes a faulty modelled run
+/// and agrees with its summary; each kind of broken book is then caught.
+#[test]
+fn the_audit_passes_a_faulty_run_and_catches_broken_books() {
+    use engine::trace::audit::audit;
+    use engine::trace::{Header, TickFrame};
+    let faults = "max_retries = 3\nbackoff_base_ms = 1\nbackoff_max_ms = 2\n";
+    let modelled = "clock = \"simulated\"\nserver_error = 0.2\nrate_limited = 0.1\npermanent = 0.05\n";
+    let cfg = format!(
+        "[embedding]\nprovider = \"modelled\"\n{faults}[embedding.modelled]\n{modelled}\
+         [chat]\nprovider = \"modelled\"\n{faults}[chat.modelled]\n{modelled}"
+    );
+    let mut spec = RunSpec::defaults(4, 12, 3);
+    spec.config = config(&cfg);
+    let header = Header::new(&spec.config, 4, 12, 3);
+    let (result, reports) = run_with(spec, 2);
+    let frames: Vec<TickFrame> = reports.into_iter().map(|r| r.into_frame()).collect();
+    let clean = audit(&header, &frames);
+    assert!(clean.is_clean(), "{:?}", clean.problems);
+    let s = &result.summary;
+    assert_eq!(clean.provider_nano_usd, s.cost.provider_total_nano_usd);
+    assert_eq!(clean.allocated_nano_usd, s.cost.allocated_total_nano_usd);
+    assert_eq!((clean.jobs, clean.chat_attempts), (s.jobs.total, s.chat.attempts));
+    assert!(s.chat.retries > 0 && s.jobs.failed > 0, "the faults fired: {:?} {:?}", s.chat, s.jobs);
+
+    let broken = |edit: &dyn Fn(&mut Vec<TickFrame>)| {
+        let mut f = frames.clone();
+        edit(&mut f);
+        audit(&header, &f).problems.join("; ")
+    };
+    let retried = |f: &Vec<TickFrame>| {
+        f.iter()
+            .enumerate()
+            .flat_map(|(t, tick)| tick.outcomes.iter().enumerate().map(move |(j, o)| (t, j, o)))
+            .find_map(|(t, j, o)| o.chat_calls.iter().position(|c| c.attempts.len() > 1).map(|c| (t, j, c)))
+            .expect("a call with a retry")
+    };
+    let twice = broken(&|f| {
+        let o = f[1].outcomes[2].clone();
+        f[1].outcomes[3] = engine::turn::Outcome { position: 3, ..o };
+    });
+    assert!(twice.contains("a second outcome"), "{twice}");
+    let dropped = broken(&|f| {
+        let (t, j, c) = retried(f);
+        f[t].outcomes[j].chat_calls[c].attempts.remove(0);
+    });
+    assert!(dropped.contains("attempt 1 recorded at place 0"), "{dropped}");
+    let billed = broken(&|f| {
+        let (t, j, c) = retried(f);
+        f[t].outcomes[j].chat_calls[c].attempts[0].spend.nano_usd += 7;
+    });
+    assert!(billed.contains("its attempts were billed"), "{billed}");
+    let moved = broken(&|f| f[0].outcomes[0].spend.memory_embedding_estimate.nano_usd += 1);
+    assert!(moved.contains("allocated") && moved.contains("the providers billed"), "{moved}");
+}
+
 #[test]
 fn a_cache_file_makes_the_next_run_warm() {
     let dir = std::env::temp_dir().join(format!("actors-cache-{}", std::process::id()));

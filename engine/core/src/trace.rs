@@ -12,6 +12,7 @@
 //! [`cassette`] serves model answers back from a trace keyed by request
 //! digest, so replay and resume make no model calls.
 
+pub mod audit;
 pub mod cassette;
 pub mod frame;
 pub mod record;
