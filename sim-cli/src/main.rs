@@ -1,6 +1,7 @@
 //! `sim-cli`: run persona panels on the simulation engine.
 
 mod bench;
+mod check;
 mod embed;
 mod experiment;
 mod export;
@@ -15,6 +16,7 @@ mod replay;
 mod report;
 mod run;
 mod scale;
+mod soak;
 
 use clap::{Parser, Subcommand};
 
@@ -71,6 +73,10 @@ enum Command {
     CompareIntent(intent::CompareArgs),
     /// The controlled experiment: a researcher, an analyst and a writer sharing a field versus passing messages.
     Experiment(experiment::ExperimentArgs),
+    /// Run the same configuration at 1 thread and at the machine's thread count: `ok`, or the first divergence.
+    CheckDeterminism(check::CheckArgs),
+    /// Test the engine's promises by campaign: determinism, kills, provider faults, a full disk, bad input.
+    Soak(soak::SoakArgs),
     /// List the built-in scenarios.
     Scenarios,
 }
@@ -92,6 +98,8 @@ fn main() -> ExitCode {
         Command::Export(cmd) => export::export(cmd),
         Command::Intent(cmd) => intent::intent(cmd),
         Command::CompareIntent(args) => intent::compare(&args),
+        Command::CheckDeterminism(args) => check::check(args),
+        Command::Soak(args) => soak::soak(args),
         Command::Scenarios => {
             output::list_scenarios();
             Ok(())
@@ -110,12 +118,30 @@ fn main() -> ExitCode {
 fn report(e: &anyhow::Error) -> ExitCode {
     let internal = e.chain().find_map(|c| c.downcast_ref::<actors::Error>()).is_some_and(|a| !a.is_caller_fault());
     if internal {
-        eprintln!("internal error (not a problem with your input): {e:#}");
+        eprintln!("internal error (not a problem with your input): {}", chain(e));
         ExitCode::from(70)
     } else {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", chain(e));
         ExitCode::FAILURE
     }
+}
+
+/// An error with its causes, `: `-separated, each said once: a cause whose
+/// text the message already holds (some errors quote their source) is
+/// left out.
+fn chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// Logs go to stderr, filtered by `RUST_LOG` (default: warnings). A panic

@@ -116,6 +116,33 @@ pub struct RunArgs {
     /// holds every other setting). A finished run is left unchanged.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy", "outcomes"])]
     pub resume: Option<PathBuf>,
+    #[command(flatten)]
+    pub hooks: TraceHooks,
+}
+
+/// Hidden switches `sim-cli soak` drives its children with. Operational:
+/// they change how the trace is written, never what it holds.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct TraceHooks {
+    /// Write every tick in trace parts of at most this many bytes (so that a
+    /// kill can land between the frames of one tick of a small panel).
+    #[arg(long, hide = true, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=16 << 20))]
+    pub trace_part_bytes: Option<u64>,
+    /// Simulate a disk that fills up once the trace is this many bytes long.
+    #[arg(long, hide = true, value_name = "BYTES")]
+    pub trace_disk_full_at: Option<u64>,
+}
+
+impl TraceHooks {
+    fn apply(self, mut w: TraceWriter) -> TraceWriter {
+        if let Some(b) = self.trace_part_bytes {
+            w = w.with_part_bytes(b as usize);
+        }
+        if let Some(b) = self.trace_disk_full_at {
+            w = w.with_byte_limit(b);
+        }
+        w
+    }
 }
 
 /// A scenario with where it came from and its source text.
@@ -193,7 +220,7 @@ pub const CHAT_WAL_FILE: &str = "chat.wal";
 /// Runs `sim-cli run`.
 pub fn run(args: RunArgs) -> Result<()> {
     if let Some(dir) = &args.resume {
-        return resume(dir, args.threads, args.json);
+        return resume(dir, args.threads, args.json, args.hooks);
     }
     let budget_nano_usd = match args.budget_usd {
         None => None,
@@ -238,7 +265,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             std::sync::Arc::new(engine::trace::wal::WalChat::open(&out.path().join(CHAT_WAL_FILE), chat)?)
         }
     };
-    let mut trace = TraceSink::new(out.create_trace(&header)?);
+    let mut trace = TraceSink::new(args.hooks.apply(out.create_trace(&header)?));
     let (terminal, progress) = progress(args.ticks);
     let spec = RunSpec {
         config,
@@ -263,9 +290,18 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let Some(t) = &terminal {
         t.finish();
     }
-    let mut summary = result?.summary;
+    let mut summary = result.map_err(|e| stopped_by(e, out.path()))?.summary;
     summary.out_dir = out.path().display().to_string();
     close(trace, out, &summary, args.json)
+}
+
+/// A run that failed mid-way keeps what it committed: the error says so,
+/// with the command that continues it.
+fn stopped_by(e: actors::Error, dir: &Path) -> anyhow::Error {
+    anyhow::Error::from(e).context(format!(
+        "the run stopped; every committed tick is kept (once the cause is fixed, `sim-cli run --resume {}` continues)",
+        dir.display()
+    ))
 }
 
 /// A flag that the first Ctrl-C sets (the run stops at the next tick
@@ -313,7 +349,7 @@ pub fn trace_path(arg: &Path) -> Result<PathBuf> {
 
 /// `sim-cli run --resume DIR`: continues a killed run from its last
 /// committed tick; a finished run is left as it is.
-fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
+fn resume(dir: &Path, threads: Option<u32>, json: bool, hooks: TraceHooks) -> Result<()> {
     let path = trace_path(dir)?;
     let run_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let read = read_trace_file(&path, true).with_context(|| format!("cannot resume from {}", path.display()))?;
@@ -345,7 +381,7 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
     }
     eprintln!("{}: resuming after tick {} of {}", path.display(), read.ticks.len(), read.header.ticks);
     let interrupt = interrupt_on_ctrl_c(&runtime, &run_dir)?;
-    let mut trace = TraceSink::new(TraceWriter::reopen(&path, read.valid_len)?);
+    let mut trace = TraceSink::new(hooks.apply(TraceWriter::reopen(&path, read.valid_len)?));
     let out = OutputDir::existing(&run_dir);
     // The run wrote outcomes.jsonl or it did not; resuming keeps to that.
     let mut writer = out.outcome_writer(run_dir.join(OUTCOMES_FILE).exists())?;
@@ -360,7 +396,7 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
     if let Some(t) = &terminal {
         t.finish();
     }
-    let rerun = rerun?;
+    let rerun = rerun.map_err(|e| stopped_by(e, &run_dir))?;
     if let Some(d) = rerun.divergence {
         bail!("cannot resume {}: re-running the recorded ticks diverged at {d}", path.display());
     }
@@ -375,9 +411,9 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool) -> Result<()> {
 fn close(mut trace: TraceSink, out: OutputDir, summary: &RunSummary, json: bool) -> Result<()> {
     let resumable = summary.stopped.as_ref().filter(|s| !s.reason.is_final()).cloned();
     if resumable.is_none() {
-        trace.send(Record::End(run_end(summary)))?;
+        trace.send(Record::End(run_end(summary))).map_err(|e| stopped_by(e, out.path()))?;
     }
-    trace.finish()?;
+    trace.finish().map_err(|e| stopped_by(e, out.path()))?;
     out.write_summary(summary)?;
     finish(summary, json)?;
     match resumable {

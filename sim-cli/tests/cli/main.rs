@@ -6,8 +6,11 @@ mod support;
 mod run;
 // Bad input: each case names the input and the cause and exits non-zero.
 mod bad_input;
-// Traces: replay, divergence, inspect, damage, resume after SIGKILL, no secrets.
+// Traces: replay, divergence, inspect, damage, parts, resume, no secrets.
 mod trace;
+// `sim-cli soak` (the short campaign CI runs: determinism, kills, faults, full disk,
+// mutated inputs) and `sim-cli check-determinism`.
+mod soak;
 // Memory commands on a recorded run.
 mod memory;
 // `sim-cli field`: simulate, replay, stats, bench.
