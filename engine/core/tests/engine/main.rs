@@ -8,3 +8,6 @@
 mod converse;
 // The trace file: round trip, damage, truncation, limits, versions.
 mod trace;
+// Property-based fuzzing on stable: the trace decoder, the frame reader, the
+// scenario and config parsers.
+mod fuzz;

@@ -14,7 +14,7 @@ use engine::turn::{Outcome, TickDigests};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-fn header() -> Header {
+pub(crate) fn header() -> Header {
     let cfg = Config::defaults();
     Header {
         format_version: FORMAT_VERSION,
@@ -34,7 +34,7 @@ fn header() -> Header {
     }
 }
 
-fn tick(t: u32) -> TickFrame {
+pub(crate) fn tick(t: u32) -> TickFrame {
     let mut o = Outcome::new(t, 0, 1, "ad".into(), 0);
     o.retrieved = vec![MemoryId { persona: 1, seq: 0 }];
     let d = DigestWriter::new("t").u32(t).finish();
