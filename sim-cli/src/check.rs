@@ -47,6 +47,9 @@ pub fn check(a: CheckArgs) -> Result<()> {
     if let Some(bad) = a.run.iter().find(|f| ["--out", "--threads", "--resume"].iter().any(|o| f.starts_with(o))) {
         bail!("{bad}: check-determinism chooses where and on how many threads the two runs go; leave it out");
     }
+    // `--json` after the run flags is still this command's.
+    let json = a.json || a.run.iter().any(|f| f == "--json");
+    let run: Vec<&String> = a.run.iter().filter(|f| *f != "--json").collect();
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
     let threads = a.threads.unwrap_or(cores.max(2));
     let (root, temporary) = match &a.keep {
@@ -64,7 +67,7 @@ pub fn check(a: CheckArgs) -> Result<()> {
         let out = Command::new(&exe)
             .arg("--quiet")
             .arg("run")
-            .args(&a.run)
+            .args(&run)
             .args(["--json", "--threads", &t.to_string(), "--out"])
             .arg(&dir)
             .output()
@@ -93,7 +96,7 @@ pub fn check(a: CheckArgs) -> Result<()> {
         full_digest: digests[0].1.clone(),
         divergence: divergence.clone(),
     };
-    if a.json {
+    if json {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if v.ok {
         println!("ok: 1 and {threads} threads give digest {}", v.digest.as_deref().unwrap_or("?"));

@@ -25,7 +25,7 @@ pub struct InputReport {
     pub errors: u32,
     /// Accepted as valid.
     pub valid: u32,
-    /// Valid ones run for real (`sim-cli run`, 3 personas, 2 ticks).
+    /// Valid ones run for real (`sim-cli run`, 3 personas, 3 ticks).
     pub ran: u32,
     /// Valid ones whose run was stopped after a minute (a per-minute limit
     /// of 1, say): slow, not broken.
@@ -207,7 +207,10 @@ pub fn inputs(s: &mut Soak, first: u64, mutations: u32) -> Result<InputReport> {
                     .map(|_| ())
                     .map_err(|e| e.to_string()),
                 _ => serde_json::from_str::<Op>(&text).map_err(|e| e.to_string()).and_then(|op| {
+                    // A world holding the test memory the operations name.
                     let mut world = MemoryWorld::default();
+                    let create = serde_json::from_str::<Op>(&ops[0]).map_err(|e| e.to_string())?;
+                    world.apply(&create, &rules, false).map_err(|e| e.to_string())?;
                     world.apply(&op, &rules, false).map(|_| ()).map_err(|e| e.to_string())
                 }),
             },
@@ -221,7 +224,12 @@ pub fn inputs(s: &mut Soak, first: u64, mutations: u32) -> Result<InputReport> {
                 let file = format!("panic-{n}.{}", if kind == 2 { "jsonl" } else { "toml" });
                 let _ = std::fs::write(s.path(&file), &text);
                 let what = ["scenario", "config", "memory operation"][kind];
-                let reproduce = format!("the {what} in {} (mutation {n}, seed {first})", s.path(&file).display());
+                let path = s.path(&file).display().to_string();
+                let reproduce = match kind {
+                    0 => shell(&args(&["run", "--personas", "3", "--ticks", "3", "--scenario", &path])),
+                    1 => shell(&args(&["run", "--personas", "3", "--ticks", "3", "--config", &path])),
+                    _ => format!("copy {path} to a run directory's memory-ops.jsonl, then `sim-cli memory status DIR`"),
+                };
                 s.fail("inputs", format!("a mutated {what} panicked: {panic}"), reproduce);
             }
             Ok(Err(_)) => {
@@ -253,7 +261,7 @@ fn run_valid(s: &mut Soak, kind: usize, n: u32, text: &str, rep: &mut InputRepor
     let file = format!("valid-{n}.toml");
     std::fs::write(s.path(&file), text)?;
     let out_dir = format!("valid-{n}");
-    let mut a = args(&["run", "--personas", "3", "--ticks", "2", "--json", "--outcomes", "never", "--out", &out_dir]);
+    let mut a = args(&["run", "--personas", "3", "--ticks", "3", "--json", "--outcomes", "never", "--out", &out_dir]);
     a.extend([if kind == 0 { "--scenario" } else { "--config" }.to_string(), file.clone()]);
     let mut child = s.command(&a).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn()?;
     let start = std::time::Instant::now();

@@ -29,7 +29,9 @@ pub struct KillReport {
     pub during_resume: u32,
     /// Kills that came after the run had finished (they prove nothing).
     pub after_finish: u32,
-    /// Torn tails cut off by the next resume and kept beside the trace.
+    /// Torn tails (or uncommitted parts) a finishing resume found.
+    pub tails_seen: u32,
+    /// Those it cut off and kept beside the trace.
     pub tails_kept: u32,
     /// Committed ticks a kill lost or changed.
     pub lost_committed_ticks: u32,
@@ -149,7 +151,14 @@ pub fn kills(s: &mut Soak, first: u64, kills: u32, personas: u32) -> Result<Kill
         };
         let running = kill_at(s, &a, &trace, moment)?;
         rep.kills += 1;
-        let (mut state, intact) = inspect(&trace, &reference)?;
+        let (mut state, intact) = match inspect(&trace, &reference) {
+            Ok(read) => read,
+            Err(e) => {
+                s.fail("kills", format!("case {case}: killed {moment}, the trace does not read back: {e}"), shell(&a));
+                case += 1;
+                continue;
+            }
+        };
         count(&mut rep, &state, running, intact);
         let mut story = format!("case {case}: killed {moment}");
         let mut rounds = 0;
@@ -166,15 +175,18 @@ pub fn kills(s: &mut Soak, first: u64, kills: u32, personas: u32) -> Result<Kill
                 rep.kills += 1;
                 rep.during_resume += 1;
                 story += &format!(", its resume killed {moment}");
-                let tail = state.tail;
-                let (next, intact) = inspect(&trace, &reference)?;
+                let Ok((next, intact)) = inspect(&trace, &reference) else {
+                    break Err(format!("left a trace that does not read back ({story})"));
+                };
                 count(&mut rep, &next, running, intact && next.committed >= before);
-                rep.tails_kept += u32::from(tail.is_some_and(|t| kept(&trace, t)));
                 state = next;
                 continue;
             }
             let out = s.sim(&resume)?;
-            rep.tails_kept += u32::from(state.tail.is_some_and(|t| kept(&trace, t)));
+            if let Some(t) = state.tail {
+                rep.tails_seen += 1;
+                rep.tails_kept += u32::from(kept(&trace, t));
+            }
             break summary_of(&out);
         };
         let got = summary.as_ref().ok().and_then(digests_of);
@@ -192,6 +204,14 @@ pub fn kills(s: &mut Soak, first: u64, kills: u32, personas: u32) -> Result<Kill
     }
     if rep.lost_committed_ticks > 0 {
         let what = format!("{} kills lost or changed committed ticks (kill seed {first})", rep.lost_committed_ticks);
+        s.fail("kills", what, format!("sim-cli soak --only kills --kills {kills} --first-seed {first}"));
+    }
+    if rep.tails_kept < rep.tails_seen {
+        let what = format!(
+            "{} of {} torn tails were not kept beside the trace",
+            rep.tails_seen - rep.tails_kept,
+            rep.tails_seen
+        );
         s.fail("kills", what, format!("sim-cli soak --only kills --kills {kills} --first-seed {first}"));
     }
     if rep.mid_tick == 0 && kills >= 3 {
