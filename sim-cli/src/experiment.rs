@@ -390,23 +390,43 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     Ok(())
 }
 
-fn criteria_table(s: &Summary) -> String {
-    let mut t = String::from("| criterion | threshold | value | result |\n|---|---:|---:|---|\n");
+/// The recommendation as the first lines of a report.
+pub fn recommendation_md(s: &Summary) -> String {
+    match &s.recommendation {
+        Some(r) => format!(
+            "**Recommendation: {}** (verdict: {}). The rule that fired: {}.\n",
+            r.action.replace('_', " "),
+            r.verdict.name(),
+            r.rule
+        ),
+        None => String::new(),
+    }
+}
+
+pub fn criteria_table(s: &Summary) -> String {
+    let mut t = String::from("| criterion | threshold | value | source | result |\n|---|---:|---:|---|---|\n");
     for c in &s.criteria {
         t.push_str(&format!(
-            "| {} | {} | {:.3} | {} |\n",
+            "| {} | {} | {:.3} | {} | {} |\n",
             c.name,
             c.threshold,
             c.value,
-            if c.pass { "pass" } else { "FAIL" }
+            c.source,
+            c.verdict.name()
         ));
     }
     t.push_str(&format!(
-        "\nOverall: {} (lambda {}, {} paired comparisons)\n",
-        if s.pass { "all criteria pass" } else { "not all criteria pass" },
+        "\nOverall: {} (lambda {}, {} paired comparisons{})\n",
+        s.verdict.name(),
         s.lambda,
-        s.pairs
+        s.pairs,
+        if engine::experiment::summary::significance_reachable(s.pairs, engine::experiment::summary::ALPHA) {
+            ""
+        } else {
+            "; at least 6 are needed before a signed-rank test can reach p < 0.05"
+        }
     ));
+    t.push_str(&recommendation_md(s));
     if let (Some(pick), true) = (&s.lambda_pick, s.lambda_sweep.len() > 1) {
         t.push_str(&format!("The lambda sweep picks {} ({}).\n", pick.chosen, pick.rule));
         if let Some(l) = pick.calibrated.as_ref().and_then(|c| c.lambda) {
@@ -415,6 +435,12 @@ fn criteria_table(s: &Summary) -> String {
     }
     t
 }
+
+/// Around the recommendation at the top of `report.md`, so that
+/// `experiment rate` can restate it.
+pub const RECOMMENDATION_START: &str = "<!-- recommendation -->\n";
+/// See [`RECOMMENDATION_START`].
+pub const RECOMMENDATION_END: &str = "<!-- /recommendation -->\n";
 
 fn report_md(
     a: &ExperimentArgs,
@@ -428,6 +454,10 @@ fn report_md(
     let b = &spec.budgets;
     let mut r = String::new();
     r.push_str("# Shared field versus message passing\n\n");
+    r.push_str(RECOMMENDATION_START);
+    r.push_str(&recommendation_md(s));
+    r.push_str(RECOMMENDATION_END);
+    r.push('\n');
     if spec.chat.is_some() {
         r.push_str(&format!(
             "**Which model wrote the agents' text:** the live model `{}`, through the configured OpenAI-compatible endpoint \

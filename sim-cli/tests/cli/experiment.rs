@@ -18,7 +18,7 @@ fn experiment_is_deterministic_and_writes_every_output() {
     };
     let o = run("a", "1");
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("| criterion | threshold | value | result |"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("| criterion | threshold | value | source | result |"));
     assert!(run("b", "4").status.success());
     let a = std::fs::read(dir.join("a/results.json")).expect("results");
     assert_eq!(
@@ -37,7 +37,9 @@ fn experiment_is_deterministic_and_writes_every_output() {
             c["name"].is_string() && c["threshold"].is_number() && c["value"].is_number() && c["pass"].is_boolean(),
             "{c}"
         );
+        assert_eq!(c["verdict"], "inconclusive", "4 pairs cannot reach p < 0.05: {c}");
     }
+    assert_eq!(v["summary"]["recommendation"]["action"], "collect_more");
     for m in ["retention", "quality", "tokens", "latency_ms"] {
         let w = &v["summary"]["wilcoxon"][m];
         assert!(w["statistic"].is_number() && w["p_value"].is_number(), "{m}: {w}");
@@ -52,6 +54,7 @@ fn experiment_is_deterministic_and_writes_every_output() {
     assert_eq!(replay["matched"], true);
     let report = std::fs::read_to_string(dir.join("a/report.md")).expect("report");
     assert!(report.contains("scripted agent model") && report.contains("No live language model was called"));
+    assert!(report.lines().nth(3).is_some_and(|l| l.starts_with("**Recommendation: collect more**")), "{report}");
     // The sweep's pick is the best retention among the lambdas it ran.
     let sweep = v["summary"]["lambda_sweep"].as_array().expect("sweep");
     let best = sweep.iter().map(|p| p["means"]["retention"].as_f64().unwrap_or(f64::NAN)).fold(f64::MIN, f64::max);

@@ -59,17 +59,123 @@ pub struct RunRecord {
     pub report: String,
 }
 
+/// How a criterion, or the whole experiment, came out: one model for every
+/// place that judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The threshold is met, on enough pairs.
+    Pass,
+    /// The threshold is missed, on enough pairs.
+    Fail,
+    /// Too few pairs for the signed-rank test to reach significance at all
+    /// ([`significance_reachable`]), whatever the value.
+    Inconclusive,
+}
+
+impl Verdict {
+    /// Lower-case name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "FAIL",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// The significance level of every test the experiment reports.
+pub const ALPHA: f64 = 0.05;
+
+/// Whether `pairs` paired comparisons can reach a two-sided exact Wilcoxon
+/// p-value below `alpha` at all: the smallest p-value `n` pairs can give
+/// (every difference of one sign) is `2 / 2^n`, so at 0.05 it takes 6.
+pub fn significance_reachable(pairs: usize, alpha: f64) -> bool {
+    let smallest_p = 2.0 * 0.5f64.powi(pairs.min(1024) as i32);
+    smallest_p < alpha
+}
+
 /// One pass/fail criterion.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Criterion {
+    /// Its short name: `retention`, `quality`, `tokens` or `latency`.
+    #[serde(default)]
+    pub key: String,
     /// What is compared.
     pub name: String,
     /// The threshold, in the criterion's own terms.
     pub threshold: f64,
     /// The measured value.
     pub value: f64,
-    /// Whether it passes.
+    /// Whether the value meets the threshold.
     pub pass: bool,
+    /// Pass, fail or inconclusive (too few pairs to judge).
+    #[serde(default = "inconclusive")]
+    pub verdict: Verdict,
+    /// Where the value comes from: `proxy` (key phrases), `human` (the
+    /// blind ratings), `modelled` or `measured` (latency), `counted`.
+    #[serde(default)]
+    pub source: String,
+}
+
+fn inconclusive() -> Verdict {
+    Verdict::Inconclusive
+}
+
+impl Criterion {
+    /// A criterion judged on `pairs` pairs.
+    pub fn judged(key: &str, name: &str, threshold: f64, value: f64, pass: bool, pairs: usize, source: &str) -> Self {
+        let verdict = match (significance_reachable(pairs, ALPHA), pass) {
+            (false, _) => Verdict::Inconclusive,
+            (true, true) => Verdict::Pass,
+            (true, false) => Verdict::Fail,
+        };
+        Criterion { key: key.into(), name: name.into(), threshold, value, pass, verdict, source: source.into() }
+    }
+}
+
+/// What to do next, by the plan's decision rules (its section 5.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// `proceed`, `targeted_fixes`, `reassess` or `collect_more`.
+    pub action: String,
+    /// The rule that fired, in words.
+    pub rule: String,
+    /// The overall verdict behind it.
+    pub verdict: Verdict,
+}
+
+/// The decision rules, first match wins.
+pub const RULES: [(&str, &str); 4] = [
+    (
+        "reassess",
+        "information retention fails: the core hypothesis (a shared field keeps what message passing loses) does not hold; reassess building the field entirely",
+    ),
+    (
+        "targeted_fixes",
+        "a criterion other than retention fails: find the mechanism that underperformed and try targeted fixes before abandoning the field",
+    ),
+    (
+        "collect_more",
+        "no criterion fails, but some are inconclusive: too few pairs for the signed-rank test to reach p < 0.05; run more topics or repetitions",
+    ),
+    ("proceed", "all four criteria pass: the field is validated; go ahead and build it into the product"),
+];
+
+/// The overall verdict and the recommendation for `criteria`.
+pub fn decide(criteria: &[Criterion]) -> Recommendation {
+    let fails = |c: &&Criterion| c.verdict == Verdict::Fail;
+    let rule = if criteria.iter().filter(fails).any(|c| c.key == "retention") {
+        0
+    } else if criteria.iter().any(|c| c.verdict == Verdict::Fail) {
+        1
+    } else if criteria.iter().any(|c| c.verdict == Verdict::Inconclusive) {
+        2
+    } else {
+        3
+    };
+    let verdict = [Verdict::Fail, Verdict::Fail, Verdict::Inconclusive, Verdict::Pass][rule];
+    Recommendation { action: RULES[rule].0.into(), rule: RULES[rule].1.into(), verdict }
 }
 
 /// Means of one condition.
@@ -115,8 +221,16 @@ pub struct Summary {
     pub means: BTreeMap<String, Means>,
     /// The source's criteria.
     pub criteria: Vec<Criterion>,
-    /// Whether all criteria pass.
+    /// Whether every criterion's value meets its threshold (kept for
+    /// compatibility; [`Summary::verdict`] also says whether there were
+    /// enough pairs to tell).
     pub pass: bool,
+    /// Pass, fail or inconclusive, over all criteria.
+    #[serde(default = "inconclusive")]
+    pub verdict: Verdict,
+    /// What the decision rules say to do.
+    #[serde(default)]
+    pub recommendation: Option<Recommendation>,
     /// Wilcoxon signed-rank test per metric, on field minus message passing.
     pub wilcoxon: BTreeMap<String, Wilcoxon>,
     /// The field at every lambda.
@@ -236,26 +350,40 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
     let field: Vec<&RunRecord> = p.iter().map(|(f, _)| *f).collect();
     let control: Vec<&RunRecord> = p.iter().map(|(_, c)| *c).collect();
     let (mf, mc) = (means(&field), means(&control));
-    let criterion =
-        |name: &str, threshold: f64, value: f64, pass: bool| Criterion { name: name.into(), threshold, value, pass };
+    let n = p.len();
     let retention = ratio(mf.retention, mc.retention);
     let tokens = ratio(mf.tokens, mc.tokens);
     let latency = ratio(mf.latency_ms, mc.latency_ms);
+    let gain = mf.quality - mc.quality;
     let criteria = vec![
-        criterion(
+        Criterion::judged(
+            "retention",
             "retention ratio, field / message passing (>= 1.2: 20% more findings)",
             1.2,
             retention,
             retention >= 1.2,
+            n,
+            "proxy",
         ),
-        criterion(
-            "quality gain, field - message passing, 1-5 scale (>= 0.5)",
-            0.5,
-            mf.quality - mc.quality,
-            mf.quality - mc.quality >= 0.5,
+        Criterion::judged("quality", QUALITY_NAME, 0.5, gain, gain >= 0.5, n, "proxy"),
+        Criterion::judged(
+            "tokens",
+            "token ratio, field / message passing (<= 1.2)",
+            1.2,
+            tokens,
+            tokens <= 1.2,
+            n,
+            "counted",
         ),
-        criterion("token ratio, field / message passing (<= 1.2)", 1.2, tokens, tokens <= 1.2),
-        criterion("latency ratio, field / message passing (<= 1.5)", 1.5, latency, latency <= 1.5),
+        Criterion::judged(
+            "latency",
+            "latency ratio, field / message passing (<= 1.5)",
+            1.5,
+            latency,
+            latency <= 1.5,
+            n,
+            "modelled",
+        ),
     ];
     let diff = |f: fn(&RunRecord) -> f64| p.iter().map(|(a, b)| f(a) - f(b)).collect::<Vec<f64>>();
     let mut tests = BTreeMap::new();
@@ -285,8 +413,23 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
     m.insert(Condition::Field.name().to_string(), mf);
     m.insert(Condition::MessagePassing.name().to_string(), mc);
     let lambda_pick = pick_lambda(&lambda_sweep);
-    Summary { lambda, pairs: p.len(), means: m, criteria, pass, wilcoxon: tests, lambda_sweep, lambda_pick }
+    let recommendation = decide(&criteria);
+    Summary {
+        lambda,
+        pairs: p.len(),
+        means: m,
+        verdict: recommendation.verdict,
+        recommendation: Some(recommendation),
+        criteria,
+        pass,
+        wilcoxon: tests,
+        lambda_sweep,
+        lambda_pick,
+    }
 }
+
+/// The quality criterion's name.
+pub const QUALITY_NAME: &str = "quality gain, field - message passing, 1-5 scale (>= 0.5)";
 
 #[cfg(test)]
 mod tests {
@@ -372,5 +515,51 @@ mod tests {
         assert_eq!((even.median_lifetime_hours, even.median_initial_strength), (4.0, 0.75), "even counts average");
         assert_eq!(calibrate_lambda(&[(1.0, 0.0)], 0.05).map(|c| c.lambda), Some(None), "no lifetime, no lambda");
         assert_eq!(calibrate_lambda(&[], 0.05), None);
+    }
+
+    #[test]
+    fn six_pairs_are_the_fewest_that_can_reach_significance() {
+        assert!(!significance_reachable(5, ALPHA), "2/32 = 0.0625");
+        assert!(significance_reachable(6, ALPHA), "2/64 = 0.03125");
+        assert!(!significance_reachable(0, ALPHA));
+        assert!(significance_reachable(10_000, ALPHA));
+        // The exact test agrees: six pairs of one sign give p = 2/64.
+        assert!((wilcoxon(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).p_value - 2.0 / 64.0).abs() < 1e-12);
+    }
+
+    fn judged(key: &str, pass: bool, pairs: usize) -> Criterion {
+        Criterion::judged(key, key, 1.0, 1.0, pass, pairs, "proxy")
+    }
+
+    fn action(criteria: &[Criterion]) -> (String, Verdict) {
+        let r = decide(criteria);
+        (r.action, r.verdict)
+    }
+
+    #[test]
+    fn a_failed_retention_says_reassess_whatever_else_holds() {
+        let c = [judged("retention", false, 15), judged("quality", false, 15), judged("tokens", true, 3)];
+        assert_eq!(action(&c), ("reassess".into(), Verdict::Fail));
+    }
+
+    #[test]
+    fn another_failed_criterion_says_targeted_fixes() {
+        let c = [judged("retention", true, 15), judged("quality", true, 15), judged("latency", false, 15)];
+        assert_eq!(action(&c), ("targeted_fixes".into(), Verdict::Fail));
+    }
+
+    #[test]
+    fn too_few_pairs_say_collect_more_even_when_every_value_passes() {
+        let c = [judged("retention", true, 2), judged("quality", true, 2)];
+        assert_eq!(c[0].verdict, Verdict::Inconclusive);
+        assert_eq!(action(&c), ("collect_more".into(), Verdict::Inconclusive));
+        let missed = [judged("retention", false, 5)];
+        assert_eq!(action(&missed), ("collect_more".into(), Verdict::Inconclusive), "a miss on 5 pairs is no fail");
+    }
+
+    #[test]
+    fn all_passing_on_enough_pairs_says_proceed() {
+        let c = ["retention", "quality", "tokens", "latency"].map(|k| judged(k, true, 6));
+        assert_eq!(action(&c), ("proceed".into(), Verdict::Pass));
     }
 }
