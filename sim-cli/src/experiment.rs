@@ -3,6 +3,8 @@
 //! `results.json`, `report.md` and three SVG charts; optionally a blind
 //! rating kit.
 
+mod rate;
+
 use crate::run::runtime;
 use actors::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel, Mission, SCRIPTED_MODEL};
 use anyhow::{bail, Context, Result};
@@ -19,12 +21,19 @@ use std::path::{Path, PathBuf};
 
 /// Options of `sim-cli experiment`.
 #[derive(Debug, Args)]
-#[command(after_help = "Each topic and repetition is one paired comparison: message passing and the field (at each\n\
+#[command(
+    after_help = "Each topic and repetition is one paired comparison: message passing and the field (at each\n\
     lambda) run with the same seed, model, budgets and queries. The agents' text comes from the\n\
     embedded scripted agent model unless --config names a live one (chat.provider = \"openai\").\n\
     Latency is modelled (per call and per token), so that the same seed gives an identical results.json.\n\n\
-    Built-in topics: grid-storage, sleep-wearables, urban-heat, remote-work, antibiotic-resistance.")]
+    Built-in topics: grid-storage, sleep-wearables, urban-heat, remote-work, antibiotic-resistance.\n\n\
+    `sim-cli experiment rate DIR --ratings FILE` folds a filled-in blind rating sheet back in.",
+    args_conflicts_with_subcommands = true
+)]
 pub struct ExperimentArgs {
+    /// After an experiment: `rate` reads its blind rating sheet back.
+    #[command(subcommand)]
+    pub command: Option<ExperimentCommand>,
     /// How many built-in topics (1-5), or a comma list of built-in names and topic TOML files.
     #[arg(long, default_value = "5")]
     pub topics: String,
@@ -137,6 +146,13 @@ pub fn topic_from_run(dir: &Path) -> Result<Topic> {
     Ok(Topic::from_outcomes(&format!("Persona panel {}", dir.display()), outcomes)?)
 }
 
+/// The identity of an experiment: the first 16 hex digits of a digest of
+/// its runs (which `experiment rate` never changes).
+pub fn experiment_id(records: &[RunRecord]) -> Result<String> {
+    let json = serde_json::to_string(records)?;
+    Ok(engine::digest::DigestWriter::new("experiment id v1").str(&json).finish().hex()[..16].to_string())
+}
+
 /// `results.json`.
 #[derive(Debug, Serialize)]
 struct Results<'a> {
@@ -148,6 +164,9 @@ struct Results<'a> {
 /// How the experiment was set up.
 #[derive(Debug, Serialize)]
 struct Setup<'a> {
+    /// The experiment's identity: a digest of its runs, carried by its
+    /// blind rating kit so that a sheet is never folded into another one.
+    id: String,
     seed: u64,
     reps: u32,
     topics: Vec<TopicSummary<'a>>,
@@ -285,8 +304,18 @@ fn lambdas(args: &[LambdaArg]) -> (Vec<f64>, bool) {
     (values, auto)
 }
 
+/// What `sim-cli experiment` can do after an experiment.
+#[derive(Debug, clap::Subcommand)]
+pub enum ExperimentCommand {
+    /// Fold the blind kit's filled-in ratings sheet into an experiment's results (the human quality criterion).
+    Rate(rate::RateArgs),
+}
+
 /// Runs `sim-cli experiment`.
 pub fn experiment(a: ExperimentArgs) -> Result<()> {
+    if let Some(ExperimentCommand::Rate(r)) = &a.command {
+        return rate::rate(r);
+    }
     let (swept, auto) = lambdas(&a.lambda);
     let topics = match &a.from_run {
         Some(dir) => vec![topic_from_run(dir)?],
@@ -343,8 +372,10 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     if let Some(pick) = summary.lambda_pick.as_mut() {
         pick.calibrated = calibrate_lambda(&accessed, ::field::FieldConfig::default().archive_below);
     }
+    let id = experiment_id(&records)?;
     let results = Results {
         experiment: Setup {
+            id: id.clone(),
             seed: a.seed,
             reps: a.reps,
             topics: topics
@@ -374,7 +405,7 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         report_md(&a, &spec, &results.experiment.embedder, &topics, &summary, &records, main_lambda),
     )?;
     if let Some(dir) = &a.blind_export {
-        blind_export(dir, &records, &topics, main_lambda, a.seed)?;
+        blind_export(dir, &records, &topics, main_lambda, a.seed, &id)?;
     }
     if a.json {
         let done = Done { out: out.display().to_string(), summary: &summary };
@@ -736,7 +767,14 @@ fn stability_chart(out: &Path, missions: &[Mission], topics: &[Topic], main_lamb
 
 /// Writes each pair's two reports as A and B in a seeded random order,
 /// the key (which is which) apart, and a ratings sheet to fill in.
-fn blind_export(dir: &Path, records: &[RunRecord], topics: &[Topic], main_lambda: f64, seed: u64) -> Result<()> {
+fn blind_export(
+    dir: &Path,
+    records: &[RunRecord],
+    topics: &[Topic],
+    main_lambda: f64,
+    seed: u64,
+    id: &str,
+) -> Result<()> {
     let pairs = engine::experiment::summary::pairs(records, main_lambda);
     let mut s = Stream::derive(seed, 0, 0, Purpose::Agent);
     let mut order: Vec<usize> = (0..pairs.len()).collect();
@@ -744,27 +782,22 @@ fn blind_export(dir: &Path, records: &[RunRecord], topics: &[Topic], main_lambda
         order.swap(i, s.below(i + 1));
     }
     let mut key = Vec::new();
-    let mut sheet = String::from("pair,report_a_score_1_to_5,report_b_score_1_to_5\n");
+    let mut sheet = format!("{},{},{},experiment\n", rate::PAIR, rate::SCORE_A, rate::SCORE_B);
     for (n, i) in order.iter().enumerate() {
         let (field, control) = pairs[*i];
         let swap = s.below(2) == 1;
         let (a, b) = if swap { (control, field) } else { (field, control) };
         let question = topics.iter().find(|t| t.name == field.topic).map_or("", |t| t.question.as_str());
-        let id = format!("pair-{:03}", n + 1);
+        let pair = format!("pair-{:03}", n + 1);
         for (label, r) in [("A", a), ("B", b)] {
-            let body = format!("# {id}, report {label}\n\nQuestion: {question}\n\n{}\n", r.report);
-            let path = dir.join(format!("{id}-{label}.md"));
+            let body = format!("# {pair}, report {label}\n\nQuestion: {question}\n\n{}\n", r.report);
+            let path = dir.join(format!("{pair}-{label}.md"));
             std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
         }
-        sheet.push_str(&format!("{id},,\n"));
-        key.push(KeyEntry {
-            pair: id,
-            topic: &field.topic,
-            rep: field.rep,
-            a: a.condition.name(),
-            b: b.condition.name(),
-        });
+        sheet.push_str(&format!("{pair},,,{id}\n"));
+        key.push(KeyEntry { pair, topic: &field.topic, rep: field.rep, a: a.condition.name(), b: b.condition.name() });
     }
+    let key = serde_json::json!({ "experiment": id, "pairs": key });
     std::fs::write(dir.join("key.json"), serde_json::to_vec_pretty(&key)?)?;
     std::fs::write(dir.join("ratings.csv"), sheet)?;
     Ok(())

@@ -109,7 +109,9 @@ fn blind_export_keys_match_the_reports() {
     assert!(o.status.success(), "{}", stderr(&o));
     let runs = read_json(&dir.join("r/results.json"))["runs"].as_array().cloned().expect("runs");
     let key = read_json(&dir.join("blind/key.json"));
-    let key = key.as_array().expect("key");
+    let id = read_json(&dir.join("r/results.json"))["experiment"]["id"].clone();
+    assert_eq!(key["experiment"], id, "the kit carries the experiment's id");
+    let key = key["pairs"].as_array().expect("key");
     assert_eq!(key.len(), 4);
     for k in key {
         let pair = k["pair"].as_str().expect("pair");
@@ -186,4 +188,90 @@ fn a_config_runs_the_agents_on_a_live_model() {
     assert!(seen.lock().iter().any(|l| l.contains("/chat/completions")), "the agents called the model");
     let report = std::fs::read_to_string(dir.join("r/report.md")).expect("report");
     assert!(report.contains("the live model `loopback-model`"), "{report}");
+}
+
+/// An experiment with a blind kit of 6 pairs, and a sheet writer: `scores`
+/// gives (field, message passing) per pair in kit order.
+fn rated_kit(name: &str) -> (std::path::PathBuf, Value) {
+    let dir = scratch(name);
+    let args = ["experiment", "--topics", "3", "--reps", "2", "--lambda", "0.1", "--out", "r", "--blind-export", "kit"];
+    let o = sim(&dir, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let key = read_json(&dir.join("kit/key.json"));
+    (dir, key)
+}
+
+fn sheet(key: &Value, scores: &[(u8, u8)], id: &str) -> String {
+    let mut s = String::from("pair,report_a_score_1_to_5,report_b_score_1_to_5,experiment\n");
+    for (p, (field, control)) in key["pairs"].as_array().expect("pairs").iter().zip(scores) {
+        let (a, b) = if p["A"] == "field" { (field, control) } else { (control, field) };
+        s.push_str(&format!("{},{a},{b},{id}\n", p["pair"].as_str().expect("pair")));
+    }
+    s
+}
+
+/// A hand-made sheet with known scores: the human means, difference and
+/// test land in results.json and report.md, the quality criterion takes
+/// them (the proxy is kept), and rating twice changes nothing more.
+#[test]
+fn experiment_rate_folds_human_ratings_back_in() {
+    let (dir, key) = rated_kit("experiment-rate");
+    let id = key["experiment"].as_str().expect("id").to_string();
+    assert_eq!(read_json(&dir.join("r/results.json"))["experiment"]["id"], id.as_str());
+    let scores = [(5, 3), (4, 3), (5, 4), (3, 3), (4, 2), (5, 2)];
+    std::fs::write(dir.join("kit/ratings.csv"), sheet(&key, &scores, &id)).expect("sheet");
+    for _ in 0..2 {
+        let o = sim(&dir, &["experiment", "rate", "r", "--ratings", "kit/ratings.csv"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let v = read_json(&dir.join("r/results.json"));
+    let h = &v["human"];
+    assert_eq!((h["rated_pairs"].as_u64(), h["total_pairs"].as_u64()), (Some(6), Some(6)));
+    assert!((h["means"]["field"].as_f64().expect("mean") - 26.0 / 6.0).abs() < 1e-12);
+    assert!((h["means"]["message_passing"].as_f64().expect("mean") - 17.0 / 6.0).abs() < 1e-12);
+    assert!((h["mean_difference"].as_f64().expect("diff") - 1.5).abs() < 1e-12);
+    assert_eq!(h["wilcoxon"]["n"], 5, "the tied pair is dropped");
+    assert_eq!(h["wilcoxon"]["zeros"], 1);
+    let quality =
+        v["summary"]["criteria"].as_array().expect("criteria").iter().find(|c| c["key"] == "quality").cloned();
+    let quality = quality.expect("a quality criterion");
+    assert_eq!((quality["source"].as_str(), quality["verdict"].as_str()), (Some("human"), Some("pass")));
+    assert_eq!(v["summary"]["proxy_quality"]["source"], "proxy", "the proxy figure is kept");
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(12), "the runs are untouched");
+    let report = std::fs::read_to_string(dir.join("r/report.md")).expect("report");
+    assert_eq!(report.matches("## Human ratings").count(), 1, "rating again replaces the section");
+    assert!(report.contains("paired difference +1.50"), "{report}");
+}
+
+#[test]
+fn bad_rating_sheets_are_refused_with_the_row() {
+    let (dir, key) = rated_kit("experiment-rate-bad");
+    let id = key["experiment"].as_str().expect("id").to_string();
+    let full = sheet(&key, &[(5, 3); 6], &id);
+    let rate = |text: &str, extra: &[&str]| {
+        std::fs::write(dir.join("kit/ratings.csv"), text).expect("sheet");
+        let o = sim(&dir, &[&["experiment", "rate", "r", "--ratings", "kit/ratings.csv"][..], extra].concat());
+        (o.status.success(), stderr(&o))
+    };
+    let lines: Vec<&str> = full.lines().collect();
+    let out_of_range = full.replacen(",5,3,", ",7,3,", 1).replacen(",3,5,", ",3,7,", 1);
+    let (ok, e) = rate(&out_of_range, &[]);
+    assert!(!ok && e.contains("row 2, report_") && e.contains("\"7\" is not a score from 1 to 5"), "{e}");
+    let twice = format!("{full}{}\n", lines[3]);
+    let (ok, e) = rate(&twice, &[]);
+    assert!(!ok && e.contains("row 8: pair pair-003 is rated twice (first at row 4)"), "{e}");
+    let short = format!("{}\n", lines[..5].join("\n"));
+    let (ok, e) = rate(&short, &[]);
+    assert!(!ok && e.contains("pair pair-005 has no row (use --partial"), "{e}");
+    let (ok, e) = rate(&short, &["--partial"]);
+    assert!(ok, "{e}");
+    assert_eq!(read_json(&dir.join("r/results.json"))["human"]["rated_pairs"], 4);
+    let other = full.replace(&id, "0123456789abcdef");
+    let (ok, e) = rate(&other, &[]);
+    assert!(!ok && e.contains("row 2: from experiment \"0123456789abcdef\", not this one"), "{e}");
+    let mut k = key.clone();
+    k["experiment"] = Value::from("0123456789abcdef");
+    std::fs::write(dir.join("kit/key.json"), serde_json::to_vec(&k).expect("json")).expect("key");
+    let (ok, e) = rate(&full, &[]);
+    assert!(!ok && e.contains("the key of experiment 0123456789abcdef, not of this one"), "{e}");
 }
