@@ -407,16 +407,25 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     if let Some(dir) = &a.blind_export {
         blind_export(dir, &records, &topics, main_lambda, a.seed, &id)?;
     }
+    print_done(&a, &out, &summary)
+}
+
+fn print_done(a: &ExperimentArgs, out: &Path, summary: &Summary) -> Result<()> {
     if a.json {
-        let done = Done { out: out.display().to_string(), summary: &summary };
+        let done = Done { out: out.display().to_string(), summary };
         println!("{}", serde_json::to_string_pretty(&done)?);
-    } else {
-        print!("{}", criteria_table(&summary));
-        println!("\nWrote {}: report.md, results.json, decay.svg, retention.svg, stability.svg,", out.display());
-        println!("and fields/<topic>-rep<r>-lambda<l>/field.events (replay one with `sim-cli field replay`).");
-        if let Some(dir) = &a.blind_export {
-            println!("Blind rating kit in {} (key.json holds the conditions).", dir.display());
-        }
+        return Ok(());
+    }
+    print!("{}", criteria_table(summary));
+    println!("\nWrote {}: report.md, results.json, decay.svg, retention.svg, stability.svg,", out.display());
+    println!("and fields/<topic>-rep<r>-lambda<l>/field.events (replay one with `sim-cli field replay`).");
+    if let Some(dir) = &a.blind_export {
+        println!(
+            "Blind rating kit in {} (key.json holds the conditions); once rated: `sim-cli experiment rate {} --ratings {}`.",
+            dir.display(),
+            out.display(),
+            dir.join("ratings.csv").display()
+        );
     }
     Ok(())
 }
