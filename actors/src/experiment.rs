@@ -31,7 +31,7 @@ use engine::cost::{Price, Spend};
 use engine::digest::{Digest, DigestWriter};
 use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
 use engine::experiment::model::{parse_lines, prompt};
-use engine::experiment::summary::{Condition, RunRecord};
+use engine::experiment::summary::{Condition, MissionCost, RunRecord};
 use engine::experiment::topic::sentences;
 use engine::experiment::{metrics, Role, ScriptedAgentModel, Topic};
 use engine::rng::{Purpose, Stream};
@@ -616,6 +616,13 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                         convergence_phase: tel.and_then(|t| t.convergence_phase),
                         present: metrics::present(&r.report, topic),
                         report: r.report.clone(),
+                        cost: MissionCost {
+                            chat_nano_usd: r.chat.nano_usd,
+                            embedding_nano_usd: r.embedding.nano_usd,
+                            total_nano_usd: r.chat.nano_usd + r.embedding.nano_usd,
+                            field_patterns: tel.map(|t| t.patterns as u64),
+                            field_vector_bytes: tel.map(|t| t.patterns as u64 * spec.dim as u64 * 4),
+                        },
                     },
                     timeline: tel.map(|t| t.timeline.clone()).unwrap_or_default(),
                     accessed_lifetimes: tel.map(|t| t.accessed_lifetimes.clone()).unwrap_or_default(),

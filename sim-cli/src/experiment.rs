@@ -363,6 +363,10 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     if (main_lambda - listed).abs() > 1e-12 {
         summary = summarise(&records, main_lambda, &swept);
     }
+    if let Some(c) = summary.cost.as_mut() {
+        c.chat_price = if model.live { cfg.chat_price_label.as_str() } else { "nominal" }.into();
+        c.embedding_price = cfg.embedding_price_label.as_str().into();
+    }
     // The calibration reads the field missions of the main comparison.
     let accessed: Vec<(f64, f64)> = missions
         .iter()
@@ -430,6 +434,42 @@ fn print_done(a: &ExperimentArgs, out: &Path, summary: &Summary) -> Result<()> {
     Ok(())
 }
 
+/// USD from nano-USD, for reading.
+fn usd(nano: f64) -> String {
+    format!("${:.6}", nano / 1e9)
+}
+
+/// The cost table of `report.md`.
+fn cost_md(s: &Summary) -> String {
+    let Some(c) = &s.cost else { return String::new() };
+    let mut t = format!(
+        "\n## Cost\n\nPrices: chat {}, embedding {} (`nominal`: a placeholder hosted price, what the missions would cost \
+         there; `configured`: the config's price table; `local`: nothing billed).\n\n\
+         | condition | missions | chat | embedding | total | per mission | field patterns | vector bytes |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n",
+        c.chat_price, c.embedding_price
+    );
+    for (name, k) in &c.per_condition {
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+        t.push_str(&format!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} |\n",
+            k.runs,
+            usd(k.chat_nano_usd as f64),
+            usd(k.embedding_nano_usd as f64),
+            usd(k.total_nano_usd as f64),
+            usd(k.mean_nano_usd),
+            opt(k.mean_field_patterns),
+            opt(k.mean_field_vector_bytes)
+        ));
+    }
+    t.push_str(&format!(
+        "\nCost ratio, field / message passing, per mission: {:.3}. Every mission of the experiment (the lambda sweep included): {}.\n",
+        c.ratio,
+        usd(c.all_missions_nano_usd as f64)
+    ));
+    t
+}
+
 /// The recommendation as the first lines of a report.
 pub fn recommendation_md(s: &Summary) -> String {
     match &s.recommendation {
@@ -467,6 +507,16 @@ pub fn criteria_table(s: &Summary) -> String {
         }
     ));
     t.push_str(&recommendation_md(s));
+    if let Some(c) = &s.cost {
+        t.push_str(&format!(
+            "Cost per mission: field {}, message passing {} (ratio {:.3}; chat price {}, embedding price {}).\n",
+            usd(c.per_condition.get("field").map_or(0.0, |k| k.mean_nano_usd)),
+            usd(c.per_condition.get("message_passing").map_or(0.0, |k| k.mean_nano_usd)),
+            c.ratio,
+            c.chat_price,
+            c.embedding_price
+        ));
+    }
     if let (Some(pick), true) = (&s.lambda_pick, s.lambda_sweep.len() > 1) {
         t.push_str(&format!("The lambda sweep picks {} ({}).\n", pick.chosen, pick.rule));
         if let Some(l) = pick.calibrated.as_ref().and_then(|c| c.lambda) {
@@ -536,6 +586,7 @@ fn report_md(
     r.push_str("- Statistics: Wilcoxon signed-rank on field minus message passing per pair, exact null distribution; effect size = matched-pairs rank-biserial r.\n\n");
     r.push_str("## Pass / fail\n\n");
     r.push_str(&criteria_table(s));
+    r.push_str(&cost_md(s));
     r.push_str("\n## Wilcoxon signed-rank tests (field - message passing)\n\n| metric | n | T | p (exact, two-sided) | effect size r | median difference |\n|---|---:|---:|---:|---:|---:|\n");
     for (m, w) in &s.wilcoxon {
         r.push_str(&format!(

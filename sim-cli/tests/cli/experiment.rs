@@ -46,6 +46,16 @@ fn experiment_is_deterministic_and_writes_every_output() {
     }
     // 2 topics x 2 reps x (message passing + 2 lambdas).
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(12));
+    // Dollars: each mission's chat and embedding bills add up, per condition and in all.
+    let runs = v["runs"].as_array().expect("runs");
+    let nano = |r: &Value, k: &str| r["cost"][k].as_u64().expect("nano-USD");
+    assert!(runs.iter().all(|r| nano(r, "total_nano_usd") == nano(r, "chat_nano_usd") + nano(r, "embedding_nano_usd")));
+    let cost = &v["summary"]["cost"];
+    let main: u64 = runs.iter().filter(|r| r["lambda"] == 0.1).map(|r| nano(r, "total_nano_usd")).sum();
+    assert_eq!(cost["per_condition"]["field"]["total_nano_usd"].as_u64(), Some(main));
+    assert_eq!(cost["all_missions_nano_usd"].as_u64(), Some(runs.iter().map(|r| nano(r, "total_nano_usd")).sum()));
+    assert!(cost["per_condition"]["field"]["mean_field_patterns"].as_f64() > Some(0.0));
+    assert_eq!((cost["chat_price"].as_str(), cost["embedding_price"].as_str()), (Some("nominal"), Some("nominal")));
     assert_eq!(v["summary"]["pairs"], 4);
     // Each field mission's log replays.
     let o = sim(&dir, &["field", "replay", "a/fields/grid-storage-rep1-lambda0.1", "--json"]);

@@ -57,6 +57,77 @@ pub struct RunRecord {
     pub present: Vec<String>,
     /// The final report.
     pub report: String,
+    /// What the mission cost, in nano-USD through the price table.
+    #[serde(default)]
+    pub cost: MissionCost,
+}
+
+/// One mission's spend and the field's storage.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissionCost {
+    /// The agents' chat calls.
+    pub chat_nano_usd: u64,
+    /// The embedder's bill.
+    pub embedding_nano_usd: u64,
+    /// Both.
+    pub total_nano_usd: u64,
+    /// Patterns the field held at the end (field condition).
+    pub field_patterns: Option<u64>,
+    /// Their vectors' bytes in the flat index: patterns x dimension x 4.
+    pub field_vector_bytes: Option<u64>,
+}
+
+/// Spend of one condition's missions in the main comparison.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConditionCost {
+    /// Missions.
+    pub runs: usize,
+    /// Chat, summed.
+    pub chat_nano_usd: u64,
+    /// Embedding, summed.
+    pub embedding_nano_usd: u64,
+    /// Both, summed.
+    pub total_nano_usd: u64,
+    /// Per mission.
+    pub mean_nano_usd: f64,
+    /// Mean patterns the field held (field condition).
+    pub mean_field_patterns: Option<f64>,
+    /// Mean bytes of their vectors (field condition).
+    pub mean_field_vector_bytes: Option<f64>,
+}
+
+/// What the experiment cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CostSummary {
+    /// Per condition, over the main comparison's pairs.
+    pub per_condition: BTreeMap<String, ConditionCost>,
+    /// Mean cost per mission, field / message passing.
+    pub ratio: f64,
+    /// Every mission of the experiment, the lambda sweep included.
+    pub all_missions_nano_usd: u64,
+    /// What the chat price is: `nominal` (a placeholder table),
+    /// `configured` or `local`.
+    pub chat_price: String,
+    /// The same for the embedding price.
+    pub embedding_price: String,
+}
+
+fn condition_cost(runs: &[&RunRecord]) -> ConditionCost {
+    let n = runs.len().max(1) as f64;
+    let sum = |f: fn(&MissionCost) -> u64| runs.iter().map(|r| f(&r.cost)).sum::<u64>();
+    let mean_of = |f: fn(&MissionCost) -> Option<u64>| {
+        let v: Vec<u64> = runs.iter().filter_map(|r| f(&r.cost)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64 / v.len() as f64)
+    };
+    ConditionCost {
+        runs: runs.len(),
+        chat_nano_usd: sum(|c| c.chat_nano_usd),
+        embedding_nano_usd: sum(|c| c.embedding_nano_usd),
+        total_nano_usd: sum(|c| c.total_nano_usd),
+        mean_nano_usd: sum(|c| c.total_nano_usd) as f64 / n,
+        mean_field_patterns: mean_of(|c| c.field_patterns),
+        mean_field_vector_bytes: mean_of(|c| c.field_vector_bytes),
+    }
 }
 
 /// How a criterion, or the whole experiment, came out: one model for every
@@ -231,6 +302,10 @@ pub struct Summary {
     /// What the decision rules say to do.
     #[serde(default)]
     pub recommendation: Option<Recommendation>,
+    /// What it cost (the price labels are filled in by the caller, which
+    /// knows the price table).
+    #[serde(default)]
+    pub cost: Option<CostSummary>,
     /// Wilcoxon signed-rank test per metric, on field minus message passing.
     pub wilcoxon: BTreeMap<String, Wilcoxon>,
     /// The field at every lambda.
@@ -414,12 +489,24 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
     m.insert(Condition::MessagePassing.name().to_string(), mc);
     let lambda_pick = pick_lambda(&lambda_sweep);
     let recommendation = decide(&criteria);
+    let (cf, cc) = (condition_cost(&field), condition_cost(&control));
+    let cost = CostSummary {
+        ratio: ratio(cf.mean_nano_usd, cc.mean_nano_usd),
+        per_condition: BTreeMap::from([
+            (Condition::Field.name().to_string(), cf),
+            (Condition::MessagePassing.name().to_string(), cc),
+        ]),
+        all_missions_nano_usd: records.iter().map(|r| r.cost.total_nano_usd).sum(),
+        chat_price: String::new(),
+        embedding_price: String::new(),
+    };
     Summary {
         lambda,
         pairs: p.len(),
         means: m,
         verdict: recommendation.verdict,
         recommendation: Some(recommendation),
+        cost: Some(cost),
         criteria,
         pass,
         wilcoxon: tests,
@@ -451,6 +538,7 @@ mod tests {
             convergence_phase: None,
             present: Vec::new(),
             report: String::new(),
+            cost: MissionCost { total_nano_usd: tokens * 10, ..MissionCost::default() },
         }
     }
 
@@ -482,6 +570,11 @@ mod tests {
         assert!((s.criteria[2].value - 1.15).abs() < 1e-12 && s.criteria[2].pass);
         assert_eq!(s.lambda_sweep[1].means.runs, 1);
         assert_eq!(s.wilcoxon["retention"].n, 2);
+        let cost = s.cost.expect("a cost summary");
+        assert_eq!(cost.per_condition["field"].total_nano_usd, 2300, "b/1 and a/1 at lambda 0.1");
+        assert_eq!(cost.per_condition["message_passing"].total_nano_usd, 2000);
+        assert!((cost.ratio - 1.15).abs() < 1e-12);
+        assert_eq!(cost.all_missions_nano_usd, 7400, "every mission, unpaired and swept ones too");
     }
 
     #[test]
