@@ -530,6 +530,9 @@ pub struct ExperimentSpec {
     pub chat: Option<Arc<dyn ChatPort>>,
     /// The agents' model name (what requests carry and reports name).
     pub model: String,
+    /// The scripted analyst's words per point (`None`: whole points); only
+    /// the scripted model reads it.
+    pub analyst_words: Option<usize>,
     /// A directory to log every field mission's phases into
     /// (`<topic>-rep<r>-lambda<l>/field.events`), for `sim-cli field replay`.
     pub field_logs: Option<std::path::PathBuf>,
@@ -566,7 +569,10 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
             let seed = Stream::derive(spec.seed, rep, ti as u64, Purpose::Agent).next_u64();
             let chat: Arc<dyn ChatPort> = match &spec.chat {
                 Some(c) => Arc::clone(c),
-                None => Arc::new(ScriptedAgentModel { seed, price: Price::from_usd_per_mtok(0.15, 0.6) }),
+                None => Arc::new(ScriptedAgentModel {
+                    analyst_words: spec.analyst_words,
+                    ..ScriptedAgentModel::new(seed, Price::from_usd_per_mtok(0.15, 0.6))
+                }),
             };
             let mut conditions = vec![(Condition::MessagePassing, None)];
             conditions.extend(spec.lambdas.iter().map(|l| (Condition::Field, Some(*l))));

@@ -4,6 +4,7 @@
 //! rating kit.
 
 mod rate;
+mod sensitivity;
 
 use crate::run::runtime;
 use actors::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel, Mission, SCRIPTED_MODEL};
@@ -71,6 +72,10 @@ pub struct ExperimentArgs {
     /// Run even when a neural or hosted embedder fails `sim-cli embed check`.
     #[arg(long)]
     pub skip_embed_check: bool,
+    /// Also sweep the scripted model's assumptions (the analyst's words per point: 6, 12, 24, 48,
+    /// whole; the writer's context: half, default, double) and report where the field stops winning.
+    #[arg(long)]
+    pub sensitivity: bool,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -159,6 +164,8 @@ struct Results<'a> {
     experiment: Setup<'a>,
     summary: &'a Summary,
     runs: &'a [RunRecord],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sensitivity: Option<&'a sensitivity::Sensitivity>,
 }
 
 /// How the experiment was set up.
@@ -326,6 +333,9 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         Some(path) => agent_model(&cfg, path, a.seed)?,
         None => AgentModel { chat: None, name: SCRIPTED_MODEL.into(), live: false },
     };
+    if a.sensitivity && model.live {
+        bail!("--sensitivity sweeps the scripted agent model's assumptions; with a live model ({}) there are none to sweep", model.name);
+    }
     let (embedder, embedder_summary) = experiment_embedder(&a, &mut cfg)?;
     let out = a.out.clone().unwrap_or_else(|| crate::output::fresh_dir(&format!("runs/experiment-s{}", a.seed)));
     empty_or_new(&out, "--out")?;
@@ -345,10 +355,12 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         embed_model: cfg.raw.embedding.model.clone(),
         chat: model.chat.clone(),
         model: model.name.clone(),
+        analyst_words: Some(engine::experiment::model::ANALYST_WORDS),
         field_logs: Some(out.join("fields")),
     };
     let bar = crate::progress::bar(0, "missions");
-    let missions = runtime(a.threads)?.block_on(run_experiment(&spec, |done, total| {
+    let rt = runtime(a.threads)?;
+    let missions = rt.block_on(run_experiment(&spec, |done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     }));
@@ -376,6 +388,10 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     if let Some(pick) = summary.lambda_pick.as_mut() {
         pick.calibrated = calibrate_lambda(&accessed, ::field::FieldConfig::default().archive_below);
     }
+    let sensitivity = match a.sensitivity {
+        true => Some(rt.block_on(sensitivity::sweep(&spec, main_lambda)).context("the sensitivity sweep failed")?),
+        false => None,
+    };
     let id = experiment_id(&records)?;
     let results = Results {
         experiment: Setup {
@@ -400,14 +416,17 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         },
         summary: &summary,
         runs: &records,
+        sensitivity: sensitivity.as_ref(),
     };
     std::fs::write(out.join("results.json"), serde_json::to_vec_pretty(&results)?)
         .with_context(|| format!("cannot write {}", out.display()))?;
     charts(&out, &missions, &topics, main_lambda)?;
-    std::fs::write(
-        out.join("report.md"),
-        report_md(&a, &spec, &results.experiment.embedder, &topics, &summary, &records, main_lambda),
-    )?;
+    let mut report = report_md(&a, &spec, &results.experiment.embedder, &topics, &summary, &records, main_lambda);
+    if let Some(s) = &sensitivity {
+        sensitivity::chart(&out, s)?;
+        report.push_str(&sensitivity::markdown(s));
+    }
+    std::fs::write(out.join("report.md"), report)?;
     if let Some(dir) = &a.blind_export {
         blind_export(dir, &records, &topics, main_lambda, a.seed, &id)?;
     }

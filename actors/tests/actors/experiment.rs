@@ -32,6 +32,7 @@ fn spec(chat: Option<Arc<dyn ChatPort>>) -> ExperimentSpec {
             Arc::new(providers::build_embedder(&cfg, 0).expect("the local embedder"))
         },
         embed_model: engine::config::Config::defaults().raw.embedding.model,
+        analyst_words: Some(engine::experiment::model::ANALYST_WORDS),
         chat,
         model: actors::experiment::SCRIPTED_MODEL.into(),
         field_logs: None,

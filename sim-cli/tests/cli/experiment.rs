@@ -285,3 +285,29 @@ fn bad_rating_sheets_are_refused_with_the_row() {
     let (ok, e) = rate(&full, &[]);
     assert!(!ok && e.contains("the key of experiment 0123456789abcdef, not of this one"), "{e}");
 }
+
+/// The sensitivity sweep: every setting reported, the chart drawn, and the
+/// scripted model's monotone sanity: more condensation never raises
+/// message passing's retention.
+#[test]
+fn the_sensitivity_sweep_shows_where_the_field_stops_winning() {
+    let dir = scratch("experiment-sensitivity");
+    let o =
+        sim(&dir, &["experiment", "--topics", "3", "--reps", "1", "--lambda", "0.1", "--out", "r", "--sensitivity"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = read_json(&dir.join("r/results.json"));
+    let analyst = v["sensitivity"]["analyst_words"].as_array().expect("analyst sweep");
+    let words: Vec<Value> = analyst.iter().map(|p| p["analyst_words"].clone()).collect();
+    assert_eq!(words, vec![Value::from(6), Value::from(12), Value::from(24), Value::from(48), Value::Null]);
+    let mp: Vec<f64> = analyst.iter().map(|p| p["message_passing_retention"].as_f64().expect("retention")).collect();
+    assert!(mp.windows(2).all(|w| w[0] <= w[1]), "more condensation, never more retention: {mp:?}");
+    assert!(mp[0] < mp[4], "condensation costs message passing findings: {mp:?}");
+    let default = &analyst[1];
+    let main = &v["summary"]["means"]["message_passing"]["retention"];
+    assert_eq!(&default["message_passing_retention"], main, "the default setting is the main comparison");
+    assert_eq!(v["sensitivity"]["writer_context"].as_array().map(Vec::len), Some(3));
+    assert!(v["sensitivity"]["finding"].as_str().is_some_and(|f| f.contains("retention")));
+    assert!(dir.join("r/sensitivity.svg").is_file());
+    let report = std::fs::read_to_string(dir.join("r/report.md")).expect("report");
+    assert!(report.contains("## Sensitivity of the scripted verdict") && report.contains("| whole points | 260 |"));
+}

@@ -94,14 +94,24 @@ pub struct ScriptedAgentModel {
     pub seed: u64,
     /// Nominal price billed.
     pub price: Price,
+    /// Words the analyst keeps per point ([`ANALYST_WORDS`] by default);
+    /// `None` keeps every point whole (the sensitivity sweep varies it).
+    pub analyst_words: Option<usize>,
 }
 
-fn condense(item: &str) -> String {
-    let words: Vec<&str> = item.split_whitespace().collect();
-    if words.len() <= ANALYST_WORDS {
-        return item.to_string();
+impl ScriptedAgentModel {
+    /// The model with its default assumptions.
+    pub fn new(seed: u64, price: Price) -> ScriptedAgentModel {
+        ScriptedAgentModel { seed, price, analyst_words: Some(ANALYST_WORDS) }
     }
-    let mut s = words[..ANALYST_WORDS].join(" ");
+}
+
+fn condense(item: &str, keep: Option<usize>) -> String {
+    let words: Vec<&str> = item.split_whitespace().collect();
+    let Some(keep) = keep.filter(|k| words.len() > *k) else {
+        return item.to_string();
+    };
+    let mut s = words[..keep].join(" ");
     s = s.trim_end_matches([',', ';', ':']).to_string();
     s.push('.');
     s
@@ -126,7 +136,7 @@ impl ScriptedAgentModel {
         }
         let Some(role) = role else { return "I cannot tell which role to play.\n".into() };
         let mut points: Vec<String> = match role {
-            Role::Analyst => items.iter().map(|i| condense(i)).collect(),
+            Role::Analyst => items.iter().map(|i| condense(i, self.analyst_words)).collect(),
             Role::Researcher | Role::Writer => items,
         };
         if role == Role::Writer {
@@ -181,7 +191,7 @@ mod tests {
 
     #[test]
     fn roles_keep_to_their_budget_and_style() {
-        let m = ScriptedAgentModel { seed: 1, price: Price::from_usd_per_mtok(0.15, 0.6) };
+        let m = ScriptedAgentModel::new(1, Price::from_usd_per_mtok(0.15, 0.6));
         let long = "Interconnection queues are the main bottleneck, with projects waiting a median of five years for approval.";
         let items = [long, "Prices fell by 90 percent.", "Crowds grow."];
         let r = ask(&m, Role::Researcher, 1000, &items);
