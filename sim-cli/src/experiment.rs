@@ -367,26 +367,10 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     bar.finish_and_clear();
     let missions = missions.context("the experiment failed")?;
     let records: Vec<RunRecord> = missions.iter().map(|m| m.record.clone()).collect();
-    let mut summary = summarise(&records, listed, &swept);
-    let main_lambda = match (&summary.lambda_pick, auto) {
-        (Some(pick), true) => pick.chosen,
-        _ => listed,
-    };
-    if (main_lambda - listed).abs() > 1e-12 {
-        summary = summarise(&records, main_lambda, &swept);
-    }
+    let (mut summary, main_lambda) = summary_of(&missions, &records, (listed, &swept, auto));
     if let Some(c) = summary.cost.as_mut() {
         c.chat_price = if model.live { cfg.chat_price_label.as_str() } else { "nominal" }.into();
         c.embedding_price = cfg.embedding_price_label.as_str().into();
-    }
-    // The calibration reads the field missions of the main comparison.
-    let accessed: Vec<(f64, f64)> = missions
-        .iter()
-        .filter(|m| m.record.lambda.is_some_and(|l| (l - main_lambda).abs() < 1e-12))
-        .flat_map(|m| m.accessed_lifetimes.iter().copied())
-        .collect();
-    if let Some(pick) = summary.lambda_pick.as_mut() {
-        pick.calibrated = calibrate_lambda(&accessed, ::field::FieldConfig::default().archive_below);
     }
     let sensitivity = match a.sensitivity {
         true => Some(rt.block_on(sensitivity::sweep(&spec, main_lambda)).context("the sensitivity sweep failed")?),
@@ -431,6 +415,32 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         blind_export(dir, &records, &topics, main_lambda, a.seed, &id)?;
     }
     print_done(&a, &out, &summary)
+}
+
+/// The summary at the main lambda (the listed one, or the sweep's pick
+/// with `auto`), with the lifetime calibration of its field missions.
+fn summary_of(
+    missions: &[Mission],
+    records: &[RunRecord],
+    (listed, swept, auto): (f64, &[f64], bool),
+) -> (Summary, f64) {
+    let mut summary = summarise(records, listed, swept);
+    let main_lambda = match (&summary.lambda_pick, auto) {
+        (Some(pick), true) => pick.chosen,
+        _ => listed,
+    };
+    if (main_lambda - listed).abs() > 1e-12 {
+        summary = summarise(records, main_lambda, swept);
+    }
+    let accessed: Vec<(f64, f64)> = missions
+        .iter()
+        .filter(|m| m.record.lambda.is_some_and(|l| (l - main_lambda).abs() < 1e-12))
+        .flat_map(|m| m.accessed_lifetimes.iter().copied())
+        .collect();
+    if let Some(pick) = summary.lambda_pick.as_mut() {
+        pick.calibrated = calibrate_lambda(&accessed, ::field::FieldConfig::default().archive_below);
+    }
+    (summary, main_lambda)
 }
 
 fn print_done(a: &ExperimentArgs, out: &Path, summary: &Summary) -> Result<()> {
