@@ -30,6 +30,7 @@ use engine::clock::SimTime;
 use engine::cost::{Price, Spend};
 use engine::digest::{Digest, DigestWriter};
 use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
+use engine::experiment::judge::{JudgeScore, ScriptedJudge, SCRIPTED_JUDGE};
 use engine::experiment::model::{parse_lines, prompt};
 use engine::experiment::summary::{Condition, MissionCost, RunRecord};
 use engine::experiment::topic::sentences;
@@ -502,6 +503,28 @@ async fn run_mission(
     Ok(MissionResult { report, chat, embedding, latency_ms, telemetry, field_digest })
 }
 
+/// The judge's score of `report`: the scripted rubric judge, or the
+/// configured judge model (one retry when its reply does not parse; `None`
+/// when it still does not, or the call fails).
+async fn judge(spec: &ExperimentSpec, topic: &Topic, report: &str) -> Option<JudgeScore> {
+    let prompt = engine::experiment::judge::prompt(topic, report);
+    let scripted = spec.judge.is_none();
+    let port: Arc<dyn ChatPort> = match &spec.judge {
+        Some(j) => Arc::clone(j),
+        None => Arc::new(ScriptedJudge { price: Price::from_usd_per_mtok(0.15, 0.6) }),
+    };
+    let model = if scripted { SCRIPTED_JUDGE.to_string() } else { spec.judge_model.clone() };
+    let mut request = ChatRequest::new(&model, ChatPurpose::Judge, prompt);
+    for attempt in 0..2 {
+        request.attempt = attempt;
+        let reply = port.complete(&request).await.ok()?;
+        if let Some((score, justification)) = engine::experiment::judge::parse(&reply.text) {
+            return Some(JudgeScore { score, justification, judge: model, scripted });
+        }
+    }
+    None
+}
+
 /// The experiment.
 #[derive(Clone)]
 pub struct ExperimentSpec {
@@ -533,6 +556,10 @@ pub struct ExperimentSpec {
     /// The scripted analyst's words per point (`None`: whole points); only
     /// the scripted model reads it.
     pub analyst_words: Option<usize>,
+    /// The judge of task accuracy; `None` uses the scripted rubric judge.
+    pub judge: Option<Arc<dyn ChatPort>>,
+    /// The judge model's name.
+    pub judge_model: String,
     /// A directory to log every field mission's phases into
     /// (`<topic>-rep<r>-lambda<l>/field.events`), for `sim-cli field replay`.
     pub field_logs: Option<std::path::PathBuf>,
@@ -605,6 +632,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     condition: condition.name(),
                     source: Box::new(e),
                 })?;
+                let task_accuracy = judge(spec, topic, &r.report).await;
                 let tel = r.telemetry.as_ref();
                 out.push(Mission {
                     record: RunRecord {
@@ -629,6 +657,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                             field_patterns: tel.map(|t| t.patterns as u64),
                             field_vector_bytes: tel.map(|t| t.patterns as u64 * spec.dim as u64 * 4),
                         },
+                        task_accuracy,
                     },
                     timeline: tel.map(|t| t.timeline.clone()).unwrap_or_default(),
                     accessed_lifetimes: tel.map(|t| t.accessed_lifetimes.clone()).unwrap_or_default(),

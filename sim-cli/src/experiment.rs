@@ -72,6 +72,10 @@ pub struct ExperimentArgs {
     /// Run even when a neural or hosted embedder fails `sim-cli embed check`.
     #[arg(long)]
     pub skip_embed_check: bool,
+    /// The judge of task accuracy: a config whose [chat] names a live model. Default: the agents'
+    /// live model when --config names one, else the scripted rubric judge.
+    #[arg(long, value_name = "FILE")]
+    pub judge_config: Option<PathBuf>,
     /// Also sweep the scripted model's assumptions (the analyst's words per point: 6, 12, 24, 48,
     /// whole; the writer's context: half, default, double) and report where the field stops winning.
     #[arg(long)]
@@ -101,6 +105,29 @@ fn agent_model(cfg: &engine::config::Config, path: &Path, seed: u64) -> Result<A
             live: true,
         }),
     }
+}
+
+/// The agents' model and the judge: `--judge-config`'s live model, else
+/// the agents' live model, else the scripted ones.
+fn models(a: &ExperimentArgs, cfg: &engine::config::Config) -> Result<(AgentModel, AgentModel)> {
+    let model = match &a.config {
+        Some(path) => agent_model(cfg, path, a.seed)?,
+        None => AgentModel { chat: None, name: SCRIPTED_MODEL.into(), live: false },
+    };
+    let judge = match &a.judge_config {
+        Some(path) => {
+            let j = agent_model(&crate::run::load_config(Some(path))?, path, a.seed)?;
+            if !j.live {
+                bail!(
+                    "--judge-config {}: names no live model ([chat] provider = \"openai\"); without it the scripted rubric judge scores",
+                    path.display()
+                );
+            }
+            j
+        }
+        None => AgentModel { chat: model.chat.clone(), name: model.name.clone(), live: model.live },
+    };
+    Ok((model, judge))
 }
 
 fn empty_or_new(dir: &Path, flag: &str) -> Result<()> {
@@ -329,10 +356,7 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         None => resolve_topics(&a.topics)?,
     };
     let mut cfg = crate::run::load_config(a.config.as_ref())?;
-    let model = match &a.config {
-        Some(path) => agent_model(&cfg, path, a.seed)?,
-        None => AgentModel { chat: None, name: SCRIPTED_MODEL.into(), live: false },
-    };
+    let (model, judge) = models(&a, &cfg)?;
     if a.sensitivity && model.live {
         bail!("--sensitivity sweeps the scripted agent model's assumptions; with a live model ({}) there are none to sweep", model.name);
     }
@@ -356,6 +380,8 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
         chat: model.chat.clone(),
         model: model.name.clone(),
         analyst_words: Some(engine::experiment::model::ANALYST_WORDS),
+        judge: judge.chat.clone(),
+        judge_model: judge.name.clone(),
         field_logs: Some(out.join("fields")),
     };
     let bar = crate::progress::bar(0, "missions");
@@ -499,6 +525,46 @@ fn cost_md(s: &Summary) -> String {
     t
 }
 
+/// One line on task accuracy, for the summary.
+fn accuracy_line(s: &Summary) -> String {
+    let Some(t) = &s.task_accuracy else { return String::new() };
+    format!(
+        "Task accuracy (judge `{}`{}): field {:.2}, message passing {:.2} of 5 (exact Wilcoxon p = {:.4}, {} pairs).\n",
+        t.judge,
+        if t.scripted { ", the scripted rubric scorer, not a language model" } else { "" },
+        t.means.get("field").copied().unwrap_or(f64::NAN),
+        t.means.get("message_passing").copied().unwrap_or(f64::NAN),
+        t.wilcoxon.p_value,
+        t.judged_pairs
+    )
+}
+
+/// The task-accuracy section of `report.md`: per condition and per run.
+fn accuracy_md(s: &Summary, records: &[RunRecord], main_lambda: f64) -> String {
+    if s.task_accuracy.is_none() {
+        return String::new();
+    }
+    let mut t = format!(
+        "\n## Task accuracy (LLM-as-judge, rubric 1-5)\n\n{}\n| topic | rep | condition | score | justification |\n|---|---:|---|---:|---|\n",
+        accuracy_line(s)
+    );
+    let main = |r: &&RunRecord| r.lambda.is_none_or(|l| (l - main_lambda).abs() < 1e-12);
+    for r in records.iter().filter(main) {
+        let (score, why) = r
+            .task_accuracy
+            .as_ref()
+            .map_or(("-".to_string(), "the judge gave no score"), |j| (j.score.to_string(), j.justification.as_str()));
+        t.push_str(&format!(
+            "| {} | {} | {} | {score} | {} |\n",
+            r.topic,
+            r.rep,
+            r.condition.name(),
+            why.replace('|', "/")
+        ));
+    }
+    t
+}
+
 /// The recommendation as the first lines of a report.
 pub fn recommendation_md(s: &Summary) -> String {
     match &s.recommendation {
@@ -536,6 +602,7 @@ pub fn criteria_table(s: &Summary) -> String {
         }
     ));
     t.push_str(&recommendation_md(s));
+    t.push_str(&accuracy_line(s));
     if let Some(c) = &s.cost {
         t.push_str(&format!(
             "Cost per mission: field {}, message passing {} (ratio {:.3}; chat price {}, embedding price {}).\n",
@@ -616,6 +683,7 @@ fn report_md(
     r.push_str("## Pass / fail\n\n");
     r.push_str(&criteria_table(s));
     r.push_str(&cost_md(s));
+    r.push_str(&accuracy_md(s, records, main_lambda));
     r.push_str("\n## Wilcoxon signed-rank tests (field - message passing)\n\n| metric | n | T | p (exact, two-sided) | effect size r | median difference |\n|---|---:|---:|---:|---:|---:|\n");
     for (m, w) in &s.wilcoxon {
         r.push_str(&format!(

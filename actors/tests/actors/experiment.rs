@@ -33,6 +33,8 @@ fn spec(chat: Option<Arc<dyn ChatPort>>) -> ExperimentSpec {
         },
         embed_model: engine::config::Config::defaults().raw.embedding.model,
         analyst_words: Some(engine::experiment::model::ANALYST_WORDS),
+        judge: None,
+        judge_model: String::new(),
         chat,
         model: actors::experiment::SCRIPTED_MODEL.into(),
         field_logs: None,

@@ -29,6 +29,8 @@ pub enum ChatPurpose {
     Probe,
     /// A research agent's step (researcher, analyst or writer).
     Agent,
+    /// A judge scoring a report against a rubric.
+    Judge,
 }
 
 impl ChatPurpose {
@@ -40,6 +42,7 @@ impl ChatPurpose {
             ChatPurpose::Reflection => 1,
             ChatPurpose::Probe => 2,
             ChatPurpose::Agent => 3,
+            ChatPurpose::Judge => 4,
         }
     }
 }

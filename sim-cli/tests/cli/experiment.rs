@@ -56,6 +56,11 @@ fn experiment_is_deterministic_and_writes_every_output() {
     assert_eq!(cost["all_missions_nano_usd"].as_u64(), Some(runs.iter().map(|r| nano(r, "total_nano_usd")).sum()));
     assert!(cost["per_condition"]["field"]["mean_field_patterns"].as_f64() > Some(0.0));
     assert_eq!((cost["chat_price"].as_str(), cost["embedding_price"].as_str()), (Some("nominal"), Some("nominal")));
+    // Task accuracy by the scripted rubric judge, per run and per condition.
+    assert!(runs.iter().all(|r| r["task_accuracy"]["scripted"] == true && r["task_accuracy"]["score"].is_u64()));
+    let acc = &v["summary"]["task_accuracy"];
+    assert_eq!((acc["judge"].as_str(), acc["judged_pairs"].as_u64()), (Some("scripted-rubric-judge-v1"), Some(4)));
+    assert!(acc["wilcoxon"]["p_value"].is_number() && acc["means"]["field"].is_number());
     assert_eq!(v["summary"]["pairs"], 4);
     // Each field mission's log replays.
     let o = sim(&dir, &["field", "replay", "a/fields/grid-storage-rep1-lambda0.1", "--json"]);
@@ -189,15 +194,30 @@ fn a_config_runs_the_agents_on_a_live_model() {
     std::fs::write(dir.join("live.toml"), config).expect("write");
     let args = ["experiment", "--topics", "1", "--reps", "1", "--lambda", "0.1", "--config", "live.toml", "--out", "r"];
     let o = sim(&dir, &args);
+    // Scripted agents, judged by the live model.
+    let judged =
+        ["experiment", "--topics", "1", "--reps", "1", "--lambda", "0.1", "--judge-config", "live.toml", "--out", "j"];
+    let j = sim(&dir, &judged);
     stop.store(true, Ordering::Relaxed);
     let _ = server.join();
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(j.status.success(), "{}", stderr(&j));
+    let jv = read_json(&dir.join("j/results.json"));
+    assert_eq!(jv["experiment"]["model"]["live"], false);
+    assert_eq!(jv["summary"]["task_accuracy"]["judge"], "loopback-model");
     let v = read_json(&dir.join("r/results.json"));
     assert_eq!(v["experiment"]["model"]["name"], "loopback-model");
     assert_eq!(v["experiment"]["model"]["live"], true);
     assert!(seen.lock().iter().any(|l| l.contains("/chat/completions")), "the agents called the model");
     let report = std::fs::read_to_string(dir.join("r/report.md")).expect("report");
     assert!(report.contains("the live model `loopback-model`"), "{report}");
+    // The live model judges too: every run scored through it.
+    for r in v["runs"].as_array().expect("runs") {
+        let j = &r["task_accuracy"];
+        assert_eq!((j["judge"].as_str(), j["scripted"].as_bool()), (Some("loopback-model"), Some(false)), "{r}");
+        assert_eq!(j["justification"], "Judged on loopback.");
+    }
+    assert_eq!(v["summary"]["task_accuracy"]["judged_pairs"], 1);
 }
 
 /// An experiment with a blind kit of 6 pairs, and a sheet writer: `scores`

@@ -251,6 +251,7 @@ fn chat_answer(request: &serde_json::Value, fail: bool) -> String {
             let points: Vec<&str> = prompt.lines().filter(|l| l.len() > 40).take(3).collect();
             serde_json::json!({"points": points})
         }
+        Some("judge_score") => serde_json::json!({"score": 1 + n % 5, "justification": "Judged on loopback."}),
         _ => serde_json::json!({
             "reaction": format!("I read {n} characters about it and feel fine."),
             "sentiment": 0.2,

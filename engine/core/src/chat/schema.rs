@@ -29,6 +29,7 @@ pub fn schema(purpose: ChatPurpose) -> Value {
         }
         ChatPurpose::Probe => object(json!({"answer": int(1, 5), "why": string}), &["answer", "why"]),
         ChatPurpose::Agent => object(json!({"points": {"type": "array", "items": string}}), &["points"]),
+        ChatPurpose::Judge => object(json!({"score": int(1, 5), "justification": string}), &["score", "justification"]),
     }
 }
 
@@ -39,6 +40,7 @@ pub fn schema_name(purpose: ChatPurpose) -> &'static str {
         ChatPurpose::Reflection => "reflection",
         ChatPurpose::Probe => "probe",
         ChatPurpose::Agent => "agent_points",
+        ChatPurpose::Judge => "judge_score",
     }
 }
 

@@ -234,6 +234,8 @@ impl ScriptedPersonaModel {
             ChatPurpose::Probe => self.answer(&r, &mut s),
             // Agents have their own model (`experiment::ScriptedAgentModel`).
             ChatPurpose::Agent => String::from("The persona model does not play research agents.\n"),
+            // Judges too (`experiment::judge::ScriptedJudge`).
+            ChatPurpose::Judge => String::from("The persona model does not judge reports.\n"),
         }
     }
 }

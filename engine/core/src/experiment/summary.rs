@@ -60,6 +60,44 @@ pub struct RunRecord {
     /// What the mission cost, in nano-USD through the price table.
     #[serde(default)]
     pub cost: MissionCost,
+    /// The judge's score of the report (task accuracy), if it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_accuracy: Option<super::judge::JudgeScore>,
+}
+
+/// Task accuracy over the main comparison's pairs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskAccuracy {
+    /// The judge model.
+    pub judge: String,
+    /// True for the scripted rubric scorer.
+    pub scripted: bool,
+    /// Pairs whose two reports were both scored.
+    pub judged_pairs: usize,
+    /// Mean score per condition, 1 to 5.
+    pub means: BTreeMap<String, f64>,
+    /// Wilcoxon signed-rank test on field minus message passing.
+    pub wilcoxon: Wilcoxon,
+}
+
+fn task_accuracy(pairs: &[(&RunRecord, &RunRecord)]) -> Option<TaskAccuracy> {
+    let scored: Vec<(&super::judge::JudgeScore, &super::judge::JudgeScore)> =
+        pairs.iter().filter_map(|(f, c)| Some((f.task_accuracy.as_ref()?, c.task_accuracy.as_ref()?))).collect();
+    let first = scored.first()?.0;
+    let n = scored.len() as f64;
+    let mean = |pick: fn(&(&super::judge::JudgeScore, &super::judge::JudgeScore)) -> u8| {
+        scored.iter().map(|s| f64::from(pick(s))).sum::<f64>() / n
+    };
+    Some(TaskAccuracy {
+        judge: first.judge.clone(),
+        scripted: first.scripted,
+        judged_pairs: scored.len(),
+        means: BTreeMap::from([
+            (Condition::Field.name().to_string(), mean(|s| s.0.score)),
+            (Condition::MessagePassing.name().to_string(), mean(|s| s.1.score)),
+        ]),
+        wilcoxon: wilcoxon(&scored.iter().map(|(f, c)| f64::from(f.score) - f64::from(c.score)).collect::<Vec<_>>()),
+    })
 }
 
 /// One mission's spend and the field's storage.
@@ -306,6 +344,9 @@ pub struct Summary {
     /// knows the price table).
     #[serde(default)]
     pub cost: Option<CostSummary>,
+    /// Task accuracy by the judge, when the missions were judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_accuracy: Option<TaskAccuracy>,
     /// Wilcoxon signed-rank test per metric, on field minus message passing.
     pub wilcoxon: BTreeMap<String, Wilcoxon>,
     /// The field at every lambda.
@@ -507,6 +548,7 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
         verdict: recommendation.verdict,
         recommendation: Some(recommendation),
         cost: Some(cost),
+        task_accuracy: task_accuracy(&p),
         criteria,
         pass,
         wilcoxon: tests,
@@ -539,6 +581,7 @@ mod tests {
             present: Vec::new(),
             report: String::new(),
             cost: MissionCost { total_nano_usd: tokens * 10, ..MissionCost::default() },
+            task_accuracy: None,
         }
     }
 

@@ -45,6 +45,10 @@ pub struct Topic {
     pub passages: Vec<Passage>,
     /// Gold findings.
     pub findings: Vec<Finding>,
+    /// What the judge scores task accuracy by; one item per gold finding
+    /// when absent (see [`super::judge::rubric`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rubric: Vec<super::judge::RubricItem>,
 }
 
 /// The built-in topics, by name.
@@ -111,6 +115,7 @@ impl Topic {
             question: "How did the persona panel react to each stimulus, and how likely are they to buy?".into(),
             passages,
             findings,
+            rubric: Vec::new(),
         };
         topic.validate(title)?;
         Ok(topic)
@@ -190,6 +195,15 @@ impl Topic {
                 return Err(bad(
                     field("phrases"),
                     format!("no sentence of passage {:?} holds all of {:?}", f.passage, f.phrases),
+                ));
+            }
+        }
+        let mut rids = BTreeSet::new();
+        for (i, r) in self.rubric.iter().enumerate() {
+            if !rids.insert(r.id.as_str()) || r.criterion.trim().is_empty() || !(1..=3).contains(&r.weight) {
+                return Err(bad(
+                    format!("rubric[{i}]"),
+                    format!("item {:?}: ids are unique, criteria not empty, weights 1 to 3", r.id),
                 ));
             }
         }
