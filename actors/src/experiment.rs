@@ -30,6 +30,7 @@ use engine::clock::SimTime;
 use engine::cost::{Price, Spend};
 use engine::digest::{Digest, DigestWriter};
 use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
+use engine::experiment::cassette::mission_key;
 use engine::experiment::judge::{JudgeScore, ScriptedJudge, SCRIPTED_JUDGE};
 use engine::experiment::model::{parse_lines, prompt};
 use engine::experiment::summary::{Condition, MissionCost, RunRecord};
@@ -525,6 +526,19 @@ async fn judge(spec: &ExperimentSpec, topic: &Topic, report: &str) -> Option<Jud
     None
 }
 
+/// Where a mission's latency comes from.
+#[derive(Debug, Clone)]
+pub enum LatencySource {
+    /// The latency model (scripted agents): reproducible.
+    Modelled,
+    /// The wall clock, from the mission's start to its final output (live
+    /// agents); missions run one at a time, so conditions never compete.
+    Measured,
+    /// Measured when recorded: the cassette's figure per mission
+    /// ([`engine::experiment::cassette::mission_key`]).
+    Recorded(Arc<std::collections::HashMap<String, f64>>),
+}
+
 /// The experiment.
 #[derive(Clone)]
 pub struct ExperimentSpec {
@@ -556,6 +570,8 @@ pub struct ExperimentSpec {
     /// The scripted analyst's words per point (`None`: whole points); only
     /// the scripted model reads it.
     pub analyst_words: Option<usize>,
+    /// Where each mission's latency comes from.
+    pub latency_source: LatencySource,
     /// The judge of task accuracy; `None` uses the scripted rubric judge.
     pub judge: Option<Arc<dyn ChatPort>>,
     /// The judge model's name.
@@ -626,12 +642,22 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     chat: Arc::clone(&chat),
                     model: spec.model.clone(),
                 };
+                let started = std::time::Instant::now();
                 let r = mission(&m).await.map_err(|e| Error::InMission {
                     topic: topic.name.clone(),
                     rep,
                     condition: condition.name(),
                     source: Box::new(e),
                 })?;
+                let key = mission_key(&topic.name, rep, condition.name(), lambda);
+                let (latency_ms, modelled_latency_ms) = match &spec.latency_source {
+                    LatencySource::Modelled => (r.latency_ms, None),
+                    LatencySource::Measured => (started.elapsed().as_secs_f64() * 1000.0, Some(r.latency_ms)),
+                    LatencySource::Recorded(map) => match map.get(&key) {
+                        Some(ms) => (*ms, Some(r.latency_ms)),
+                        None => return Err(Error::Mission(format!("the cassette holds no latency of mission {key}"))),
+                    },
+                };
                 let task_accuracy = judge(spec, topic, &r.report).await;
                 let tel = r.telemetry.as_ref();
                 out.push(Mission {
@@ -644,7 +670,8 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                         retention: metrics::retention(&r.report, topic),
                         quality: metrics::quality(&r.report, topic),
                         tokens: r.chat.input_tokens + r.chat.output_tokens + r.embedding.input_tokens,
-                        latency_ms: r.latency_ms,
+                        latency_ms,
+                        modelled_latency_ms,
                         cross_agent_resonance: tel.map(|t| t.multi_agent_patterns.len() as u64),
                         stability: tel.map(|t| t.stability.stability),
                         convergence_phase: tel.and_then(|t| t.convergence_phase),

@@ -3,6 +3,7 @@
 //! `results.json`, `report.md` and three SVG charts; optionally a blind
 //! rating kit.
 
+mod cassette;
 mod rate;
 mod sensitivity;
 
@@ -26,7 +27,8 @@ use std::path::{Path, PathBuf};
     after_help = "Each topic and repetition is one paired comparison: message passing and the field (at each\n\
     lambda) run with the same seed, model, budgets and queries. The agents' text comes from the\n\
     embedded scripted agent model unless --config names a live one (chat.provider = \"openai\").\n\
-    Latency is modelled (per call and per token), so that the same seed gives an identical results.json.\n\n\
+    Scripted latency is modelled (per call and per token), so that the same seed gives an identical results.json;\n\
+    a live model's is measured, and its calls are recorded in cassette.bin for --replay.\n\n\
     Built-in topics: grid-storage, sleep-wearables, urban-heat, remote-work, antibiotic-resistance.\n\n\
     `sim-cli experiment rate DIR --ratings FILE` folds a filled-in blind rating sheet back in.",
     args_conflicts_with_subcommands = true
@@ -76,6 +78,10 @@ pub struct ExperimentArgs {
     /// live model when --config names one, else the scripted rubric judge.
     #[arg(long, value_name = "FILE")]
     pub judge_config: Option<PathBuf>,
+    /// Re-score the live experiment recorded in DIR (its cassette.bin) with no model call: the
+    /// same missions, answers and measured latencies, through today's metrics and judge.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["topics", "reps", "lambda", "seed", "from_run", "config", "dim", "skip_embed_check", "sensitivity"])]
+    pub replay: Option<PathBuf>,
     /// Also sweep the scripted model's assumptions (the analyst's words per point: 6, 12, 24, 48,
     /// whole; the writer's context: half, default, double) and report where the field stops winning.
     #[arg(long)]
@@ -86,7 +92,7 @@ pub struct ExperimentArgs {
 }
 
 /// The agents' model: the scripted one, or the live one a config names.
-struct AgentModel {
+pub struct AgentModel {
     chat: Option<std::sync::Arc<dyn engine::chat::ChatPort>>,
     name: String,
     live: bool,
@@ -211,6 +217,9 @@ struct Setup<'a> {
     budgets: &'a Budgets,
     latency_model: &'a LatencyModel,
     model: ModelSummary,
+    /// The cassette a replay re-scored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replayed_from: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -229,8 +238,8 @@ struct ModelSummary {
 }
 
 /// The embedder every vector came from, and what the sanity check said.
-#[derive(Debug, Serialize)]
-struct EmbedderSummary {
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct EmbedderSummary {
     model: String,
     dim: usize,
     /// `lexical` (the local hash embedder) or `semantic`.
@@ -345,43 +354,119 @@ pub enum ExperimentCommand {
     Rate(rate::RateArgs),
 }
 
+/// Everything an experiment runs on: what to run, the ports, and where the
+/// answers come from or go.
+pub struct Plan {
+    topics: Vec<Topic>,
+    reps: u32,
+    seed: u64,
+    swept: Vec<f64>,
+    auto: bool,
+    model: AgentModel,
+    judge: AgentModel,
+    embedder: std::sync::Arc<dyn engine::embed::EmbeddingPort>,
+    embedder_summary: EmbedderSummary,
+    embed_model: String,
+    dim: usize,
+    /// Price labels: chat, embedding.
+    prices: (String, String),
+    latency: actors::experiment::LatencySource,
+    /// A live experiment's cassette, being written.
+    recorder: Option<std::sync::Arc<engine::experiment::cassette::Recorder>>,
+    /// The cassette a replay serves from.
+    replaying: Option<(PathBuf, std::sync::Arc<engine::experiment::cassette::Cassette>)>,
+    out: PathBuf,
+}
+
 /// Runs `sim-cli experiment`.
 pub fn experiment(a: ExperimentArgs) -> Result<()> {
     if let Some(ExperimentCommand::Rate(r)) = &a.command {
         return rate::rate(r);
     }
+    let plan = match &a.replay {
+        Some(dir) => cassette::replay_plan(&a, dir)?,
+        None => fresh_plan(&a)?,
+    };
+    if a.sensitivity && plan.model.live {
+        bail!(
+            "--sensitivity sweeps the scripted agent model's assumptions; with a live model ({}) there are none to sweep",
+            plan.model.name
+        );
+    }
+    if plan.recorder.is_none() {
+        // (A recorded plan made its directory to hold the cassette.)
+        empty_or_new(&plan.out, "--out")?;
+    }
+    execute(&a, plan)
+}
+
+/// The plan of a new experiment: topics, config, models and embedder from
+/// the flags; a live one is recorded into the cassette.
+fn fresh_plan(a: &ExperimentArgs) -> Result<Plan> {
     let (swept, auto) = lambdas(&a.lambda);
     let topics = match &a.from_run {
         Some(dir) => vec![topic_from_run(dir)?],
         None => resolve_topics(&a.topics)?,
     };
     let mut cfg = crate::run::load_config(a.config.as_ref())?;
-    let (model, judge) = models(&a, &cfg)?;
-    if a.sensitivity && model.live {
-        bail!("--sensitivity sweeps the scripted agent model's assumptions; with a live model ({}) there are none to sweep", model.name);
-    }
-    let (embedder, embedder_summary) = experiment_embedder(&a, &mut cfg)?;
+    let (model, judge) = models(a, &cfg)?;
+    let (embedder, embedder_summary) = experiment_embedder(a, &mut cfg)?;
     let out = a.out.clone().unwrap_or_else(|| crate::output::fresh_dir(&format!("runs/experiment-s{}", a.seed)));
-    empty_or_new(&out, "--out")?;
+    let prices = (
+        if model.live { cfg.chat_price_label.as_str() } else { "nominal" }.to_string(),
+        cfg.embedding_price_label.as_str().to_string(),
+    );
+    let latency = match model.live {
+        true => actors::experiment::LatencySource::Measured,
+        false => actors::experiment::LatencySource::Modelled,
+    };
+    let plan = Plan {
+        topics,
+        reps: a.reps,
+        seed: a.seed,
+        swept,
+        auto,
+        model,
+        judge,
+        embedder,
+        embedder_summary,
+        embed_model: cfg.raw.embedding.model.clone(),
+        dim: cfg.raw.embedding.dim,
+        prices,
+        latency,
+        recorder: None,
+        replaying: None,
+        out,
+    };
     if let Some(b) = &a.blind_export {
         empty_or_new(b, "--blind-export")?;
     }
-    let listed = if swept.iter().any(|l| (l - 0.1).abs() < 1e-12) { 0.1 } else { swept[0] };
+    if plan.model.live || plan.judge.live {
+        empty_or_new(&plan.out, "--out")?;
+        return cassette::record(plan);
+    }
+    Ok(plan)
+}
+
+fn execute(a: &ExperimentArgs, plan: Plan) -> Result<()> {
+    let out = plan.out.clone();
+    let listed = if plan.swept.iter().any(|l| (l - 0.1).abs() < 1e-12) { 0.1 } else { plan.swept[0] };
     let spec = ExperimentSpec {
-        topics: topics.clone(),
-        reps: a.reps,
-        lambdas: swept.clone(),
-        seed: a.seed,
+        topics: plan.topics.clone(),
+        reps: plan.reps,
+        lambdas: plan.swept.clone(),
+        seed: plan.seed,
         budgets: Budgets::default(),
         latency: LatencyModel::default(),
-        dim: cfg.raw.embedding.dim,
-        embedder,
-        embed_model: cfg.raw.embedding.model.clone(),
-        chat: model.chat.clone(),
-        model: model.name.clone(),
+        dim: plan.dim,
+        embedder: plan.embedder.clone(),
+        embed_model: plan.embed_model.clone(),
+        chat: plan.model.chat.clone(),
+        model: plan.model.name.clone(),
         analyst_words: Some(engine::experiment::model::ANALYST_WORDS),
-        judge: judge.chat.clone(),
-        judge_model: judge.name.clone(),
+        latency_source: plan.latency.clone(),
+        judge: plan.judge.chat.clone(),
+        judge_model: plan.judge.name.clone(),
         field_logs: Some(out.join("fields")),
     };
     let bar = crate::progress::bar(0, "missions");
@@ -393,10 +478,12 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     bar.finish_and_clear();
     let missions = missions.context("the experiment failed")?;
     let records: Vec<RunRecord> = missions.iter().map(|m| m.record.clone()).collect();
-    let (mut summary, main_lambda) = summary_of(&missions, &records, (listed, &swept, auto));
+    if let Some(rec) = &plan.recorder {
+        cassette::record_latencies(rec, &records, plan.model.live)?;
+    }
+    let (mut summary, main_lambda) = summary_of(&missions, &records, (listed, &plan.swept, plan.auto));
     if let Some(c) = summary.cost.as_mut() {
-        c.chat_price = if model.live { cfg.chat_price_label.as_str() } else { "nominal" }.into();
-        c.embedding_price = cfg.embedding_price_label.as_str().into();
+        (c.chat_price, c.embedding_price) = plan.prices.clone();
     }
     let sensitivity = match a.sensitivity {
         true => Some(rt.block_on(sensitivity::sweep(&spec, main_lambda)).context("the sensitivity sweep failed")?),
@@ -406,23 +493,25 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     let results = Results {
         experiment: Setup {
             id: id.clone(),
-            seed: a.seed,
-            reps: a.reps,
-            topics: topics
+            seed: plan.seed,
+            reps: plan.reps,
+            topics: plan
+                .topics
                 .iter()
                 .map(|t| TopicSummary { name: &t.name, title: &t.title, findings: t.findings.len() })
                 .collect(),
-            lambdas: &swept,
+            lambdas: &plan.swept,
             main_lambda,
             dim: spec.dim as u32,
-            embedder: embedder_summary,
+            embedder: plan.embedder_summary.clone(),
             budgets: &spec.budgets,
             latency_model: &spec.latency,
             model: ModelSummary {
-                name: model.name.clone(),
-                kind: if model.live { "live" } else { "scripted" },
-                live: model.live,
+                name: plan.model.name.clone(),
+                kind: if plan.model.live { "live" } else { "scripted" },
+                live: plan.model.live,
             },
+            replayed_from: plan.replaying.as_ref().map(|(p, _)| p.display().to_string()),
         },
         summary: &summary,
         runs: &records,
@@ -430,17 +519,20 @@ pub fn experiment(a: ExperimentArgs) -> Result<()> {
     };
     std::fs::write(out.join("results.json"), serde_json::to_vec_pretty(&results)?)
         .with_context(|| format!("cannot write {}", out.display()))?;
-    charts(&out, &missions, &topics, main_lambda)?;
-    let mut report = report_md(&a, &spec, &results.experiment.embedder, &topics, &summary, &records, main_lambda);
+    charts(&out, &missions, &plan.topics, main_lambda)?;
+    let mut report = report_md(&spec, &results.experiment.embedder, &plan.topics, &summary, &records, main_lambda);
     if let Some(s) = &sensitivity {
         sensitivity::chart(&out, s)?;
         report.push_str(&sensitivity::markdown(s));
     }
     std::fs::write(out.join("report.md"), report)?;
     if let Some(dir) = &a.blind_export {
-        blind_export(dir, &records, &topics, main_lambda, a.seed, &id)?;
+        blind_export(dir, &records, &plan.topics, main_lambda, plan.seed, &id)?;
     }
-    print_done(&a, &out, &summary)
+    if let Some((path, c)) = &plan.replaying {
+        eprintln!("replayed from {}: {} recorded answers served, no model called", path.display(), c.served());
+    }
+    print_done(a, &out, &summary)
 }
 
 /// The summary at the main lambda (the listed one, or the sweep's pick
@@ -629,7 +721,6 @@ pub const RECOMMENDATION_START: &str = "<!-- recommendation -->\n";
 pub const RECOMMENDATION_END: &str = "<!-- /recommendation -->\n";
 
 fn report_md(
-    a: &ExperimentArgs,
     spec: &ExperimentSpec,
     embedder: &EmbedderSummary,
     topics: &[Topic],
@@ -647,7 +738,8 @@ fn report_md(
     if spec.chat.is_some() {
         r.push_str(&format!(
             "**Which model wrote the agents' text:** the live model `{}`, through the configured OpenAI-compatible endpoint \
-             (live: true), the same model for every role. The latency figures are modelled from token counts, not measured.\n\n",
+             (live: true), the same model for every role. Latency is measured: wall clock from each mission's start to its final output, \
+             missions one at a time; the modelled figure is kept beside it in results.json.\n\n",
             spec.model
         ));
     } else {
@@ -663,7 +755,7 @@ fn report_md(
     r.push_str("## Method\n\n");
     r.push_str(&format!(
         "- {} topics x {} repetitions; each (topic, repetition) runs message passing and the field (lambda {}) with the same seed: {} paired comparisons.\n",
-        topics.len(), a.reps, main_lambda, s.pairs
+        topics.len(), spec.reps, main_lambda, s.pairs
     ));
     r.push_str("- Agents act in phases, one simulated hour per iteration: the researcher reads one source per iteration, the analyst synthesises from the second iteration on, the writer writes at the end.\n");
     r.push_str("- Field: every agent injects into and queries one shared field (exact top-k by decayed, boosted score). Message passing: the researcher's findings go to the analyst's inbox, the analyst's points to the writer's; inboxes are ranked by cosine to the question and merged by key.\n");
@@ -678,7 +770,7 @@ fn report_md(
         (Some(verdict), engine::embed::check::Similarity::Semantic) => format!("- Embedder check (`sim-cli embed check`): {verdict}.\n"),
         (None, _) => "- Embedder check: skipped (--skip-embed-check); the embedder's similarities were not checked.\n".to_string(),
     });
-    r.push_str("- Metrics: retention = gold findings whose key phrases all appear in the report / all gold findings; quality = 1 + 4 x importance-weighted coverage (1-5); tokens = chat input + output + embedding input; latency = modelled (400 ms per call, 0.05 ms per prompt token, 10 ms per completion token, 30 ms + 0.01 ms/token per embedding call; concurrent agents overlap); cross-agent resonance = field patterns accessed by more than one agent; stability and its convergence phase (> 0.75).\n");
+    r.push_str("- Metrics: retention = gold findings whose key phrases all appear in the report / all gold findings; quality = 1 + 4 x importance-weighted coverage (1-5); tokens = chat input + output + embedding input; latency = measured wall clock for live agents, else modelled (400 ms per call, 0.05 ms per prompt token, 10 ms per completion token, 30 ms + 0.01 ms/token per embedding call; concurrent agents overlap); cross-agent resonance = field patterns accessed by more than one agent; stability and its convergence phase (> 0.75).\n");
     r.push_str("- Statistics: Wilcoxon signed-rank on field minus message passing per pair, exact null distribution; effect size = matched-pairs rank-biserial r.\n\n");
     r.push_str("## Pass / fail\n\n");
     r.push_str(&criteria_table(s));

@@ -35,6 +35,7 @@ fn spec(chat: Option<Arc<dyn ChatPort>>) -> ExperimentSpec {
         analyst_words: Some(engine::experiment::model::ANALYST_WORDS),
         judge: None,
         judge_model: String::new(),
+        latency_source: actors::experiment::LatencySource::Modelled,
         chat,
         model: actors::experiment::SCRIPTED_MODEL.into(),
         field_logs: None,

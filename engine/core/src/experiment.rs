@@ -4,6 +4,7 @@
 //! ([`stats`]). The agents themselves and the missions are actors (see the
 //! `actors` crate); this module holds everything that is pure.
 
+pub mod cassette;
 pub mod judge;
 pub mod metrics;
 pub mod model;

@@ -208,6 +208,27 @@ fn a_config_runs_the_agents_on_a_live_model() {
     let v = read_json(&dir.join("r/results.json"));
     assert_eq!(v["experiment"]["model"]["name"], "loopback-model");
     assert_eq!(v["experiment"]["model"]["live"], true);
+    // Live latency is measured, the modelled figure kept beside it.
+    assert_eq!(v["summary"]["latency"]["kind"], "measured");
+    let latency =
+        v["summary"]["criteria"].as_array().expect("criteria").iter().find(|c| c["key"] == "latency").cloned();
+    assert_eq!(latency.expect("a latency criterion")["source"], "measured");
+    assert!(v["runs"].as_array().expect("runs").iter().all(|r| r["modelled_latency_ms"].is_number()));
+    // The server is gone: a replay answers every call from the cassette
+    // and reproduces the runs, measured latencies included.
+    let o = sim(&dir, &["experiment", "--replay", "r", "--out", "again"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("recorded answers served, no model called"), "{}", stderr(&o));
+    let again = read_json(&dir.join("again/results.json"));
+    assert_eq!(again["runs"], v["runs"], "the replay reproduces every run");
+    assert_eq!(again["summary"], v["summary"]);
+    assert_eq!(again["experiment"]["replayed_from"], "r/cassette.bin");
+    // A cassette cut short is refused, naming the file; nothing is called.
+    let bytes = std::fs::read(dir.join("r/cassette.bin")).expect("cassette");
+    std::fs::create_dir_all(dir.join("cut")).expect("dir");
+    std::fs::write(dir.join("cut/cassette.bin"), &bytes[..bytes.len() - 10]).expect("write");
+    let o = sim(&dir, &["experiment", "--replay", "cut", "--out", "cut-out"]);
+    assert!(!o.status.success() && stderr(&o).contains("cut/cassette.bin"), "{}", stderr(&o));
     assert!(seen.lock().iter().any(|l| l.contains("/chat/completions")), "the agents called the model");
     let report = std::fs::read_to_string(dir.join("r/report.md")).expect("report");
     assert!(report.contains("the live model `loopback-model`"), "{report}");

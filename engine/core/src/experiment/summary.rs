@@ -45,8 +45,13 @@ pub struct RunRecord {
     pub quality: f64,
     /// Chat input + output tokens plus embedding input tokens.
     pub tokens: u64,
-    /// Modelled mission latency in milliseconds.
+    /// Mission latency in milliseconds: measured (wall clock, from the
+    /// mission's start to its final output) for live agents, modelled for
+    /// scripted ones.
     pub latency_ms: f64,
+    /// The modelled latency beside a measured one (live agents only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modelled_latency_ms: Option<f64>,
     /// Field patterns accessed by more than one agent.
     pub cross_agent_resonance: Option<u64>,
     /// Field stability at the end.
@@ -63,6 +68,16 @@ pub struct RunRecord {
     /// The judge's score of the report (task accuracy), if it answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_accuracy: Option<super::judge::JudgeScore>,
+}
+
+/// How the latency criterion's figures were obtained.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// `measured` (wall clock, live agents) or `modelled`.
+    pub kind: String,
+    /// Mean modelled latency per condition beside measured figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modelled_means_ms: Option<BTreeMap<String, f64>>,
 }
 
 /// Task accuracy over the main comparison's pairs.
@@ -347,6 +362,9 @@ pub struct Summary {
     /// Task accuracy by the judge, when the missions were judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_accuracy: Option<TaskAccuracy>,
+    /// How latency was obtained.
+    #[serde(default)]
+    pub latency: LatencySummary,
     /// Wilcoxon signed-rank test per metric, on field minus message passing.
     pub wilcoxon: BTreeMap<String, Wilcoxon>,
     /// The field at every lambda.
@@ -471,6 +489,8 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
     let tokens = ratio(mf.tokens, mc.tokens);
     let latency = ratio(mf.latency_ms, mc.latency_ms);
     let gain = mf.quality - mc.quality;
+    let latency_summary = latency_summary(&field, &control);
+    let kind = latency_summary.kind.clone();
     let criteria = vec![
         Criterion::judged(
             "retention",
@@ -498,7 +518,7 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
             latency,
             latency <= 1.5,
             n,
-            "modelled",
+            &kind,
         ),
     ];
     let diff = |f: fn(&RunRecord) -> f64| p.iter().map(|(a, b)| f(a) - f(b)).collect::<Vec<f64>>();
@@ -530,17 +550,7 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
     m.insert(Condition::MessagePassing.name().to_string(), mc);
     let lambda_pick = pick_lambda(&lambda_sweep);
     let recommendation = decide(&criteria);
-    let (cf, cc) = (condition_cost(&field), condition_cost(&control));
-    let cost = CostSummary {
-        ratio: ratio(cf.mean_nano_usd, cc.mean_nano_usd),
-        per_condition: BTreeMap::from([
-            (Condition::Field.name().to_string(), cf),
-            (Condition::MessagePassing.name().to_string(), cc),
-        ]),
-        all_missions_nano_usd: records.iter().map(|r| r.cost.total_nano_usd).sum(),
-        chat_price: String::new(),
-        embedding_price: String::new(),
-    };
+    let cost = cost_summary(records, &field, &control);
     Summary {
         lambda,
         pairs: p.len(),
@@ -549,11 +559,44 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
         recommendation: Some(recommendation),
         cost: Some(cost),
         task_accuracy: task_accuracy(&p),
+        latency: latency_summary,
         criteria,
         pass,
         wilcoxon: tests,
         lambda_sweep,
         lambda_pick,
+    }
+}
+
+/// Measured when any mission of the pairs measured its latency.
+fn latency_summary(field: &[&RunRecord], control: &[&RunRecord]) -> LatencySummary {
+    let measured = field.iter().chain(control).any(|r| r.modelled_latency_ms.is_some());
+    let modelled_mean = |runs: &[&RunRecord]| {
+        runs.iter().map(|r| r.modelled_latency_ms.unwrap_or(r.latency_ms)).sum::<f64>() / runs.len().max(1) as f64
+    };
+    LatencySummary {
+        kind: if measured { "measured" } else { "modelled" }.into(),
+        modelled_means_ms: measured.then(|| {
+            BTreeMap::from([
+                (Condition::Field.name().to_string(), modelled_mean(field)),
+                (Condition::MessagePassing.name().to_string(), modelled_mean(control)),
+            ])
+        }),
+    }
+}
+
+/// Spend per condition of the pairs, and over every mission.
+fn cost_summary(records: &[RunRecord], field: &[&RunRecord], control: &[&RunRecord]) -> CostSummary {
+    let (cf, cc) = (condition_cost(field), condition_cost(control));
+    CostSummary {
+        ratio: ratio(cf.mean_nano_usd, cc.mean_nano_usd),
+        per_condition: BTreeMap::from([
+            (Condition::Field.name().to_string(), cf),
+            (Condition::MessagePassing.name().to_string(), cc),
+        ]),
+        all_missions_nano_usd: records.iter().map(|r| r.cost.total_nano_usd).sum(),
+        chat_price: String::new(),
+        embedding_price: String::new(),
     }
 }
 
@@ -575,6 +618,7 @@ mod tests {
             quality: 1.0 + 4.0 * retention,
             tokens,
             latency_ms: 1000.0,
+            modelled_latency_ms: None,
             cross_agent_resonance: None,
             stability: None,
             convergence_phase: None,
