@@ -504,6 +504,74 @@ async fn run_mission(
     Ok(MissionResult { report, chat, embedding, latency_ms, telemetry, field_digest })
 }
 
+/// One mission's record: its metrics, latency, cost and judge's score.
+async fn score(
+    spec: &ExperimentSpec,
+    topic: &Topic,
+    (rep, seed, condition, lambda): (u32, u64, Condition, Option<f64>),
+    r: MissionResult,
+    wall: std::time::Duration,
+) -> Result<Mission> {
+    let key = mission_key(&topic.name, rep, condition.name(), lambda);
+    let (latency_ms, modelled_latency_ms) = match &spec.latency_source {
+        LatencySource::Modelled => (r.latency_ms, None),
+        LatencySource::Measured => (wall.as_secs_f64() * 1000.0, Some(r.latency_ms)),
+        LatencySource::Recorded(map) => match map.get(&key) {
+            Some(ms) => (*ms, Some(r.latency_ms)),
+            None => return Err(Error::Mission(format!("the cassette holds no latency of mission {key}"))),
+        },
+    };
+    let task_accuracy = judge(spec, topic, &r.report).await;
+    let semantic = match spec.chat.is_some() {
+        true => Some(semantic_present(spec, topic, &r.report).await?),
+        false => None,
+    };
+    let tel = r.telemetry.as_ref();
+    Ok(Mission {
+        record: RunRecord {
+            topic: topic.name.clone(),
+            rep,
+            condition,
+            lambda,
+            seed,
+            retention: metrics::retention(&r.report, topic),
+            quality: metrics::quality(&r.report, topic),
+            tokens: r.chat.input_tokens + r.chat.output_tokens + r.embedding.input_tokens,
+            latency_ms,
+            modelled_latency_ms,
+            cross_agent_resonance: tel.map(|t| t.multi_agent_patterns.len() as u64),
+            stability: tel.map(|t| t.stability.stability),
+            convergence_phase: tel.and_then(|t| t.convergence_phase),
+            present: metrics::present(&r.report, topic),
+            retention_semantic: semantic.as_ref().map(|p| p.len() as f64 / topic.findings.len() as f64),
+            present_semantic: semantic,
+            report: r.report.clone(),
+            cost: MissionCost {
+                chat_nano_usd: r.chat.nano_usd,
+                embedding_nano_usd: r.embedding.nano_usd,
+                total_nano_usd: r.chat.nano_usd + r.embedding.nano_usd,
+                field_patterns: tel.map(|t| t.patterns as u64),
+                field_vector_bytes: tel.map(|t| t.patterns as u64 * spec.dim as u64 * 4),
+            },
+            task_accuracy,
+        },
+        timeline: tel.map(|t| t.timeline.clone()).unwrap_or_default(),
+        accessed_lifetimes: tel.map(|t| t.accessed_lifetimes.clone()).unwrap_or_default(),
+    })
+}
+
+/// The findings `report` carries by key phrase or by meaning, through the
+/// experiment's embedder (an evaluation: billed to no mission).
+async fn semantic_present(spec: &ExperimentSpec, topic: &Topic, report: &str) -> Result<Vec<String>> {
+    let (homes, sentences) = metrics::semantic_texts(report, topic);
+    let key = EmbedKey { role: EmbedRole::Memory, model: spec.embed_model.clone(), dim: spec.dim };
+    let texts: Vec<String> = homes.iter().chain(&sentences).cloned().collect();
+    let batch = spec.embedder.embed(&key, &texts).await?;
+    let vectors: Vec<Vec<f32>> = batch.vectors.iter().map(|v| v.to_vec()).collect();
+    let (h, s) = vectors.split_at(homes.len().min(vectors.len()));
+    Ok(metrics::semantic_present(report, topic, h, s))
+}
+
 /// The judge's score of `report`: the scripted rubric judge, or the
 /// configured judge model (one retry when its reply does not parse; `None`
 /// when it still does not, or the call fails).
@@ -649,46 +717,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     condition: condition.name(),
                     source: Box::new(e),
                 })?;
-                let key = mission_key(&topic.name, rep, condition.name(), lambda);
-                let (latency_ms, modelled_latency_ms) = match &spec.latency_source {
-                    LatencySource::Modelled => (r.latency_ms, None),
-                    LatencySource::Measured => (started.elapsed().as_secs_f64() * 1000.0, Some(r.latency_ms)),
-                    LatencySource::Recorded(map) => match map.get(&key) {
-                        Some(ms) => (*ms, Some(r.latency_ms)),
-                        None => return Err(Error::Mission(format!("the cassette holds no latency of mission {key}"))),
-                    },
-                };
-                let task_accuracy = judge(spec, topic, &r.report).await;
-                let tel = r.telemetry.as_ref();
-                out.push(Mission {
-                    record: RunRecord {
-                        topic: topic.name.clone(),
-                        rep,
-                        condition,
-                        lambda,
-                        seed,
-                        retention: metrics::retention(&r.report, topic),
-                        quality: metrics::quality(&r.report, topic),
-                        tokens: r.chat.input_tokens + r.chat.output_tokens + r.embedding.input_tokens,
-                        latency_ms,
-                        modelled_latency_ms,
-                        cross_agent_resonance: tel.map(|t| t.multi_agent_patterns.len() as u64),
-                        stability: tel.map(|t| t.stability.stability),
-                        convergence_phase: tel.and_then(|t| t.convergence_phase),
-                        present: metrics::present(&r.report, topic),
-                        report: r.report.clone(),
-                        cost: MissionCost {
-                            chat_nano_usd: r.chat.nano_usd,
-                            embedding_nano_usd: r.embedding.nano_usd,
-                            total_nano_usd: r.chat.nano_usd + r.embedding.nano_usd,
-                            field_patterns: tel.map(|t| t.patterns as u64),
-                            field_vector_bytes: tel.map(|t| t.patterns as u64 * spec.dim as u64 * 4),
-                        },
-                        task_accuracy,
-                    },
-                    timeline: tel.map(|t| t.timeline.clone()).unwrap_or_default(),
-                    accessed_lifetimes: tel.map(|t| t.accessed_lifetimes.clone()).unwrap_or_default(),
-                });
+                out.push(score(spec, topic, (rep, seed, condition, lambda), r, started.elapsed()).await?);
                 progress(out.len(), total);
             }
         }

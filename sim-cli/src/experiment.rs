@@ -694,6 +694,19 @@ pub fn criteria_table(s: &Summary) -> String {
         }
     ));
     t.push_str(&recommendation_md(s));
+    let (f, m) = (s.means.get("field"), s.means.get("message_passing"));
+    if let (Some(f), Some(m)) = (f, m) {
+        if let (Some(fs), Some(ms)) = (f.retention_semantic, m.retention_semantic) {
+            t.push_str(&format!(
+                "Retention by key phrase: field {:.3}, message passing {:.3}; by key phrase or meaning (a report sentence \
+                 within cosine {} of the finding's): field {fs:.3}, message passing {ms:.3}. The retention criterion uses \
+                 the second (source `semantic`): live prose paraphrases.\n",
+                f.retention,
+                m.retention,
+                engine::experiment::metrics::SEMANTIC_THRESHOLD
+            ));
+        }
+    }
     t.push_str(&accuracy_line(s));
     if let Some(c) = &s.cost {
         t.push_str(&format!(

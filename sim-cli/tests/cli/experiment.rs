@@ -214,6 +214,14 @@ fn a_config_runs_the_agents_on_a_live_model() {
         v["summary"]["criteria"].as_array().expect("criteria").iter().find(|c| c["key"] == "latency").cloned();
     assert_eq!(latency.expect("a latency criterion")["source"], "measured");
     assert!(v["runs"].as_array().expect("runs").iter().all(|r| r["modelled_latency_ms"].is_number()));
+    // Live prose: retention by key phrase and by meaning side by side; the
+    // criterion names the one it uses.
+    let retention = v["summary"]["criteria"][0].clone();
+    assert_eq!((retention["key"].as_str(), retention["source"].as_str()), (Some("retention"), Some("semantic")));
+    for r in v["runs"].as_array().expect("runs") {
+        assert!(r["retention_semantic"].as_f64() >= r["retention"].as_f64(), "meaning adds to key phrases: {r}");
+    }
+    assert!(v["summary"]["means"]["field"]["retention_semantic"].is_number());
     // The server is gone: a replay answers every call from the cassette
     // and reproduces the runs, measured latencies included.
     let o = sim(&dir, &["experiment", "--replay", "r", "--out", "again"]);

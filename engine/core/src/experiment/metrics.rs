@@ -25,6 +25,50 @@ pub fn quality(report: &str, topic: &Topic) -> f64 {
     1.0 + 4.0 * f64::from(got) / f64::from(topic.total_importance().max(1))
 }
 
+/// The cosine at which a report sentence counts as stating a finding, in
+/// [`semantic_present`]. Paraphrases by a sentence model (MiniLM) score
+/// about 0.7 to 0.9 against their source; unrelated sentences of one topic
+/// about 0.2 to 0.5. The local hash embedder is lexical: there only near
+/// copies cross it.
+pub const SEMANTIC_THRESHOLD: f32 = 0.8;
+
+/// The texts semantic retention embeds: each finding's home sentence (the
+/// sentence of its passage that holds its key phrases), then each sentence
+/// of the report.
+pub fn semantic_texts(report: &str, topic: &Topic) -> (Vec<String>, Vec<String>) {
+    let homes = super::judge::rubric(&Topic { rubric: Vec::new(), ..topic.clone() })
+        .into_iter()
+        .map(|r| r.criterion.trim_start_matches("States that: ").to_string())
+        .collect();
+    (homes, super::topic::sentences(report))
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let n = norm(a) * norm(b);
+    if n > 0.0 {
+        dot / n
+    } else {
+        0.0
+    }
+}
+
+/// The findings a report carries by key phrase or by meaning: a finding
+/// counts when the report holds all its key phrases, or a sentence whose
+/// vector is within [`SEMANTIC_THRESHOLD`] cosine of the finding's home
+/// sentence. `homes` and `sentences` are the vectors of
+/// [`semantic_texts`], in order.
+pub fn semantic_present(report: &str, topic: &Topic, homes: &[Vec<f32>], sentences: &[Vec<f32>]) -> Vec<String> {
+    topic
+        .findings
+        .iter()
+        .zip(homes)
+        .filter(|(f, h)| carries(report, f) || sentences.iter().any(|s| cosine(h, s) >= SEMANTIC_THRESHOLD))
+        .map(|(f, _)| f.id.clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +86,28 @@ mod tests {
         assert_eq!(present(partial, &t), vec!["f1", "f6"], "f4 needs both of its phrases");
         assert!((retention(partial, &t) - 2.0 / 6.0).abs() < 1e-12);
         assert!((quality(partial, &t) - (1.0 + 4.0 * 4.0 / 13.0)).abs() < 1e-12);
+    }
+
+    /// A finding counts by meaning when a report sentence's vector is near
+    /// its home sentence's, and by key phrase as before.
+    #[test]
+    fn semantic_retention_counts_near_sentences_and_key_phrases() {
+        let t = Topic::builtin("grid-storage").expect("built in").expect("valid");
+        let report = "Battery packs now cost a tenth of what they did. Fire safety rules add cost.";
+        let (homes, sentences) = semantic_texts(report, &t);
+        assert_eq!((homes.len(), sentences.len()), (6, 2));
+        assert!(homes[0].contains("90 percent"), "{}", homes[0]);
+        let unit = |i: usize| {
+            let mut v = vec![0.0f32; 8];
+            v[i] = 1.0;
+            v
+        };
+        // The first report sentence lies near f1's home; nothing else is near.
+        let home_vecs: Vec<Vec<f32>> = (0..6).map(unit).collect();
+        let mut near = unit(0);
+        near[7] = 0.3;
+        let found = semantic_present(report, &t, &home_vecs, &[near, unit(7)]);
+        assert_eq!(found, vec!["f1", "f6"], "f1 by meaning, f6 by its key phrase");
+        assert_eq!(semantic_present(report, &t, &home_vecs, &[unit(7), unit(7)]), vec!["f6"]);
     }
 }

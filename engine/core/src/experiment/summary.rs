@@ -60,6 +60,13 @@ pub struct RunRecord {
     pub convergence_phase: Option<u64>,
     /// Ids of the gold findings the report carries.
     pub present: Vec<String>,
+    /// Retention by key phrase or by meaning (live agents, whose prose
+    /// paraphrases): see [`super::metrics::semantic_present`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_semantic: Option<f64>,
+    /// The findings it counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub present_semantic: Option<Vec<String>>,
     /// The final report.
     pub report: String,
     /// What the mission cost, in nano-USD through the price table.
@@ -313,8 +320,11 @@ pub struct Means {
     pub quality: f64,
     /// Mean tokens.
     pub tokens: f64,
-    /// Mean modelled latency.
+    /// Mean latency (measured or modelled, as the runs say).
     pub latency_ms: f64,
+    /// Mean semantic retention, when every run has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_semantic: Option<f64>,
 }
 
 /// The lambda sweep: the field at one lambda against message passing.
@@ -450,6 +460,12 @@ fn means(runs: &[&RunRecord]) -> Means {
         quality: runs.iter().map(|r| r.quality).sum::<f64>() / n,
         tokens: runs.iter().map(|r| r.tokens as f64).sum::<f64>() / n,
         latency_ms: runs.iter().map(|r| r.latency_ms).sum::<f64>() / n,
+        retention_semantic: runs
+            .iter()
+            .map(|r| r.retention_semantic)
+            .collect::<Option<Vec<f64>>>()
+            .filter(|v| !v.is_empty())
+            .map(|v| v.iter().sum::<f64>() / n),
     }
 }
 
@@ -485,7 +501,11 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
     let control: Vec<&RunRecord> = p.iter().map(|(_, c)| *c).collect();
     let (mf, mc) = (means(&field), means(&control));
     let n = p.len();
-    let retention = ratio(mf.retention, mc.retention);
+    // Live prose paraphrases: its retention counts findings by meaning too.
+    let (retention, retention_source) = match (mf.retention_semantic, mc.retention_semantic) {
+        (Some(f), Some(c)) => (ratio(f, c), "semantic"),
+        _ => (ratio(mf.retention, mc.retention), "proxy"),
+    };
     let tokens = ratio(mf.tokens, mc.tokens);
     let latency = ratio(mf.latency_ms, mc.latency_ms);
     let gain = mf.quality - mc.quality;
@@ -499,7 +519,7 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
             retention,
             retention >= 1.2,
             n,
-            "proxy",
+            retention_source,
         ),
         Criterion::judged("quality", QUALITY_NAME, 0.5, gain, gain >= 0.5, n, "proxy"),
         Criterion::judged(
@@ -623,6 +643,8 @@ mod tests {
             stability: None,
             convergence_phase: None,
             present: Vec::new(),
+            retention_semantic: None,
+            present_semantic: None,
             report: String::new(),
             cost: MissionCost { total_nano_usd: tokens * 10, ..MissionCost::default() },
             task_accuracy: None,
@@ -668,7 +690,7 @@ mod tests {
     fn the_sweep_picks_the_best_retention_and_the_smaller_lambda_on_a_tie() {
         let point = |lambda: f64, retention: f64, runs: usize| SweepPoint {
             lambda,
-            means: Means { runs, retention, quality: 0.0, tokens: 0.0, latency_ms: 0.0 },
+            means: Means { runs, retention, quality: 0.0, tokens: 0.0, latency_ms: 0.0, retention_semantic: None },
             cross_agent_resonance: 0.0,
             stability: 0.0,
             converged: 0.0,
