@@ -74,7 +74,7 @@ pub struct ExperimentArgs {
     /// Run even when a neural or hosted embedder fails `sim-cli embed check`.
     #[arg(long)]
     pub skip_embed_check: bool,
-    /// The judge of task accuracy: a config whose [chat] names a live model. Default: the agents'
+    /// The judge of task accuracy: a config whose `[chat]` names a live model. Default: the agents'
     /// live model when --config names one, else the scripted rubric judge.
     #[arg(long, value_name = "FILE")]
     pub judge_config: Option<PathBuf>,

@@ -230,19 +230,20 @@ impl Cassette {
     /// The next recorded answer to `request`; the last one is served again
     /// once the recorded ones are used up.
     fn chat(&self, request: &Digest) -> Option<ChatReply> {
-        let mut chats = self.chats.lock();
-        let queue = chats.get_mut(request)?;
-        let reply = if queue.len() > 1 { queue.pop_front() } else { queue.front().cloned() };
-        self.served.fetch_add(1, Ordering::Relaxed);
-        reply
+        self.next(self.chats.lock().get_mut(request)?)
     }
 
     fn embed(&self, request: &Digest) -> Option<EmbedBatch> {
-        let mut embeds = self.embeds.lock();
-        let queue = embeds.get_mut(request)?;
-        let batch = if queue.len() > 1 { queue.pop_front() } else { queue.front().cloned() };
+        self.next(self.embeds.lock().get_mut(request)?)
+    }
+
+    fn next<T: Clone>(&self, queue: &mut VecDeque<T>) -> Option<T> {
         self.served.fetch_add(1, Ordering::Relaxed);
-        batch
+        if queue.len() > 1 {
+            queue.pop_front()
+        } else {
+            queue.front().cloned()
+        }
     }
 }
 
