@@ -188,7 +188,7 @@ impl TurnCoordinator {
         EmbedKey { role, model: e.model.clone(), dim: e.dim }
     }
 
-    async fn stage_embed(&self, role: EmbedRole, requests: Vec<(u32, String)>) -> StageResult {
+    async fn stage_embed<T: AsRef<str>>(&self, role: EmbedRole, requests: Vec<(u32, T)>) -> StageResult {
         let result = match &self.shared.embedder {
             Some(port) => embed_stage(&**port, &self.key(role), &Plan::new(requests), self.shared.strategy).await,
             None => StageResult { vectors: vec![None; requests.len()], ..Default::default() },
@@ -389,11 +389,11 @@ impl TurnCoordinator {
             )
             .await;
         let mut requests = Vec::new();
-        for ((_, range), need) in work.groups.iter().zip(&needs) {
+        for ((_, range), need) in work.groups.iter().zip(needs) {
             let Some(need) = need else { continue };
             for (i, text) in range.clone().zip(need) {
                 if let (Some(text), true) = (text, is_ok(&work.outcomes[i])) {
-                    requests.push((i as u32, text.clone()));
+                    requests.push((i as u32, text));
                 }
             }
         }
@@ -487,7 +487,7 @@ impl TurnCoordinator {
     /// Stage 5: outcomes take their replies, and each successful job drafts
     /// its memories (without vectors). Returns the texts to embed, by job
     /// position.
-    fn draft_memories(&self, work: &mut TickWork) -> Vec<(u32, String)> {
+    fn draft_memories(&self, work: &mut TickWork) -> Vec<(u32, Arc<str>)> {
         let shared = &self.shared;
         self.progress.stage(work.tick, "memory embedding", 0, work.conversed.len() as u64);
         let ctx = TickContext { cfg: &shared.config, scenario: &shared.scenario, tick: work.tick, now: work.now };
@@ -515,7 +515,7 @@ impl TurnCoordinator {
                         intern(&mut m.description);
                         m.sources.iter_mut().for_each(&mut intern);
                     }
-                    requests.extend(new.iter().map(|m| (i as u32, m.description.to_string())));
+                    requests.extend(new.iter().map(|m| (i as u32, Arc::clone(&m.description))));
                     o.reaction = Some(c.reaction.clone());
                     o.reflection = c.reflection.clone();
                     o.probes =
@@ -540,7 +540,7 @@ impl TurnCoordinator {
         &self,
         state: &CoordinatorState,
         work: &TickWork,
-        requests: &mut Vec<(u32, String)>,
+        requests: &mut Vec<(u32, Arc<str>)>,
     ) -> Option<SsrPlan> {
         let intent = &self.shared.config.raw.intent;
         if !intent.ssr() || self.shared.embedder.is_none() {
@@ -556,7 +556,7 @@ impl TurnCoordinator {
 
     /// Stage 6: the drafts' texts (and SSR's) through one deduplicated port
     /// call; each draft keeps its own identity even when it shares a vector.
-    async fn memory_embedding(&self, work: &mut TickWork, requests: Vec<(u32, String)>, ssr: Option<&SsrPlan>) {
+    async fn memory_embedding(&self, work: &mut TickWork, requests: Vec<(u32, Arc<str>)>, ssr: Option<&SsrPlan>) {
         let owners: Vec<u32> = requests.iter().map(|(i, _)| *i).collect();
         let memory = self.stage_embed(EmbedRole::Memory, requests).await;
         let mut next = vec![0usize; work.jobs.len()];

@@ -43,13 +43,14 @@ impl Plan {
     /// Builds the plan from `(consumer, text)` requests. Requests must come
     /// grouped by consumer (in job order); several requests of one consumer
     /// with the same text make it one consumer of that text.
-    pub fn new(requests: Vec<(u32, String)>) -> Plan {
+    /// Texts may be shared (`Arc<str>`): only the unique ones are copied.
+    pub fn new<T: AsRef<str>>(requests: Vec<(u32, T)>) -> Plan {
         let mut index: HashMap<&str, usize> = HashMap::with_capacity(requests.len());
         let mut first = Vec::new();
         let mut consumers: Vec<Vec<u32>> = Vec::new();
         let mut slots = Vec::with_capacity(requests.len());
         for (i, (consumer, text)) in requests.iter().enumerate() {
-            let u = *index.entry(text.as_str()).or_insert_with(|| {
+            let u = *index.entry(text.as_ref()).or_insert_with(|| {
                 first.push(i);
                 consumers.push(Vec::new());
                 first.len() - 1
@@ -61,8 +62,7 @@ impl Plan {
             slots.push((*consumer, u));
         }
         drop(index);
-        let mut owned: Vec<Option<String>> = requests.into_iter().map(|(_, t)| Some(t)).collect();
-        let texts = first.iter().map(|i| owned[*i].take().unwrap_or_default()).collect();
+        let texts = first.iter().map(|i| requests[*i].1.as_ref().to_string()).collect();
         Plan { texts, requests: slots, consumers }
     }
 
@@ -309,14 +309,7 @@ mod tests {
 
     #[test]
     fn dedups_exact_text_in_first_occurrence_order() {
-        let plan = Plan::new(vec![
-            (0, "b".into()),
-            (0, "b".into()),
-            (1, "a".into()),
-            (2, "b".into()),
-            (3, "B".into()),
-            (4, "b ".into()),
-        ]);
+        let plan = Plan::new(vec![(0, "b"), (0, "b"), (1, "a"), (2, "b"), (3, "B"), (4, "b ")]);
         assert_eq!(plan.unique_texts(), vec!["b", "a", "B", "b "]);
         assert_eq!(plan.consumers_of(0), &[0, 2]);
         assert_eq!((plan.slot_of(1), plan.slot_of(3)), (0, 0));
@@ -381,7 +374,7 @@ mod tests {
     #[test]
     fn per_consumer_submits_every_request() {
         let port = LocalPort { batch_size: 64, price: Price::from_usd_per_mtok(0.02, 0.0) };
-        let plan = Plan::new(vec![(0, "a".into()), (1, "a".into()), (2, "b".into())]);
+        let plan = Plan::new(vec![(0, "a"), (1, "a"), (2, "b")]);
         let r = block_on(embed_stage(&port, &key(), &plan, Strategy::PerConsumer));
         assert_eq!((r.stats.port_invocations, r.stats.unique_texts_submitted), (3, 3));
         let b = block_on(embed_stage(&port, &key(), &plan, Strategy::Batched));
@@ -409,13 +402,7 @@ mod tests {
     #[test]
     fn a_failure_spread_over_chunks_charges_each_job_its_own_chunks() {
         // Job 0 needs texts 0 and 2; job 1 needs text 1; job 2 text 3; job 3 text 2.
-        let plan = Plan::new(vec![
-            (0, "aaaa".into()),
-            (1, "bbbb".into()),
-            (0, "cccc".into()),
-            (2, "dddd".into()),
-            (3, "cccc".into()),
-        ]);
+        let plan = Plan::new(vec![(0, "aaaa"), (1, "bbbb"), (0, "cccc"), (2, "dddd"), (3, "cccc")]);
         assert_eq!(plan.unique_texts(), vec!["aaaa", "bbbb", "cccc", "dddd"]);
         let r = block_on(embed_stage(&FailsInChunks, &key(), &plan, Strategy::Batched));
         let money = |job: u32| r.allocation.get(&job).map_or(0, |s| s.nano_usd);

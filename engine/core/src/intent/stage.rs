@@ -30,7 +30,7 @@ impl SsrPlan {
     /// text) to `requests`; with `anchors_known` false, each also asks for
     /// every anchor statement of `intent`.
     pub fn build(
-        requests: &mut Vec<(u32, String)>,
+        requests: &mut Vec<(u32, std::sync::Arc<str>)>,
         jobs: u32,
         reactions: impl IntoIterator<Item = (u32, String)>,
         intent: &IntentSection,
@@ -40,14 +40,14 @@ impl SsrPlan {
         for (position, text) in reactions {
             let consumer = jobs + position;
             plan.reaction.insert(position, requests.len());
-            requests.push((consumer, text));
+            requests.push((consumer, text.into()));
             if !anchors_known {
                 let first = plan.anchors.is_empty();
                 for statement in intent.anchor_sets.iter().flat_map(|s| &s.statements) {
                     if first {
                         plan.anchors.push(requests.len());
                     }
-                    requests.push((consumer, statement.clone()));
+                    requests.push((consumer, statement.as_str().into()));
                 }
             }
         }

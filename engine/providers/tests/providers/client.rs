@@ -157,7 +157,7 @@ fn stage_failure_fails_every_consumer_and_keeps_costs() {
     let provider =
         Arc::new(Scripted { fail: vec![("cccc", 0, FailureKind::Permanent, Some(3))], ..Default::default() });
     let client = InferenceClient::new(provider, settings(2, 100, 0), PRICE, None, 1);
-    let plan = Plan::new(vec![(0, "aaaa".into()), (1, "bbbb".into()), (2, "cccc".into()), (3, "aaaa".into())]);
+    let plan = Plan::new(vec![(0, "aaaa"), (1, "bbbb"), (2, "cccc"), (3, "aaaa")]);
     let r = rt().block_on(embed_stage(&client, &key(), &plan, Strategy::Batched));
     assert_eq!(r.failed.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2, 3], "one port call: all consumers fail");
     assert!(r.vectors.iter().all(Option::is_none));
