@@ -381,7 +381,8 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool, hooks: TraceHooks) -> Re
     }
     eprintln!("{}: resuming after tick {} of {}", path.display(), read.ticks.len(), read.header.ticks);
     let interrupt = interrupt_on_ctrl_c(&runtime, &run_dir)?;
-    let mut trace = TraceSink::new(hooks.apply(TraceWriter::reopen(&path, read.valid_len)?));
+    let mut trace =
+        TraceSink::new(hooks.apply(TraceWriter::reopen(&path, read.valid_len, read.header.format_version)?));
     let out = OutputDir::existing(&run_dir);
     // The run wrote outcomes.jsonl or it did not; resuming keeps to that.
     let mut writer = out.outcome_writer(run_dir.join(OUTCOMES_FILE).exists())?;

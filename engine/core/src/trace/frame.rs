@@ -4,7 +4,9 @@
 //! closed by a [`TickCommit`], so that no frame nears the frame limit
 //! whatever the panel size; readers reassemble it.
 
-use super::record::{Bytes, Header, Record, RunEnd, TickCommit, TickFrame, TickPart, FORMAT_VERSION, OLDEST_READABLE};
+use super::record::{
+    Bytes, Header, Record, RunEnd, TickCommit, TickFrame, TickPart, COMPRESSED_FROM, FORMAT_VERSION, OLDEST_READABLE,
+};
 use crate::error::{Error, Result};
 use crate::frame::{Format, FrameReader, FrameWriter, Next, MAX_FRAME};
 use std::io::Read;
@@ -149,7 +151,11 @@ impl<R: Read> RecordReader<R> {
                 Next::End => return Ok(self.stop(None)),
             };
             let r = &self.frames;
-            let record: Record = crate::codec::decode(&f.payload).map_err(|e| r.corrupt(&f, e))?;
+            let record: Record = match self.version >= COMPRESSED_FROM {
+                true => crate::codec::decode(&unpack(&f.payload).map_err(|e| r.corrupt(&f, e))?),
+                false => crate::codec::decode(&f.payload),
+            }
+            .map_err(|e| r.corrupt(&f, e))?;
             if self.ended {
                 return Err(r.corrupt(&f, "a frame follows the end-of-run frame"));
             }
@@ -317,6 +323,40 @@ pub fn open_records(path: &Path) -> Result<RecordReader<Source<std::io::BufReade
     RecordReader::new(std::io::BufReader::with_capacity(1 << 20, file), len, &path.display().to_string())
 }
 
+/// The most a frame's payload unpacks to: four parts' worth. The writer
+/// never packs more (a tick larger than a part goes out in parts), and a
+/// damaged size field can make a reader allocate no more than this.
+pub const MAX_UNPACKED: usize = 4 * PART_BYTES;
+
+/// LZ4-compresses a frame's payload (format 5 on), its size prepended.
+fn pack(path: &Path, payload: &[u8]) -> Result<Vec<u8>> {
+    if payload.len() > MAX_UNPACKED {
+        return Err(Error::Format {
+            file: path.display().to_string(),
+            cause: format!("a record of {} bytes exceeds the {MAX_UNPACKED}-byte limit of a frame", payload.len()),
+        });
+    }
+    Ok(packed(payload))
+}
+
+/// A payload as a format-5 frame carries it: LZ4-compressed, its size
+/// prepended (tests and fuzzing build frames with it).
+pub fn packed(payload: &[u8]) -> Vec<u8> {
+    lz4_flex::block::compress_prepend_size(payload)
+}
+
+/// The payload of a compressed frame (format 5 on), or why it is not one.
+pub fn unpack(frame: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    let size = frame.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    match size {
+        None => Err("a compressed frame shorter than its size field".into()),
+        Some(n) if n > MAX_UNPACKED => {
+            Err(format!("a compressed frame claims {n} bytes, over the {MAX_UNPACKED} limit"))
+        }
+        Some(_) => lz4_flex::block::decompress_size_prepended(frame).map_err(|e| format!("cannot decompress: {e}")),
+    }
+}
+
 /// Appends records to a trace file, one synced frame each, or for a tick
 /// larger than a part, several part frames and one synced commit frame.
 #[derive(Debug)]
@@ -326,6 +366,8 @@ pub struct TraceWriter {
     buf: Vec<u8>,
     /// The largest slice of a tick one part carries.
     part_bytes: usize,
+    /// Whether payloads are compressed (traces of format 5 on).
+    compress: bool,
 }
 
 impl TraceWriter {
@@ -335,14 +377,31 @@ impl TraceWriter {
     pub fn create(path: &Path, header: &Header) -> Result<TraceWriter> {
         let mut buf = Vec::with_capacity(4096);
         encode(path, &Record::Header(Box::new(header.clone())), &mut buf)?;
-        let frames = FrameWriter::create(path, &TRACE, &buf, false)?;
-        Ok(TraceWriter { frames, buf, part_bytes: PART_BYTES })
+        let frames = FrameWriter::create(path, &TRACE, &pack(path, &buf)?, false)?;
+        Ok(TraceWriter { frames, buf, part_bytes: PART_BYTES, compress: true })
     }
 
-    /// Opens an existing trace for appending after its first `valid_len`
-    /// bytes; anything after them is cut.
-    pub fn reopen(path: &Path, valid_len: u64) -> Result<TraceWriter> {
-        Ok(TraceWriter { frames: FrameWriter::reopen(path, valid_len)?, buf: Vec::new(), part_bytes: PART_BYTES })
+    /// Opens an existing trace of format `version` for appending after its
+    /// first `valid_len` bytes; anything after them is cut. New frames
+    /// follow the file's format.
+    pub fn reopen(path: &Path, valid_len: u64, version: u32) -> Result<TraceWriter> {
+        let frames = FrameWriter::reopen(path, valid_len)?;
+        Ok(TraceWriter { frames, buf: Vec::new(), part_bytes: PART_BYTES, compress: version >= COMPRESSED_FROM })
+    }
+
+    /// Appends one frame, compressed when the format says so.
+    fn put(frames: &mut FrameWriter, compress: bool, payload: &[u8], sync: bool) -> Result<u64> {
+        let packed;
+        let payload = if compress {
+            packed = pack(frames.path(), payload)?;
+            &packed[..]
+        } else {
+            payload
+        };
+        match sync {
+            true => frames.append(payload),
+            false => frames.append_unsynced(payload),
+        }
     }
 
     /// Splits ticks into parts of at most `bytes` (tests write small ticks
@@ -369,7 +428,7 @@ impl TraceWriter {
             Record::Tick(t) => t.tick,
             Record::Header(_) | Record::End(_) | Record::TickPart(_) | Record::TickCommit(_) => {
                 encode(self.frames.path(), record, &mut self.buf)?;
-                return self.frames.append(&self.buf);
+                return Self::put(&mut self.frames, self.compress, &self.buf, true);
             }
         };
         let start = self.frames.len();
@@ -379,6 +438,7 @@ impl TraceWriter {
             buf: &mut self.buf,
             scratch: Vec::new(),
             part_bytes: self.part_bytes,
+            compress: self.compress,
             tick,
             parts: 0,
             bytes: 0,
@@ -394,12 +454,12 @@ impl TraceWriter {
         })?;
         if parts.parts == 0 {
             // It fits in one part: one ordinary frame.
-            return parts.frames.append(parts.buf);
+            return Self::put(parts.frames, parts.compress, parts.buf, true);
         }
         parts.write_part()?;
         let commit = TickCommit { tick, parts: parts.parts, bytes: parts.bytes };
         encode(self.frames.path(), &Record::TickCommit(commit), &mut self.buf)?;
-        self.frames.append(&self.buf)?;
+        Self::put(&mut self.frames, self.compress, &self.buf, true)?;
         Ok(self.frames.len() - start)
     }
 
@@ -426,6 +486,7 @@ struct Parts<'a> {
     buf: &'a mut Vec<u8>,
     scratch: Vec<u8>,
     part_bytes: usize,
+    compress: bool,
     tick: u32,
     parts: u32,
     bytes: u64,
@@ -444,7 +505,7 @@ impl Parts<'_> {
             *self.buf = p.bytes.0;
             self.buf.clear();
         }
-        self.frames.append_unsynced(&self.scratch)?;
+        TraceWriter::put(self.frames, self.compress, &self.scratch, false)?;
         self.parts += 1;
         Ok(())
     }

@@ -13,9 +13,15 @@ use std::sync::Arc;
 /// (each with its texts and bill), not one total. Version 3 (engine 0.3.0):
 /// an outcome records its semantic similarity rating. Version 4 (engine
 /// 0.4.0): a tick too large for one frame is written as [`TickPart`]
-/// frames closed by a [`TickCommit`]; everything else is as in version 3,
-/// so this engine reads both.
-pub const FORMAT_VERSION: u32 = 4;
+/// frames closed by a [`TickCommit`]; everything else is as in version 3.
+/// Version 5 (engine 0.5.0): every frame's payload is LZ4-compressed
+/// ([`COMPRESSED_FROM`]); the records are as in version 4. This engine
+/// reads versions 3 to 5.
+pub const FORMAT_VERSION: u32 = 5;
+
+/// From this format on, every frame's payload is LZ4-compressed (block
+/// format, uncompressed size prepended); see [`crate::trace::frame`].
+pub const COMPRESSED_FROM: u32 = 5;
 
 /// The oldest trace format this engine reads.
 pub const OLDEST_READABLE: u32 = 3;

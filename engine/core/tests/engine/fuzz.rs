@@ -1,9 +1,10 @@
 //! Property-based fuzzing on stable (proptest): the trace decoder, the
 //! frame reader, and the scenario and config parsers take any input and
 //! answer with a value or a typed error, never a panic. The inputs are
-//! arbitrary bytes, checksummed frames of arbitrary payloads, edited
-//! encodings of real records (so the decoder behind the checksum is
-//! reached), and edited scenario and config files.
+//! arbitrary bytes, checksummed frames of arbitrary bytes (the
+//! decompressor), checksummed and compressed frames of arbitrary payloads
+//! and of edited encodings of real records (the decoder behind both), and
+//! edited scenario and config files.
 //!
 //! Each property runs 1,000 cases; `PROPTEST_CASES=100000 cargo test -p
 //! engine --test engine fuzz` runs longer. The libFuzzer targets in
@@ -37,11 +38,12 @@ fn read_both(data: &[u8]) {
     }
 }
 
-/// A trace file: the preamble, then one frame per payload.
+/// A trace file: the preamble, then one frame per payload, each packed as
+/// the format packs it (compressed), so that edits reach the decoder.
 fn file_of(payloads: &[Vec<u8>]) -> Vec<u8> {
     let mut data = TRACE.preamble().to_vec();
     for p in payloads {
-        push_frame(&mut data, p).expect("a small frame");
+        push_frame(&mut data, &engine::trace::frame::packed(p)).expect("a small frame");
     }
     data
 }
@@ -93,6 +95,18 @@ proptest! {
     #[test]
     fn any_bytes_read_as_a_trace_or_a_typed_error(bytes in prop::collection::vec(any::<u8>(), 0..2048), preamble: bool) {
         let data = if preamble { [TRACE.preamble().to_vec(), bytes].concat() } else { bytes };
+        read_both(&data);
+    }
+
+    #[test]
+    fn checksummed_frames_of_any_bytes_unpack_or_fail_typed(
+        payloads in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..512), 0..5),
+    ) {
+        let mut data = TRACE.preamble().to_vec();
+        push_frame(&mut data, &engine::trace::frame::packed(&encoded(&Record::Header(Box::new(header()))))).expect("frame");
+        for p in &payloads {
+            push_frame(&mut data, p).expect("a small frame");
+        }
         read_both(&data);
     }
 
