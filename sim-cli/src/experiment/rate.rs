@@ -196,7 +196,7 @@ pub fn rate(a: &RateArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&human)?);
     } else {
         print!("{}", human_md(&human));
-        print!("\n{}", super::criteria_table(&summary));
+        print!("\n{}", super::markdown::criteria_table(&summary));
         println!("\nUpdated {} and {}.", results_path.display(), report.display());
     }
     Ok(())
@@ -249,7 +249,7 @@ fn human_md(h: &Human) -> String {
 /// Restates the recommendation at the top of `report.md` and puts the
 /// human section after it (replacing an earlier one).
 fn rewrite_report(path: &Path, s: &engine::experiment::summary::Summary, h: &Human) -> Result<PathBuf> {
-    use super::{recommendation_md, RECOMMENDATION_END, RECOMMENDATION_START};
+    use super::markdown::{recommendation_md, RECOMMENDATION_END, RECOMMENDATION_START};
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let replace = |text: &str, start: &str, end: &str, with: &str| -> Option<String> {
         let a = text.find(start)?;

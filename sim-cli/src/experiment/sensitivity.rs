@@ -5,7 +5,7 @@
 //! default and double. Each setting reports every criterion, and the sweep
 //! says where the field stops winning on retention.
 
-use super::{plot_err, Plot};
+use super::charts::{plot_err, Plot};
 use actors::experiment::{run_experiment, ExperimentSpec};
 use anyhow::Result;
 use engine::experiment::model::ANALYST_WORDS;
