@@ -58,15 +58,22 @@ pub fn rubric(topic: &Topic) -> Vec<RubricItem> {
     topic
         .findings
         .iter()
-        .map(|f| {
-            let text = topic.passages.iter().find(|p| p.id == f.passage).map(|p| p.text.as_str()).unwrap_or("");
-            let home = sentences(text)
-                .into_iter()
-                .find(|s| f.phrases.iter().all(|ph| s.to_lowercase().contains(&ph.to_lowercase())))
-                .unwrap_or_else(|| f.phrases.join(", "));
-            RubricItem { id: f.id.clone(), criterion: format!("States that: {home}"), weight: f.importance }
+        .map(|f| RubricItem {
+            id: f.id.clone(),
+            criterion: format!("States that: {}", home_sentence(topic, f)),
+            weight: f.importance,
         })
         .collect()
+}
+
+/// The sentence of a finding's passage that holds all its key phrases
+/// (validation guarantees one; its phrases stand in otherwise).
+pub fn home_sentence(topic: &Topic, f: &super::topic::Finding) -> String {
+    let text = topic.passages.iter().find(|p| p.id == f.passage).map(|p| p.text.as_str()).unwrap_or("");
+    sentences(text)
+        .into_iter()
+        .find(|s| f.phrases.iter().all(|ph| s.to_lowercase().contains(&ph.to_lowercase())))
+        .unwrap_or_else(|| f.phrases.join(", "))
 }
 
 /// The judge's prompt.

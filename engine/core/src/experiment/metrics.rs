@@ -36,10 +36,7 @@ pub const SEMANTIC_THRESHOLD: f32 = 0.8;
 /// sentence of its passage that holds its key phrases), then each sentence
 /// of the report.
 pub fn semantic_texts(report: &str, topic: &Topic) -> (Vec<String>, Vec<String>) {
-    let homes = super::judge::rubric(&Topic { rubric: Vec::new(), ..topic.clone() })
-        .into_iter()
-        .map(|r| r.criterion.trim_start_matches("States that: ").to_string())
-        .collect();
+    let homes = topic.findings.iter().map(|f| super::judge::home_sentence(topic, f)).collect();
     (homes, super::topic::sentences(report))
 }
 
