@@ -493,7 +493,7 @@ impl TurnCoordinator {
         let ctx = TickContext { cfg: &shared.config, scenario: &shared.scenario, tick: work.tick, now: work.now };
         let mut requests = Vec::new();
         // Many personas draft the same texts: each is kept once, shared.
-        let mut texts: std::collections::HashSet<Arc<str>> = std::collections::HashSet::new();
+        let mut texts: std::collections::HashSet<Arc<str>, engine::scan::TextHasher> = Default::default();
         let mut intern = |t: &mut Arc<str>| match texts.get(&**t) {
             Some(shared) => *t = Arc::clone(shared),
             None => {

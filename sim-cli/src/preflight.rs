@@ -53,10 +53,13 @@ pub fn estimate(cfg: &Config, scenario: &Scenario, traits: &Traits, seed: u64, p
 
 /// Prints the estimate of a live run and asks for a go-ahead above
 /// `confirm_above_usd`: on a terminal by a question, when piped by `--yes`.
-pub fn confirm(cfg: &Config, e: Estimate, confirm_above_usd: f64, yes: bool) -> Result<()> {
+/// Other runs cost nothing to ask about, and `estimate` (which draws the
+/// whole panel) is not called for them.
+pub fn confirm(cfg: &Config, estimate: impl FnOnce() -> Estimate, confirm_above_usd: f64, yes: bool) -> Result<()> {
     if cfg.raw.chat.provider != ChatProvider::Openai {
         return Ok(());
     }
+    let e = estimate();
     eprintln!(
         "live run: at least {} chat calls to {}, about ${:.4} at the configured prices ({})",
         e.calls, cfg.raw.chat.model, e.usd, cfg.raw.prices.label

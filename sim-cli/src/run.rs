@@ -249,8 +249,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     // The ports are built before anything is written: a missing key or an
     // unreadable cache file stops the run here, with nothing left behind.
     let (embedder, chat) = actors::run::default_ports(&config, args.seed)?;
-    let estimate =
-        crate::preflight::estimate(&config, &loaded.scenario, &Traits::builtin(), args.seed, args.personas, args.ticks);
+    let estimate = || {
+        crate::preflight::estimate(&config, &loaded.scenario, &Traits::builtin(), args.seed, args.personas, args.ticks)
+    };
     crate::preflight::confirm(&config, estimate, args.confirm_above_usd, args.yes)?;
     let runtime = runtime(args.threads)?;
     runtime.block_on(crate::preflight::probe(&config, chat.as_ref()))?;

@@ -75,8 +75,11 @@ impl fmt::Display for Digest {
 ///
 /// Values are gathered in a buffer and hashed in large pieces: feeding
 /// BLAKE3 a few bytes at a time costs more in copying than in hashing.
+/// The incremental hasher (two kilobytes of chaining-value stack) is only
+/// made once the buffer first fills; most digests are small, and hash
+/// their buffer in one call.
 pub struct DigestWriter {
-    hasher: blake3::Hasher,
+    hasher: Option<Box<blake3::Hasher>>,
     buf: Vec<u8>,
 }
 
@@ -86,55 +89,72 @@ const CHUNK: usize = 16 * 1024;
 impl DigestWriter {
     /// A writer whose output is separated from other domains by `domain`.
     pub fn new(domain: &str) -> Self {
-        let mut w = DigestWriter { hasher: blake3::Hasher::new(), buf: Vec::with_capacity(256) };
+        let mut w = DigestWriter { hasher: None, buf: Vec::with_capacity(256) };
         w.put(&(domain.len() as u64).to_le_bytes());
         w.put(domain.as_bytes());
         w
     }
 
+    // Inlined, so that the fixed-size writes of numbers copy in place.
+    #[inline]
     fn put(&mut self, b: &[u8]) {
-        if self.buf.len() + b.len() > CHUNK {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
-            if b.len() > CHUNK {
-                self.hasher.update(b);
-                return;
-            }
+        if self.buf.len() + b.len() <= CHUNK {
+            self.buf.extend_from_slice(b);
+        } else {
+            self.spill(b);
+        }
+    }
+
+    /// Hashes the full buffer, then takes `b`.
+    #[inline(never)]
+    fn spill(&mut self, b: &[u8]) {
+        let hasher = self.hasher.get_or_insert_with(|| Box::new(blake3::Hasher::new()));
+        hasher.update(&self.buf);
+        self.buf.clear();
+        if b.len() > CHUNK {
+            hasher.update(b);
+            return;
         }
         self.buf.extend_from_slice(b);
     }
 
     /// Adds a `u64`.
+    #[inline]
     pub fn u64(&mut self, v: u64) -> &mut Self {
         self.put(&v.to_le_bytes());
         self
     }
 
     /// Adds a `u32`.
+    #[inline]
     pub fn u32(&mut self, v: u32) -> &mut Self {
         self.put(&v.to_le_bytes());
         self
     }
 
     /// Adds a byte.
+    #[inline]
     pub fn u8(&mut self, v: u8) -> &mut Self {
         self.put(&[v]);
         self
     }
 
     /// Adds a float by its bit pattern.
+    #[inline]
     pub fn f32(&mut self, v: f32) -> &mut Self {
         self.put(&v.to_bits().to_le_bytes());
         self
     }
 
     /// Adds a float by its bit pattern.
+    #[inline]
     pub fn f64(&mut self, v: f64) -> &mut Self {
         self.put(&v.to_bits().to_le_bytes());
         self
     }
 
     /// Adds a length-prefixed string.
+    #[inline]
     pub fn str(&mut self, s: &str) -> &mut Self {
         self.put(&(s.len() as u64).to_le_bytes());
         self.put(s.as_bytes());
@@ -151,12 +171,14 @@ impl DigestWriter {
     }
 
     /// Adds raw bytes (fixed-length data only; strings go through `str`).
+    #[inline]
     pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
         self.put(b);
         self
     }
 
     /// Adds another digest.
+    #[inline]
     pub fn digest(&mut self, d: &Digest) -> &mut Self {
         self.put(&d.0);
         self
@@ -164,9 +186,14 @@ impl DigestWriter {
 
     /// Finishes the digest.
     pub fn finish(&self) -> Digest {
-        let mut h = self.hasher.clone();
-        h.update(&self.buf);
-        Digest(*h.finalize().as_bytes())
+        match &self.hasher {
+            None => Digest(*blake3::hash(&self.buf).as_bytes()),
+            Some(hasher) => {
+                let mut h = hasher.as_ref().clone();
+                h.update(&self.buf);
+                Digest(*h.finalize().as_bytes())
+            }
+        }
     }
 }
 
@@ -180,6 +207,15 @@ mod tests {
         let b = DigestWriter::new("t").str("a").str("bc").finish();
         assert_ne!(a, b);
         assert_eq!(a.hex().len(), 64);
+        // Past the buffer the incremental hasher takes over; the digest is
+        // still BLAKE3 of the whole encoding.
+        let long = "x".repeat(3 * CHUNK);
+        let mut bytes = Vec::new();
+        for part in ["t".as_bytes(), long.as_bytes()] {
+            bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(part);
+        }
+        assert_eq!(DigestWriter::new("t").str(&long).finish().0, *blake3::hash(&bytes).as_bytes());
         assert_eq!(Digest::from_hex(&a.hex()), Some(a));
         let json = serde_json::to_string(&a).expect("serialises");
         assert_eq!(json, format!("\"{}\"", a.hex()));

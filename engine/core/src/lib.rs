@@ -53,6 +53,7 @@ pub mod memory;
 pub mod persona;
 pub mod report;
 pub mod rng;
+pub mod scan;
 pub mod scenario;
 #[cfg(feature = "testing")]
 pub mod testing;

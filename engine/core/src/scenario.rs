@@ -64,6 +64,33 @@ pub struct Stimulus {
     pub claims: Vec<String>,
     /// Body text.
     pub text: String,
+    /// Its lines in a prompt, rendered on first use.
+    #[serde(skip)]
+    prompt_lines: Rendered,
+}
+
+impl Stimulus {
+    /// Its lines in a reaction prompt, up to the exposure line.
+    pub fn prompt_lines(&self) -> &str {
+        self.prompt_lines.0.get_or_init(|| crate::persona::prompt::stimulus_lines(self))
+    }
+}
+
+/// Text rendered from the fields beside it: not part of the value, so two
+/// stimuli are equal whether or not either has been rendered yet.
+#[derive(Clone, Default)]
+struct Rendered(std::sync::OnceLock<String>);
+
+impl PartialEq for Rendered {
+    fn eq(&self, _: &Rendered) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Rendered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("..")
+    }
 }
 
 /// Who a rule reaches.

@@ -6,6 +6,7 @@ use crate::cost::Price;
 use crate::digest::DigestWriter;
 use crate::error::Result;
 use crate::rng::Stream;
+use crate::scan::{self, mentions};
 use crate::BoxFuture;
 use std::fmt::Write;
 
@@ -38,49 +39,69 @@ struct Read<'a> {
 
 fn read(prompt: &str) -> Read<'_> {
     let mut r = Read { price_sensitivity: 0.5, exposure: 1, ..Default::default() };
-    for line in prompt.lines() {
-        if let Some(v) = line.strip_prefix("Interests: ") {
-            r.interests = v.split(", ").collect();
-        } else if let Some(v) = line.strip_prefix("Price sensitivity: ") {
-            r.price_sensitivity = v.trim().parse().unwrap_or(0.5);
-        } else if let Some(v) = line.strip_prefix("Brand attitudes: ") {
-            r.brands =
-                v.split(", ").filter_map(|b| b.rsplit_once(' ').map(|(n, a)| (n, a.parse().unwrap_or(0.0)))).collect();
-        } else if let Some(v) = line.strip_prefix("- [tick ") {
-            if let Some((_, rest)) = v.split_once("(sentiment ") {
-                if let Some((s, text)) = rest.split_once(") ") {
-                    r.memories.push((s.parse().unwrap_or(0.0), text));
-                }
-            } else {
-                r.recent.push(v);
-            }
-        } else if let Some(v) = line.strip_prefix("- ") {
-            r.recent.push(v);
-        } else if let Some(v) = line.strip_prefix("Stimulus: ") {
-            for (i, part) in v.split(" | ").enumerate() {
-                if i == 0 {
-                    r.kind = part;
-                } else if let Some(c) = part.strip_prefix("category: ") {
-                    r.category = c;
-                } else if let Some(b) = part.strip_prefix("brand: ") {
-                    r.brand = Some(b);
-                } else if let Some(p) = part.strip_prefix("price: ") {
-                    r.price = p.parse().ok();
+    for line in scan::lines(prompt) {
+        // The labels start with distinct bytes (but for the two kinds of
+        // list item), so the first byte picks the one label to try.
+        match line.as_bytes().first() {
+            Some(b'I') => {
+                if let Some(v) = line.strip_prefix("Interests: ") {
+                    r.interests = scan::split(v, ", ").collect();
                 }
             }
-        } else if let Some(v) = line.strip_prefix("Title: ") {
-            r.title = v;
-        } else if let Some(v) = line.strip_prefix("Exposure: ") {
-            r.exposure = v.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(1);
+            Some(b'P') => {
+                if let Some(v) = line.strip_prefix("Price sensitivity: ") {
+                    r.price_sensitivity = scan::parse_f64(v.trim()).unwrap_or(0.5);
+                }
+            }
+            Some(b'B') => {
+                if let Some(v) = line.strip_prefix("Brand attitudes: ") {
+                    r.brands = scan::split(v, ", ")
+                        .filter_map(|b| b.rsplit_once(' ').map(|(n, a)| (n, scan::parse_f64(a).unwrap_or(0.0))))
+                        .collect();
+                }
+            }
+            Some(b'-') => {
+                if let Some(v) = line.strip_prefix("- [tick ") {
+                    if let Some((_, rest)) = scan::split_once(v, "(sentiment ") {
+                        if let Some((s, text)) = scan::split_once(rest, ") ") {
+                            r.memories.push((scan::parse_f64(s).unwrap_or(0.0), text));
+                        }
+                    } else {
+                        r.recent.push(v);
+                    }
+                } else if let Some(v) = line.strip_prefix("- ") {
+                    r.recent.push(v);
+                }
+            }
+            Some(b'S') => {
+                if let Some(v) = line.strip_prefix("Stimulus: ") {
+                    for (i, part) in scan::split(v, " | ").enumerate() {
+                        if i == 0 {
+                            r.kind = part;
+                        } else if let Some(c) = part.strip_prefix("category: ") {
+                            r.category = c;
+                        } else if let Some(b) = part.strip_prefix("brand: ") {
+                            r.brand = Some(b);
+                        } else if let Some(p) = part.strip_prefix("price: ") {
+                            r.price = scan::parse_f64(p);
+                        }
+                    }
+                }
+            }
+            Some(b'T') => {
+                if let Some(v) = line.strip_prefix("Title: ") {
+                    r.title = v;
+                }
+            }
+            Some(b'E') => {
+                if let Some(v) = line.strip_prefix("Exposure: ") {
+                    r.exposure = v.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(1);
+                }
+            }
+            _ => {}
         }
     }
     r
-}
-
-/// ASCII-case-insensitive substring test, without allocating.
-fn mentions(text: &str, word: &str) -> bool {
-    let (t, w) = (text.as_bytes(), word.as_bytes());
-    !w.is_empty() && t.windows(w.len()).any(|win| win.eq_ignore_ascii_case(w))
 }
 
 const MALFORMED: &[&str] = &[
@@ -128,7 +149,6 @@ impl ScriptedPersonaModel {
             .round()
             .clamp(1.0, 10.0) as u8;
 
-        let mut text = String::with_capacity(200);
         let openers: &[&str] = match appeal {
             a if a > 0.6 => &["I love this", "This is exactly what I want", "Honestly, I'm sold"],
             a if a > 0.2 => &["This looks promising", "I'm interested", "Not bad at all"],
@@ -136,46 +156,67 @@ impl ScriptedPersonaModel {
             a if a > -0.6 => &["I'm not convinced", "This doesn't do much for me", "I'm skeptical"],
             _ => &["Hard pass", "This is not for me at all", "No thanks"],
         };
-        let _ = write!(text, "{} - {}.", s.pick(openers), r.title);
+        let mut out = String::with_capacity(256);
+        out.push_str("REACTION: ");
+        out.push_str(*s.pick(openers));
+        out.push_str(" - ");
+        out.push_str(r.title);
+        out.push('.');
         if interested {
-            let _ = write!(text, " I'm into {}", r.category);
+            out.push_str(" I'm into ");
+            out.push_str(r.category);
         } else {
             let mut cat = r.category.chars();
-            let first = cat.next().map(|c| c.to_uppercase().collect::<String>()).unwrap_or_default();
-            let _ = write!(text, " {first}{} isn't really my thing", cat.as_str());
+            out.push(' ');
+            if let Some(c) = cat.next() {
+                out.extend(c.to_uppercase());
+            }
+            out.push_str(cat.as_str());
+            out.push_str(" isn't really my thing");
         }
         match r.price {
             Some(p) if r.price_sensitivity > 0.6 => {
-                let _ = write!(text, ", and ${p:.0} is a lot for my budget.");
+                let _ = write!(out, ", and ${p:.0} is a lot for my budget.");
             }
             Some(p) => {
-                let _ = write!(text, ", and ${p:.0} seems reasonable.");
+                let _ = write!(out, ", and ${p:.0} seems reasonable.");
             }
-            None => text.push('.'),
+            None => out.push('.'),
         }
         if let Some(b) = r.brand {
             if attitude > 0.3 {
-                let _ = write!(text, " I've had good experiences with {b}.");
+                out.push_str(" I've had good experiences with ");
+                out.push_str(b);
+                out.push('.');
             } else if attitude < -0.3 {
-                let _ = write!(text, " I don't really trust {b}.");
+                out.push_str(" I don't really trust ");
+                out.push_str(b);
+                out.push('.');
             }
         }
         if !brand_memories.is_empty() {
-            text.push_str(if recall >= 0.0 {
+            out.push_str(if recall >= 0.0 {
                 " It reminds me of something I liked before."
             } else {
                 " It reminds me of something that disappointed me."
             });
         }
         if r.exposure > 2 {
-            text.push_str(" I keep seeing this everywhere.");
+            out.push_str(" I keep seeing this everywhere.");
         }
-        format!("REACTION: {text}\nSENTIMENT: {sentiment:.2}\nINTENT: {intent}\nIMPORTANCE: {importance}\n")
+        out.push_str("\nSENTIMENT: ");
+        scan::push_fixed2(&mut out, sentiment, false);
+        out.push_str("\nINTENT: ");
+        scan::push_uint(&mut out, u64::from(intent));
+        out.push_str("\nIMPORTANCE: ");
+        scan::push_uint(&mut out, u64::from(importance));
+        out.push('\n');
+        out
     }
 
     fn reflect(&self, r: &Read<'_>, s: &mut Stream) -> String {
         let mut candidates: Vec<(String, u8)> = Vec::new();
-        let pricey = r.recent.iter().filter(|t| t.contains("a lot for my budget")).count();
+        let pricey = r.recent.iter().filter(|t| scan::contains(t, "a lot for my budget")).count();
         if pricey > 0 {
             candidates.push(("Price weighs heavily on what I buy".into(), 7));
         }
@@ -185,8 +226,9 @@ impl ScriptedPersonaModel {
                 candidates.push((format!("I keep paying attention to {interest} products"), 6));
             }
         }
-        let positive = r.recent.iter().filter(|t| t.contains("I love") || t.contains("promising")).count();
-        let negative = r.recent.iter().filter(|t| t.contains("skeptical") || t.contains("not for me")).count();
+        let has = |t: &str, a: &str, b: &str| scan::contains(t, a) || scan::contains(t, b);
+        let positive = r.recent.iter().filter(|t| has(t, "I love", "promising")).count();
+        let negative = r.recent.iter().filter(|t| has(t, "skeptical", "not for me")).count();
         if negative > positive {
             candidates.push(("I am skeptical of most advertising I see".into(), 6));
         } else if positive > 0 {

@@ -45,7 +45,8 @@ impl Plan {
     /// with the same text make it one consumer of that text.
     /// Texts may be shared (`Arc<str>`): only the unique ones are copied.
     pub fn new<T: AsRef<str>>(requests: Vec<(u32, T)>) -> Plan {
-        let mut index: HashMap<&str, usize> = HashMap::with_capacity(requests.len());
+        let mut index: HashMap<&str, usize, crate::scan::TextHasher> =
+            HashMap::with_capacity_and_hasher(requests.len(), crate::scan::TextHasher::default());
         let mut first = Vec::new();
         let mut consumers: Vec<Vec<u32>> = Vec::new();
         let mut slots = Vec::with_capacity(requests.len());

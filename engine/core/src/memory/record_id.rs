@@ -25,6 +25,14 @@ impl RecordId {
         }
     }
 
+    /// Calls `f` with the id's text, without allocating.
+    pub fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        match self {
+            RecordId::Memory(id) => f(id.text().as_str()),
+            RecordId::Named(name) => f(name),
+        }
+    }
+
     /// The memory, when this is one.
     pub fn memory(&self) -> Option<MemoryId> {
         match self {
@@ -65,7 +73,7 @@ impl std::fmt::Display for RecordId {
 
 impl Serialize for RecordId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        self.with_text(|text| s.serialize_str(text))
     }
 }
 

@@ -29,9 +29,66 @@ impl MemoryId {
     }
 }
 
+/// A memory id's text, `m-{persona:05}-{seq:04}`, on the stack: ids are
+/// written into digests and traces by the million, where the formatting
+/// machinery would cost more than the rest of the write.
+#[derive(Clone, Copy)]
+pub struct MemoryIdText {
+    buf: [u8; 23],
+    len: u8,
+}
+
+impl MemoryIdText {
+    fn new(id: MemoryId) -> Self {
+        let mut t = MemoryIdText { buf: [0; 23], len: 0 };
+        t.push(b'm');
+        t.push(b'-');
+        t.number(id.persona, 5);
+        t.push(b'-');
+        t.number(id.seq, 4);
+        t
+    }
+
+    fn push(&mut self, b: u8) {
+        self.buf[usize::from(self.len)] = b;
+        self.len += 1;
+    }
+
+    /// `n` in decimal, zero-padded to `width` digits.
+    fn number(&mut self, n: u32, width: usize) {
+        let mut digits = [0u8; 10];
+        let mut len = 0;
+        let mut rest = n;
+        while len == 0 || rest > 0 {
+            digits[len] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            len += 1;
+        }
+        for _ in len..width {
+            self.push(b'0');
+        }
+        for d in digits[..len].iter().rev() {
+            self.push(*d);
+        }
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits, `m` and `-` are ever pushed.
+        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl MemoryId {
+    /// The id's text, as `Display` writes it, without allocating.
+    pub fn text(self) -> MemoryIdText {
+        MemoryIdText::new(self)
+    }
+}
+
 impl fmt::Display for MemoryId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "m-{:05}-{:04}", self.persona, self.seq)
+        f.write_str(self.text().as_str())
     }
 }
 
@@ -222,6 +279,15 @@ impl MemoryStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_reads_as_zero_padded_numbers() {
+        for (persona, seq) in [(0, 0), (7, 3), (12345, 9999), (123456, 10000), (u32::MAX, u32::MAX)] {
+            let id = MemoryId { persona, seq };
+            assert_eq!(id.to_string(), format!("m-{persona:05}-{seq:04}"));
+            assert_eq!(MemoryId::parse(id.text().as_str()), Some(id));
+        }
+    }
 
     fn rec(seq: u32, importance: u8, created_h: u64, vector: Option<Vec<f32>>) -> MemoryRecord {
         MemoryRecord {

@@ -152,6 +152,34 @@ fn round2(x: f64) -> f32 {
     ((x * 100.0).round() / 100.0) as f32
 }
 
+/// Fills a bio template: the same text as replacing each placeholder in
+/// turn, in one pass over the template. When a value itself holds a `{`,
+/// a later placeholder could match inside it, so the placeholders are then
+/// replaced one at a time, exactly as written.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    if values.iter().any(|(_, v)| v.contains('{')) {
+        return values.iter().fold(template.to_string(), |t, (k, v)| t.replace(k, v));
+    }
+    let mut out = String::with_capacity(template.len() + 64);
+    let mut rest = template;
+    while let Some(at) = rest.find('{') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        match values.iter().find(|(k, _)| rest.starts_with(k)) {
+            Some((k, v)) => {
+                out.push_str(v);
+                rest = &rest[k.len()..];
+            }
+            None => {
+                out.push('{');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Draws persona `id` for `seed`. Independent of every other persona, so a
 /// panel of any size is generated in linear time and any prefix of a panel
 /// is the smaller panel.
@@ -177,15 +205,19 @@ pub fn generate(traits: &Traits, seed: u64, id: u32) -> Profile {
         .iter()
         .map(|b| (b.clone(), round2((traits.brand_attitude_sd * s.normal()).clamp(-1.0, 1.0))))
         .collect();
-    let bio = s
-        .pick(&traits.bio_templates)
-        .replace("{first}", &first)
-        .replace("{age}", &age.to_string())
-        .replace("{occupation}", &occupation)
-        .replace("{city}", &city)
-        .replace("{interest0}", &interests[0])
-        .replace("{interest1}", &interests[1])
-        .replace("{income}", &income.label);
+    let age_text = age.to_string();
+    let bio = fill(
+        s.pick(&traits.bio_templates).as_str(),
+        &[
+            ("{first}", &first),
+            ("{age}", &age_text),
+            ("{occupation}", &occupation),
+            ("{city}", &city),
+            ("{interest0}", &interests[0]),
+            ("{interest1}", &interests[1]),
+            ("{income}", &income.label),
+        ],
+    );
     Profile {
         id,
         name: format!("{first} {last}"),
@@ -210,6 +242,18 @@ mod tests {
         assert_eq!(generate(&t, 1, 5), generate(&t, 1, 5));
         assert_ne!(generate(&t, 1, 5), generate(&t, 2, 5));
         assert_ne!(generate(&t, 1, 5), generate(&t, 1, 6));
+    }
+
+    #[test]
+    fn a_template_fills_as_replacing_each_placeholder_in_turn() {
+        let chained = |t: &str, v: &[(&str, &str)]| v.iter().fold(t.to_string(), |t, (k, v)| t.replace(k, v));
+        let values = [("{first}", "Ana"), ("{age}", "41"), ("{city}", "Lyon")];
+        for t in ["{first}, {age}, of {city}.", "{{first}} {unknown} {age", "{city}{city}{", "", "no placeholder"] {
+            assert_eq!(fill(t, &values), chained(t, &values), "{t:?}");
+        }
+        // A value that holds a placeholder is filled again by a later one.
+        let tricky = [("{first}", "{city}"), ("{city}", "Lyon")];
+        assert_eq!(fill("{first} of {city}", &tricky), "Lyon of Lyon");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use super::memory::MemoryRecord;
 use super::profile::Profile;
+use crate::scan::{push_fixed2, push_uint};
 use crate::scenario::Stimulus;
 use std::fmt::Write;
 
@@ -13,12 +14,23 @@ use std::fmt::Write;
 pub fn persona_header(p: &Profile) -> String {
     let mut s = String::with_capacity(400);
     let _ = writeln!(s, "You are {}, {}, a {} in {}. {}", p.name, p.age, p.occupation, p.city, p.bio);
-    let _ = writeln!(s, "Interests: {}", p.interests.join(", "));
-    let _ = writeln!(s, "Household income: {}", p.income);
-    let _ = writeln!(s, "Price sensitivity: {:.2}", p.price_sensitivity);
-    s.push_str("Brand attitudes:");
+    s.push_str("Interests: ");
+    for (i, interest) in p.interests.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(interest);
+    }
+    s.push_str("\nHousehold income: ");
+    s.push_str(&p.income);
+    s.push_str("\nPrice sensitivity: ");
+    push_fixed2(&mut s, f64::from(p.price_sensitivity), false);
+    s.push_str("\nBrand attitudes:");
     for (i, (brand, att)) in p.brand_attitudes.iter().enumerate() {
-        let _ = write!(s, "{}{} {:+.2}", if i == 0 { " " } else { ", " }, brand, att);
+        s.push_str(if i == 0 { " " } else { ", " });
+        s.push_str(brand);
+        s.push(' ');
+        push_fixed2(&mut s, f64::from(*att), true);
     }
     s.push('\n');
     s
@@ -31,12 +43,28 @@ pub fn memories_block(out: &mut String, memories: &[&MemoryRecord]) {
         out.push_str("(none)\n");
     }
     for m in memories {
-        let _ = writeln!(out, "- [tick {}] (sentiment {:+.2}) {}", m.tick, m.sentiment, m.description);
+        out.push_str("- [tick ");
+        push_uint(out, u64::from(m.tick));
+        out.push_str("] (sentiment ");
+        push_fixed2(out, f64::from(m.sentiment), true);
+        out.push_str(") ");
+        out.push_str(&m.description);
+        out.push('\n');
     }
 }
 
-/// The stimulus block.
+/// The stimulus block: the stimulus's lines (rendered once per run), then
+/// the exposure.
 pub fn stimulus_block(out: &mut String, s: &Stimulus, exposure: u32) {
+    out.push_str(s.prompt_lines());
+    out.push_str("Exposure: ");
+    push_uint(out, u64::from(exposure) + 1);
+    out.push_str(" of this stimulus this tick\n");
+}
+
+/// The stimulus's own lines of [`stimulus_block`].
+pub fn stimulus_lines(s: &Stimulus) -> String {
+    let mut out = String::with_capacity(s.text.len() + 200);
     let _ = write!(out, "\nStimulus: {} | category: {}", s.kind.as_str(), s.category);
     if let Some(b) = &s.brand {
         let _ = write!(out, " | brand: {b}");
@@ -49,7 +77,7 @@ pub fn stimulus_block(out: &mut String, s: &Stimulus, exposure: u32) {
     if !s.claims.is_empty() {
         let _ = writeln!(out, "Claims: {}", s.claims.join("; "));
     }
-    let _ = writeln!(out, "Exposure: {} of this stimulus this tick", exposure + 1);
+    out
 }
 
 /// The reaction prompt of one job.

@@ -41,16 +41,27 @@ pub struct ProbeReply {
     pub why: String,
 }
 
-fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    text.lines().find_map(|l| {
-        let l = l.trim();
-        let (k, v) = l.split_once(':')?;
-        k.trim().eq_ignore_ascii_case(key).then(|| v.trim())
-    })
+/// The value of the first line labelled with each of `keys` (labels match
+/// ignoring ASCII case and surrounding space), in one pass over the reply.
+fn fields<'a, const N: usize>(text: &'a str, keys: [&str; N]) -> [Option<&'a str>; N] {
+    let mut out = [None; N];
+    for l in crate::scan::lines(text) {
+        let Some(colon) = memchr::memchr(b':', l.as_bytes()) else { continue };
+        let k = l[..colon].trim();
+        for (slot, key) in out.iter_mut().zip(keys) {
+            if slot.is_none() && k.eq_ignore_ascii_case(key) {
+                *slot = Some(l[colon + 1..].trim());
+            }
+        }
+        if out.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    out
 }
 
-fn int_in(text: &str, key: &'static str, lo: u8, hi: u8) -> Result<u8, ReplyError> {
-    let v = field(text, key).ok_or(ReplyError::Missing(key))?;
+fn int_in(v: Option<&str>, key: &'static str, lo: u8, hi: u8) -> Result<u8, ReplyError> {
+    let v = v.ok_or(ReplyError::Missing(key))?;
     match v.parse::<u8>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
         _ => Err(ReplyError::Invalid { field: key, value: v.to_string() }),
@@ -59,20 +70,21 @@ fn int_in(text: &str, key: &'static str, lo: u8, hi: u8) -> Result<u8, ReplyErro
 
 /// Parses a reaction reply.
 pub fn parse_reaction(text: &str) -> Result<Reaction, ReplyError> {
-    let reaction = field(text, "REACTION").ok_or(ReplyError::Missing("REACTION"))?;
+    let [reaction, sentiment, intent, importance] = fields(text, ["REACTION", "SENTIMENT", "INTENT", "IMPORTANCE"]);
+    let reaction = reaction.ok_or(ReplyError::Missing("REACTION"))?;
     if reaction.is_empty() {
         return Err(ReplyError::Invalid { field: "REACTION", value: String::new() });
     }
-    let s = field(text, "SENTIMENT").ok_or(ReplyError::Missing("SENTIMENT"))?;
-    let sentiment = match s.parse::<f32>() {
-        Ok(v) if (-1.0..=1.0).contains(&v) => v,
+    let s = sentiment.ok_or(ReplyError::Missing("SENTIMENT"))?;
+    let sentiment = match crate::scan::parse_f32(s) {
+        Some(v) if (-1.0..=1.0).contains(&v) => v,
         _ => return Err(ReplyError::Invalid { field: "SENTIMENT", value: s.to_string() }),
     };
     Ok(Reaction {
         text: reaction.to_string(),
         sentiment,
-        intent: int_in(text, "INTENT", 1, 5)?,
-        importance: int_in(text, "IMPORTANCE", 1, 10)?,
+        intent: int_in(intent, "INTENT", 1, 5)?,
+        importance: int_in(importance, "IMPORTANCE", 1, 10)?,
     })
 }
 
@@ -104,8 +116,9 @@ pub fn parse_insights(text: &str, max: usize) -> Result<Vec<(String, u8)>, Reply
 
 /// Parses a probe reply.
 pub fn parse_probe(text: &str) -> Result<ProbeReply, ReplyError> {
-    let answer = int_in(text, "ANSWER", 1, 5)?;
-    let why = field(text, "WHY").ok_or(ReplyError::Missing("WHY"))?;
+    let [answer, why] = fields(text, ["ANSWER", "WHY"]);
+    let answer = int_in(answer, "ANSWER", 1, 5)?;
+    let why = why.ok_or(ReplyError::Missing("WHY"))?;
     Ok(ProbeReply { answer, why: why.to_string() })
 }
 

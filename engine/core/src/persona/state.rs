@@ -117,22 +117,51 @@ const OFF_ENERGY: f64 = 1.0;
 
 fn write_change(w: &mut DigestWriter, c: &Change) {
     // A record id is hashed as the text it reads as, as it always was.
-    let id = |r: &RecordId| r.to_string();
+    let id = |w: &mut DigestWriter, r: &RecordId| {
+        r.with_text(|t| w.str(t));
+    };
     match c {
-        Change::Created { record, version } => w.u8(0).str(&id(record)).u64(*version),
-        Change::Decayed { record, from, to } => w.u8(1).str(&id(record)).f64(*from).f64(*to),
-        Change::Accessed { record, energy } => w.u8(2).str(&id(record)).f64(*energy),
+        Change::Created { record, version } => {
+            id(w.u8(0), record);
+            w.u64(*version)
+        }
+        Change::Decayed { record, from, to } => {
+            id(w.u8(1), record);
+            w.f64(*from).f64(*to)
+        }
+        Change::Accessed { record, energy } => {
+            id(w.u8(2), record);
+            w.f64(*energy)
+        }
         Change::Promoted { record, from_version, to_version, tier, energy } => {
-            w.u8(3).str(&id(record)).u64(*from_version).u64(*to_version).u8(tier.digest_code()).f64(*energy)
+            id(w.u8(3), record);
+            w.u64(*from_version).u64(*to_version).u8(tier.digest_code()).f64(*energy)
         }
-        Change::PromotionBlocked { record, energy } => w.u8(4).str(&id(record)).f64(*energy),
+        Change::PromotionBlocked { record, energy } => {
+            id(w.u8(4), record);
+            w.f64(*energy)
+        }
         Change::Expired { record, from_version, to_version } => {
-            w.u8(5).str(&id(record)).u64(*from_version).u64(*to_version)
+            id(w.u8(5), record);
+            w.u64(*from_version).u64(*to_version)
         }
-        Change::Reset { record, to_version, energy } => w.u8(6).str(&id(record)).u64(*to_version).f64(*energy),
-        Change::Queued { record } => w.u8(7).str(&id(record)),
-        Change::Closed { record, version } => w.u8(8).str(&id(record)).u64(*version),
-        Change::Clustered { a, b, similarity } => w.u8(9).str(&id(a)).str(&id(b)).f64(*similarity),
+        Change::Reset { record, to_version, energy } => {
+            id(w.u8(6), record);
+            w.u64(*to_version).f64(*energy)
+        }
+        Change::Queued { record } => {
+            id(w.u8(7), record);
+            w
+        }
+        Change::Closed { record, version } => {
+            id(w.u8(8), record);
+            w.u64(*version)
+        }
+        Change::Clustered { a, b, similarity } => {
+            id(w.u8(9), a);
+            id(w, b);
+            w.f64(*similarity)
+        }
     };
 }
 
