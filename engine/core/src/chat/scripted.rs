@@ -158,7 +158,7 @@ impl ScriptedPersonaModel {
         };
         let mut out = String::with_capacity(256);
         out.push_str("REACTION: ");
-        out.push_str(*s.pick(openers));
+        out.push_str(s.pick::<&str>(openers));
         out.push_str(" - ");
         out.push_str(r.title);
         out.push('.');
