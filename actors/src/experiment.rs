@@ -583,9 +583,9 @@ async fn judge(spec: &ExperimentSpec, topic: &Topic, report: &str) -> Option<Jud
         None => Arc::new(ScriptedJudge { price: Price::from_usd_per_mtok(0.15, 0.6) }),
     };
     let model = if scripted { SCRIPTED_JUDGE.to_string() } else { spec.judge_model.clone() };
-    let mut request = ChatRequest::new(&model, ChatPurpose::Judge, prompt);
+    let first = ChatRequest::new(&model, ChatPurpose::Judge, prompt);
     for attempt in 0..2 {
-        request.attempt = attempt;
+        let request = first.attempt(attempt);
         let reply = port.complete(&request).await.ok()?;
         if let Some((score, justification)) = engine::experiment::judge::parse(&reply.text) {
             return Some(JudgeScore { score, justification, judge: model, scripted });

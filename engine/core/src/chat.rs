@@ -48,7 +48,9 @@ impl ChatPurpose {
 }
 
 /// One chat request. The prompt is shared and hashed once, when the
-/// request is built; retries reuse both.
+/// request is built; retries reuse both. The request digest is taken then
+/// too (and again for each attempt number): build a new request to change
+/// the model, the purpose or the prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatRequest {
     /// Model name.
@@ -60,6 +62,8 @@ pub struct ChatRequest {
     /// 0 for the first try, then 1, 2... for guardrail retries.
     pub attempt: u32,
     prompt_digest: Digest,
+    /// The request digest, and the attempt it was taken for.
+    digest: (u32, Digest),
 }
 
 impl ChatRequest {
@@ -67,12 +71,25 @@ impl ChatRequest {
     pub fn new(model: &str, purpose: ChatPurpose, prompt: impl Into<Arc<str>>) -> ChatRequest {
         let prompt = prompt.into();
         let prompt_digest = DigestWriter::new("prompt v1").str(&prompt).finish();
-        ChatRequest { model: model.to_string(), purpose, prompt, attempt: 0, prompt_digest }
+        let mut request = ChatRequest {
+            model: model.to_string(),
+            purpose,
+            prompt,
+            attempt: 0,
+            prompt_digest,
+            digest: (0, Digest::default()),
+        };
+        request.digest = (0, request.compute_digest());
+        request
     }
 
     /// The same request, as attempt `attempt`.
     pub fn attempt(&self, attempt: u32) -> ChatRequest {
-        ChatRequest { attempt, ..self.clone() }
+        let mut request = ChatRequest { attempt, ..self.clone() };
+        if request.digest.0 != attempt {
+            request.digest = (attempt, request.compute_digest());
+        }
+        request
     }
 
     /// Digest of the prompt alone.
@@ -83,6 +100,13 @@ impl ChatRequest {
     /// The request digest: what a replay cassette and the scripted model's
     /// seed are keyed by. Covers model, purpose, prompt and attempt.
     pub fn digest(&self) -> Digest {
+        match self.digest {
+            (attempt, digest) if attempt == self.attempt => digest,
+            _ => self.compute_digest(),
+        }
+    }
+
+    fn compute_digest(&self) -> Digest {
         DigestWriter::new("chat request v1")
             .str(&self.model)
             .u8(self.purpose.digest_code())

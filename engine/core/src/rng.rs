@@ -57,7 +57,12 @@ impl Stream {
 
     /// Derives the stream for `(seed, tick, actor, purpose)`.
     pub fn derive(seed: u64, tick: u32, actor: u64, purpose: Purpose) -> Self {
-        let mut h = blake3::Hasher::new_derive_key("sim-engine rng stream v1");
+        use blake3::hazmat::HasherExt;
+        // The context is hashed once per process rather than per stream;
+        // the key derived is the same (`blake3::derive_key` does both steps).
+        static CONTEXT: std::sync::OnceLock<blake3::hazmat::ContextKey> = std::sync::OnceLock::new();
+        let context = CONTEXT.get_or_init(|| blake3::hazmat::hash_derive_key_context("sim-engine rng stream v1"));
+        let mut h = blake3::Hasher::new_from_context_key(context);
         h.update(&seed.to_le_bytes());
         h.update(&tick.to_le_bytes());
         h.update(&actor.to_le_bytes());
@@ -95,18 +100,25 @@ impl Stream {
     /// An index drawn with the given non-negative weights. Falls back to a
     /// uniform draw when all weights are zero.
     pub fn weighted(&mut self, weights: &[f64]) -> usize {
-        let total: f64 = weights.iter().sum();
+        self.weighted_by(weights, |w| *w)
+    }
+
+    /// [`Stream::weighted`] over `items` weighted by `weight`, without
+    /// gathering the weights first.
+    pub fn weighted_by<T>(&mut self, items: &[T], weight: impl Fn(&T) -> f64) -> usize {
+        let total: f64 = items.iter().map(&weight).sum();
         if total <= 0.0 {
-            return self.below(weights.len());
+            return self.below(items.len());
         }
         let mut x = self.unit() * total;
-        for (i, w) in weights.iter().enumerate() {
-            if x < *w {
+        for (i, item) in items.iter().enumerate() {
+            let w = weight(item);
+            if x < w {
                 return i;
             }
             x -= w;
         }
-        weights.len() - 1
+        items.len() - 1
     }
 
     /// A standard normal draw (Box-Muller).
@@ -129,6 +141,14 @@ mod tests {
         assert_ne!(base, Stream::derive(7, 2, 3, Purpose::Chat).next_u64());
         assert_ne!(base, Stream::derive(7, 1, 4, Purpose::Chat).next_u64());
         assert_ne!(base, Stream::derive(7, 1, 3, Purpose::Persona).next_u64());
+        // The stream's key is BLAKE3's derive_key of the parts.
+        let mut material = Vec::new();
+        material.extend_from_slice(&7u64.to_le_bytes());
+        material.extend_from_slice(&1u32.to_le_bytes());
+        material.extend_from_slice(&3u64.to_le_bytes());
+        material.push(Purpose::Chat.code());
+        let key = blake3::derive_key("sim-engine rng stream v1", &material);
+        assert_eq!(base, Stream::from_key(key).next_u64());
     }
 
     #[test]

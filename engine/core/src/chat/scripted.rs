@@ -38,14 +38,21 @@ struct Read<'a> {
 }
 
 fn read(prompt: &str) -> Read<'_> {
-    let mut r = Read { price_sensitivity: 0.5, exposure: 1, ..Default::default() };
+    let mut r = Read {
+        price_sensitivity: 0.5,
+        exposure: 1,
+        interests: Vec::with_capacity(4),
+        brands: Vec::with_capacity(8),
+        memories: Vec::with_capacity(8),
+        ..Default::default()
+    };
     for line in scan::lines(prompt) {
         // The labels start with distinct bytes (but for the two kinds of
         // list item), so the first byte picks the one label to try.
         match line.as_bytes().first() {
             Some(b'I') => {
                 if let Some(v) = line.strip_prefix("Interests: ") {
-                    r.interests = scan::split(v, ", ").collect();
+                    r.interests.extend(scan::split(v, ", "));
                 }
             }
             Some(b'P') => {
@@ -55,9 +62,10 @@ fn read(prompt: &str) -> Read<'_> {
             }
             Some(b'B') => {
                 if let Some(v) = line.strip_prefix("Brand attitudes: ") {
-                    r.brands = scan::split(v, ", ")
-                        .filter_map(|b| b.rsplit_once(' ').map(|(n, a)| (n, scan::parse_f64(a).unwrap_or(0.0))))
-                        .collect();
+                    r.brands.extend(scan::split(v, ", ").filter_map(|b| {
+                        let space = memchr::memrchr(b' ', b.as_bytes())?;
+                        Some((&b[..space], scan::parse_f64(&b[space + 1..]).unwrap_or(0.0)))
+                    }));
                 }
             }
             Some(b'-') => {

@@ -187,11 +187,11 @@ pub fn generate(traits: &Traits, seed: u64, id: u32) -> Profile {
     let mut s = Stream::derive(seed, 0, u64::from(id), Purpose::Persona);
     let first = s.pick(&traits.first_names).clone();
     let last = s.pick(&traits.last_names).clone();
-    let band = &traits.age_bands[s.weighted(&traits.age_bands.iter().map(|b| b.weight).collect::<Vec<_>>())];
+    let band = &traits.age_bands[s.weighted_by(&traits.age_bands, |b| b.weight)];
     let age = band.min + s.below(usize::from(band.max - band.min) + 1) as u8;
-    let city = traits.cities[s.weighted(&traits.cities.iter().map(|c| c.weight).collect::<Vec<_>>())].name.clone();
+    let city = traits.cities[s.weighted_by(&traits.cities, |c| c.weight)].name.clone();
     let occupation = s.pick(&traits.occupations).clone();
-    let income = &traits.income_bands[s.weighted(&traits.income_bands.iter().map(|b| b.weight).collect::<Vec<_>>())];
+    let income = &traits.income_bands[s.weighted_by(&traits.income_bands, |b| b.weight)];
     let n_interests = traits.interests_min + s.below(traits.interests_max - traits.interests_min + 1);
     let mut pool: Vec<usize> = (0..traits.interests.len()).collect();
     let mut interests = Vec::with_capacity(n_interests);
