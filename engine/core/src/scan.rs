@@ -94,8 +94,28 @@ pub fn push_uint(out: &mut String, n: u64) {
             break;
         }
     }
-    // Only ASCII digits were written.
-    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+    out.extend(digits[at..].iter().map(|d| char::from(*d)));
+}
+
+/// Whether `v`, a non-negative float, rounds to an integer exactly as its
+/// exact decimal value does: finite, small enough for a float to hold its
+/// fraction, and not within a millionth of a tie.
+fn rounds_plainly(v: f64) -> bool {
+    v.is_finite() && v < 1e15 && (v - v.floor() - 0.5).abs() >= 1e-6
+}
+
+/// Appends `x` with no decimals, exactly as `{x:.0}` writes it (the
+/// formatter takes the cases [`push_fixed2`] leaves to it).
+pub fn push_fixed0(out: &mut String, x: f64) {
+    let v = x.abs();
+    if !rounds_plainly(v) {
+        let _ = write!(out, "{x:.0}");
+        return;
+    }
+    if x.is_sign_negative() {
+        out.push('-');
+    }
+    push_uint(out, v.round() as u64);
 }
 
 /// Appends `x` with two decimals, exactly as `{x:.2}` (or `{x:+.2}` with
@@ -105,7 +125,7 @@ pub fn push_uint(out: &mut String, n: u64) {
 /// round in a float, is left to the formatter.
 pub fn push_fixed2(out: &mut String, x: f64, plus: bool) {
     let v = (x * 100.0).abs();
-    if !v.is_finite() || v >= 1e15 || (v - v.floor() - 0.5).abs() < 1e-6 {
+    if !rounds_plainly(v) {
         let _ = if plus { write!(out, "{x:+.2}") } else { write!(out, "{x:.2}") };
         return;
     }
@@ -266,6 +286,11 @@ mod tests {
                 push_fixed2(&mut ours, x, plus);
                 let theirs = if plus { format!("{x:+.2}") } else { format!("{x:.2}") };
                 assert_eq!(ours, theirs, "{x:e}");
+            }
+            for x in [x, x * 1000.0] {
+                let mut ours = String::new();
+                push_fixed0(&mut ours, x);
+                assert_eq!(ours, format!("{x:.0}"), "{x:e}");
             }
         }
         for n in [0, 7, 10, 4_294_967_295, u64::MAX] {

@@ -183,11 +183,10 @@ impl ScriptedPersonaModel {
             out.push_str(" isn't really my thing");
         }
         match r.price {
-            Some(p) if r.price_sensitivity > 0.6 => {
-                let _ = write!(out, ", and ${p:.0} is a lot for my budget.");
-            }
             Some(p) => {
-                let _ = write!(out, ", and ${p:.0} seems reasonable.");
+                out.push_str(", and $");
+                scan::push_fixed0(&mut out, p);
+                out.push_str(if r.price_sensitivity > 0.6 { " is a lot for my budget." } else { " seems reasonable." });
             }
             None => out.push('.'),
         }
