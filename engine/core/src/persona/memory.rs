@@ -158,6 +158,13 @@ impl MemoryStream {
     pub fn shrink_to_fit(&mut self) {
         self.records.shrink_to_fit();
     }
+
+    /// Room for exactly `n` more memories: a commit knows how many it adds,
+    /// and a stream kept without slack grows once rather than doubling and
+    /// shrinking back.
+    pub fn reserve_exact(&mut self, n: usize) {
+        self.records.reserve_exact(n);
+    }
 }
 
 /// Cosine of two vectors; zero when either is all zeros.

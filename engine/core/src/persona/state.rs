@@ -272,6 +272,9 @@ impl PersonaState {
             real_boost: applied.map_or(OFF_BOOST, |c| c.rules.access_boost),
             real_initial: applied.map_or(OFF_ENERGY, |c| c.rules.initial_energy),
         };
+        let added: usize = commit.jobs.iter().map(|j| j.memories.len()).sum();
+        self.memory.reserve_exact(added);
+        self.visible.reserve_exact(added);
         for job in commit.jobs {
             ids.push(self.apply_job(job, &mut pass));
         }
