@@ -2,8 +2,10 @@
 //! child process of this binary, measured from outside: wall time, peak
 //! resident memory, and the bytes the run leaves on disk.
 //!
-//! Peak memory comes from the kernel's accounting of the child
-//! (`getrusage(RUSAGE_CHILDREN)`). That figure is the largest child's, not
+//! Peak memory and CPU time come from the kernel's accounting of the child
+//! (`getrusage(RUSAGE_CHILDREN)`): a run has worker threads and a trace
+//! writer beside them, so its turns per CPU-second, not per wall-second,
+//! are its throughput per core. That figure is the largest child's, not
 //! the last one's, so each size is measured through its own intermediate
 //! process (this command again, with `--measure-one`) whose only child is
 //! the run.
@@ -21,7 +23,8 @@ use std::time::Instant;
     after_help = "Runs `sim-cli run --personas N --ticks T` for each N on the embedded defaults, one child process\n\
     at a time, into a scratch directory it deletes afterwards. Reports wall time, persona-turns per\n\
     second, peak resident memory (the kernel's high-water mark of the child), memory per persona, and\n\
-    trace and output bytes per persona-turn. Examples:\n\n  \
+    trace and output bytes per persona-turn, and the CPU time the run used (user plus system, so its\n\
+    persona-turns per CPU-second are its throughput per core, whatever its threads). Examples:\n\n  \
     sim-cli bench scale\n  \
     sim-cli bench scale --personas 10000,100000,1000000 --ticks 3 --threads 2 --json"
 )]
@@ -58,6 +61,11 @@ struct Row {
     persona_turns: u64,
     wall_seconds: f64,
     turns_per_second: f64,
+    /// User plus system CPU time of the run.
+    cpu_seconds: f64,
+    /// Of which in the kernel (mostly zeroing the pages it first touches).
+    system_seconds: f64,
+    turns_per_cpu_second: f64,
     peak_rss_bytes: u64,
     rss_bytes_per_persona: f64,
     trace_bytes: u64,
@@ -108,15 +116,17 @@ pub fn scale(args: &ScaleArgs) -> Result<()> {
     }
     println!("Scale: {} ticks, seed {}, threads {}", report.ticks, report.seed, thread_label(report.threads));
     println!(
-        "  {:>9} {:>8} {:>10} {:>9} {:>11} {:>10} {:>12}",
-        "personas", "wall s", "turns/s", "peak RSS", "B/persona", "trace B/t", "output B/t"
+        "  {:>9} {:>8} {:>10} {:>7} {:>12} {:>9} {:>11} {:>10} {:>12}",
+        "personas", "wall s", "turns/s", "CPU s", "turns/CPU s", "peak RSS", "B/persona", "trace B/t", "output B/t"
     );
     for r in &report.results {
         println!(
-            "  {:>9} {:>8.2} {:>10.0} {:>9} {:>11.0} {:>10.0} {:>12.0}",
+            "  {:>9} {:>8.2} {:>10.0} {:>7.2} {:>12.0} {:>9} {:>11.0} {:>10.0} {:>12.0}",
             r.personas,
             r.wall_seconds,
             r.turns_per_second,
+            r.cpu_seconds,
+            r.turns_per_cpu_second,
             gib(r.peak_rss_bytes),
             r.rss_bytes_per_persona,
             r.trace_bytes_per_turn,
@@ -162,12 +172,17 @@ fn measure_one(args: &ScaleArgs, personas: u32, scratch: &Path) -> Result<Row> {
         let output_bytes = dir_bytes(&dir)?;
         // Linux reports ru_maxrss in KiB.
         let peak = u64::try_from(usage.max_rss()).unwrap_or(0) * 1024;
+        let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        let (user, system) = (seconds(usage.user_time()), seconds(usage.system_time()));
         Ok(Row {
             personas,
             ticks: args.ticks,
             persona_turns: turns,
             wall_seconds: wall,
             turns_per_second: turns as f64 / wall.max(1e-9),
+            cpu_seconds: user + system,
+            system_seconds: system,
+            turns_per_cpu_second: turns as f64 / (user + system).max(1e-9),
             peak_rss_bytes: peak,
             rss_bytes_per_persona: peak as f64 / f64::from(personas),
             trace_bytes,

@@ -102,8 +102,8 @@ fn bench_chat_reports_both_concurrencies_and_the_ratio() {
 }
 
 /// Each size runs in its own child: the rows carry that run's digest, a
-/// peak RSS the kernel measured (the larger panel's is larger), the trace
-/// bytes, and leave no run directory behind.
+/// peak RSS and CPU time the kernel measured (the larger panel's are
+/// larger), the trace bytes, and leave no run directory behind.
 #[test]
 fn bench_scale_measures_each_size_in_a_child_and_cleans_up() {
     let dir = scratch("bench-scale");
@@ -121,6 +121,11 @@ fn bench_scale_measures_each_size_in_a_child_and_cleans_up() {
     assert_eq!(rows[1]["persona_turns"].as_u64(), Some(6000));
     let peak = |r: &serde_json::Value| r["peak_rss_bytes"].as_u64().expect("peak");
     assert!(peak(&rows[0]) > 1 << 20 && peak(&rows[1]) > peak(&rows[0]), "{rows:?}");
+    // The kernel's CPU time of the run: the larger panel used more of it.
+    let cpu = |r: &serde_json::Value| r["cpu_seconds"].as_f64().expect("cpu");
+    assert!(cpu(&rows[0]) > 0.0 && cpu(&rows[1]) > cpu(&rows[0]), "{rows:?}");
+    let per_cpu = rows[1]["turns_per_cpu_second"].as_f64().expect("turns per CPU-second");
+    assert!((per_cpu * cpu(&rows[1]) - 6000.0).abs() < 1.0, "{rows:?}");
     let left: Vec<_> = std::fs::read_dir(&dir).expect("dir").filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     assert!(left.iter().all(|n| !n.to_string_lossy().starts_with("sim-bench-scale")), "{left:?}");
 }
