@@ -347,10 +347,12 @@ impl TurnCoordinator {
             groups: groups(&jobs),
             query: vec![None; jobs.len()],
             parts: vec![None; jobs.len()],
+            // Room for every job's conversation up front: a tick-long list
+            // grown by doubling copies itself into fresh pages each time.
+            conversed: Vec::with_capacity(jobs.len()),
             jobs,
             outcomes,
             ready: Vec::new(),
-            conversed: Vec::new(),
             drafted: Vec::new(),
             retrieval: StageResult::default(),
             memory: StageResult::default(),
