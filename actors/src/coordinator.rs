@@ -421,6 +421,7 @@ impl TurnCoordinator {
         let groups = &work.groups[window];
         let first_job = groups.first().map_or(0, |(_, r)| r.start) as u64;
         self.progress.stage(tick, "retrieve and prompt", first_job, work.jobs.len() as u64);
+        work.ready.reserve_exact(groups.iter().map(|(_, r)| r.len()).sum());
         let (jobs, query) = (&work.jobs, &work.query);
         let replies = self
             .ask(
