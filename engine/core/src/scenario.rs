@@ -64,7 +64,8 @@ pub struct Stimulus {
     pub claims: Vec<String>,
     /// Body text.
     pub text: String,
-    /// Its lines in a prompt, rendered on first use.
+    /// Its lines in a prompt, rendered from the fields above on first use:
+    /// change a loaded stimulus by loading a new scenario, not in place.
     #[serde(skip)]
     prompt_lines: Rendered,
 }
