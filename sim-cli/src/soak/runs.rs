@@ -7,7 +7,7 @@ use engine::rng::{Purpose, Stream};
 use engine::trace::audit::audit;
 use engine::trace::frame::read_trace_file;
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 
 /// The providers a determinism case runs on.
@@ -89,9 +89,7 @@ pub fn generated_scenario(seed: u64) -> String {
         for _ in 0..1 + r.below(2) {
             let k = 1 + r.below(n);
             let ids: Vec<String> =
-                (0..k).map(|_| format!("\"s{}\"", r.below(n))).collect::<HashSet<_>>().into_iter().collect();
-            let mut ids = ids;
-            ids.sort();
+                (0..k).map(|_| format!("\"s{}\"", r.below(n))).collect::<BTreeSet<_>>().into_iter().collect();
             let audience = match r.below(3) {
                 0 => format!("fraction:{:.2}", 0.2 + 0.8 * r.unit()),
                 _ => "all".to_string(),
