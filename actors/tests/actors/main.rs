@@ -12,6 +12,8 @@ mod embedding;
 mod ticks;
 // Embedding failures at each stage, seeded provider faults, the cache file.
 mod failures;
+// The trace encoder writes the bytes its reader decodes.
+mod trace;
 // Memory consolidation at each commit: expiry hides memories, dry runs, promotion.
 mod consolidation;
 // The field actor: phases independent of thread count, logs that replay, typed errors.

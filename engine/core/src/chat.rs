@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Why a chat request is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
 pub enum ChatPurpose {
     /// A reaction to a stimulus.
     Reaction,
@@ -135,7 +135,7 @@ pub struct ChatReply {
 /// what it was billed and how long it took. `attempt`, `error` and `spend`
 /// reach `full_digest`; the endpoint, the model id and the latency depend on
 /// routing and the wall clock, so they are recorded but never digested.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, bincode::Encode)]
 pub struct ChatAttempt {
     /// Transport attempt, from 0.
     pub attempt: u32,
@@ -155,7 +155,7 @@ pub struct ChatAttempt {
 }
 
 /// What kind of failure a transport attempt met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, bincode::Encode)]
 pub enum FailureClass {
     /// 429: retried after the provider's wait.
     RateLimited,

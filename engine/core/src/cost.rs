@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub const NANO_PER_USD: u64 = 1_000_000_000;
 
 /// Tokens and money for one or more model calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, bincode::Encode)]
 pub struct Spend {
     /// Tokens sent to the model (prompt or embedding input).
     pub input_tokens: u64,

@@ -23,6 +23,13 @@ impl Serialize for Digest {
     }
 }
 
+/// The trace's encoder: the same 32 bytes as the serde path, in one write.
+impl bincode::Encode for Digest {
+    fn encode<E: bincode::enc::Encoder>(&self, e: &mut E) -> Result<(), bincode::error::EncodeError> {
+        bincode::enc::write::Writer::write(e.writer(), &self.0)
+    }
+}
+
 impl<'de> Deserialize<'de> for Digest {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         if d.is_human_readable() {

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 pub const POINTS: usize = 5;
 
 /// One reaction's SSR measurement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct SsrRating {
     /// Probability of each point 1..5, averaged over the anchor sets.
     pub pmf: [f64; POINTS],

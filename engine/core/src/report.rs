@@ -227,7 +227,7 @@ pub struct ConsolidationTotals {
 }
 
 /// Why a run stopped before its last tick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "lowercase")]
 pub enum StopReason {
     /// Recorded spend reached the budget at a tick boundary.
@@ -287,7 +287,7 @@ impl std::fmt::Display for StopReason {
 }
 
 /// A run that stopped before its last tick.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct Stopped {
     /// Why.
     pub reason: StopReason,

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// How a stage submits its texts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// One invocation with the stage's unique texts in first-occurrence

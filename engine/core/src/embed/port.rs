@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 /// Which stage an embedding serves. Part of the key: a retrieval text and an
 /// equal memory description are never merged across stages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, bincode::Encode)]
 pub enum EmbedRole {
     /// Query texts for memory retrieval.
     Retrieval,
@@ -40,7 +40,7 @@ pub struct EmbedKey {
 }
 
 /// One physical request upstream, as billed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
 pub struct EmbedCall {
     /// Indices, in the submitted list, of the texts it carried.
     pub texts: Vec<u32>,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A record's tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "camelCase")]
 pub enum Tier {
     /// Fresh; decays fast.
@@ -200,7 +200,7 @@ impl Scope {
 }
 
 /// What an operation did (or, in a dry run, would do).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "camelCase")]
 pub enum Change {
     /// A record was created.

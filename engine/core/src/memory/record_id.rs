@@ -77,6 +77,13 @@ impl Serialize for RecordId {
     }
 }
 
+/// The trace's encoder: the same bytes as the serde path (the id's text).
+impl bincode::Encode for RecordId {
+    fn encode<E: bincode::enc::Encoder>(&self, e: &mut E) -> Result<(), bincode::error::EncodeError> {
+        self.with_text(|text| text.encode(e))
+    }
+}
+
 impl<'de> Deserialize<'de> for RecordId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         String::deserialize(d).map(|s| RecordId::parse(&s))

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// A memory's identity: its owner and its sequence number in the owner's
 /// stream. Ordering is by owner, then sequence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, bincode::Encode)]
 pub struct MemoryId {
     /// Owning persona.
     pub persona: u32,
@@ -93,7 +93,7 @@ impl fmt::Display for MemoryId {
 }
 
 /// What produced a memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
 pub enum MemoryKind {
     /// A reaction to a stimulus.
     Observation,

@@ -20,7 +20,7 @@ pub enum ReplyError {
 }
 
 /// A parsed reaction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct Reaction {
     /// The persona's words.
     pub text: String,
@@ -33,7 +33,7 @@ pub struct Reaction {
 }
 
 /// A parsed probe answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct ProbeReply {
     /// Answer 1-5.
     pub answer: u8,

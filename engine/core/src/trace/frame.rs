@@ -444,7 +444,7 @@ impl TraceWriter {
             bytes: 0,
             failed: None,
         };
-        let encoded = crate::codec::encode_to(record, &mut parts);
+        let encoded = crate::codec::encode_native_to(record, &mut parts);
         if let Some(e) = parts.failed.take() {
             return Err(e);
         }
@@ -475,7 +475,7 @@ impl TraceWriter {
 }
 
 fn encode(path: &Path, record: &Record, buf: &mut Vec<u8>) -> Result<()> {
-    crate::codec::encode_into(record, buf)
+    crate::codec::encode_native_into(record, buf)
         .map_err(|e| Error::Format { file: path.display().to_string(), cause: format!("cannot encode a record: {e}") })
 }
 

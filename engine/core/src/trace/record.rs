@@ -27,7 +27,7 @@ pub const COMPRESSED_FROM: u32 = 5;
 pub const OLDEST_READABLE: u32 = 3;
 
 /// The first frame: everything needed to re-run the simulation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct Header {
     /// Trace format version.
     pub format_version: u32,
@@ -167,6 +167,31 @@ impl Serialize for Vectors {
     }
 }
 
+/// The trace's encoder: the same bytes as the serde path (a byte block's
+/// length, then the block), written without building the block first.
+impl bincode::Encode for Vectors {
+    fn encode<E: bincode::enc::Encoder>(&self, e: &mut E) -> Result<(), bincode::error::EncodeError> {
+        use bincode::enc::write::Writer;
+        let dim = self.0.first().map_or(0, |v| v.len());
+        if self.0.iter().any(|v| v.len() != dim) {
+            return Err(bincode::error::EncodeError::Other("vectors of one answer must share a dimension"));
+        }
+        ((8 + self.0.len() * dim * 4) as u64).encode(e)?;
+        e.writer().write(&(self.0.len() as u32).to_le_bytes())?;
+        e.writer().write(&(dim as u32).to_le_bytes())?;
+        let mut block = [0u8; 256];
+        for v in &self.0 {
+            for floats in v.chunks(block.len() / 4) {
+                for (to, x) in block.chunks_exact_mut(4).zip(floats) {
+                    to.copy_from_slice(&x.to_le_bytes());
+                }
+                e.writer().write(&block[..floats.len() * 4])?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl<'de> Deserialize<'de> for Vectors {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let bytes: Bytes = Deserialize::deserialize(d)?;
@@ -195,7 +220,7 @@ impl<'de> Deserialize<'de> for Vectors {
 pub type EmbedAnswer = Result<(Vectors, Vec<EmbedCall>, u64), (String, Vec<EmbedCall>)>;
 
 /// One invocation of the embedding port, as answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct EmbedExchange {
     /// Stage.
     pub role: EmbedRole,
@@ -218,7 +243,7 @@ pub fn embed_request_digest(key: &EmbedKey, texts: &[String]) -> Digest {
 }
 
 /// A memory created at a commit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct MemoryEvent {
     /// Its id.
     pub id: MemoryId,
@@ -237,7 +262,7 @@ pub struct MemoryEvent {
 }
 
 /// One committed tick.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct TickFrame {
     /// Tick number.
     pub tick: u32,
@@ -260,7 +285,7 @@ pub struct TickFrame {
 }
 
 /// The last frame of a finished run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct RunEnd {
     /// Ticks committed.
     pub ticks_completed: u32,
@@ -272,7 +297,7 @@ pub struct RunEnd {
 
 /// One slice of the encoding of a `Record::Tick` too large for one frame.
 /// Parts are numbered from 0 and follow each other directly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct TickPart {
     /// The tick they belong to.
     pub tick: u32,
@@ -285,7 +310,7 @@ pub struct TickPart {
 /// Closes the parts of a tick: the tick is committed once this frame is
 /// written and synced. Parts without their commit are the tail of a run
 /// stopped mid-write, cut off by resume like a torn frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
 pub struct TickCommit {
     /// The tick.
     pub tick: u32,
@@ -303,6 +328,13 @@ pub struct Bytes(pub Vec<u8>);
 impl Serialize for Bytes {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bytes(&self.0)
+    }
+}
+
+/// The trace's encoder: the same bytes as the serde path.
+impl bincode::Encode for Bytes {
+    fn encode<E: bincode::enc::Encoder>(&self, e: &mut E) -> Result<(), bincode::error::EncodeError> {
+        self.0.as_slice().encode(e)
     }
 }
 
@@ -335,7 +367,7 @@ impl<'de> Deserialize<'de> for Bytes {
 
 /// A frame's payload. New variants go at the end: a record's encoding
 /// starts with its variant's position.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub enum Record {
     /// The first frame.
     Header(Box<Header>),

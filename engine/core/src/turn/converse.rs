@@ -13,7 +13,7 @@ use crate::scenario::Scenario;
 use serde::{Deserialize, Serialize};
 
 /// One chat call, as made and billed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct ChatCallRecord {
     /// Why.
     pub purpose: ChatPurpose,
@@ -37,7 +37,7 @@ pub struct ChatCallRecord {
 }
 
 /// A reflection's result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct ReflectionResult {
     /// Parsed insights with importance.
     pub insights: Vec<(String, u8)>,

@@ -9,7 +9,7 @@ use crate::persona::reply::{ProbeReply, Reaction};
 use serde::{Deserialize, Serialize};
 
 /// The stage at which a job failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stage {
     /// Validation, before any work.
@@ -43,7 +43,7 @@ impl Stage {
 
 /// How a job ended. In JSON: `"ok"`, `{"failed": {"stage", "reason"}}` or
 /// `{"refused": {"reason"}}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     /// Reacted and remembered.
@@ -63,7 +63,7 @@ pub enum Status {
 }
 
 /// A probe's answer in an outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct ProbeAnswer {
     /// Probe id.
     pub id: String,
@@ -73,7 +73,7 @@ pub struct ProbeAnswer {
 
 /// What one job cost, by source. Chat costs are the job's own calls;
 /// embedding costs are allocated estimates of shared physical calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, bincode::Encode)]
 pub struct JobSpend {
     /// The job's chat calls, as billed.
     pub chat: Spend,
@@ -94,7 +94,7 @@ impl JobSpend {
 }
 
 /// One job's outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
 pub struct Outcome {
     /// Tick.
     pub tick: u32,
@@ -239,7 +239,7 @@ impl Outcome {
 /// `digest` covers persona state and outcome content: what must not change
 /// when only the grouping of requests changes. `full_digest` also covers
 /// costs and the physical embedding calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, bincode::Encode)]
 pub struct TickDigests {
     /// Content digest.
     pub digest: Digest,
