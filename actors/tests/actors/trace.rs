@@ -5,7 +5,7 @@ use engine::turn::Status;
 
 /// The trace writer encodes records through bincode's own `Encode`, derived
 /// beside each type's `Serialize`; readers decode through serde. On a run
-/// with every kind of record content (failed and refused jobs, a failed
+/// with every kind of record content (failed jobs, a failed
 /// embedding invocation, retried chat calls, reflections, probes, SSR
 /// ratings, consolidation changes), both encoders write the same bytes.
 #[test]
