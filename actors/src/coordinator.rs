@@ -21,7 +21,7 @@ use engine::trace::{EmbedExchange, MemoryEvent, TickFrame};
 use engine::turn::{
     converse, drafts, Conversation, Outcome, Prepared, ProbeAnswer, Stage, Status, TickContext, TickDigests,
 };
-use futures::StreamExt;
+use futures::FutureExt;
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::ops::Range;
@@ -453,38 +453,64 @@ impl TurnCoordinator {
         }
     }
 
-    /// Stage 4: the conversations of the jobs prepared so far,
-    /// concurrently and bounded; results are kept in job order whatever
-    /// order they finish in.
+    /// Stage 4: the conversations of the jobs prepared so far, run by a
+    /// pool of at most `chat.concurrency` tasks, each taking the next job
+    /// once it is done with one: as many jobs in flight as one task per
+    /// job under a bound would have, without a task per job. Results are
+    /// kept in job order whatever order they finish in. A panic in one
+    /// conversation fails that job alone (its message, not a task id, is
+    /// the reason, so the reason is the same on every run).
     async fn chat(&self, work: &mut TickWork) {
         let (shared, tick) = (&self.shared, work.tick);
         let ready = std::mem::take(&mut work.ready);
         let (before, total) = (work.conversed.len() as u64, work.jobs.len() as u64);
         self.progress.stage(tick, "chat", before, total);
-        let mut stream = futures::stream::iter(ready.into_iter().map(|p| {
-            let shared = Arc::clone(shared);
-            let position = p.job.position;
-            let task = tokio::spawn(async move {
-                let c = converse(&*shared.chat, &p, &shared.config, &shared.scenario, tick).await;
-                let mut p = p;
-                p.release_prompts();
-                (p, c)
-            });
-            async move { (position, task.await) }
-        }))
-        .buffered(shared.config.raw.chat.concurrency);
-        let mut done = before;
-        while let Some((position, joined)) = stream.next().await {
-            done += 1;
-            if done % 1024 == 0 {
-                self.progress.stage(tick, "chat", done, total);
-            }
-            match joined {
-                Ok(pair) => work.conversed.push(pair),
-                Err(e) => fail(&mut work.outcomes[position as usize], Stage::Chat, format!("chat task failed: {e}")),
+        let positions: Vec<u32> = ready.iter().map(|p| p.job.position).collect();
+        let queue = Arc::new(parking_lot::Mutex::new(ready.into_iter().enumerate()));
+        let done = Arc::new(std::sync::atomic::AtomicU64::new(before));
+        let workers = shared.config.raw.chat.concurrency.clamp(1, positions.len().max(1));
+        let pool: Vec<_> = (0..workers)
+            .map(|_| {
+                let (shared, queue, done) = (Arc::clone(shared), Arc::clone(&queue), Arc::clone(&done));
+                let progress = Arc::clone(&self.progress);
+                tokio::spawn(async move {
+                    let mut finished = Vec::new();
+                    loop {
+                        let next = queue.lock().next();
+                        let Some((i, mut p)) = next else { break };
+                        let talk = converse(&*shared.chat, &p, &shared.config, &shared.scenario, tick);
+                        let c = std::panic::AssertUnwindSafe(talk).catch_unwind().await;
+                        p.release_prompts();
+                        finished.push((i, p, c.map_err(|panic| crate::persona::panic_message(&*panic))));
+                        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                        if n % 1024 == 0 {
+                            progress.stage(tick, "chat", n, total);
+                        }
+                    }
+                    finished
+                })
+            })
+            .collect();
+        let mut slots: Vec<Option<_>> = std::iter::repeat_with(|| None).take(positions.len()).collect();
+        let mut lost = None;
+        for task in pool {
+            match task.await {
+                Ok(finished) => finished.into_iter().for_each(|(i, p, c)| slots[i] = Some((p, c))),
+                Err(e) => lost = Some(e.to_string()),
             }
         }
-        tracing::debug!(jobs = done - before, "chat window done");
+        work.conversed.reserve(positions.len());
+        for (slot, &position) in slots.into_iter().zip(&positions) {
+            let o = &mut work.outcomes[position as usize];
+            match slot {
+                Some((p, Ok(conversation))) => work.conversed.push((p, conversation)),
+                Some((_, Err(panic))) => fail(o, Stage::Chat, format!("chat panicked: {panic}")),
+                // A pool task can only fail outside a conversation (those
+                // are caught); the jobs it held fail with it.
+                None => fail(o, Stage::Chat, format!("the chat task failed: {}", lost.as_deref().unwrap_or("?"))),
+            }
+        }
+        tracing::debug!(jobs = positions.len(), "chat window done");
     }
 
     /// Stage 5: outcomes take their replies, and each successful job drafts

@@ -110,7 +110,7 @@ fn each<I, R>(batch: Vec<(Activation, I)>, mut stage: impl FnMut(&mut PersonaSta
 }
 
 /// The message of a caught panic.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
         (Some(s), _) => (*s).to_string(),
         (None, Some(s)) => s.clone(),

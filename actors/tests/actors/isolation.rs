@@ -63,3 +63,46 @@ fn over_the_context_budget_is_refused_before_any_chat_call() {
         .iter()
         .all(|o| matches!(&o.status, Status::Refused { reason } if reason.contains("context budget"))));
 }
+
+/// A chat port that panics on every request from one persona (its prompts
+/// start with that persona's header).
+struct PanicFor {
+    header: std::sync::Arc<str>,
+    inner: std::sync::Arc<dyn engine::chat::ChatPort>,
+}
+
+impl engine::chat::ChatPort for PanicFor {
+    fn complete<'a>(
+        &'a self,
+        request: &'a engine::chat::ChatRequest,
+    ) -> engine::BoxFuture<'a, engine::Result<engine::chat::ChatReply>> {
+        if request.prompt.starts_with(&*self.header) {
+            panic!("injected chat panic");
+        }
+        self.inner.complete(request)
+    }
+}
+
+#[test]
+fn a_panic_in_a_conversation_fails_that_job_alone_and_the_same_way_at_any_thread_count() {
+    let (plain, _) = run_with(RunSpec::defaults(5, 30, 2), 1);
+    let header = plain.final_states[3].as_ref().expect("alive").header.clone();
+    let run = |threads| {
+        let mut spec = RunSpec::defaults(5, 30, 2);
+        let (_, chat) = actors::run::default_ports(&spec.config, spec.seed).expect("ports");
+        spec.chat = Some(std::sync::Arc::new(PanicFor { header: header.clone(), inner: chat }));
+        run_with(spec, threads)
+    };
+    let (one, reports) = run(1);
+    for o in reports.iter().flat_map(|r| &r.outcomes) {
+        if o.persona == 3 {
+            let chat_panic = |r: &str| r == "chat panicked: injected chat panic";
+            assert!(matches!(&o.status, Status::Failed { stage: Stage::Chat, reason } if chat_panic(reason)), "{o:?}");
+        } else {
+            assert_eq!(o.status, Status::Ok, "{o:?}");
+        }
+    }
+    let (two, _) = run(2);
+    assert_eq!((one.summary.digest, one.summary.full_digest), (two.summary.digest, two.summary.full_digest));
+    assert!(two.final_states[3].is_some(), "the persona itself goes on");
+}
