@@ -328,15 +328,24 @@ pub fn open_records(path: &Path) -> Result<RecordReader<Source<std::io::BufReade
 /// damaged size field can make a reader allocate no more than this.
 pub const MAX_UNPACKED: usize = 4 * PART_BYTES;
 
-/// LZ4-compresses a frame's payload (format 5 on), its size prepended.
-fn pack(path: &Path, payload: &[u8]) -> Result<Vec<u8>> {
+/// LZ4-compresses a frame's payload (format 5 on) into the start of `out`,
+/// its size prepended, and returns that packed frame: the bytes of
+/// [`packed`], in a buffer reused across frames (grown, never shrunk or
+/// cleared), so that a large tick's parts do not each fault in a fresh one.
+fn pack_into<'a>(path: &Path, payload: &[u8], out: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+    let refuse = |cause: String| Error::Format { file: path.display().to_string(), cause };
     if payload.len() > MAX_UNPACKED {
-        return Err(Error::Format {
-            file: path.display().to_string(),
-            cause: format!("a record of {} bytes exceeds the {MAX_UNPACKED}-byte limit of a frame", payload.len()),
-        });
+        let cause = format!("a record of {} bytes exceeds the {MAX_UNPACKED}-byte limit of a frame", payload.len());
+        return Err(refuse(cause));
     }
-    Ok(packed(payload))
+    let room = 4 + lz4_flex::block::get_maximum_output_size(payload.len());
+    if out.len() < room {
+        out.resize(room, 0);
+    }
+    out[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    let n = lz4_flex::block::compress_into(payload, &mut out[4..room])
+        .map_err(|e| refuse(format!("cannot compress a record: {e}")))?;
+    Ok(&out[..4 + n])
 }
 
 /// A payload as a format-5 frame carries it: LZ4-compressed, its size
@@ -361,13 +370,36 @@ pub fn unpack(frame: &[u8]) -> std::result::Result<Vec<u8>, String> {
 /// larger than a part, several part frames and one synced commit frame.
 #[derive(Debug)]
 pub struct TraceWriter {
-    frames: FrameWriter,
+    out: Out,
     /// The payload buffer, reused across frames.
     buf: Vec<u8>,
+    /// A part frame's record, reused across parts.
+    scratch: Vec<u8>,
     /// The largest slice of a tick one part carries.
     part_bytes: usize,
+}
+
+/// Where frames go: the file, and the buffer payloads are compressed into.
+#[derive(Debug)]
+struct Out {
+    frames: FrameWriter,
+    packed: Vec<u8>,
     /// Whether payloads are compressed (traces of format 5 on).
     compress: bool,
+}
+
+impl Out {
+    /// Appends one frame, compressed when the format says so.
+    fn put(&mut self, payload: &[u8], sync: bool) -> Result<u64> {
+        let payload = match self.compress {
+            true => pack_into(self.frames.path(), payload, &mut self.packed)?,
+            false => payload,
+        };
+        match sync {
+            true => self.frames.append(payload),
+            false => self.frames.append_unsynced(payload),
+        }
+    }
 }
 
 impl TraceWriter {
@@ -377,8 +409,10 @@ impl TraceWriter {
     pub fn create(path: &Path, header: &Header) -> Result<TraceWriter> {
         let mut buf = Vec::with_capacity(4096);
         encode(path, &Record::Header(Box::new(header.clone())), &mut buf)?;
-        let frames = FrameWriter::create(path, &TRACE, &pack(path, &buf)?, false)?;
-        Ok(TraceWriter { frames, buf, part_bytes: PART_BYTES, compress: true })
+        let mut packed = Vec::new();
+        let frames = FrameWriter::create(path, &TRACE, pack_into(path, &buf, &mut packed)?, false)?;
+        let out = Out { frames, packed, compress: true };
+        Ok(TraceWriter { out, buf, scratch: Vec::new(), part_bytes: PART_BYTES })
     }
 
     /// Opens an existing trace of format `version` for appending after its
@@ -386,22 +420,8 @@ impl TraceWriter {
     /// follow the file's format.
     pub fn reopen(path: &Path, valid_len: u64, version: u32) -> Result<TraceWriter> {
         let frames = FrameWriter::reopen(path, valid_len)?;
-        Ok(TraceWriter { frames, buf: Vec::new(), part_bytes: PART_BYTES, compress: version >= COMPRESSED_FROM })
-    }
-
-    /// Appends one frame, compressed when the format says so.
-    fn put(frames: &mut FrameWriter, compress: bool, payload: &[u8], sync: bool) -> Result<u64> {
-        let packed;
-        let payload = if compress {
-            packed = pack(frames.path(), payload)?;
-            &packed[..]
-        } else {
-            payload
-        };
-        match sync {
-            true => frames.append(payload),
-            false => frames.append_unsynced(payload),
-        }
+        let out = Out { frames, packed: Vec::new(), compress: version >= COMPRESSED_FROM };
+        Ok(TraceWriter { out, buf: Vec::new(), scratch: Vec::new(), part_bytes: PART_BYTES })
     }
 
     /// Splits ticks into parts of at most `bytes` (tests write small ticks
@@ -415,7 +435,7 @@ impl TraceWriter {
     /// long (see [`FrameWriter::with_byte_limit`]).
     #[doc(hidden)]
     pub fn with_byte_limit(mut self, bytes: u64) -> TraceWriter {
-        self.frames = self.frames.with_byte_limit(bytes);
+        self.out.frames = self.out.frames.with_byte_limit(bytes);
         self
     }
 
@@ -427,18 +447,17 @@ impl TraceWriter {
         let tick = match record {
             Record::Tick(t) => t.tick,
             Record::Header(_) | Record::End(_) | Record::TickPart(_) | Record::TickCommit(_) => {
-                encode(self.frames.path(), record, &mut self.buf)?;
-                return Self::put(&mut self.frames, self.compress, &self.buf, true);
+                encode(self.out.frames.path(), record, &mut self.buf)?;
+                return self.out.put(&self.buf, true);
             }
         };
-        let start = self.frames.len();
+        let start = self.out.frames.len();
         self.buf.clear();
         let mut parts = Parts {
-            frames: &mut self.frames,
+            out: &mut self.out,
             buf: &mut self.buf,
-            scratch: Vec::new(),
+            scratch: &mut self.scratch,
             part_bytes: self.part_bytes,
-            compress: self.compress,
             tick,
             parts: 0,
             bytes: 0,
@@ -449,28 +468,28 @@ impl TraceWriter {
             return Err(e);
         }
         encoded.map_err(|e| Error::Format {
-            file: parts.frames.path().display().to_string(),
+            file: parts.out.frames.path().display().to_string(),
             cause: format!("cannot encode tick {tick}: {e}"),
         })?;
         if parts.parts == 0 {
             // It fits in one part: one ordinary frame.
-            return Self::put(parts.frames, parts.compress, parts.buf, true);
+            return parts.out.put(parts.buf, true);
         }
         parts.write_part()?;
         let commit = TickCommit { tick, parts: parts.parts, bytes: parts.bytes };
-        encode(self.frames.path(), &Record::TickCommit(commit), &mut self.buf)?;
-        Self::put(&mut self.frames, self.compress, &self.buf, true)?;
-        Ok(self.frames.len() - start)
+        encode(self.out.frames.path(), &Record::TickCommit(commit), &mut self.buf)?;
+        self.out.put(&self.buf, true)?;
+        Ok(self.out.frames.len() - start)
     }
 
     /// Bytes in the file.
     pub fn len(&self) -> u64 {
-        self.frames.len()
+        self.out.frames.len()
     }
 
     /// True when nothing but the preamble is written (never, after create).
     pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
+        self.out.frames.is_empty()
     }
 }
 
@@ -482,11 +501,10 @@ fn encode(path: &Path, record: &Record, buf: &mut Vec<u8>) -> Result<()> {
 /// The sink a large tick is encoded into: it fills a part at a time and
 /// writes each full part as a [`TickPart`] frame.
 struct Parts<'a> {
-    frames: &'a mut FrameWriter,
+    out: &'a mut Out,
     buf: &'a mut Vec<u8>,
-    scratch: Vec<u8>,
+    scratch: &'a mut Vec<u8>,
     part_bytes: usize,
-    compress: bool,
     tick: u32,
     parts: u32,
     bytes: u64,
@@ -500,12 +518,12 @@ impl Parts<'_> {
         let part = TickPart { tick: self.tick, part: self.parts, bytes: Bytes(std::mem::take(self.buf)) };
         self.bytes += part.bytes.0.len() as u64;
         let record = Record::TickPart(part);
-        encode(self.frames.path(), &record, &mut self.scratch)?;
+        encode(self.out.frames.path(), &record, self.scratch)?;
         if let Record::TickPart(p) = record {
             *self.buf = p.bytes.0;
             self.buf.clear();
         }
-        TraceWriter::put(self.frames, self.compress, &self.scratch, false)?;
+        self.out.put(self.scratch, false)?;
         self.parts += 1;
         Ok(())
     }
