@@ -467,38 +467,41 @@ impl TurnCoordinator {
         self.progress.stage(tick, "chat", before, total);
         let positions: Vec<u32> = ready.iter().map(|p| p.job.position).collect();
         let queue = Arc::new(parking_lot::Mutex::new(ready.into_iter().enumerate()));
+        // Each job's result, by its place in the window, written by whichever
+        // pool task ran it.
+        let slots: Vec<Option<_>> = std::iter::repeat_with(|| None).take(positions.len()).collect();
+        let slots = Arc::new(parking_lot::Mutex::new(slots));
         let done = Arc::new(std::sync::atomic::AtomicU64::new(before));
         let workers = shared.config.raw.chat.concurrency.clamp(1, positions.len().max(1));
         let pool: Vec<_> = (0..workers)
             .map(|_| {
-                let (shared, queue, done) = (Arc::clone(shared), Arc::clone(&queue), Arc::clone(&done));
+                let (shared, queue, slots, done) =
+                    (Arc::clone(shared), Arc::clone(&queue), Arc::clone(&slots), Arc::clone(&done));
                 let progress = Arc::clone(&self.progress);
                 tokio::spawn(async move {
-                    let mut finished = Vec::new();
                     loop {
                         let next = queue.lock().next();
                         let Some((i, mut p)) = next else { break };
                         let talk = converse(&*shared.chat, &p, &shared.config, &shared.scenario, tick);
                         let c = std::panic::AssertUnwindSafe(talk).catch_unwind().await;
                         p.release_prompts();
-                        finished.push((i, p, c.map_err(|panic| crate::persona::panic_message(&*panic))));
+                        slots.lock()[i] = Some((p, c.map_err(|panic| crate::persona::panic_message(&*panic))));
                         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                         if n % 1024 == 0 {
                             progress.stage(tick, "chat", n, total);
                         }
                     }
-                    finished
                 })
             })
             .collect();
-        let mut slots: Vec<Option<_>> = std::iter::repeat_with(|| None).take(positions.len()).collect();
         let mut lost = None;
         for task in pool {
-            match task.await {
-                Ok(finished) => finished.into_iter().for_each(|(i, p, c)| slots[i] = Some((p, c))),
-                Err(e) => lost = Some(e.to_string()),
+            if let Err(e) = task.await {
+                lost = Some(e.to_string());
             }
         }
+        // Every pool task has ended: the slots hold all they will.
+        let slots = std::mem::take(&mut *slots.lock());
         work.conversed.reserve(positions.len());
         for (slot, &position) in slots.into_iter().zip(&positions) {
             let o = &mut work.outcomes[position as usize];

@@ -70,7 +70,7 @@ impl ChatRequest {
     /// A first attempt.
     pub fn new(model: &str, purpose: ChatPurpose, prompt: impl Into<Arc<str>>) -> ChatRequest {
         let prompt = prompt.into();
-        let prompt_digest = DigestWriter::new("prompt v1").str(&prompt).finish();
+        let prompt_digest = crate::digest::of_text("prompt v1", &prompt);
         let mut request = ChatRequest {
             model: model.to_string(),
             purpose,

@@ -96,7 +96,7 @@ const CHUNK: usize = 16 * 1024;
 impl DigestWriter {
     /// A writer whose output is separated from other domains by `domain`.
     pub fn new(domain: &str) -> Self {
-        let mut w = DigestWriter { hasher: None, buf: Vec::with_capacity(256) };
+        let mut w = DigestWriter { hasher: None, buf: Vec::with_capacity(1024) };
         w.put(&(domain.len() as u64).to_le_bytes());
         w.put(domain.as_bytes());
         w
@@ -204,6 +204,19 @@ impl DigestWriter {
     }
 }
 
+/// `DigestWriter::new(domain).str(text).finish()`, for digests of one
+/// long text (a prompt): the encoding is gathered into a buffer of its exact
+/// size, not grown to it, and hashed in one call (which, unlike feeding an
+/// incremental hasher, lets BLAKE3 hash whole chunks side by side).
+pub fn of_text(domain: &str, text: &str) -> Digest {
+    let mut buf = Vec::with_capacity(16 + domain.len() + text.len());
+    buf.extend_from_slice(&(domain.len() as u64).to_le_bytes());
+    buf.extend_from_slice(domain.as_bytes());
+    buf.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    buf.extend_from_slice(text.as_bytes());
+    Digest(*blake3::hash(&buf).as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +237,10 @@ mod tests {
         }
         assert_eq!(DigestWriter::new("t").str(&long).finish().0, *blake3::hash(&bytes).as_bytes());
         assert_eq!(Digest::from_hex(&a.hex()), Some(a));
+        for n in [0, 1, 63, 64, 1000, 1024, 2500, 4096, CHUNK + 7, 3 * CHUNK] {
+            let text = "y".repeat(n);
+            assert_eq!(of_text("prompt v1", &text), DigestWriter::new("prompt v1").str(&text).finish(), "{n} bytes");
+        }
         let json = serde_json::to_string(&a).expect("serialises");
         assert_eq!(json, format!("\"{}\"", a.hex()));
     }

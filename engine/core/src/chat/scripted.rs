@@ -266,7 +266,13 @@ impl ScriptedPersonaModel {
             3 => "Some things were interesting, but nothing stood out.",
             _ => "Nothing I saw felt worth the money.",
         };
-        format!("ANSWER: {answer}\nWHY: {why}\n")
+        let mut out = String::with_capacity(16 + why.len());
+        out.push_str("ANSWER: ");
+        scan::push_uint(&mut out, u64::from(answer));
+        out.push_str("\nWHY: ");
+        out.push_str(why);
+        out.push('\n');
+        out
     }
 
     /// The reply text for a request, without billing.

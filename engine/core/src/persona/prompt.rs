@@ -120,12 +120,8 @@ pub fn probe_prompt(header: &str, memories: &[&MemoryRecord], question: &str) ->
     let mut s = String::with_capacity(header.len() + 600);
     s.push_str(header);
     memories_block(&mut s, memories);
-    let _ = write!(
-        s,
-        "\nSurvey question: {question}\n\
-         Reply exactly in this format:\n\
-         ANSWER: <integer 1-5>\n\
-         WHY: <one sentence>\n"
-    );
+    s.push_str("\nSurvey question: ");
+    s.push_str(question);
+    s.push_str("\nReply exactly in this format:\nANSWER: <integer 1-5>\nWHY: <one sentence>\n");
     s
 }

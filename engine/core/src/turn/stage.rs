@@ -27,11 +27,17 @@ pub struct TickContext<'a> {
 /// The retrieval text of an exposure: the stimulus as seen, marked when it
 /// is a repeat within the tick.
 pub fn retrieval_text(s: &Stimulus, exposure: u32) -> String {
-    if exposure == 0 {
-        format!("{}. {}", s.title, s.text)
-    } else {
-        format!("Seen again ({}x): {}. {}", exposure + 1, s.title, s.text)
+    // Written piece by piece, not with `format!`: one of these per job.
+    let mut out = String::with_capacity(s.title.len() + s.text.len() + 32);
+    if exposure > 0 {
+        out.push_str("Seen again (");
+        crate::scan::push_uint(&mut out, u64::from(exposure) + 1);
+        out.push_str("x): ");
     }
+    out.push_str(&s.title);
+    out.push_str(". ");
+    out.push_str(&s.text);
+    out
 }
 
 /// Stage 2: the text this job needs embedded for retrieval, or `None` when
@@ -139,7 +145,19 @@ pub fn prepare(
 
 /// The description of the memory a reaction leaves.
 pub fn observation_description(tick: u32, s: &Stimulus, reaction_text: &str) -> String {
-    format!("Tick {tick}: saw the {} \"{}\". {}", s.kind.as_str(), s.title, reaction_text)
+    // `Tick {tick}: saw the {kind} "{title}". {reaction}`, written piece by
+    // piece: one of these per reacting job.
+    let kind = s.kind.as_str();
+    let mut out = String::with_capacity(32 + kind.len() + s.title.len() + reaction_text.len());
+    out.push_str("Tick ");
+    crate::scan::push_uint(&mut out, u64::from(tick));
+    out.push_str(": saw the ");
+    out.push_str(kind);
+    out.push_str(" \"");
+    out.push_str(&s.title);
+    out.push_str("\". ");
+    out.push_str(reaction_text);
+    out
 }
 
 /// Stage 5: the job's new memories, in order, without vectors.
