@@ -54,22 +54,25 @@ impl MemoryIdText {
         self.len += 1;
     }
 
-    /// `n` in decimal, zero-padded to `width` digits.
+    /// `n` in decimal, zero-padded to `width` digits (at most 10, the
+    /// digits of `u32::MAX`): digits are written from the right into zeros,
+    /// then copied in one piece.
     fn number(&mut self, n: u32, width: usize) {
-        let mut digits = [0u8; 10];
-        let mut len = 0;
+        let mut digits = [b'0'; 10];
+        let mut at = digits.len();
         let mut rest = n;
-        while len == 0 || rest > 0 {
-            digits[len] = b'0' + (rest % 10) as u8;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
             rest /= 10;
-            len += 1;
+            if rest == 0 {
+                break;
+            }
         }
-        for _ in len..width {
-            self.push(b'0');
-        }
-        for d in digits[..len].iter().rev() {
-            self.push(*d);
-        }
+        let from = at.min(digits.len() - width.min(digits.len()));
+        let len = usize::from(self.len);
+        self.buf[len..len + digits.len() - from].copy_from_slice(&digits[from..]);
+        self.len += (digits.len() - from) as u8;
     }
 
     /// The text.
