@@ -223,7 +223,7 @@ impl TurnCoordinator {
         message: impl Fn(Vec<(Activation, I)>, RpcReplyPort<Vec<Hosted<R>>>) -> PersonaMsg,
     ) -> Vec<Option<R>> {
         let mut replies: Vec<Option<R>> = groups.iter().map(|_| None).collect();
-        let mut due = Vec::new();
+        let mut due = Vec::with_capacity(groups.len());
         for (g, (p, range)) in groups.iter().enumerate() {
             if !matches!(state.slots[*p as usize], Slot::Resting(_)) || !outcomes[range.clone()].iter().any(is_ok) {
                 continue;
@@ -710,7 +710,7 @@ impl TurnCoordinator {
     /// and the chained digests.
     fn finish(&self, state: &mut CoordinatorState, work: TickWork) -> TickReport {
         let TickWork { tick, outcomes, drafted, retrieval, memory, consolidation, mut timings, started, .. } = work;
-        let mut memories = Vec::new();
+        let mut memories = Vec::with_capacity(drafted.iter().flatten().map(Vec::len).sum());
         for (o, events) in outcomes.iter().zip(drafted) {
             let Some(events) = events else { continue };
             for (id, mut event) in o.memories.iter().zip(events) {

@@ -566,6 +566,12 @@ impl Ledger {
         self.versions.shrink_to_fit();
     }
 
+    /// Room for `versions` more versions, taken at once (a commit knows how
+    /// many records it creates), rather than by doubling as they come.
+    pub fn reserve(&mut self, versions: usize) {
+        self.versions.reserve_exact(versions);
+    }
+
     /// Records retrieved together; each pair's co-activation count rises.
     pub fn coactivate(&mut self, records: &[RecordId]) {
         let mut sorted: Vec<&RecordId> = records.iter().collect();

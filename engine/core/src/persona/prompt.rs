@@ -36,6 +36,12 @@ pub fn persona_header(p: &Profile) -> String {
     s
 }
 
+/// An upper bound on the bytes [`memories_block`] writes, so that a
+/// prompt is allocated once at its size.
+fn memories_room(memories: &[&MemoryRecord]) -> usize {
+    32 + memories.iter().map(|m| m.description.len() + 48).sum::<usize>()
+}
+
 /// The recalled-memories block.
 pub fn memories_block(out: &mut String, memories: &[&MemoryRecord]) {
     out.push_str("\nMemories you recall:\n");
@@ -82,7 +88,8 @@ pub fn stimulus_lines(s: &Stimulus) -> String {
 
 /// The reaction prompt of one job.
 pub fn reaction_prompt(header: &str, memories: &[&MemoryRecord], stimulus: &Stimulus, exposure: u32) -> String {
-    let mut s = String::with_capacity(header.len() + 900);
+    let room = header.len() + memories_room(memories) + stimulus.prompt_lines().len() + 320;
+    let mut s = String::with_capacity(room);
     s.push_str(header);
     memories_block(&mut s, memories);
     stimulus_block(&mut s, stimulus, exposure);
@@ -117,7 +124,7 @@ pub fn reflection_prompt(header: &str, recent: &[String], latest: &str, max_insi
 
 /// A survey probe's prompt.
 pub fn probe_prompt(header: &str, memories: &[&MemoryRecord], question: &str) -> String {
-    let mut s = String::with_capacity(header.len() + 600);
+    let mut s = String::with_capacity(header.len() + memories_room(memories) + question.len() + 96);
     s.push_str(header);
     memories_block(&mut s, memories);
     s.push_str("\nSurvey question: ");

@@ -275,6 +275,7 @@ impl PersonaState {
         let added: usize = commit.jobs.iter().map(|j| j.memories.len()).sum();
         self.memory.reserve_exact(added);
         self.visible.reserve_exact(added);
+        self.ledger.reserve(added);
         for job in commit.jobs {
             ids.push(self.apply_job(job, &mut pass));
         }
