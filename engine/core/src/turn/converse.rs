@@ -131,7 +131,12 @@ pub async fn converse(
     let mut reaction = None;
     let mut last_error = String::new();
     for attempt in 0..=chat.max_guardrail_retries {
-        match call(port, &prepared.reaction.attempt(attempt), &mut calls).await {
+        // The first attempt is the prepared request itself, not a copy.
+        let request = match attempt {
+            0 => std::borrow::Cow::Borrowed(&prepared.reaction),
+            n => std::borrow::Cow::Owned(prepared.reaction.attempt(n)),
+        };
+        match call(port, &request, &mut calls).await {
             Ok(text) => match parse_reaction(&to_lines(&text)) {
                 Ok(r) => {
                     reaction = Some(r);
@@ -170,7 +175,11 @@ pub async fn converse(
         let mut answer = None;
         let request = ChatRequest::new(&chat.model, ChatPurpose::Probe, prompt.as_str());
         for attempt in 0..=chat.max_guardrail_retries {
-            match call(port, &request.attempt(attempt), &mut calls).await {
+            let request = match attempt {
+                0 => std::borrow::Cow::Borrowed(&request),
+                n => std::borrow::Cow::Owned(request.attempt(n)),
+            };
+            match call(port, &request, &mut calls).await {
                 Ok(text) => {
                     if let Ok(p) = parse_probe(&to_lines(&text)) {
                         answer = Some(p);
