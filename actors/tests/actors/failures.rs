@@ -103,14 +103,8 @@ fn modelled_faults_are_retried_and_conserved_end_to_end() {
 fn the_audit_passes_a_faulty_run_and_catches_broken_books() {
     use engine::trace::audit::audit;
     use engine::trace::{Header, TickFrame};
-    let faults = "max_retries = 3\nbackoff_base_ms = 1\nbackoff_max_ms = 2\n";
-    let modelled = "clock = \"simulated\"\nserver_error = 0.2\nrate_limited = 0.1\npermanent = 0.05\n";
-    let cfg = format!(
-        "[embedding]\nprovider = \"modelled\"\n{faults}[embedding.modelled]\n{modelled}\
-         [chat]\nprovider = \"modelled\"\n{faults}[chat.modelled]\n{modelled}"
-    );
     let mut spec = RunSpec::defaults(4, 12, 3);
-    spec.config = config(&cfg);
+    spec.config = crate::support::faulty(3, 0.05, "");
     let header = Header::new(&spec.config, 4, 12, 3);
     let (result, reports) = run_with(spec, 2);
     let frames: Vec<TickFrame> = reports.into_iter().map(|r| r.into_frame()).collect();

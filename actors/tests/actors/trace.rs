@@ -1,4 +1,4 @@
-use crate::support::{config, run_with};
+use crate::support::run_with;
 use actors::run::RunSpec;
 use engine::trace::{Header, Record, RunEnd};
 use engine::turn::Status;
@@ -10,14 +10,8 @@ use engine::turn::Status;
 /// ratings, consolidation changes), both encoders write the same bytes.
 #[test]
 fn the_trace_encoder_writes_the_bytes_the_serde_reader_reads() {
-    let faults = "max_retries = 2\nbackoff_base_ms = 1\nbackoff_max_ms = 2\n";
-    let modelled = "clock = \"simulated\"\nserver_error = 0.2\nrate_limited = 0.1\npermanent = 0.1\n";
-    let cfg = format!(
-        "[embedding]\nprovider = \"modelled\"\n{faults}[embedding.modelled]\n{modelled}\
-         [chat]\nprovider = \"modelled\"\n{faults}[chat.modelled]\n{modelled}[intent]\nmethod = \"both\"\n"
-    );
     let mut spec = RunSpec::defaults(5, 16, 5);
-    spec.config = config(&cfg);
+    spec.config = crate::support::faulty(2, 0.1, "[intent]\nmethod = \"both\"\n");
     let header = Header::new(&spec.config, 5, 16, 5).with_budget(Some(1 << 40));
     let (result, reports) = run_with(spec, 2);
     let frames: Vec<_> = reports.into_iter().map(|r| r.into_frame()).collect();
