@@ -1,8 +1,10 @@
 //! The one place that calls the serialiser: bincode 2, standard
 //! configuration, with a decode limit so that no payload can make the
 //! decoder allocate more than a frame may hold. Every binary file of the
-//! project ([`crate::frame`]) carries payloads encoded here, so replacing
-//! bincode is a change to this file alone.
+//! project ([`crate::frame`]) carries payloads encoded here. The trace's
+//! record types also derive bincode's own `Encode` (the trace writer's
+//! faster path, [`encode_native_into`]), so replacing bincode is a change
+//! to this file and to those derives.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

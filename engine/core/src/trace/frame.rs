@@ -552,7 +552,7 @@ impl Parts<'_> {
 }
 
 impl std::io::Write for Parts<'_> {
-    /// Most writes are a few bytes (a digest is 32 one-byte writes) and fit
+    /// Most writes are a few bytes (a number, a digest, a short text) and fit
     /// the current part: they are a plain append.
     #[inline]
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
