@@ -18,10 +18,7 @@ use engine::persona::{PersonaCommit, PersonaState};
 use engine::report::Timings;
 use engine::scenario::Job;
 use engine::trace::{EmbedExchange, MemoryEvent, TickFrame};
-use engine::turn::{
-    converse, drafts, Conversation, Outcome, Prepared, ProbeAnswer, Stage, Status, TickContext, TickDigests,
-};
-use futures::FutureExt;
+use engine::turn::{drafts, Conversation, Outcome, Prepared, ProbeAnswer, Stage, Status, TickContext, TickDigests};
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::ops::Range;
@@ -453,55 +450,16 @@ impl TurnCoordinator {
         }
     }
 
-    /// Stage 4: the conversations of the jobs prepared so far, run by a
-    /// pool of at most `chat.concurrency` tasks, each taking the next job
-    /// once it is done with one: as many jobs in flight as one task per
-    /// job under a bound would have, without a task per job. Results are
-    /// kept in job order whatever order they finish in. A panic in one
-    /// conversation fails that job alone (its message, not a task id, is
-    /// the reason, so the reason is the same on every run).
+    /// Stage 4: the conversations of the jobs prepared so far, on the chat
+    /// pool ([`crate::chat_pool`]); results are kept in job order whatever
+    /// order they finish in. A panic in one conversation fails that job
+    /// alone, with the panic's message as its reason.
     async fn chat(&self, work: &mut TickWork) {
-        let (shared, tick) = (&self.shared, work.tick);
         let ready = std::mem::take(&mut work.ready);
-        let (before, total) = (work.conversed.len() as u64, work.jobs.len() as u64);
-        self.progress.stage(tick, "chat", before, total);
         let positions: Vec<u32> = ready.iter().map(|p| p.job.position).collect();
-        let queue = Arc::new(parking_lot::Mutex::new(ready.into_iter().enumerate()));
-        // Each job's result, by its place in the window, written by whichever
-        // pool task ran it.
-        let slots: Vec<Option<_>> = std::iter::repeat_with(|| None).take(positions.len()).collect();
-        let slots = Arc::new(parking_lot::Mutex::new(slots));
-        let done = Arc::new(std::sync::atomic::AtomicU64::new(before));
-        let workers = shared.config.raw.chat.concurrency.clamp(1, positions.len().max(1));
-        let pool: Vec<_> = (0..workers)
-            .map(|_| {
-                let (shared, queue, slots, done) =
-                    (Arc::clone(shared), Arc::clone(&queue), Arc::clone(&slots), Arc::clone(&done));
-                let progress = Arc::clone(&self.progress);
-                tokio::spawn(async move {
-                    loop {
-                        let next = queue.lock().next();
-                        let Some((i, mut p)) = next else { break };
-                        let talk = converse(&*shared.chat, &p, &shared.config, &shared.scenario, tick);
-                        let c = std::panic::AssertUnwindSafe(talk).catch_unwind().await;
-                        p.release_prompts();
-                        slots.lock()[i] = Some((p, c.map_err(|panic| crate::persona::panic_message(&*panic))));
-                        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                        if n % 1024 == 0 {
-                            progress.stage(tick, "chat", n, total);
-                        }
-                    }
-                })
-            })
-            .collect();
-        let mut lost = None;
-        for task in pool {
-            if let Err(e) = task.await {
-                lost = Some(e.to_string());
-            }
-        }
-        // Every pool task has ended: the slots hold all they will.
-        let slots = std::mem::take(&mut *slots.lock());
+        let (before, total) = (work.conversed.len() as u64, work.jobs.len() as u64);
+        let (slots, lost) =
+            crate::chat_pool::converse_all(&self.shared, &self.progress, work.tick, ready, (before, total)).await;
         work.conversed.reserve(positions.len());
         for (slot, &position) in slots.into_iter().zip(&positions) {
             let o = &mut work.outcomes[position as usize];

@@ -7,7 +7,8 @@
 //!   answers stage messages ([`persona::PersonaMsg`]) for a batch of
 //!   personas and hands their states back.
 //! - [`coordinator::TurnCoordinator`] runs each tick: validation, the
-//!   retrieval-embedding stage, preparation, bounded concurrent chat,
+//!   retrieval-embedding stage, preparation, chat (on [`chat_pool`], a
+//!   bounded pool of tasks),
 //!   drafting, the memory-embedding stage and the commit, and returns a
 //!   [`coordinator::TickReport`] with outcomes in job order.
 //! - [`supervisor::PanelSupervisor`] is the parent of the persona hosts; a
@@ -31,6 +32,7 @@
 //! assert_eq!(result.summary.jobs.total, 8);
 //! ```
 
+pub mod chat_pool;
 pub mod coordinator;
 pub mod error;
 pub mod experiment;

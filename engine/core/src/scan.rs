@@ -81,9 +81,11 @@ pub fn lines(text: &str) -> impl Iterator<Item = &str> + '_ {
     })
 }
 
-/// Appends `n` in decimal, as `{n}` writes it.
-pub fn push_uint(out: &mut String, n: u64) {
-    let mut digits = [0u8; 20];
+/// The decimal digits of `n`, zero-padded to `width` (at most 20, the
+/// digits of `u64::MAX`): they are `digits[start..]` of the returned
+/// `(digits, start)`, written from the right into a buffer of zeros.
+pub fn decimal(n: u64, width: usize) -> ([u8; 20], usize) {
+    let mut digits = [b'0'; 20];
     let mut at = digits.len();
     let mut rest = n;
     loop {
@@ -94,7 +96,13 @@ pub fn push_uint(out: &mut String, n: u64) {
             break;
         }
     }
-    out.extend(digits[at..].iter().map(|d| char::from(*d)));
+    (digits, at.min(digits.len() - width.min(digits.len())))
+}
+
+/// Appends `n` in decimal, as `{n}` writes it.
+pub fn push_uint(out: &mut String, n: u64) {
+    let (digits, start) = decimal(n, 0);
+    out.extend(digits[start..].iter().map(|d| char::from(*d)));
 }
 
 /// Whether `v`, a non-negative float, rounds to an integer exactly as its

@@ -54,25 +54,12 @@ impl MemoryIdText {
         self.len += 1;
     }
 
-    /// `n` in decimal, zero-padded to `width` digits (at most 10, the
-    /// digits of `u32::MAX`): digits are written from the right into zeros,
-    /// then copied in one piece.
+    /// `n` in decimal, zero-padded to `width` digits, copied in one piece.
     fn number(&mut self, n: u32, width: usize) {
-        let mut digits = [b'0'; 10];
-        let mut at = digits.len();
-        let mut rest = n;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
-        }
-        let from = at.min(digits.len() - width.min(digits.len()));
-        let len = usize::from(self.len);
-        self.buf[len..len + digits.len() - from].copy_from_slice(&digits[from..]);
-        self.len += (digits.len() - from) as u8;
+        let (digits, start) = crate::scan::decimal(u64::from(n), width);
+        let (len, count) = (usize::from(self.len), digits.len() - start);
+        self.buf[len..len + count].copy_from_slice(&digits[start..]);
+        self.len += count as u8;
     }
 
     /// The text.
