@@ -66,8 +66,9 @@ pub(crate) enum FieldMsg {
         ctx: ContextId,
         /// Simulated time.
         now: SimTime,
-        /// Reply; `None` for an unknown or destroyed context.
-        reply: RpcReplyPort<Option<(Digest, TelemetryReport)>>,
+        /// Reply; an error for an unknown or destroyed context, or for a
+        /// pattern whose strength or resonance is not finite.
+        reply: RpcReplyPort<std::result::Result<(Digest, TelemetryReport), PortError>>,
     },
     /// Saves the context's field (FAISS's writer plus the pattern table).
     Save {
@@ -168,8 +169,11 @@ impl Actor for FieldActor {
                 let _ = reply.send(answer);
             }
             FieldMsg::Report { ctx, now, reply } => {
-                let report =
-                    blocking(state, move |port| port.session(ctx).map(|s| (s.field.digest(), s.report(now)))).await?;
+                let report = blocking(state, move |port| match port.session(ctx) {
+                    Some(s) => s.report(now).map(|r| (s.field.digest(), r)).map_err(PortError::from),
+                    None => Err(PortError::UnknownContext(ctx)),
+                })
+                .await?;
                 let _ = reply.send(report);
             }
             FieldMsg::Save { ctx, dir, reply } => {
@@ -243,9 +247,7 @@ impl FieldHandle {
 
     /// Digest and telemetry.
     pub async fn report(&self, ctx: ContextId, now: SimTime) -> Result<(Digest, TelemetryReport)> {
-        self.ask(|reply| FieldMsg::Report { ctx, now, reply })
-            .await?
-            .ok_or(Error::Field(PortError::UnknownContext(ctx)))
+        Ok(self.ask(|reply| FieldMsg::Report { ctx, now, reply }).await??)
     }
 
     /// Saves the field into `dir`.

@@ -68,6 +68,9 @@ pub struct SimulateArgs {
     /// Boundary permeability applied at injection.
     #[arg(long, default_value_t = 1.0)]
     pub permeability: f64,
+    /// The monitor's alarm: a phase whose max/min effective strength ratio exceeds this is reported.
+    #[arg(long, default_value_t = 100.0)]
+    pub ratio_alarm: f64,
     /// Output directory (must not exist or be empty). Default: the first free runs/field-s{seed}[-k].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -160,6 +163,9 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
     positive("--hours-per-phase", a.hours_per_phase, false)?;
     positive("--lambda", a.lambda, true)?;
     positive("--permeability", a.permeability, true)?;
+    if !(a.ratio_alarm.is_finite() && a.ratio_alarm > 1.0) {
+        bail!("--ratio-alarm {}: must be a finite number > 1", a.ratio_alarm);
+    }
     let out = a.out.clone().unwrap_or_else(|| crate::output::fresh_dir(&format!("runs/field-s{}", a.seed)));
     if out.exists() && std::fs::read_dir(&out).map(|mut d| d.next().is_some()).unwrap_or(true) {
         bail!("output directory {} already exists and is not empty; choose another --out or remove it", out.display());
@@ -174,7 +180,12 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
         topics: a.topics,
         hours_per_phase: a.hours_per_phase,
         k: a.k as usize,
-        field: FieldConfig { lambda: a.lambda, permeability: a.permeability, ..FieldConfig::default() },
+        field: FieldConfig {
+            lambda: a.lambda,
+            permeability: a.permeability,
+            ratio_alarm: a.ratio_alarm,
+            ..FieldConfig::default()
+        },
         out: Some(out.clone()),
     };
     let bar = crate::progress::bar(u64::from(a.phases), "phases");
@@ -191,6 +202,9 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
         multi_agent_patterns: result.telemetry.multi_agent_patterns.len(),
         stability: result.telemetry.stability.stability,
         convergence_phase: result.telemetry.convergence_phase,
+        resonance: ResonanceFigures { mean: result.telemetry.resonance.mean, max: result.telemetry.resonance.max },
+        busiest: result.telemetry.busiest.clone(),
+        monitor: result.telemetry.monitor.clone(),
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -211,12 +225,43 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
             "  resonance    mean {:.4}, max {:.4}, {} strongly resonant pairs",
             t.resonance.mean, t.resonance.max, t.resonance.strongly_resonant_pairs
         );
+        println!("  busiest      {}", busiest_line(t.busiest.as_ref()));
+        println!("  monitor      {}", monitor_line(&t.monitor));
         let conv = t.convergence_phase.map_or("not reached".to_string(), |p| format!("phase {p}"));
         println!("  stability    {:.3} (convergence > 0.75: {conv})", t.stability.stability);
         println!("  digest       {}", result.digest.hex());
         println!("Wrote {}: field.events, field.index, field.patterns, telemetry.json", out.display());
     }
     Ok(())
+}
+
+/// The busiest pattern in words.
+fn busiest_line(b: Option<&::field::telemetry::Busiest>) -> String {
+    b.map_or("no query returned anything".to_string(), |b| {
+        format!(
+            "#{} {} (by {}) answered {} queries, {:.1}% of all",
+            b.id,
+            b.key,
+            b.injected_by,
+            b.answered,
+            100.0 * b.share
+        )
+    })
+}
+
+/// The strength-ratio monitor in words.
+fn monitor_line(m: &::field::telemetry::Monitor) -> String {
+    let max = match (m.max_ratio, m.max_ratio_phase) {
+        (Some(r), Some(p)) => format!("max/min effective strength ratio peaked at {r:.2} (phase {p})"),
+        _ => "no live patterns to compare".to_string(),
+    };
+    match m.first_alarm_phase {
+        Some(first) => format!(
+            "ALARM: {max}; above the alarm of {} in {} phases, first at phase {first}",
+            m.ratio_alarm, m.alarm_phases
+        ),
+        None => format!("{max}; alarm at {} never reached", m.ratio_alarm),
+    }
 }
 
 /// The `--json` summary of `field simulate`.
@@ -230,6 +275,16 @@ struct SimulateSummary {
     multi_agent_patterns: usize,
     stability: f64,
     convergence_phase: Option<u64>,
+    resonance: ResonanceFigures,
+    busiest: Option<::field::telemetry::Busiest>,
+    monitor: ::field::telemetry::Monitor,
+}
+
+/// Resonance among the live patterns at the end.
+#[derive(Debug, Serialize)]
+struct ResonanceFigures {
+    mean: f64,
+    max: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -306,7 +361,7 @@ fn stats_cmd(a: StatsArgs) -> Result<()> {
     let path = log_path(&a.dir)?;
     let (steps, session) = replay_log(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let end = engine::clock::SimTime((steps.last().map_or(0.0, |s| s.hours) * 3600.0).round() as u64);
-    let mut report = session.report(end);
+    let mut report = session.report(end).with_context(|| format!("cannot report on {}", path.display()))?;
     if a.brief {
         for p in &mut report.timeline {
             p.strengths.clear();
@@ -343,6 +398,8 @@ fn stats_cmd(a: StatsArgs) -> Result<()> {
             p.accessed_by.join(", ")
         );
     }
+    println!("  busiest      {}", busiest_line(report.busiest.as_ref()));
+    println!("  monitor      {}", monitor_line(&report.monitor));
     let conv = report.convergence_phase.map_or("not reached".to_string(), |p| format!("phase {p}"));
     println!(
         "  stability    {:.3} = 0.6 x {:.3} attractor + 0.4 x {:.3} organisation; convergence: {conv}",
@@ -350,7 +407,8 @@ fn stats_cmd(a: StatsArgs) -> Result<()> {
     );
     println!("  timeline     phase: live, total strength, stability, max/min strength ratio");
     for p in &report.timeline {
-        let ratio = p.strength_ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+        let ratio =
+            p.strength_ratio.map_or("-".to_string(), |r| format!("{r:.2}{}", if p.alarm { " ALARM" } else { "" }));
         println!(
             "    {:>4}: {:>5} {:>9.3} {:>7.3} {:>9}",
             p.phase, p.live, p.total_strength, p.stability.stability, ratio

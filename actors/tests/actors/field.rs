@@ -35,6 +35,25 @@ fn same_seed_same_field_at_any_thread_count() {
     assert_ne!(one.digest, other.digest);
 }
 
+/// `sim-cli field simulate`'s defaults at the seeds the field's issue
+/// named: resonance is finite, no pattern answers more than half of the
+/// queries, and the monitor's figures are finite (before the bounded
+/// amplification, the resonance was inf and four patterns answered every
+/// query).
+#[test]
+fn no_pattern_dominates_the_default_simulation() {
+    for seed in [42, 7, 123] {
+        let spec = FieldSimSpec { phases: 24, ops: 4, dim: 256, topics: 6, ..spec(seed, None) };
+        let r = runtime(2).block_on(simulate(&spec, |_| {})).expect("simulate");
+        let t = &r.telemetry;
+        assert!(t.resonance.mean.is_finite() && t.resonance.max.is_finite(), "seed {seed}: {:?}", t.resonance);
+        let busiest = t.busiest.as_ref().expect("queries were answered");
+        assert!(busiest.share <= 0.5, "seed {seed}: pattern {} answered {:.0}%", busiest.id, 100.0 * busiest.share);
+        assert!(t.monitor.max_ratio.is_some_and(f64::is_finite), "seed {seed}");
+        assert!(t.timeline.iter().all(|p| p.strengths.iter().all(|(_, s)| s.is_finite())));
+    }
+}
+
 /// What the actor logs and saves replays and loads to the same digest.
 #[test]
 fn the_log_replays_and_the_saved_field_loads() {
@@ -48,7 +67,7 @@ fn the_log_replays_and_the_saved_field_loads() {
     assert_eq!(session.field.digest(), result.digest);
     assert_eq!(field::Field::load(&dir).expect("load").digest(), result.digest);
     assert_eq!(
-        session.telemetry.report(&session.field, SimTime(12 * 3600)),
+        session.telemetry.report(&session.field, SimTime(12 * 3600)).expect("finite"),
         result.telemetry,
         "telemetry is rebuilt from the log"
     );

@@ -14,8 +14,11 @@ pub struct FieldConfig {
     pub boost_per_access: f64,
     /// Cap of the access boost factor. Default 2.
     pub boost_cap: f64,
-    /// Strength bonus for each pattern returned together with others.
-    /// Default 0.02.
+    /// Hebbian co-access bonus: each time a pattern is returned together
+    /// with others, its score rises by this share of the plan's score
+    /// (`cosine x decayed strength x boost`), inside the joint cap
+    /// [`MAX_EXTRA`](crate::pattern::MAX_EXTRA). Default 0.02, the
+    /// source's `boost_strength(pid, bonus=0.02)`.
     pub co_access_bonus: f64,
     /// Patterns whose decayed strength falls below this are archived (left
     /// out of queries). Default 0.05.
@@ -24,10 +27,20 @@ pub struct FieldConfig {
     pub permeability: f64,
     /// Resonance amplification: when a query returns two patterns that
     /// resonate (cosine above 0.7, both decayed strengths above 0.1), each
-    /// gains `factor x resonance` of the pair (its strongest one) as score
-    /// bonus. Default 0.2, the source's cap (`amplification = resonance x
+    /// is amplified by `factor x resonance` of its strongest pair in that
+    /// answer, as a share of its plan score. The value is *replaced* at
+    /// each answer, never added to, and resonance is measured without it,
+    /// so nothing grows from its own earlier amplification; with the
+    /// co-access bonus it is capped at
+    /// [`MAX_EXTRA`](crate::pattern::MAX_EXTRA) of the plan score.
+    /// Default 0.2, the source's factor (`amplification = resonance x
     /// 0.2`); 0 turns amplification off; above 0.2 is refused.
     pub resonance_amplification: f64,
+    /// The monitor's alarm: a phase whose max/min effective strength ratio
+    /// over the live patterns exceeds this is reported as one pattern
+    /// drowning out the rest (the source's risk 10). Default 100. A
+    /// monitoring threshold: it changes no score.
+    pub ratio_alarm: f64,
     /// FAISS's OpenMP threads, process-wide (see [`crate::threads`]).
     /// Default 1; 0 leaves OpenMP's own choice.
     /// Operational: never written out or read back, never in a digest.
@@ -54,6 +67,9 @@ impl FieldConfig {
         if !(self.boost_cap.is_finite() && self.boost_cap >= 1.0) {
             return bad("boost_cap", format!("must be a finite number >= 1, got {}", self.boost_cap));
         }
+        if !(self.ratio_alarm.is_finite() && self.ratio_alarm > 1.0) {
+            return bad("ratio_alarm", format!("must be a finite number > 1, got {}", self.ratio_alarm));
+        }
         if !(0.0..=MAX_AMPLIFICATION).contains(&self.resonance_amplification) {
             let a = self.resonance_amplification;
             return bad(
@@ -79,6 +95,7 @@ impl Default for FieldConfig {
             archive_below: 0.05,
             permeability: 1.0,
             resonance_amplification: 0.2,
+            ratio_alarm: 100.0,
             threads: one_thread(),
         }
     }

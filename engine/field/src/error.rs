@@ -14,9 +14,24 @@ pub enum FieldError {
     /// An all-zero or non-finite vector cannot be normalised.
     #[error("vector cannot be normalised (zero or not finite)")]
     BadVector,
-    /// A strength that is negative or not a number.
-    #[error("strength must be a finite number >= 0, got {0}")]
+    /// A strength that is negative, not a number, or so large that the
+    /// scores and resonances built from it could overflow.
+    #[error("strength x permeability must be a finite number from 0 to {max:e}, got {0}", max = crate::pattern::MAX_STRENGTH)]
     BadStrength(f64),
+    /// A pattern whose strength, score or resonance is not a finite number
+    /// (a damaged or hand-made pattern table; the field never makes one).
+    #[error("field pattern {id} (key \"{key}\"): its {what} is {value}, not a finite number in range")]
+    NonFinite {
+        /// The pattern's id.
+        id: u64,
+        /// Its key.
+        key: String,
+        /// Which quantity: `strength`, `amplification`, `score`,
+        /// `effective strength` or `resonance`.
+        what: &'static str,
+        /// The value.
+        value: f64,
+    },
     /// FAISS reported an error.
     #[error("faiss: {0}")]
     Faiss(String),
@@ -49,6 +64,7 @@ impl FieldError {
     pub fn is_caller_fault(&self) -> bool {
         match self {
             FieldError::WrongDimension { .. } | FieldError::BadVector | FieldError::BadStrength(_) => true,
+            FieldError::NonFinite { .. } => true,
             FieldError::Files { .. } | FieldError::Config { .. } => true,
             FieldError::Stored(e) => !matches!(**e, engine::Error::Io { .. }),
             FieldError::Faiss(_) => false,
@@ -67,6 +83,10 @@ impl PartialEq for FieldError {
             (Self::BadVector, Self::BadVector) => true,
             (Self::BadStrength(a), Self::BadStrength(b)) => a.to_bits() == b.to_bits(),
             (Self::Faiss(a), Self::Faiss(b)) => a == b,
+            (
+                Self::NonFinite { id: a, key: b, what: c, value: d },
+                Self::NonFinite { id: e, key: f, what: g, value: h },
+            ) => (a, b, c, d.to_bits()) == (e, f, g, h.to_bits()),
             (Self::Stored(a), Self::Stored(b)) => a.to_string() == b.to_string(),
             (Self::Files { path: a, cause: b }, Self::Files { path: c, cause: d }) => (a, b) == (c, d),
             (Self::Config { field: a, cause: b }, Self::Config { field: c, cause: d }) => (a, b) == (c, d),
@@ -74,6 +94,7 @@ impl PartialEq for FieldError {
                 Self::WrongDimension { .. }
                 | Self::BadVector
                 | Self::BadStrength(_)
+                | Self::NonFinite { .. }
                 | Self::Faiss(_)
                 | Self::Stored(_)
                 | Self::Files { .. }

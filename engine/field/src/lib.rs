@@ -5,18 +5,39 @@
 //!
 //! - **inject** stores `strength x permeability`; the same content again
 //!   reinforces the existing pattern instead of duplicating it.
-//! - **query** scores `cosine x S0 x e^(-lambda t) x min(1 + 0.05 x accesses, 2)`
-//!   plus the co-access bonus, leaves out archived patterns (decayed
-//!   strength below 0.05), and returns the exact top-k under that score: it
-//!   over-fetches from FAISS until no unfetched pattern can enter, then
-//!   re-scores the candidates in one fixed-order kernel, ties by id.
+//! - **query** ranks by the score
+//!
+//!   ```text
+//!   plan(p, q)  = cos(q, p) x S0 x e^(-lambda t) x min(1 + 0.05 x accesses, 2)
+//!   extra(p)    = min(0.02 x co_accesses + amplification, 0.2)
+//!   score(p, q) = plan(p, q) x (1 + extra(p))
+//!   ```
+//!
+//!   (`t` in simulated hours since the last access, `S0` the pattern's
+//!   `strength x permeability`). Co-access and resonance together raise a
+//!   score by at most 0.2 of the plan score, and a pattern whose cosine is
+//!   not positive scores at most 0, below every similar live pattern.
+//!   Archived patterns (`S0 x e^(-lambda t)` below 0.05) are left out.
+//!   The answer is the exact top-k under that score: the query over-fetches
+//!   from FAISS until no unfetched pattern can enter, then re-scores the
+//!   candidates in one fixed-order kernel, ties by id.
 //! - **decay** is applied at score time; [`Field::decay`] reports what is
 //!   archived at a time.
 //! - **reinforce** counts accesses and resets the decay clock (decay runs
 //!   from the last access with the pattern's own S0); patterns returned
-//!   together gain the co-access bonus, and patterns that resonate in one
-//!   answer are amplified by `0.2 x resonance`. Re-injecting a pattern's
-//!   content resurrects it when it has faded.
+//!   together each count a co-access (+0.02 of the plan score, inside the
+//!   cap). A hit that resonates with another hit of its answer gets
+//!   `amplification = 0.2 x resonance` of its strongest pair, where
+//!   `resonance = cos^2 x s_A x s_B` over the plan strengths
+//!   `s = S0 x e^(-lambda t) x boost`. Amplification is replaced at every
+//!   answer, never summed, and resonance never includes it, so nothing grows
+//!   from its own earlier amplification. Re-injecting a pattern's content
+//!   resurrects it when it has faded.
+//! - **monitoring**: the max/min ratio of the live patterns' *effective*
+//!   strengths (`S0 x e^(-lambda t) x boost x (1 + extra)`) is taken after
+//!   every phase and raises an alarm above [`FieldConfig::ratio_alarm`]
+//!   (default 100); a strength, score or resonance that is not finite is an
+//!   error naming the pattern ([`FieldError::NonFinite`]).
 //! - **measure_stability** is `0.6 x attractor strength + 0.4 x organisation`
 //!   ([`Stability`] defines both).
 //!

@@ -15,8 +15,11 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 
-/// The container format of `field.events`.
-pub const FIELD_EVENTS: Format = Format { magic: *b"SIMFIELD", version: 2, what: "field event log" };
+/// The container format of `field.events`. Version 3: patterns hold a
+/// co-access count and a bounded amplification, and the configuration a
+/// ratio alarm (version 2's patterns held a self-feeding bonus; see
+/// CHANGELOG).
+pub const FIELD_EVENTS: Format = Format { magic: *b"SIMFIELD", version: 3, what: "field event log" };
 
 /// The first event: the field before any phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -32,8 +32,13 @@ pub struct Pattern {
     pub last_access: SimTime,
     /// Accesses.
     pub accesses: u32,
-    /// Accumulated co-access bonus.
-    pub bonus: f64,
+    /// Times it was returned together with other patterns (the Hebbian
+    /// co-access count; its effect is capped, see [`Pattern::extra`]).
+    pub co_accesses: u32,
+    /// `resonance_amplification x` its strongest resonance in the last
+    /// answer that returned it (0 when none resonated): replaced at every
+    /// answer, never accumulated.
+    pub amplification: f64,
     /// The agents whose queries returned it (or who re-injected it).
     pub accessed_by: BTreeSet<String>,
     /// The normalised vector.
@@ -51,15 +56,42 @@ impl Pattern {
         (1.0 + cfg.boost_per_access * f64::from(self.accesses)).min(cfg.boost_cap)
     }
 
-    /// The query score for a cosine similarity.
-    pub fn score(&self, cfg: &FieldConfig, now: SimTime, cosine: f64) -> f64 {
-        cosine * self.decayed(cfg, now) * self.boost(cfg) + self.bonus
+    /// The plan's strength, `S0 x e^(-lambda t) x boost`: what the plan
+    /// ranks by (times the cosine) and what resonance multiplies.
+    pub fn plan_strength(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
+        self.decayed(cfg, now) * self.boost(cfg)
     }
 
-    /// The strength resonance sees: the score's modifiers at cosine 1,
-    /// `S0 x e^(-lambda t) x boost + bonus`.
+    /// The bounded extra share, `min(co_access_bonus x co_accesses +
+    /// amplification, 0.2)`: what co-access and resonance add, as a share
+    /// of the plan score.
+    pub fn extra(&self, cfg: &FieldConfig) -> f64 {
+        (cfg.co_access_bonus * f64::from(self.co_accesses) + self.amplification).min(MAX_EXTRA)
+    }
+
+    /// The effective strength, `plan strength x (1 + extra)`: decay, boost
+    /// and amplification together; what the monitor's ratio is taken over.
+    pub fn effective(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
+        self.plan_strength(cfg, now) * (1.0 + self.extra(cfg))
+    }
+
+    /// The query score for a cosine similarity, `cosine x effective
+    /// strength`: the plan score raised by at most 0.2 of itself, and never
+    /// lifted above zero when the cosine is not positive.
+    pub fn score(&self, cfg: &FieldConfig, now: SimTime, cosine: f64) -> f64 {
+        cosine * self.effective(cfg, now)
+    }
+
+    /// The strength resonance sees: the plan's strength, without the
+    /// extra share, so that amplification never feeds the resonance it
+    /// comes from.
     pub fn resonant_strength(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
-        self.score(cfg, now, 1.0)
+        self.plan_strength(cfg, now)
+    }
+
+    /// `NonFinite` naming this pattern.
+    fn non_finite(&self, what: &'static str, value: f64) -> FieldError {
+        FieldError::NonFinite { id: self.id, key: self.key.clone(), what, value }
     }
 }
 
@@ -87,6 +119,15 @@ pub const RESONANT_STRENGTH: f64 = 0.1;
 pub const STRONG_RESONANCE: f64 = 0.5;
 /// The largest amplification factor the source allows.
 pub const MAX_AMPLIFICATION: f64 = 0.2;
+/// The cap on what amplification and the co-access bonus together add to
+/// a score, as a share of the plan score (the source's risk 10: its
+/// `resonance x 0.2` is a cap on the effect, not a rate of growth).
+pub const MAX_EXTRA: f64 = 0.2;
+/// The largest `strength x permeability` a pattern may hold. Scores stay
+/// below `MAX_STRENGTH x boost cap x 1.2` and resonances below its
+/// square, so no figure the field prints can overflow; the source's
+/// strengths are around 1.
+pub const MAX_STRENGTH: f64 = 1e6;
 
 /// What an injection did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,8 +154,10 @@ pub struct Stability {
 }
 
 /// The container format of `field.patterns`: one frame, the pattern table.
+/// Version 2: patterns hold a co-access count and a bounded amplification
+/// instead of version 1's self-feeding bonus (see CHANGELOG).
 pub const FIELD_PATTERNS: engine::frame::Format =
-    engine::frame::Format { magic: *b"SIMPATTS", version: 1, what: "field pattern table" };
+    engine::frame::Format { magic: *b"SIMPATTS", version: 2, what: "field pattern table" };
 
 /// Above this `lambda x hours` since the epoch the rows are rebased (their
 /// scale factors would otherwise leave `f32`'s comfortable range).
@@ -123,11 +166,11 @@ const REBASE_ABOVE: f64 = 30.0;
 /// The field.
 ///
 /// The index does not hold the unit vectors but *score rows*: pattern `p`
-/// is stored as `[w_p v_p, bonus_p]` with `w_p = S0 x e^(lambda (t_p - t0)) x
-/// boost_p` (`t_p` its last access, `t0` the field's epoch), and a query
-/// `q` at time `t` is sent as `[e^(-lambda (t - t0)) q, 1]`. Their inner
-/// product is exactly the pattern's score, decay, boost and bonus
-/// included, so FAISS ranks by score in one scan; the candidates are then
+/// is stored as `w_p v_p` with `w_p = S0 x e^(lambda (t_p - t0)) x boost_p
+/// x (1 + extra_p)` (`t_p` its last access, `t0` the field's epoch), and a
+/// query `q` at time `t` is sent as `e^(-lambda (t - t0)) q`. Their inner
+/// product is exactly the pattern's score, decay, boost and the bounded
+/// extra share included, so FAISS ranks by score in one scan; the candidates are then
 /// re-scored in `f64` and the over-fetch bound only has to absorb FAISS's
 /// `f32` rounding. Reinforcement rewrites the touched rows in place.
 pub struct Field {
@@ -139,11 +182,10 @@ pub struct Field {
     epoch: SimTime,
     /// Each pattern's row scale `w_p`, by id (= position in the index).
     weights: Vec<f64>,
-    /// Largest `w_p`, bonus and last access: what the over-fetch bound and
-    /// the choice of path need, kept up to date on every write (scales and
-    /// bonuses only grow between rebases).
+    /// Largest `w_p` and last access: what the over-fetch bound and the
+    /// choice of path need, kept up to date on every write (`max_w` only
+    /// grows between rebases, so it stays an upper bound).
     max_w: f64,
-    max_bonus: f64,
     latest: SimTime,
     /// FAISS writes are not thread-safe; searches take the same lock.
     index: Mutex<FlatMap>,
@@ -194,7 +236,13 @@ fn faiss_err(e: faiss::error::Error) -> FieldError {
 }
 
 fn new_index(dim: usize) -> Result<FlatMap, FieldError> {
-    IdMap::new(FlatIndexImpl::new_ip(dim as u32 + 1).map_err(faiss_err)?).map_err(faiss_err)
+    IdMap::new(FlatIndexImpl::new_ip(dim as u32).map_err(faiss_err)?).map_err(faiss_err)
+}
+
+/// Whether a held strength is usable: finite, non-negative, at most
+/// [`MAX_STRENGTH`].
+fn strength_ok(s: f64) -> bool {
+    s.is_finite() && (0.0..=MAX_STRENGTH).contains(&s)
 }
 
 /// Signed hours from `from` to `to`.
@@ -237,6 +285,12 @@ impl Field {
             if p.vector.len() != dim {
                 return Err(FieldError::WrongDimension { expected: dim, got: p.vector.len() });
             }
+            if !strength_ok(p.strength) {
+                return Err(p.non_finite("strength", p.strength));
+            }
+            if !(p.amplification.is_finite() && (0.0..=MAX_EXTRA * MAX_STRENGTH).contains(&p.amplification)) {
+                return Err(p.non_finite("amplification", p.amplification));
+            }
         }
         let mut field = Field {
             cfg,
@@ -246,13 +300,11 @@ impl Field {
             epoch,
             weights: Vec::new(),
             max_w: 0.0,
-            max_bonus: 0.0,
             latest: SimTime(0),
             index: Mutex::new(new_index(0)?),
         };
         field.weights = field.patterns.values().map(|p| field.weight(p)).collect();
         field.max_w = field.weights.iter().copied().fold(0.0, f64::max);
-        field.max_bonus = field.patterns.values().map(|p| p.bonus).fold(0.0, f64::max);
         field.latest = field.patterns.values().map(|p| p.last_access).max().unwrap_or(SimTime(0));
         let rows: Vec<f32> = field.patterns.values().flat_map(|p| field.row(p)).collect();
         if fill {
@@ -262,7 +314,7 @@ impl Field {
             }
         } else {
             let sequential = index.id_map().iter().enumerate().all(|(i, id)| id.get() == Some(i as u64));
-            let same = Rows::guard(&mut index, dim + 1)?.all() == rows.as_slice();
+            let same = Rows::guard(&mut index, dim)?.all() == rows.as_slice();
             if !sequential || !same {
                 return Err(FieldError::Faiss("the index's rows do not match the pattern table".into()));
             }
@@ -273,15 +325,16 @@ impl Field {
 
     /// `w_p`: the row scale of a pattern.
     fn weight(&self, p: &Pattern) -> f64 {
-        p.strength * (self.cfg.lambda * hours(self.epoch, p.last_access)).exp() * p.boost(&self.cfg)
+        p.strength
+            * (self.cfg.lambda * hours(self.epoch, p.last_access)).exp()
+            * p.boost(&self.cfg)
+            * (1.0 + p.extra(&self.cfg))
     }
 
     /// The stored row of a pattern.
     fn row(&self, p: &Pattern) -> Vec<f32> {
         let w = self.weight(p);
-        let mut row: Vec<f32> = p.vector.iter().map(|x| (f64::from(*x) * w) as f32).collect();
-        row.push(p.bonus as f32);
-        row
+        p.vector.iter().map(|x| (f64::from(*x) * w) as f32).collect()
     }
 
     /// Rewrites the rows of `ids` after their patterns changed.
@@ -293,15 +346,14 @@ impl Field {
         let mut weights = Vec::with_capacity(ids.len());
         for id in ids {
             if let Some(p) = self.patterns.get(id) {
-                weights.push((*id as usize, self.weight(p), p.bonus, p.last_access));
+                weights.push((*id as usize, self.weight(p), p.last_access));
                 rows.push((*id as usize, self.row(p)));
             }
         }
-        Rows::guard(self.index.get_mut(), self.dim + 1)?.write(&rows)?;
-        for (pos, w, bonus, last_access) in weights {
+        Rows::guard(self.index.get_mut(), self.dim)?.write(&rows)?;
+        for (pos, w, last_access) in weights {
             self.weights[pos] = w;
             self.max_w = self.max_w.max(w);
-            self.max_bonus = self.max_bonus.max(bonus);
             self.latest = self.latest.max(last_access);
         }
         Ok(())
@@ -347,8 +399,8 @@ impl Field {
         if vector.len() != self.dim {
             return Err(FieldError::WrongDimension { expected: self.dim, got: vector.len() });
         }
-        if !(strength.is_finite() && strength >= 0.0) {
-            return Err(FieldError::BadStrength(strength));
+        if !strength_ok(strength * self.cfg.permeability) {
+            return Err(FieldError::BadStrength(strength * self.cfg.permeability));
         }
         let content_hash = DigestWriter::new("field content v1").str(key).str(value).finish();
         if let Some(id) = self.by_hash.get(&content_hash).copied() {
@@ -375,7 +427,8 @@ impl Field {
             created: now,
             last_access: now,
             accesses: 0,
-            bonus: 0.0,
+            co_accesses: 0,
+            amplification: 0.0,
             accessed_by: BTreeSet::new(),
             vector,
         };
@@ -392,11 +445,11 @@ impl Field {
 
     /// A digest of the whole field: every pattern with its vector.
     pub fn digest(&self) -> Digest {
-        let mut w = DigestWriter::new("field v1");
+        let mut w = DigestWriter::new("field v2");
         w.u64(self.dim as u64);
         for p in self.patterns.values() {
             w.u64(p.id).str(&p.agent).str(&p.key).str(&p.value).digest(&p.content_hash).f64(p.strength);
-            w.u64(p.created.0).u64(p.last_access.0).u32(p.accesses).f64(p.bonus);
+            w.u64(p.created.0).u64(p.last_access.0).u32(p.accesses).u32(p.co_accesses).f64(p.amplification);
             w.u64(p.accessed_by.len() as u64);
             for a in &p.accessed_by {
                 w.str(a);
@@ -435,9 +488,9 @@ impl Field {
         let index_path = dir.join("field.index");
         let path = index_path.to_str().ok_or_else(|| err("the path is not valid UTF-8".into()))?;
         let index = faiss::read_index(path).map_err(|e| err(format!("reading the index: {e}")))?;
-        if u64::from(index.d()) != dim + 1 || index.ntotal() != patterns.len() as u64 {
+        if u64::from(index.d()) != dim || index.ntotal() != patterns.len() as u64 {
             return Err(err(format!(
-                "the index holds {} rows of dimension {}, the table {} patterns of dimension {dim} (+1)",
+                "the index holds {} rows of dimension {}, the table {} patterns of dimension {dim}",
                 index.ntotal(),
                 index.d(),
                 patterns.len()
@@ -492,21 +545,15 @@ impl Field {
         // not) or the factor is not a usable f32, rank exhaustively instead.
         let factor = (-self.cfg.lambda * hours(self.epoch, now)).exp();
         if now < self.latest || !(factor.is_finite() && (1e-30..1e30).contains(&factor)) {
-            return Ok(normed.iter().map(|q| self.exhaustive(q, k, now)).collect());
+            return normed.iter().map(|q| self.exhaustive(q, k, now)).collect();
         }
         // FAISS's f32 inner products are off by at most about `n u` of the
-        // sum of absolute terms (n = dim + 1 products, u = 2^-24), plus the
+        // sum of absolute terms (n = dim products, u = 2^-24), plus the
         // rounding of the two rows; an unfetched pattern scores at most the
         // lowest fetched value plus twice that.
-        let margin = (self.dim as f64 + 5.0) * f64::powi(2.0, -23) * (self.max_w * factor + self.max_bonus) + 1e-12;
-        let rows: Vec<Vec<f32>> = normed
-            .iter()
-            .map(|q| {
-                let mut r: Vec<f32> = q.iter().map(|x| (f64::from(*x) * factor) as f32).collect();
-                r.push(1.0);
-                r
-            })
-            .collect();
+        let margin = (self.dim as f64 + 4.0) * f64::powi(2.0, -23) * self.max_w * factor + 1e-12;
+        let rows: Vec<Vec<f32>> =
+            normed.iter().map(|q| q.iter().map(|x| (f64::from(*x) * factor) as f32).collect()).collect();
         let mut answers: Vec<Option<Vec<Hit>>> = vec![None; queries.len()];
         let mut fetch = (k + 8).min(total);
         loop {
@@ -523,8 +570,8 @@ impl Field {
                 for (label, d) in found.labels[span.clone()].iter().zip(&found.distances[span]) {
                     let Some(id) = label.get() else { continue };
                     lowest = lowest.min(f64::from(*d));
-                    if let Some(h) = self.patterns.get(&id).and_then(|p| self.hit(p, &normed[*i], now)) {
-                        hits.push(h);
+                    if let Some(p) = self.patterns.get(&id) {
+                        hits.extend(self.hit(p, &normed[*i], now)?);
                     }
                 }
                 hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
@@ -537,27 +584,29 @@ impl Field {
         }
     }
 
-    /// A live pattern's hit for a normalised query (`None` when archived).
-    fn hit(&self, p: &Pattern, q: &[f32], now: SimTime) -> Option<Hit> {
+    /// A live pattern's hit for a normalised query (`None` when archived);
+    /// a score that is not finite is an error naming the pattern.
+    fn hit(&self, p: &Pattern, q: &[f32], now: SimTime) -> Result<Option<Hit>, FieldError> {
         if self.archived(p, now) {
-            return None;
+            return Ok(None);
         }
         let cosine = dot(q, &p.vector);
-        Some(Hit {
-            id: p.id,
-            score: p.score(&self.cfg, now, cosine),
-            cosine,
-            resonant: false,
-            strongly_resonant: false,
-        })
+        let score = p.score(&self.cfg, now, cosine);
+        if !score.is_finite() {
+            return Err(p.non_finite("score", score));
+        }
+        Ok(Some(Hit { id: p.id, score, cosine, resonant: false, strongly_resonant: false }))
     }
 
     /// Exhaustive exact ranking.
-    fn exhaustive(&self, q: &[f32], k: usize, now: SimTime) -> Vec<Hit> {
-        let mut hits: Vec<Hit> = self.patterns.values().filter_map(|p| self.hit(p, q, now)).collect();
+    fn exhaustive(&self, q: &[f32], k: usize, now: SimTime) -> Result<Vec<Hit>, FieldError> {
+        let mut hits = Vec::new();
+        for p in self.patterns.values() {
+            hits.extend(self.hit(p, q, now)?);
+        }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
         hits.truncate(k);
-        hits
+        Ok(hits)
     }
 
     /// Queries, then reinforces what it returned.
@@ -573,22 +622,22 @@ impl Field {
         Ok(hits)
     }
 
-    /// Reinforces an answer: amplification first (each resonant hit gains
-    /// `resonance_amplification x` its strongest qualifying resonance in
-    /// the answer, measured before this access), then the accesses and the
-    /// co-access bonus of [`Field::reinforce`].
+    /// Reinforces an answer: amplification first (each hit's amplification
+    /// becomes `resonance_amplification x` its strongest qualifying
+    /// resonance in this answer, measured before this access, or 0; it
+    /// replaces the last answer's value), then the accesses and the
+    /// co-access count of [`Field::reinforce`].
     pub fn reinforce_answer(&mut self, agent: &str, hits: &[Hit], now: SimTime) -> Result<(), FieldError> {
         let factor = self.cfg.resonance_amplification;
-        if factor > 0.0 {
-            let gains: Vec<(u64, f64)> = hits
-                .iter()
-                .filter(|h| h.resonant)
-                .map(|h| (h.id, factor * self.strongest_resonance(h.id, hits, now)))
-                .collect();
-            for (id, gain) in gains {
-                if let Some(p) = self.patterns.get_mut(&id) {
-                    p.bonus += gain;
-                }
+        let mut amplified = Vec::with_capacity(hits.len());
+        for h in hits {
+            let gain =
+                if factor > 0.0 && h.resonant { factor * self.strongest_resonance(h.id, hits, now)? } else { 0.0 };
+            amplified.push((h.id, gain));
+        }
+        for (id, gain) in amplified {
+            if let Some(p) = self.patterns.get_mut(&id) {
+                p.amplification = gain;
             }
         }
         self.reinforce(agent, &hits.iter().map(|h| h.id).collect::<Vec<_>>(), now)
@@ -602,14 +651,15 @@ impl Field {
     }
 
     /// The strongest resonance of `id` with another qualifying hit.
-    fn strongest_resonance(&self, id: u64, hits: &[Hit], now: SimTime) -> f64 {
-        let Some(a) = self.patterns.get(&id) else { return 0.0 };
-        hits.iter()
-            .filter(|h| h.id != id)
-            .filter_map(|h| self.patterns.get(&h.id))
-            .filter(|b| self.resonate(a, b, now).is_some())
-            .filter_map(|b| self.resonance(a.id, b.id, now))
-            .fold(0.0, f64::max)
+    fn strongest_resonance(&self, id: u64, hits: &[Hit], now: SimTime) -> Result<f64, FieldError> {
+        let Some(a) = self.patterns.get(&id) else { return Ok(0.0) };
+        let mut strongest = 0.0f64;
+        for b in hits.iter().filter(|h| h.id != id).filter_map(|h| self.patterns.get(&h.id)) {
+            if self.resonate(a, b, now).is_some() {
+                strongest = strongest.max(self.resonance(a.id, b.id, now)?.unwrap_or(0.0));
+            }
+        }
+        Ok(strongest)
     }
 
     /// Sets each hit's resonance flags against the other hits of its
@@ -663,7 +713,7 @@ impl Field {
                     p.accessed_by.insert(agent.to_string());
                 }
                 if together {
-                    p.bonus += self.cfg.co_access_bonus;
+                    p.co_accesses = p.co_accesses.saturating_add(1);
                 }
             }
         }
@@ -677,12 +727,17 @@ impl Field {
     }
 
     /// Resonance of two patterns at `now`: `cos^2 x s_A x s_B`, each
-    /// strength with the score's modifiers
-    /// ([`Pattern::resonant_strength`]).
-    pub fn resonance(&self, a: u64, b: u64, now: SimTime) -> Option<f64> {
-        let (pa, pb) = (self.patterns.get(&a)?, self.patterns.get(&b)?);
+    /// strength the plan's, decay and boost included
+    /// ([`Pattern::resonant_strength`]); `None` when either is unknown. A
+    /// resonance that is not finite is an error naming the first pattern.
+    pub fn resonance(&self, a: u64, b: u64, now: SimTime) -> Result<Option<f64>, FieldError> {
+        let (Some(pa), Some(pb)) = (self.patterns.get(&a), self.patterns.get(&b)) else { return Ok(None) };
         let c = dot(&pa.vector, &pb.vector);
-        Some(c * c * pa.resonant_strength(&self.cfg, now) * pb.resonant_strength(&self.cfg, now))
+        let r = c * c * pa.resonant_strength(&self.cfg, now) * pb.resonant_strength(&self.cfg, now);
+        if !r.is_finite() {
+            return Err(pa.non_finite("resonance", r));
+        }
+        Ok(Some(r))
     }
 
     /// Two patterns are *strongly resonant* when they resonate (cosine
@@ -690,16 +745,31 @@ impl Field {
     /// exceeds 0.5.
     pub fn strongly_resonant(&self, a: u64, b: u64, now: SimTime) -> bool {
         let (Some(pa), Some(pb)) = (self.patterns.get(&a), self.patterns.get(&b)) else { return false };
-        self.resonate(pa, pb, now).is_some() && self.resonance(a, b, now).is_some_and(|r| r > STRONG_RESONANCE)
+        self.resonate(pa, pb, now).is_some() && matches!(self.resonance(a, b, now), Ok(Some(r)) if r > STRONG_RESONANCE)
     }
 
-    /// The ratio of the largest to the smallest decayed strength of the
-    /// live patterns (`None` with fewer than one): the source's watch on
+    /// Every pattern's effective strength at `now` (decay, boost and the
+    /// extra share together), by id, with whether it is live; a value that
+    /// is not finite is an error naming the pattern.
+    pub fn effective_strengths(&self, now: SimTime) -> Result<Vec<(u64, f64, bool)>, FieldError> {
+        self.patterns
+            .values()
+            .map(|p| {
+                let s = p.effective(&self.cfg, now);
+                if s.is_finite() {
+                    Ok((p.id, s, !self.archived(p, now)))
+                } else {
+                    Err(p.non_finite("effective strength", s))
+                }
+            })
+            .collect()
+    }
+
+    /// The ratio of the largest to the smallest effective strength of the
+    /// live patterns (`None` while nothing is live): the source's watch on
     /// one pattern drowning out the rest.
-    pub fn strength_ratio(&self, now: SimTime) -> Option<f64> {
-        let live = self.patterns.values().filter(|p| !self.archived(p, now)).map(|p| p.decayed(&self.cfg, now));
-        let (min, max) = live.fold((f64::INFINITY, 0.0f64), |(lo, hi), s| (lo.min(s), hi.max(s)));
-        (min.is_finite() && min > 0.0).then(|| max / min)
+    pub fn strength_ratio(&self, now: SimTime) -> Result<Option<f64>, FieldError> {
+        Ok(ratio_of(self.effective_strengths(now)?.iter().filter(|(_, _, live)| *live).map(|(_, s, _)| *s)))
     }
 
     /// Stability at `now` (see [`Stability`]).
@@ -723,6 +793,12 @@ impl Field {
         };
         Stability { attractor_strength, organisation, stability: 0.6 * attractor_strength + 0.4 * organisation }
     }
+}
+
+/// Largest over smallest of `strengths` (`None` for none, or a zero).
+pub fn ratio_of(strengths: impl Iterator<Item = f64>) -> Option<f64> {
+    let (min, max) = strengths.fold((f64::INFINITY, 0.0f64), |(lo, hi), s| (lo.min(s), hi.max(s)));
+    (min.is_finite() && min > 0.0).then(|| max / min)
 }
 
 #[cfg(test)]

@@ -262,9 +262,10 @@ impl FieldSession {
         FieldSession { field, telemetry: Telemetry::default(), log: None, log_error: None }
     }
 
-    /// The telemetry report at `now`, with any event-log failure.
-    pub fn report(&self, now: SimTime) -> TelemetryReport {
-        TelemetryReport { log_error: self.log_error.clone(), ..self.telemetry.report(&self.field, now) }
+    /// The telemetry report at `now`, with any event-log failure; an error
+    /// names a pattern whose strength or resonance is not finite.
+    pub fn report(&self, now: SimTime) -> Result<TelemetryReport, FieldError> {
+        Ok(TelemetryReport { log_error: self.log_error.clone(), ..self.telemetry.report(&self.field, now)? })
     }
 }
 
@@ -340,7 +341,7 @@ impl SharedContextPort for FieldContexts {
     ) -> Result<Vec<Found>, PortError> {
         let s = self.contexts.member(ctx, agent)?;
         let hits = s.field.query_and_reinforce(agent, query, k, now)?;
-        s.telemetry.count_query(agent);
+        s.telemetry.count_query(agent, hits.iter().map(|h| h.id));
         Ok(found(&s.field, &hits))
     }
 
@@ -409,7 +410,7 @@ impl SharedContextPort for FieldContexts {
                     result.and_then(|hits| s.field.reinforce_answer(&ops[*i].agent, &hits, now).map(|()| hits));
                 replies[*i] = Some(match reinforced {
                     Ok(hits) => {
-                        s.telemetry.count_query(&ops[*i].agent);
+                        s.telemetry.count_query(&ops[*i].agent, hits.iter().map(|h| h.id));
                         Ok(PortReply::Found(found(&s.field, &hits)))
                     }
                     Err(e) => Err(e.into()),
@@ -418,7 +419,7 @@ impl SharedContextPort for FieldContexts {
         }
         let replies: Vec<Result<PortReply, PortError>> =
             replies.into_iter().map(|r| r.unwrap_or(Err(PortError::UnknownContext(ctx)))).collect();
-        let point = s.telemetry.observe(&s.field, now);
+        let point = s.telemetry.observe(&s.field, now)?;
         if let Some(log) = &mut s.log {
             let sorted: Vec<&Submitted> = order.iter().map(|i| &ops[*i]).collect();
             let outcome: Vec<&Result<PortReply, PortError>> = order.iter().map(|i| &replies[*i]).collect();
@@ -702,7 +703,7 @@ mod tests {
             port.phase(ctx, &ops, now).expect("phase");
         }
         let session = port.session(ctx).expect("live");
-        let report = session.report(SimTime(5 * 3600));
+        let report = session.report(SimTime(5 * 3600)).expect("finite");
         assert_eq!(
             (report.injects.total, report.queries.total),
             (6, 12),
@@ -713,6 +714,11 @@ mod tests {
         assert!(report.multi_agent_patterns.iter().all(|p| p.accessed_by == ["analyst", "writer"]));
         assert_eq!(report.timeline.len(), 6);
         assert_eq!(report.resonance.pairs, (report.resonance.patterns * (report.resonance.patterns - 1) / 2) as u64);
+        // Twelve queries of two hits each: the busiest pattern's count and
+        // share are the answers that held it.
+        let busiest = report.busiest.as_ref().expect("queries answered");
+        assert!((busiest.share - busiest.answered as f64 / 12.0).abs() < 1e-12 && busiest.answered <= 12);
+        assert_eq!(report.monitor.max_ratio, report.timeline.iter().filter_map(|p| p.strength_ratio).reduce(f64::max));
         let (steps, replayed) = super::super::log::replay(&path).expect("replay");
         assert_eq!(steps.len(), 6);
         assert!(steps.iter().all(|s| s.matches), "{steps:?}");
@@ -741,7 +747,7 @@ mod tests {
         assert_eq!(port.phase(ctx, &ops, SimTime(0)).expect("phase"), vec![Ok(PortReply::Injected)]);
         let session = port.session(ctx).expect("live");
         assert_eq!(session.field.patterns().len(), 1);
-        let err = session.report(SimTime(0)).log_error.expect("the failure is reported");
+        let err = session.report(SimTime(0)).expect("finite").log_error.expect("the failure is reported");
         assert!(err.contains("phase 1") && err.contains("/dev/full"), "{err}");
     }
 

@@ -2,7 +2,7 @@
 //! timeline point after every phase. [`Telemetry::report`] turns them, with
 //! the field's final state, into the JSON the CLI prints.
 
-use crate::pattern::{Field, Stability};
+use crate::pattern::{ratio_of, Field, FieldError, Stability};
 use engine::clock::SimTime;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,11 +29,15 @@ pub struct TimelinePoint {
     pub total_strength: f64,
     /// Stability at the phase.
     pub stability: Stability,
-    /// Largest over smallest decayed strength of the live patterns (the
-    /// source's watch on one pattern drowning out the rest); `None` while
-    /// nothing is live.
+    /// Largest over smallest *effective* strength of the live patterns
+    /// (decay, boost and amplification together: the source's watch on one
+    /// pattern drowning out the rest); `None` while nothing is live.
     pub strength_ratio: Option<f64>,
-    /// Every pattern's decayed strength, by id (the decay picture).
+    /// Whether the ratio is above the field's `ratio_alarm`.
+    #[serde(default)]
+    pub alarm: bool,
+    /// Every pattern's effective strength, by id (the decay picture;
+    /// archived patterns included).
     pub strengths: Vec<(u64, f64)>,
 }
 
@@ -42,6 +46,8 @@ pub struct TimelinePoint {
 pub struct Telemetry {
     injects: BTreeMap<String, u64>,
     queries: BTreeMap<String, u64>,
+    /// Per pattern, the queries whose answer held it.
+    answered: BTreeMap<u64, u64>,
     timeline: Vec<TimelinePoint>,
 }
 
@@ -97,6 +103,45 @@ pub struct SharedPattern {
     pub accesses: u32,
 }
 
+/// The pattern that answered the most queries: the figure that shows one
+/// pattern drowning out the rest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Busiest {
+    /// Id.
+    pub id: u64,
+    /// Key.
+    pub key: String,
+    /// The agent that injected it.
+    pub injected_by: String,
+    /// Queries whose answer held it.
+    pub answered: u64,
+    /// `answered / queries`, in [0, 1].
+    pub share: f64,
+}
+
+/// The strength-ratio monitor over the whole timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Monitor {
+    /// The alarm threshold (the field's `ratio_alarm`).
+    pub ratio_alarm: f64,
+    /// The largest max/min effective strength ratio of any phase, if any
+    /// phase had live patterns.
+    pub max_ratio: Option<f64>,
+    /// The phase it was seen at.
+    pub max_ratio_phase: Option<u64>,
+    /// Phases whose ratio was above the alarm.
+    pub alarm_phases: u64,
+    /// The first of them.
+    pub first_alarm_phase: Option<u64>,
+}
+
+impl Monitor {
+    /// Whether the alarm fired in any phase.
+    pub fn alarmed(&self) -> bool {
+        self.alarm_phases > 0
+    }
+}
+
 /// The telemetry report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TelemetryReport {
@@ -112,6 +157,12 @@ pub struct TelemetryReport {
     pub resonance: ResonanceSummary,
     /// Patterns accessed by more than one agent (cross-agent resonance).
     pub multi_agent_patterns: Vec<SharedPattern>,
+    /// The pattern that answered the most queries (ties: lowest id);
+    /// `None` before any query returned anything.
+    #[serde(default)]
+    pub busiest: Option<Busiest>,
+    /// The strength-ratio monitor.
+    pub monitor: Monitor,
     /// Final stability.
     pub stability: Stability,
     /// The first phase at which stability exceeded 0.75, if any.
@@ -138,9 +189,12 @@ impl Telemetry {
         *self.injects.entry(agent.to_string()).or_default() += 1;
     }
 
-    /// Counts a query.
-    pub fn count_query(&mut self, agent: &str) {
+    /// Counts a query and the patterns its answer held.
+    pub fn count_query(&mut self, agent: &str, answer: impl IntoIterator<Item = u64>) {
         *self.queries.entry(agent.to_string()).or_default() += 1;
+        for id in answer {
+            *self.answered.entry(id).or_default() += 1;
+        }
     }
 
     /// The timeline so far.
@@ -148,26 +202,67 @@ impl Telemetry {
         &self.timeline
     }
 
-    /// Takes the timeline point after a phase.
-    pub fn observe(&mut self, field: &Field, now: SimTime) -> &TimelinePoint {
+    /// Takes the timeline point after a phase. A strength that is not
+    /// finite is an error naming the pattern.
+    pub fn observe(&mut self, field: &Field, now: SimTime) -> Result<&TimelinePoint, FieldError> {
         let cfg = field.config();
-        let strengths: Vec<(u64, f64)> = field.patterns().values().map(|p| (p.id, p.decayed(cfg, now))).collect();
-        let live: Vec<f64> = strengths.iter().map(|(_, s)| *s).filter(|s| *s >= cfg.archive_below).collect();
+        let effective = field.effective_strengths(now)?;
+        let decayed_live: Vec<f64> =
+            field.patterns().values().filter(|p| !field.archived(p, now)).map(|p| p.decayed(cfg, now)).collect();
+        let strength_ratio = ratio_of(effective.iter().filter(|(_, _, live)| *live).map(|(_, s, _)| *s));
         self.timeline.push(TimelinePoint {
             phase: self.timeline.len() as u64 + 1,
             hours: now.0 as f64 / 3600.0,
-            live: live.len(),
-            archived: strengths.len() - live.len(),
-            total_strength: live.iter().sum(),
+            live: decayed_live.len(),
+            archived: effective.len() - decayed_live.len(),
+            total_strength: decayed_live.iter().sum(),
             stability: field.measure_stability(now),
-            strength_ratio: field.strength_ratio(now),
-            strengths,
+            strength_ratio,
+            alarm: strength_ratio.is_some_and(|r| r > cfg.ratio_alarm),
+            strengths: effective.iter().map(|(id, s, _)| (*id, *s)).collect(),
         });
-        &self.timeline[self.timeline.len() - 1]
+        Ok(&self.timeline[self.timeline.len() - 1])
     }
 
-    /// The report at `now`.
-    pub fn report(&self, field: &Field, now: SimTime) -> TelemetryReport {
+    /// The monitor over the timeline so far.
+    pub fn monitor(&self, ratio_alarm: f64) -> Monitor {
+        let max = self.timeline.iter().filter_map(|p| p.strength_ratio.map(|r| (r, p.phase))).fold(
+            None,
+            |best: Option<(f64, u64)>, (r, phase)| match best {
+                Some((b, _)) if b >= r => best,
+                _ => Some((r, phase)),
+            },
+        );
+        let alarms: Vec<u64> = self.timeline.iter().filter(|p| p.alarm).map(|p| p.phase).collect();
+        Monitor {
+            ratio_alarm,
+            max_ratio: max.map(|m| m.0),
+            max_ratio_phase: max.map(|m| m.1),
+            alarm_phases: alarms.len() as u64,
+            first_alarm_phase: alarms.first().copied(),
+        }
+    }
+
+    /// The pattern that answered the most queries.
+    fn busiest(&self, field: &Field) -> Option<Busiest> {
+        let total: u64 = self.queries.values().sum();
+        let (id, answered) = self.answered.iter().fold(None, |best: Option<(u64, u64)>, (id, n)| match best {
+            Some((_, b)) if b >= *n => best,
+            _ => Some((*id, *n)),
+        })?;
+        let p = field.patterns().get(&id)?;
+        Some(Busiest {
+            id,
+            key: p.key.clone(),
+            injected_by: p.agent.clone(),
+            answered,
+            share: if total == 0 { 0.0 } else { answered as f64 / total as f64 },
+        })
+    }
+
+    /// The report at `now`. A strength or resonance that is not finite is
+    /// an error naming the pattern: no report holds inf or NaN.
+    pub fn report(&self, field: &Field, now: SimTime) -> Result<TelemetryReport, FieldError> {
         let cfg = field.config();
         let archived = field.decay(now).len();
         let mut live: Vec<(f64, u64)> = field
@@ -188,7 +283,7 @@ impl Telemetry {
         let (mut pairs, mut sum, mut max, mut strong) = (0u64, 0.0f64, 0.0f64, 0u64);
         for (i, (_, a)) in live.iter().enumerate() {
             for (_, b) in &live[i + 1..] {
-                let r = field.resonance(*a, *b, now).unwrap_or(0.0);
+                let r = field.resonance(*a, *b, now)?.unwrap_or(0.0);
                 pairs += 1;
                 sum += r;
                 max = max.max(r);
@@ -214,7 +309,7 @@ impl Telemetry {
                 accesses: p.accesses,
             })
             .collect();
-        TelemetryReport {
+        Ok(TelemetryReport {
             injects: counts(&self.injects),
             queries: counts(&self.queries),
             patterns: field.patterns().len(),
@@ -228,6 +323,8 @@ impl Telemetry {
                 histogram,
             },
             multi_agent_patterns,
+            busiest: self.busiest(field),
+            monitor: self.monitor(cfg.ratio_alarm),
             stability: field.measure_stability(now),
             convergence_phase: self.timeline.iter().find(|p| p.stability.stability > CONVERGED_ABOVE).map(|p| p.phase),
             timeline: self.timeline.clone(),
@@ -238,6 +335,6 @@ impl Telemetry {
                 .filter(|p| p.accesses > 0)
                 .map(|p| (p.strength, p.last_access.hours_since(p.created)))
                 .collect(),
-        }
+        })
     }
 }

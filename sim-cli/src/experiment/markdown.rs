@@ -96,28 +96,31 @@ pub fn recommendation_md(s: &Summary) -> String {
 }
 
 pub fn criteria_table(s: &Summary) -> String {
-    let mut t = String::from("| criterion | threshold | value | source | result |\n|---|---:|---:|---|---|\n");
+    let mut t = String::from(
+        "| criterion | threshold | value | Wilcoxon p | source | result | why |\n|---|---:|---:|---:|---|---|---|\n",
+    );
     for c in &s.criteria {
         t.push_str(&format!(
-            "| {} | {} | {:.3} | {} | {} |\n",
+            "| {} | {} | {:.3} | {} | {} | {} | {} |\n",
             c.name,
             c.threshold,
             c.value,
+            c.p_value.map_or("-".to_string(), |p| format!("{p:.4}")),
             c.source,
-            c.verdict.name()
+            c.verdict.name(),
+            c.reason()
         ));
     }
     t.push_str(&format!(
-        "\nOverall: {} (lambda {}, {} paired comparisons{})\n",
+        "\nOverall: {} (lambda {}, {} paired comparisons; an exact two-sided signed-rank test needs at least {} \
+         before p < 0.05 is possible). Retention and quality pass only with p < 0.05 as well as their threshold; \
+         tokens and latency are bounds, their p shown beside them.\n",
         s.verdict.name(),
         s.lambda,
         s.pairs,
-        if engine::experiment::summary::significance_reachable(s.pairs, engine::experiment::summary::ALPHA) {
-            ""
-        } else {
-            "; at least 6 are needed before a signed-rank test can reach p < 0.05"
-        }
+        engine::experiment::summary::pairs_needed(engine::experiment::summary::ALPHA),
     ));
+    t.push_str(&monitor_md(&s.field_monitor, None));
     t.push_str(&recommendation_md(s));
     let (f, m) = (s.means.get("field"), s.means.get("message_passing"));
     if let (Some(f), Some(m)) = (f, m) {
@@ -258,13 +261,34 @@ pub fn report_md(
     r
 }
 
+/// The field's monitor in one sentence (`lambda` names a sweep point).
+pub fn monitor_md(m: &engine::experiment::summary::FieldMonitor, lambda: Option<f64>) -> String {
+    if m.missions == 0 {
+        return String::new();
+    }
+    let at = lambda.map_or(String::new(), |l| format!(" at lambda {l}"));
+    let alarm = if m.alarmed_missions > 0 {
+        format!("ALARM: the strength ratio passed the field's alarm in {} of them", m.alarmed_missions)
+    } else {
+        "the strength-ratio alarm never fired".to_string()
+    };
+    format!(
+        "\nField monitor{at}: over {} field missions, the busiest pattern answered {:.0}% of a mission's queries on \
+         average ({:.0}% at most); the max/min effective strength ratio peaked at {:.2}; {alarm}.\n",
+        m.missions,
+        100.0 * m.busiest_share_mean,
+        100.0 * m.busiest_share_max,
+        m.max_strength_ratio
+    )
+}
+
 /// The report's lambda sweep table, the sweep's pick and the calibration.
 fn lambda_section(s: &Summary) -> String {
     let mut r = String::new();
-    r.push_str("\n## Lambda sensitivity (field at each lambda against the same message-passing runs)\n\n| lambda | retention | quality | tokens | cross-agent resonance | stability | converged | retention p |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    r.push_str("\n## Lambda sensitivity (field at each lambda against the same message-passing runs)\n\n| lambda | retention | quality | tokens | cross-agent resonance | stability | converged | busiest share (mean / max) | max strength ratio | alarms | retention p |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for p in &s.lambda_sweep {
         r.push_str(&format!(
-            "| {} | {:.3} | {:.2} | {:.0} | {:.1} | {:.3} | {:.0}% | {:.4} |\n",
+            "| {} | {:.3} | {:.2} | {:.0} | {:.1} | {:.3} | {:.0}% | {:.0}% / {:.0}% | {:.2} | {} | {:.4} |\n",
             p.lambda,
             p.means.retention,
             p.means.quality,
@@ -272,6 +296,10 @@ fn lambda_section(s: &Summary) -> String {
             p.cross_agent_resonance,
             p.stability,
             100.0 * p.converged,
+            100.0 * p.monitor.busiest_share_mean,
+            100.0 * p.monitor.busiest_share_max,
+            p.monitor.max_strength_ratio,
+            p.monitor.alarmed_missions,
             p.retention_test.p_value
         ));
     }

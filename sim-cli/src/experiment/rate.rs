@@ -6,7 +6,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::experiment::stats::{wilcoxon, Wilcoxon};
-use engine::experiment::summary::{decide, Criterion, QUALITY_NAME};
+use engine::experiment::summary::{decide, Criterion, Evidence, QUALITY_NAME};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -175,7 +175,9 @@ pub fn rate(a: &RateArgs) -> Result<()> {
     let control = rated.values().map(|r| r.control).sum::<f64>() / n;
     let diffs: Vec<f64> = rated.values().map(|r| r.field - r.control).collect();
     let gain = field - control;
-    let criterion = Criterion::judged("quality", QUALITY_NAME, 0.5, gain, gain >= 0.5, rated.len(), "human");
+    let test = wilcoxon(&diffs);
+    let evidence = Evidence { pairs: rated.len(), p_value: test.p_value, significance_required: true };
+    let criterion = Criterion::judged("quality", QUALITY_NAME, 0.5, gain, gain >= 0.5, evidence, "human");
     let human = Human {
         sheet: a.ratings.display().to_string(),
         rated_pairs: rated.len(),
@@ -183,7 +185,7 @@ pub fn rate(a: &RateArgs) -> Result<()> {
         partial: rated.len() < key.len(),
         means: BTreeMap::from([("field", field), ("message_passing", control)]),
         mean_difference: gain,
-        wilcoxon: wilcoxon(&diffs),
+        wilcoxon: test,
         criterion: criterion.clone(),
     };
     fold_in(&mut results, &human, criterion)?;

@@ -18,7 +18,8 @@ fn experiment_is_deterministic_and_writes_every_output() {
     };
     let o = run("a", "1");
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("| criterion | threshold | value | source | result |"));
+    assert!(String::from_utf8_lossy(&o.stdout)
+        .contains("| criterion | threshold | value | Wilcoxon p | source | result | why |"));
     assert!(run("b", "4").status.success());
     let a = std::fs::read(dir.join("a/results.json")).expect("results");
     assert_eq!(
@@ -294,7 +295,12 @@ fn experiment_rate_folds_human_ratings_back_in() {
     let quality =
         v["summary"]["criteria"].as_array().expect("criteria").iter().find(|c| c["key"] == "quality").cloned();
     let quality = quality.expect("a quality criterion");
-    assert_eq!((quality["source"].as_str(), quality["verdict"].as_str()), (Some("human"), Some("pass")));
+    // The gain of 1.5 meets the threshold, but the tied pair leaves five
+    // non-zero pairs, whose smallest possible p is 2/32 = 0.0625: an
+    // improvement without p < 0.05 is inconclusive.
+    assert_eq!((quality["source"].as_str(), quality["verdict"].as_str()), (Some("human"), Some("inconclusive")));
+    assert_eq!(quality["pass"], true, "the value meets its threshold");
+    assert!((quality["p_value"].as_f64().expect("p") - 0.0625).abs() < 1e-12, "{quality}");
     assert_eq!(v["summary"]["proxy_quality"]["source"], "proxy", "the proxy figure is kept");
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(12), "the runs are untouched");
     let report = std::fs::read_to_string(dir.join("r/report.md")).expect("report");

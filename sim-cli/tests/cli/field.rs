@@ -25,10 +25,25 @@ fn simulate_replay_and_stats() {
     let written: Value =
         serde_json::from_slice(&std::fs::read(dir.join("f/telemetry.json")).expect("read")).expect("json");
     assert_eq!(stats, written, "stats from the log equal the telemetry written at the end of the run");
-    for key in ["injects", "queries", "resonance", "multi_agent_patterns", "timeline", "stability", "convergence_phase"]
-    {
+    for key in [
+        "injects",
+        "queries",
+        "resonance",
+        "multi_agent_patterns",
+        "timeline",
+        "stability",
+        "convergence_phase",
+        "monitor",
+    ] {
         assert!(stats.get(key).is_some(), "telemetry has {key}");
     }
+    // The keys scripts read keep their places.
+    assert!(stats["resonance"]["max"].as_f64().is_some_and(f64::is_finite));
+    assert!(stats["queries"]["total"].as_u64().is_some_and(|n| n > 0));
+    assert!(stats["multi_agent_patterns"].as_array().expect("list").iter().all(|p| p["accesses"].as_u64().is_some()));
+    let share = stats["busiest"]["share"].as_f64().expect("busiest share");
+    assert!(share > 0.0 && share <= 0.5, "{share}");
+    assert_eq!(sum["busiest"], stats["busiest"], "simulate's summary reports the busiest pattern");
     let ratios: Vec<f64> =
         stats["timeline"].as_array().expect("timeline").iter().filter_map(|p| p["strength_ratio"].as_f64()).collect();
     assert!(!ratios.is_empty() && ratios.iter().all(|r| *r >= 1.0), "max/min strength ratio per phase: {ratios:?}");
@@ -38,6 +53,14 @@ fn simulate_replay_and_stats() {
         &["field", "simulate", "--seed", "9", "--phases", "8", "--dim", "16", "--out", "g", "--threads", "1", "--json"],
     ));
     assert_eq!(again["digest"], sum["digest"]);
+    // An alarm set low enough fires, and the summary says so.
+    let o = sim(
+        &dir,
+        &["field", "simulate", "--seed", "9", "--phases", "8", "--dim", "16", "--out", "h", "--ratio-alarm", "1.5"],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && text.contains("ALARM") && text.contains("above the alarm of 1.5"), "{text}");
+    assert!(!String::from_utf8_lossy(&sim(&dir, &["field", "stats", "g"]).stdout).contains("ALARM"));
 }
 
 #[test]
@@ -79,8 +102,13 @@ fn bad_field_input_is_named() {
         assert!(!o.status.success(), "{args:?} must fail");
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     }
-    std::fs::write(dir.join("field.events"), b"SIMFIELD\x02\x00\x00\x00garbage").expect("write");
+    std::fs::write(dir.join("field.events"), b"SIMFIELD\x03\x00\x00\x00garbage").expect("write");
     let o = sim(&dir, &["field", "replay", "field.events"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("field.events") && stderr(&o).contains("frame 0"), "{}", stderr(&o));
+    // A log of the self-feeding bonus (format 2) is refused by its version.
+    std::fs::write(dir.join("field.events"), b"SIMFIELD\x02\x00\x00\x00garbage").expect("write");
+    let o = sim(&dir, &["field", "stats", "field.events"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("version 2 is not supported (this engine reads version 3)"), "{}", stderr(&o));
 }

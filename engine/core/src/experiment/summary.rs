@@ -58,6 +58,18 @@ pub struct RunRecord {
     pub stability: Option<f64>,
     /// First phase with stability above 0.75.
     pub convergence_phase: Option<u64>,
+    /// The share of the mission's queries answered by its busiest pattern
+    /// (field condition): near 1 when one pattern drowns out the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_share: Option<f64>,
+    /// The largest max/min effective strength ratio of any phase (field
+    /// condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_strength_ratio: Option<f64>,
+    /// Whether that ratio passed the field's alarm in some phase (field
+    /// condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_alarm: Option<bool>,
     /// Ids of the gold findings the report carries.
     pub present: Vec<String>,
     /// Retention by key phrase or by meaning (live agents, whose prose
@@ -195,12 +207,15 @@ fn condition_cost(runs: &[&RunRecord]) -> ConditionCost {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// The threshold is met, on enough pairs.
+    /// The threshold is met on enough pairs and, for a criterion that
+    /// claims an improvement (retention, quality), the paired test gives
+    /// p < 0.05.
     Pass,
     /// The threshold is missed, on enough pairs.
     Fail,
     /// Too few pairs for the signed-rank test to reach significance at all
-    /// ([`significance_reachable`]), whatever the value.
+    /// ([`significance_reachable`]), whatever the value; or an improvement
+    /// criterion's threshold is met without p < 0.05.
     Inconclusive,
 }
 
@@ -226,6 +241,25 @@ pub fn significance_reachable(pairs: usize, alpha: f64) -> bool {
     smallest_p < alpha
 }
 
+/// The fewest pairs for which [`significance_reachable`] holds at `alpha`.
+pub fn pairs_needed(alpha: f64) -> usize {
+    (1..=1024).find(|n| significance_reachable(*n, alpha)).unwrap_or(1024)
+}
+
+/// The paired evidence behind a criterion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Evidence {
+    /// Paired comparisons.
+    pub pairs: usize,
+    /// The exact two-sided Wilcoxon p-value of the criterion's metric,
+    /// field minus message passing.
+    pub p_value: f64,
+    /// Whether passing needs `p < ALPHA` too: true for the criteria that
+    /// claim an improvement (retention, quality), false for the bounds
+    /// (tokens, latency), whose p-value is shown beside them.
+    pub significance_required: bool,
+}
+
 /// One pass/fail criterion.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Criterion {
@@ -240,9 +274,25 @@ pub struct Criterion {
     pub value: f64,
     /// Whether the value meets the threshold.
     pub pass: bool,
-    /// Pass, fail or inconclusive (too few pairs to judge).
+    /// Pass, fail or inconclusive (too few pairs to judge, or an
+    /// improvement without p < 0.05).
     #[serde(default = "inconclusive")]
     pub verdict: Verdict,
+    /// The exact two-sided Wilcoxon p-value of its metric, field minus
+    /// message passing.
+    #[serde(default)]
+    pub p_value: Option<f64>,
+    /// Whether passing needs p < 0.05 (retention, quality) or the value is
+    /// a bound with p shown beside it (tokens, latency).
+    #[serde(default)]
+    pub significance_required: bool,
+    /// Paired comparisons it was judged on.
+    #[serde(default)]
+    pub pairs: usize,
+    /// The fewest pairs an exact two-sided signed-rank test needs before
+    /// p < 0.05 is possible at all (6).
+    #[serde(default)]
+    pub pairs_needed: usize,
     /// Where the value comes from: `proxy` (key phrases), `human` (the
     /// blind ratings), `modelled` or `measured` (latency), `counted`.
     #[serde(default)]
@@ -254,14 +304,46 @@ fn inconclusive() -> Verdict {
 }
 
 impl Criterion {
-    /// A criterion judged on `pairs` pairs.
-    pub fn judged(key: &str, name: &str, threshold: f64, value: f64, pass: bool, pairs: usize, source: &str) -> Self {
-        let verdict = match (significance_reachable(pairs, ALPHA), pass) {
+    /// A criterion judged on its paired evidence: inconclusive below
+    /// [`pairs_needed`] pairs; otherwise a missed threshold fails, and a met
+    /// one passes when no significance is required or `p < ALPHA`, and is
+    /// inconclusive when it is required and missing.
+    pub fn judged(key: &str, name: &str, threshold: f64, value: f64, pass: bool, e: Evidence, source: &str) -> Self {
+        let significant = e.p_value < ALPHA;
+        let verdict = match (significance_reachable(e.pairs, ALPHA), pass) {
             (false, _) => Verdict::Inconclusive,
-            (true, true) => Verdict::Pass,
             (true, false) => Verdict::Fail,
+            (true, true) if e.significance_required && !significant => Verdict::Inconclusive,
+            (true, true) => Verdict::Pass,
         };
-        Criterion { key: key.into(), name: name.into(), threshold, value, pass, verdict, source: source.into() }
+        Criterion {
+            key: key.into(),
+            name: name.into(),
+            threshold,
+            value,
+            pass,
+            verdict,
+            p_value: Some(e.p_value),
+            significance_required: e.significance_required,
+            pairs: e.pairs,
+            pairs_needed: pairs_needed(ALPHA),
+            source: source.into(),
+        }
+    }
+
+    /// Why it came out as it did, in words.
+    pub fn reason(&self) -> String {
+        let p = self.p_value.map_or("no test".to_string(), |p| format!("p = {p:.4}"));
+        match self.verdict {
+            Verdict::Inconclusive if self.pairs < self.pairs_needed => format!(
+                "{} pairs; an exact two-sided signed-rank test needs {} before p < 0.05 is possible",
+                self.pairs, self.pairs_needed
+            ),
+            Verdict::Inconclusive => format!("threshold met but {p} (not below 0.05) on {} pairs", self.pairs),
+            Verdict::Pass if self.significance_required => format!("threshold met and {p} on {} pairs", self.pairs),
+            Verdict::Pass => format!("within the bound on {} pairs ({p})", self.pairs),
+            Verdict::Fail => format!("threshold missed on {} pairs ({p})", self.pairs),
+        }
     }
 }
 
@@ -288,7 +370,7 @@ pub const RULES: [(&str, &str); 4] = [
     ),
     (
         "collect_more",
-        "no criterion fails, but some are inconclusive: too few pairs for the signed-rank test to reach p < 0.05; run more topics or repetitions",
+        "no criterion fails, but some are inconclusive: too few pairs for the signed-rank test to reach p < 0.05, or a threshold met without p < 0.05; run more topics or repetitions",
     ),
     ("proceed", "all four criteria pass: the field is validated; go ahead and build it into the product"),
 ];
@@ -340,8 +422,42 @@ pub struct SweepPoint {
     pub stability: f64,
     /// Share of missions that converged.
     pub converged: f64,
+    /// The field's monitor over these missions.
+    #[serde(default)]
+    pub monitor: FieldMonitor,
     /// Wilcoxon test of retention, field minus message passing.
     pub retention_test: Wilcoxon,
+}
+
+/// The field's monitor over a set of field missions: does one pattern
+/// drown out the rest?
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FieldMonitor {
+    /// Field missions with figures.
+    pub missions: usize,
+    /// The mean share of a mission's queries answered by its busiest
+    /// pattern.
+    pub busiest_share_mean: f64,
+    /// The largest such share.
+    pub busiest_share_max: f64,
+    /// The largest max/min effective strength ratio seen in any phase.
+    pub max_strength_ratio: f64,
+    /// Missions whose ratio passed the alarm.
+    pub alarmed_missions: usize,
+}
+
+impl FieldMonitor {
+    /// The monitor over `runs` (those without field figures are skipped).
+    pub fn of(runs: &[&RunRecord]) -> FieldMonitor {
+        let shares: Vec<f64> = runs.iter().filter_map(|r| r.busiest_share).collect();
+        FieldMonitor {
+            missions: shares.len(),
+            busiest_share_mean: if shares.is_empty() { 0.0 } else { shares.iter().sum::<f64>() / shares.len() as f64 },
+            busiest_share_max: shares.iter().copied().fold(0.0, f64::max),
+            max_strength_ratio: runs.iter().filter_map(|r| r.max_strength_ratio).fold(0.0, f64::max),
+            alarmed_missions: runs.iter().filter(|r| r.ratio_alarm == Some(true)).count(),
+        }
+    }
 }
 
 /// The summary.
@@ -377,6 +493,9 @@ pub struct Summary {
     pub latency: LatencySummary,
     /// Wilcoxon signed-rank test per metric, on field minus message passing.
     pub wilcoxon: BTreeMap<String, Wilcoxon>,
+    /// The field's monitor over the main comparison's field missions.
+    #[serde(default)]
+    pub field_monitor: FieldMonitor,
     /// The field at every lambda.
     pub lambda_sweep: Vec<SweepPoint>,
     /// The lambda the sweep picks (`None` without a sweep point with runs).
@@ -511,6 +630,22 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
     let gain = mf.quality - mc.quality;
     let latency_summary = latency_summary(&field, &control);
     let kind = latency_summary.kind.clone();
+    let diff = |f: fn(&RunRecord) -> f64| p.iter().map(|(a, b)| f(a) - f(b)).collect::<Vec<f64>>();
+    let mut tests = BTreeMap::new();
+    // Retention is tested on the measure its criterion uses.
+    let retention_diffs = match retention_source {
+        "semantic" => diff(|r| r.retention_semantic.unwrap_or(0.0)),
+        _ => diff(|r| r.retention),
+    };
+    tests.insert("retention".to_string(), wilcoxon(&retention_diffs));
+    tests.insert("quality".to_string(), wilcoxon(&diff(|r| r.quality)));
+    tests.insert("tokens".to_string(), wilcoxon(&diff(|r| r.tokens as f64)));
+    tests.insert("latency_ms".to_string(), wilcoxon(&diff(|r| r.latency_ms)));
+    let evidence = |test: &str, significance_required| Evidence {
+        pairs: n,
+        p_value: tests.get(test).map_or(1.0, |w| w.p_value),
+        significance_required,
+    };
     let criteria = vec![
         Criterion::judged(
             "retention",
@@ -518,17 +653,17 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
             1.2,
             retention,
             retention >= 1.2,
-            n,
+            evidence("retention", true),
             retention_source,
         ),
-        Criterion::judged("quality", QUALITY_NAME, 0.5, gain, gain >= 0.5, n, "proxy"),
+        Criterion::judged("quality", QUALITY_NAME, 0.5, gain, gain >= 0.5, evidence("quality", true), "proxy"),
         Criterion::judged(
             "tokens",
             "token ratio, field / message passing (<= 1.2)",
             1.2,
             tokens,
             tokens <= 1.2,
-            n,
+            evidence("tokens", false),
             "counted",
         ),
         Criterion::judged(
@@ -537,16 +672,10 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
             1.5,
             latency,
             latency <= 1.5,
-            n,
+            evidence("latency_ms", false),
             &kind,
         ),
     ];
-    let diff = |f: fn(&RunRecord) -> f64| p.iter().map(|(a, b)| f(a) - f(b)).collect::<Vec<f64>>();
-    let mut tests = BTreeMap::new();
-    tests.insert("retention".to_string(), wilcoxon(&diff(|r| r.retention)));
-    tests.insert("quality".to_string(), wilcoxon(&diff(|r| r.quality)));
-    tests.insert("tokens".to_string(), wilcoxon(&diff(|r| r.tokens as f64)));
-    tests.insert("latency_ms".to_string(), wilcoxon(&diff(|r| r.latency_ms)));
     let lambda_sweep: Vec<SweepPoint> = lambdas
         .iter()
         .map(|l| {
@@ -560,6 +689,7 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
                     / n,
                 stability: field.iter().map(|r| r.stability.unwrap_or(0.0)).sum::<f64>() / n,
                 converged: field.iter().filter(|r| r.convergence_phase.is_some()).count() as f64 / n,
+                monitor: FieldMonitor::of(&field),
                 retention_test: wilcoxon(&p.iter().map(|(a, b)| a.retention - b.retention).collect::<Vec<_>>()),
             }
         })
@@ -583,6 +713,7 @@ pub fn summarise(records: &[RunRecord], lambda: f64, lambdas: &[f64]) -> Summary
         criteria,
         pass,
         wilcoxon: tests,
+        field_monitor: FieldMonitor::of(&field),
         lambda_sweep,
         lambda_pick,
     }
@@ -642,6 +773,9 @@ mod tests {
             cross_agent_resonance: None,
             stability: None,
             convergence_phase: None,
+            busiest_share: None,
+            max_strength_ratio: None,
+            ratio_alarm: None,
             present: Vec::new(),
             retention_semantic: None,
             present_semantic: None,
@@ -694,6 +828,7 @@ mod tests {
             cross_agent_resonance: 0.0,
             stability: 0.0,
             converged: 0.0,
+            monitor: FieldMonitor::default(),
             retention_test: wilcoxon(&[]),
         };
         let chosen = |sweep: &[SweepPoint]| pick_lambda(sweep).map(|p| p.chosen);
@@ -729,8 +864,10 @@ mod tests {
         assert!((wilcoxon(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).p_value - 2.0 / 64.0).abs() < 1e-12);
     }
 
+    /// A criterion on `pairs` pairs whose test gave p = 0.01.
     fn judged(key: &str, pass: bool, pairs: usize) -> Criterion {
-        Criterion::judged(key, key, 1.0, 1.0, pass, pairs, "proxy")
+        let e = Evidence { pairs, p_value: 0.01, significance_required: matches!(key, "retention" | "quality") };
+        Criterion::judged(key, key, 1.0, 1.0, pass, e, "proxy")
     }
 
     fn action(criteria: &[Criterion]) -> (String, Verdict) {
@@ -757,6 +894,59 @@ mod tests {
         assert_eq!(action(&c), ("collect_more".into(), Verdict::Inconclusive));
         let missed = [judged("retention", false, 5)];
         assert_eq!(action(&missed), ("collect_more".into(), Verdict::Inconclusive), "a miss on 5 pairs is no fail");
+    }
+
+    /// The plan's decision needs evidence: an improvement (retention,
+    /// quality) whose threshold is met passes only with p < 0.05, and is
+    /// inconclusive without it; a bound (tokens, latency) passes on its
+    /// value, its p shown beside it.
+    #[test]
+    fn an_improvement_without_significance_is_inconclusive() {
+        let with_p = |key: &str, p_value: f64, required: bool| {
+            let e = Evidence { pairs: 15, p_value, significance_required: required };
+            Criterion::judged(key, key, 1.2, 1.3, true, e, "proxy")
+        };
+        let weak = with_p("retention", 0.2, true);
+        assert_eq!(weak.verdict, Verdict::Inconclusive);
+        assert!(weak.reason().contains("p = 0.2000"), "{}", weak.reason());
+        assert_eq!(with_p("retention", 0.049, true).verdict, Verdict::Pass);
+        assert_eq!(with_p("retention", 0.05, true).verdict, Verdict::Inconclusive, "p must be below 0.05");
+        let bound = with_p("tokens", 0.9, false);
+        assert_eq!((bound.verdict, bound.p_value), (Verdict::Pass, Some(0.9)));
+        let c = [weak, with_p("quality", 0.01, true), bound];
+        assert_eq!(action(&c), ("collect_more".into(), Verdict::Inconclusive));
+        // Too few pairs are named with the number the test needs.
+        let few = judged("retention", true, 5);
+        assert_eq!((few.pairs, few.pairs_needed), (5, 6));
+        assert!(few.reason().contains("5 pairs") && few.reason().contains("needs 6"), "{}", few.reason());
+        assert_eq!(pairs_needed(ALPHA), 6);
+    }
+
+    /// A summary's retention criterion uses the paired test of its own
+    /// records: ten field wins of 0.1 pass; the same mean with signs split
+    /// evenly does not.
+    #[test]
+    fn the_summary_tests_the_retention_it_judges() {
+        let build = |signs: &[f64]| {
+            let mut records = Vec::new();
+            for (i, s) in signs.iter().enumerate() {
+                let t = format!("t{i}");
+                records.push(rec(&t, 1, Condition::MessagePassing, None, 0.5, 100));
+                records.push(rec(&t, 1, Condition::Field, Some(0.1), 0.5 + 0.4 * s, 100));
+            }
+            summarise(&records, 0.1, &[0.1])
+        };
+        let all = build(&[1.0; 10]);
+        let retention = &all.criteria[0];
+        assert_eq!((retention.key.as_str(), retention.verdict), ("retention", Verdict::Pass));
+        assert!(retention.p_value.is_some_and(|p| p < 0.01));
+        // Seven wins of 0.4 and three losses of 0.4: ratio 0.66 / 0.5 =
+        // 1.32, but p = 2 x (1 + 10 + 45 + 120) / 1024 = 0.34.
+        let mixed = build(&[1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0]);
+        let retention = &mixed.criteria[0];
+        assert!((retention.value - 1.32).abs() < 1e-9 && retention.pass, "{}", retention.value);
+        assert!(retention.p_value.is_some_and(|p| (p - 352.0 / 1024.0).abs() < 1e-12), "{:?}", retention.p_value);
+        assert_eq!(retention.verdict, Verdict::Inconclusive, "{}", retention.reason());
     }
 
     #[test]

@@ -102,7 +102,18 @@ fn reinjection_reinforces_and_co_access_strengthens() {
     }
     let after: f64 = f.patterns().values().map(|p| p.score(f.config(), h(4), 1.0)).sum();
     assert!(after > before, "co-accessed patterns gain strength: {before} -> {after}");
-    assert!((f.patterns()[&1].bonus - 0.06).abs() < 1e-12);
+    let p = &f.patterns()[&1];
+    assert_eq!(p.co_accesses, 3);
+    assert!((p.extra(f.config()) - 0.06).abs() < 1e-12, "three co-accesses: +0.06 of the plan score");
+    // The bonus is capped: after many more co-accesses it adds 0.2, no more.
+    for t in 5..40 {
+        f.query_and_reinforce("c", &[1.0, 0.15, 0.0, 0.0], 2, h(t)).expect("query");
+    }
+    let p = &f.patterns()[&1];
+    assert_eq!(p.co_accesses, 38);
+    assert!((p.extra(f.config()) - MAX_EXTRA).abs() < 1e-12);
+    let plan = p.plan_strength(f.config(), h(40));
+    assert!((p.score(f.config(), h(40), 0.5) - 0.5 * plan * 1.2).abs() < 1e-12);
 }
 
 /// The source, section 4.3: "next decay calculation uses new
@@ -142,7 +153,8 @@ fn re_injection_resurrects_a_faded_pattern() {
 }
 
 /// Hits that resonate with each other in one answer are flagged and,
-/// on reinforcement, amplified by `0.2 x resonance`; others are not.
+/// on reinforcement, amplified by `0.2 x resonance`; others are not. The
+/// amplification is replaced at each answer, never summed.
 #[test]
 fn resonant_hits_are_flagged_and_amplified() {
     let mut f = Field::new(4, FieldConfig::default()).expect("field");
@@ -152,11 +164,29 @@ fn resonant_hits_are_flagged_and_amplified() {
     let hits = f.query(&[1.0, 1.0, 1.0, 1.0], 3, h(0)).expect("query");
     let flags = |id| hits.iter().find(|x| x.id == id).map(|x| (x.resonant, x.strongly_resonant));
     assert_eq!((flags(a), flags(b), flags(c)), (Some((true, true)), Some((true, true)), Some((false, false))));
-    let r = f.resonance(a, b, h(0)).expect("both exist");
+    let r = f.resonance(a, b, h(0)).expect("finite").expect("both exist");
     f.reinforce_answer("d", &hits, h(0)).expect("reinforce");
-    let bonus = |id| f.patterns()[&id].bonus;
-    assert!((bonus(a) - (0.2 * r + 0.02)).abs() < 1e-12, "amplified and co-accessed");
-    assert!((bonus(c) - 0.02).abs() < 1e-12, "co-accessed only");
+    let amp = |f: &Field, id| f.patterns()[&id].amplification;
+    assert!((amp(&f, a) - 0.2 * r).abs() < 1e-12, "amplified by 0.2 x resonance");
+    assert!(amp(&f, c).abs() < f64::MIN_POSITIVE && f.patterns()[&c].co_accesses == 1, "co-accessed only");
+    assert!((f.patterns()[&a].extra(f.config()) - MAX_EXTRA.min(0.2 * r + 0.02)).abs() < 1e-12);
+    // The same answer a hundred times: amplification stays what one
+    // answer gives (its resonance grows only with the access boost), and
+    // the extra share stays capped at 0.2.
+    for _ in 0..100 {
+        let hits = f.query(&[1.0, 1.0, 1.0, 1.0], 3, h(0)).expect("query");
+        f.reinforce_answer("d", &hits, h(0)).expect("reinforce");
+    }
+    let r_now = f.resonance(a, b, h(0)).expect("finite").expect("both exist");
+    assert!((r_now - 4.0 * r).abs() < 1e-12, "only the access boost (capped at 2) grew it: {r} -> {r_now}");
+    assert!((amp(&f, a) - 0.2 * r_now).abs() < 1e-12, "one answer's amplification, not a hundred's");
+    assert!((f.patterns()[&a].extra(f.config()) - MAX_EXTRA).abs() < 1e-12);
+    // An answer in which `a` resonates with nothing replaces its
+    // amplification by 0.
+    let alone = f.query(&[1.0, 0.1, 0.0, 0.0], 1, h(1)).expect("query");
+    assert_eq!(alone.iter().map(|x| x.id).collect::<Vec<_>>(), vec![a]);
+    f.reinforce_answer("d", &alone, h(1)).expect("reinforce");
+    assert!(amp(&f, a).abs() < f64::MIN_POSITIVE, "{}", amp(&f, a));
     assert!(matches!(
         Field::new(4, FieldConfig { resonance_amplification: 0.3, ..Default::default() }),
         Err(FieldError::Config { .. })
@@ -214,7 +244,7 @@ fn resonance_stability_and_bad_input() {
     let mut f = Field::new(2, FieldConfig::default()).expect("field");
     f.inject("a", "x", "1", &[1.0, 0.0], 1.0, h(0)).expect("inject");
     f.inject("a", "y", "1", &[0.9, 0.1], 1.0, h(0)).expect("inject");
-    let r = f.resonance(0, 1, h(0)).expect("both exist");
+    let r = f.resonance(0, 1, h(0)).expect("finite").expect("both exist");
     assert!((r - 0.9f64.powi(2) / (0.81f64 + 0.01)).abs() < 1e-6, "{r}");
     assert!(f.strongly_resonant(0, 1, h(0)));
     let s0 = f.measure_stability(h(0));
@@ -229,4 +259,210 @@ fn resonance_stability_and_bad_input() {
     assert_eq!(f.query(&[1.0], 1, h(0)), Err(FieldError::WrongDimension { expected: 2, got: 1 }));
     assert_eq!(f.inject("a", "z", "1", &[0.0, 0.0], 1.0, h(0)), Err(FieldError::BadVector));
     assert_eq!(f.inject("a", "z", "1", &[1.0, 0.0], -1.0, h(0)), Err(FieldError::BadStrength(-1.0)));
+}
+
+/// The documented score, computed plainly from a reference model that
+/// replays the same history by the rules of the module docs: accesses,
+/// co-accesses, amplification as `0.2 x` the strongest resonance in the
+/// answer (replaced, never summed), the decay clock reset by access.
+struct Reference {
+    s0: f64,
+    v: Vec<f32>,
+    last: f64,
+    accesses: u32,
+    co: u32,
+    amp: f64,
+}
+
+impl Reference {
+    fn decayed(&self, now: f64) -> f64 {
+        self.s0 * (-0.1 * (now - self.last)).exp()
+    }
+    fn plan(&self, now: f64) -> f64 {
+        self.decayed(now) * (1.0 + 0.05 * f64::from(self.accesses)).min(2.0)
+    }
+    fn score(&self, cos: f64, now: f64) -> f64 {
+        cos * self.plan(now) * (1.0 + (0.02 * f64::from(self.co) + self.amp).min(0.2))
+    }
+}
+
+fn cos(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum()
+}
+
+/// The reference answer to `q` at `now`: `(id, score)`, best first, ties
+/// by id, archived patterns left out.
+fn reference_top(refs: &[Reference], q: &[f32], k: usize, now: f64) -> Vec<(u64, f64)> {
+    let mut all: Vec<(u64, f64)> = refs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.decayed(now) >= 0.05)
+        .map(|(i, r)| (i as u64, r.score(cos(q, &r.v), now)))
+        .collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    all.truncate(k);
+    all
+}
+
+/// Applies the documented reinforcement of an answer to the reference.
+fn reference_reinforce(refs: &mut [Reference], answer: &[u64], now: f64) {
+    let ids: Vec<usize> = answer.iter().map(|i| *i as usize).collect();
+    let qualifies = |a: usize, b: usize, refs: &[Reference]| {
+        cos(&refs[a].v, &refs[b].v) > 0.7 && refs[a].decayed(now) > 0.1 && refs[b].decayed(now) > 0.1
+    };
+    let amps: Vec<f64> = ids
+        .iter()
+        .map(|a| {
+            ids.iter()
+                .filter(|b| *b != a && qualifies(*a, **b, refs))
+                .map(|b| 0.2 * cos(&refs[*a].v, &refs[*b].v).powi(2) * refs[*a].plan(now) * refs[*b].plan(now))
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    for (a, amp) in ids.iter().zip(amps) {
+        let r = &mut refs[*a];
+        r.amp = amp;
+        r.accesses += 1;
+        r.last = now;
+        r.co += u32::from(ids.len() > 1);
+    }
+}
+
+/// Property: over random fields, queries and reinforcement histories
+/// (amplification and co-access on), every answer's top-k equals the
+/// reference model's, id for id, score for score.
+#[test]
+fn top_k_matches_a_plain_recomputation_of_the_formula() {
+    let mut s = Stream::derive(27, 0, 0, Purpose::Testing);
+    for case in 0..30 {
+        let dim = 8;
+        let mut f = Field::new(dim, FieldConfig::default()).expect("field");
+        let mut refs: Vec<Reference> = Vec::new();
+        // A few topic centres, so that answers hold resonant pairs.
+        let centres: Vec<Vec<f32>> = (0..3).map(|_| random_vec(&mut s, dim)).collect();
+        let near = |s: &mut Stream, c: &[f32]| c.iter().map(|x| x + 0.3 * s.normal() as f32).collect::<Vec<f32>>();
+        for step in 0..60u64 {
+            let now = step as f64 / 2.0;
+            let at = SimTime(step * 1800);
+            if s.below(2) == 0 {
+                let c = s.below(3);
+                let v = near(&mut s, &centres[c]);
+                let s0 = 0.1 + 2.0 * s.unit();
+                let id = f.inject("a", &format!("k{}", refs.len()), "v", &v, s0, at).expect("inject").id;
+                assert_eq!(id as usize, refs.len());
+                let unit = normalised(&v).expect("nonzero");
+                refs.push(Reference { s0, v: unit, last: now, accesses: 0, co: 0, amp: 0.0 });
+            } else {
+                let q = if s.below(4) == 0 {
+                    random_vec(&mut s, dim)
+                } else {
+                    let c = s.below(3);
+                    near(&mut s, &centres[c])
+                };
+                let k = 1 + s.below(6);
+                let hits = f.query_and_reinforce("b", &q, k, at).expect("query");
+                let qn = normalised(&q).expect("nonzero");
+                let expected = reference_top(&refs, &qn, k, now);
+                let got: Vec<u64> = hits.iter().map(|x| x.id).collect();
+                let want: Vec<u64> = expected.iter().map(|x| x.0).collect();
+                assert_eq!(got, want, "case {case}, step {step} (seed 27)");
+                for (hit, (_, score)) in hits.iter().zip(&expected) {
+                    assert!((hit.score - score).abs() <= 1e-9 * score.abs().max(1.0), "case {case}, step {step}");
+                }
+                reference_reinforce(&mut refs, &got, now);
+            }
+        }
+        for (id, r) in refs.iter().enumerate() {
+            let p = &f.patterns()[&(id as u64)];
+            assert_eq!((p.accesses, p.co_accesses), (r.accesses, r.co), "case {case}, pattern {id}");
+            assert!((p.amplification - r.amp).abs() < 1e-9, "case {case}, pattern {id}");
+        }
+    }
+}
+
+/// One pattern cannot answer every query across unrelated topics: with
+/// amplification and co-access at their defaults and hundreds of
+/// reinforcing queries, each answer holds only its own topic's patterns,
+/// and the busiest pattern answers no more than its topic's share.
+#[test]
+fn no_pattern_dominates_unrelated_topics() {
+    let topics = 4;
+    let dim = 16;
+    let mut s = Stream::derive(28, 0, 0, Purpose::Testing);
+    let mut f = Field::new(dim, FieldConfig::default()).expect("field");
+    let axis = |t: usize, s: &mut Stream| -> Vec<f32> {
+        (0..dim).map(|i| if i == t { 1.0 } else { 0.05 * s.normal() as f32 }).collect()
+    };
+    let mut topic_of = Vec::new();
+    for i in 0..24 {
+        let t = i % topics;
+        f.inject("a", &format!("k{i}"), "v", &axis(t, &mut s), 0.5 + s.unit(), h(0)).expect("inject");
+        topic_of.push(t);
+    }
+    let mut answered = vec![0u32; topic_of.len()];
+    let queries = 400;
+    for n in 0..queries {
+        let t = n % topics;
+        let at = SimTime(n as u64 * 360);
+        let hits = f.query_and_reinforce("b", &axis(t, &mut s), 3, at).expect("query");
+        assert_eq!(hits.len(), 3);
+        for x in &hits {
+            assert_eq!(topic_of[x.id as usize], t, "query {n} on topic {t} answered by pattern {} of another", x.id);
+            answered[x.id as usize] += 1;
+        }
+    }
+    let busiest = answered.iter().copied().max().unwrap_or(0);
+    assert!(busiest as usize <= queries / topics, "busiest answered {busiest} of {queries}");
+    assert!(f.strength_ratio(SimTime(queries as u64 * 360)).expect("finite").is_some_and(|r| r.is_finite()));
+}
+
+/// A strength that is not finite, or beyond the field's bound, is refused
+/// at injection; a pattern table that holds one is refused naming the
+/// pattern, so no score, resonance or ratio can be inf or NaN.
+#[test]
+fn non_finite_strengths_are_refused_by_name() {
+    let mut f = Field::new(2, FieldConfig::default()).expect("field");
+    for bad in [f64::INFINITY, f64::NAN, 2.0 * MAX_STRENGTH] {
+        assert!(matches!(f.inject("a", "x", "1", &[1.0, 0.0], bad, h(0)), Err(FieldError::BadStrength(_))));
+    }
+    f.inject("a", "x", "1", &[1.0, 0.0], MAX_STRENGTH, h(0)).expect("the bound itself is fine");
+    f.inject("a", "y", "1", &[1.0, 0.1], MAX_STRENGTH, h(0)).expect("inject");
+    let r = f.resonance(0, 1, h(0)).expect("finite").expect("both");
+    assert!(r.is_finite() && r > 1e11);
+    let mut patterns: Vec<Pattern> = f.patterns().values().cloned().collect();
+    patterns[1].strength = f64::INFINITY;
+    let err = Field::from_patterns(2, FieldConfig::default(), patterns.clone()).err().expect("refused");
+    assert_eq!(err.to_string(), "field pattern 1 (key \"y\"): its strength is inf, not a finite number in range");
+    patterns[1].strength = 1.0;
+    patterns[1].amplification = f64::NAN;
+    let err = Field::from_patterns(2, FieldConfig::default(), patterns).err().expect("refused");
+    assert!(matches!(err, FieldError::NonFinite { id: 1, what: "amplification", .. }), "{err}");
+}
+
+/// The monitor's ratio is over effective strength, and its alarm fires
+/// when one pattern outweighs another by more than the threshold.
+#[test]
+fn the_strength_ratio_is_effective_and_alarms() {
+    let cfg = FieldConfig { ratio_alarm: 10.0, ..FieldConfig::default() };
+    let mut f = Field::new(2, cfg).expect("field");
+    f.inject("a", "big", "1", &[1.0, 0.0], 1.0, h(0)).expect("inject");
+    f.inject("a", "small", "1", &[0.0, 1.0], 0.2, h(0)).expect("inject");
+    let mut t = crate::telemetry::Telemetry::default();
+    let point = t.observe(&f, h(0)).expect("finite");
+    assert!((point.strength_ratio.expect("live") - 5.0).abs() < 1e-12);
+    assert!(!point.alarm);
+    // Twenty accesses double the big one's boost while the small one only
+    // decays: about 2 x 1 / (0.2 e^-0.2) = 12.2 > 10 at hour 2.
+    for i in 0..20 {
+        f.query_and_reinforce("b", &[1.0, 0.0], 1, SimTime(2 * 3600 + i)).expect("query");
+    }
+    let at = SimTime(2 * 3600 + 20);
+    let point = t.observe(&f, at).expect("finite").clone();
+    let big = f.patterns()[&0].effective(f.config(), at);
+    let small = f.patterns()[&1].effective(f.config(), at);
+    assert!((point.strength_ratio.expect("live") - big / small).abs() < 1e-9);
+    assert!(point.alarm, "{:?}", point.strength_ratio);
+    let m = t.monitor(10.0);
+    assert_eq!((m.alarm_phases, m.first_alarm_phase, m.max_ratio_phase), (1, Some(2), Some(2)));
+    assert!(m.alarmed());
 }
