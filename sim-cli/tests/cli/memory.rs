@@ -195,3 +195,42 @@ fn operator_controls_change_one_memory_and_report_the_rest() {
     assert_eq!(health["errors"]["ops_log_lines_rejected"], 1);
     assert_eq!(health["errors"]["consolidation_errors"], 0);
 }
+
+/// The plan's high-access scenario, consolidated by a full pass (no step
+/// flags) at the scenario's own "now": record i decays from its last access
+/// 10 i minutes ago, not from its creation i hours ago, to i e^(-0.5 i / 6),
+/// so 3, 4 and 5 stay above 2.0 and promote.
+#[test]
+fn a_full_pass_promotes_the_high_access_scenario() {
+    let dir = scratch("memory-high-access");
+    // Six one-hour ticks: the scenario's records were created 1 to 5 hours
+    // before its "now", none before the run began.
+    assert!(sim(&dir, &["run", "--personas", "3", "--ticks", "6", "--out", "r"]).status.success());
+    assert!(sim(&dir, &["memory", "test", "scenario", "high-access", "r"]).status.success());
+    let pass = json(&sim(&dir, &["memory", "consolidate", "--hours", "0", "r", "--json"]));
+    for step in ["decay", "promote", "cluster", "clean_expired"] {
+        assert_eq!(pass["op"][step], true, "a full pass runs {step}");
+    }
+    let test: Vec<&serde_json::Value> =
+        pass["changes"].as_array().expect("changes").iter().filter(|c| c["owner"] == "test").collect();
+    let promoted: Vec<(&str, &str)> = test
+        .iter()
+        .filter_map(|c| Some((c["change"]["promoted"]["record"].as_str()?, c["change"]["promoted"]["tier"].as_str()?)))
+        .collect();
+    assert_eq!(
+        promoted,
+        [("test-high-access-5", "shortTerm"), ("test-high-access-4", "shortTerm"), ("test-high-access-3", "shortTerm")],
+        "{pass}"
+    );
+    assert_eq!(test.len(), 3, "nothing else happens to the scenario: {pass}");
+    for c in test {
+        let p = &c["change"]["promoted"];
+        let i: f64 = p["record"].as_str().and_then(|r| r.strip_prefix("test-high-access-")?.parse().ok()).expect("i");
+        let expected = i * (-0.5 * i / 6.0f64).exp();
+        assert!((p["energy"].as_f64().expect("energy") - expected).abs() < 1e-9, "{c}");
+    }
+    let listed = json(&sim(&dir, &["memory", "test", "list", "r", "--json"]));
+    let tiers: Vec<&str> =
+        listed["test_memories"].as_array().expect("list").iter().filter_map(|m| m["tier"].as_str()).collect();
+    assert_eq!(tiers, ["working", "working", "shortTerm", "shortTerm", "shortTerm"], "survives a reload");
+}

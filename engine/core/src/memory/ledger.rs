@@ -146,14 +146,18 @@ pub struct Version {
     pub energy: f64,
     /// When the record was created.
     pub created: SimTime,
-    /// Last access.
+    /// Last access. A version opened by promotion was last accessed at the
+    /// promotion, as the plan's promoted node is.
     pub last_accessed: SimTime,
     /// Accesses.
     pub access_count: u32,
     /// Highest energy reached.
     pub peak_energy: f64,
-    /// Last decay.
-    pub last_decay: SimTime,
+    /// Last decay; `None` until the first one (the plan's unset
+    /// `lastDecay`), and again on a version opened by promotion, as the
+    /// plan's promoted node has none. Decay measures from
+    /// [`Version::decay_from`].
+    pub last_decay: Option<SimTime>,
     /// Last promotion.
     pub last_promotion: Option<SimTime>,
     /// Times found ready for promotion.
@@ -179,6 +183,16 @@ pub struct Version {
     pub valid_from: SimTime,
     /// End of validity; `None` for the current version.
     pub valid_to: Option<SimTime>,
+}
+
+impl Version {
+    /// Where the next decay measures from: the plan's
+    /// `coalesce(lastDecay, lastAccessed)`. A record never decayed decays
+    /// from its last access, not from its creation; once decayed, from its
+    /// last decay.
+    pub fn decay_from(&self) -> SimTime {
+        self.last_decay.unwrap_or(self.last_accessed)
+    }
 }
 
 /// Which records an operation touches.
@@ -480,7 +494,7 @@ impl Ledger {
             last_accessed,
             access_count,
             peak_energy: energy,
-            last_decay: created,
+            last_decay: None,
             last_promotion: None,
             promotion_attempts: 0,
             session,
@@ -524,7 +538,9 @@ impl Ledger {
     }
 
     /// Closes version `i` as archived (recording its tier) and opens its
-    /// successor in `tier`.
+    /// successor in `tier`. As in the plan's promotion, the successor was
+    /// last accessed at the promotion and has not decayed yet, so its next
+    /// decay measures from `now`.
     fn promote_version(&mut self, i: usize, tier: Tier, now: SimTime) -> u64 {
         let old = self.versions[i].clone();
         let closed = &mut self.versions[i];
@@ -535,6 +551,8 @@ impl Ledger {
         self.push(Version {
             tier,
             last_promotion: Some(now),
+            last_accessed: now,
+            last_decay: None,
             queued: false,
             previous: Some(old.version),
             valid_from: now,
@@ -585,7 +603,11 @@ impl Ledger {
     }
 
     /// Exponential decay of every live record in scope over the simulated
-    /// hours since its last decay: `energy * e^(-rate * hours)`.
+    /// hours since [`Version::decay_from`] (its last decay, else its last
+    /// access, as the plan's `coalesce(lastDecay, lastAccessed)`):
+    /// `energy * e^(-rate * hours)`. Hours are fractional, the continuous
+    /// form of the plan's law: its Cypher reads a duration's whole `.hours`,
+    /// which would drop each pass's remainder.
     pub fn decay(&mut self, cfg: &ConsolidationConfig, now: SimTime, scope: Scope, dry_run: bool) -> Vec<Change> {
         let mut out = Vec::new();
         let idx: Vec<usize> = self.current.values().copied().collect();
@@ -595,13 +617,14 @@ impl Ledger {
                 continue;
             }
             let rate = cfg.decay_rate(v.tier);
-            let to = v.energy * (-rate * now.hours_since(v.last_decay)).exp();
+            let from = v.decay_from();
+            let to = v.energy * (-rate * now.hours_since(from)).exp();
             out.push(Change::Decayed { record: v.record.clone(), from: v.energy, to });
             if !dry_run {
                 let v = &mut self.versions[i];
                 v.energy = to;
                 v.decay_rate = rate;
-                v.last_decay = v.last_decay.max(now);
+                v.last_decay = Some(from.max(now));
             }
         }
         out

@@ -312,4 +312,49 @@ mod tests {
         assert_eq!(w.test.current(&"t-1".into()).map(|v| v.tier), Some(Tier::ShortTerm));
         assert!(w.apply(&Op::TestBoost { id: "nope".into(), amount: 1.0, at: h(2) }, &cfg, false).is_err());
     }
+
+    /// The plan's high-access scenario consolidated at its own "now" by a
+    /// full pass (decay, then promotion): record i was last accessed 10 i
+    /// minutes ago and decays from then, to i e^(-0.5 i / 6), so 3, 4 and 5
+    /// stay above 2.0 and promote; 1 and 2 do not.
+    #[test]
+    fn a_full_pass_promotes_the_high_access_scenario_as_the_plan_does() {
+        let cfg = ConsolidationConfig::default();
+        let mut w = MemoryWorld::default();
+        w.apply(&Op::TestScenario { name: "high-access".into(), vectors: Vec::new(), at: h(10) }, &cfg, false)
+            .expect("scenario");
+        let full = Op::Consolidate {
+            decay: true,
+            promote: true,
+            cluster: true,
+            clean_expired: true,
+            test_only: false,
+            tier: None,
+            at: h(10),
+        };
+        let promoted: Vec<(String, Tier, f64)> = w
+            .apply(&full, &cfg, false)
+            .expect("pass")
+            .into_iter()
+            .filter_map(|(_, c)| {
+                let Change::Promoted { record, tier, energy, .. } = c else { return None };
+                Some((record.to_string(), tier, energy))
+            })
+            .collect();
+        let ids: Vec<&str> = promoted.iter().map(|(id, ..)| id.as_str()).collect();
+        assert_eq!(ids, ["test-high-access-5", "test-high-access-4", "test-high-access-3"], "highest energy first");
+        for (id, tier, energy) in &promoted {
+            let i: f64 = id.trim_start_matches("test-high-access-").parse().expect("a number");
+            let expected = i * (-cfg.working_decay * i / 6.0).exp();
+            assert_eq!(*tier, Tier::ShortTerm, "{id}");
+            assert!((energy - expected).abs() < 1e-12, "{id}: {energy} vs {expected}");
+            let current = w.test.current(&id.as_str().into()).expect("current");
+            assert_eq!(
+                (current.last_accessed, current.tier),
+                (h(10), Tier::ShortTerm),
+                "{id}: accessed at its promotion"
+            );
+        }
+        assert_eq!(w.test.current(&"test-high-access-2".into()).map(|v| v.tier), Some(Tier::Working));
+    }
 }

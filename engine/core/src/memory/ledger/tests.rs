@@ -130,3 +130,48 @@ fn clusters_need_coactivation_and_similarity() {
     assert!(matches!(&made[..], [Change::Clustered { a, b, .. }] if *a == r("a") && *b == r("b")), "{made:?}");
     assert_eq!(l.cluster_links(&r("a")), vec![&r("b")]);
 }
+
+/// Decay measures from the plan's `coalesce(lastDecay, lastAccessed)`: a
+/// record never decayed decays from its last access, not its creation;
+/// once decayed, from its last decay, whatever accesses came between.
+#[test]
+fn decay_measures_from_the_last_decay_else_the_last_access() {
+    let cfg = ConsolidationConfig::default();
+    let mut l = Ledger::default();
+    let mut new = NewRecord::new(r("m"), h(0), 4.0, Tier::Working);
+    new.last_accessed = h(3);
+    l.create_record(new).expect("create");
+    let v = l.current(&r("m")).expect("made");
+    assert_eq!((v.last_decay, v.decay_from()), (None, h(3)));
+    let energy = |l: &Ledger| l.current(&r("m")).map_or(f64::NAN, |v| v.energy);
+    l.decay(&cfg, h(5), Scope::All, false);
+    let expected = 4.0 * (-cfg.working_decay * 2.0).exp();
+    assert!((energy(&l) - expected).abs() < 1e-12, "two hours since the access, not five since creation");
+    assert_eq!(l.current(&r("m")).map(|v| v.last_decay), Some(Some(h(5))));
+    l.access(&r("m"), h(6), 1.0).expect("access");
+    l.decay(&cfg, h(7), Scope::All, false);
+    let expected = (expected + 1.0) * (-cfg.working_decay * 2.0).exp();
+    assert!((energy(&l) - expected).abs() < 1e-12, "two hours since the last decay, not one since the access");
+}
+
+/// A promoted version was last accessed at its promotion and has not
+/// decayed yet (the plan's promoted node: `lastAccessed: datetime()`, no
+/// `lastDecay`), so it decays from the promotion; the archived version
+/// keeps its own times.
+#[test]
+fn a_promoted_version_decays_from_its_promotion() {
+    let cfg = ConsolidationConfig::default();
+    let mut l = Ledger::default();
+    l.create(&r("m"), h(0), 9.0, Tier::Working, false, None).expect("create");
+    l.decay(&cfg, h(1), Scope::All, false);
+    let before = l.current(&r("m")).map_or(f64::NAN, |v| v.energy);
+    assert!(matches!(&l.promote(&cfg, h(4), Scope::All, false)[..], [Change::Promoted { .. }]));
+    let history = l.history(&r("m"));
+    assert_eq!((history[0].last_accessed, history[0].last_decay), (h(0), Some(h(1))), "archived as it was");
+    let promoted = history[1];
+    assert_eq!((promoted.last_accessed, promoted.last_decay, promoted.last_promotion), (h(4), None, Some(h(4))));
+    l.decay(&cfg, h(5), Scope::All, false);
+    let expected = before * (-cfg.short_term_decay).exp();
+    let got = l.current(&r("m")).map_or(f64::NAN, |v| v.energy);
+    assert!((got - expected).abs() < 1e-12, "one hour since the promotion, not four since the last decay: {got}");
+}
