@@ -145,9 +145,6 @@ fn chain(e: &anyhow::Error) -> String {
     out
 }
 
-/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings). A panic
-/// inside an actor is logged as an error rather than printed raw, because
-/// the engine turns it into a job failure and carries on.
 /// Turns transparent huge pages off for this process (and the runs it
 /// starts), unless `MIMALLOC_ALLOW_THP` is set, in which case the allocator
 /// decides as that variable says. A run's memory is touched sparsely, a
@@ -165,6 +162,9 @@ fn no_huge_pages() {
     }
 }
 
+/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings). A panic
+/// inside an actor is logged as an error rather than printed raw, because
+/// the engine turns it into a job failure and carries on.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

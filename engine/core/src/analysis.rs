@@ -8,6 +8,7 @@
 //! ([`Picker`]), once each stimulus's mean is known.
 
 use crate::config::Config;
+use crate::error::Error;
 use crate::memory::Change;
 use crate::persona::profile::{generate, Profile, Traits};
 use crate::trace::record::{Header, RunEnd, TickFrame};
@@ -257,18 +258,22 @@ fn age_band(traits: &Traits, age: u8) -> usize {
 
 impl TraitIndex {
     /// An empty index of trait `name`'s values.
-    fn new(name: &str, traits: &Traits) -> Result<TraitIndex, String> {
+    fn new(name: &str, traits: &Traits) -> crate::Result<TraitIndex> {
         let values: Vec<String> = match name {
             "age" => traits.age_bands.iter().map(|b| format!("{}-{}", b.min, b.max)).collect(),
             "income" => traits.income_bands.iter().map(|b| b.label.to_string()).collect(),
             "city" => traits.cities.iter().map(|c| c.name.to_string()).collect(),
             "occupation" => traits.occupations.iter().map(|o| o.to_string()).collect(),
             "interests" => traits.interests.iter().map(|i| i.to_string()).collect(),
-            other => return Err(format!("unknown trait {other:?}; known: {}", TRAITS.join(", "))),
+            other => return Err(Error::UnknownTrait { name: other.into(), known: TRAITS.join(", ") }),
         };
         let many = name == "interests";
         if many && values.len() > 64 {
-            return Err("the trait table has more than 64 interests".into());
+            return Err(Error::Fixture {
+                source_name: "trace header trait table".into(),
+                field: "interests".into(),
+                cause: format!("{} interests; a report crosses at most 64", values.len()),
+            });
         }
         Ok(TraitIndex { name: name.into(), values, many, of: Vec::new() })
     }
@@ -319,8 +324,8 @@ pub struct Builder {
 impl Builder {
     /// A builder for the run `header` describes, crossing intent with the
     /// traits `by` (from [`TRAITS`]). Fails on an unknown trait, naming it.
-    pub fn new(header: &Header, config: &Config, by: &[String]) -> Result<Builder, String> {
-        let traits = Traits::from_toml(&header.traits_source, "trace header trait table").map_err(|e| e.to_string())?;
+    pub fn new(header: &Header, config: &Config, by: &[String]) -> crate::Result<Builder> {
+        let traits = Traits::from_toml(&header.traits_source, "trace header trait table")?;
         let table = traits;
         let mut traits: Vec<TraitIndex> = by.iter().map(|t| TraitIndex::new(t, &table)).collect::<Result<_, _>>()?;
         // Each persona is drawn once, whatever the number of traits.

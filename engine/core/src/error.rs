@@ -148,6 +148,14 @@ pub enum Error {
         /// What no longer matches, e.g. "with an older configuration (...)".
         why: String,
     },
+    /// A report asked to cross intent with a trait personas do not have.
+    #[error("unknown trait {name:?}; known: {known}")]
+    UnknownTrait {
+        /// The trait asked for.
+        name: String,
+        /// The traits there are, comma separated.
+        known: String,
+    },
     /// Replay asked the cassette for an answer the trace does not hold.
     #[error("cassette miss: no recorded answer for {what} request {digest}")]
     CassetteMiss {

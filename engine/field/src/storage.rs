@@ -1,5 +1,6 @@
-//! In-place row writes into the FAISS flat storage: the project's one
-//! `unsafe` block, and the guard around it.
+//! In-place row writes into the FAISS flat storage: one of the project's
+//! two `unsafe` blocks (the other sets OpenMP's thread count, in
+//! [`crate::threads`]), and the guard around it.
 //!
 //! The `faiss` crate offers no safe way to change a stored vector: removing
 //! and re-adding one shifts every later vector (a 40 MB move at 5,000 x

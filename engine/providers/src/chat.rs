@@ -221,7 +221,7 @@ impl ChatClient {
                             self.retries.fetch_add(1, Ordering::Relaxed);
                             self.clock.sleep(wait).await;
                         }
-                        Err(cause) => return Err(Error::Chat { cause, spend, attempts }),
+                        Err(give_up) => return Err(Error::Chat { cause: give_up.to_string(), spend, attempts }),
                     }
                     attempt += 1;
                 }

@@ -141,9 +141,9 @@ impl InferenceClient {
                         Backoff { max_retries: s.max_retries, base_ms: s.backoff_base_ms, max_ms: s.backoff_max_ms };
                     match e.retry_wait(attempt, backoff, Stream::from_key(jitter_key.0).unit()) {
                         Ok(wait) => self.clock.sleep(wait).await,
-                        Err(msg) => {
+                        Err(give_up) => {
                             let call = EmbedCall { texts: indices, attempts: attempt + 1, spend };
-                            return Sent { call, result: Err(msg) };
+                            return Sent { call, result: Err(give_up.to_string()) };
                         }
                     }
                     attempt += 1;

@@ -101,15 +101,34 @@ pub struct Backoff {
     pub max_ms: u64,
 }
 
+/// Why a failed request is not tried again: its provider's message, the
+/// attempts made, and whether it was retried until the retries ran out or
+/// not retried at all (a permanent failure). Its text is what the call's
+/// failure records.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message} after {attempts} attempt(s), {}", if *.exhausted { "retries exhausted" } else { "not retried" })]
+pub struct GiveUp {
+    /// The provider's message for the last attempt.
+    pub message: String,
+    /// Attempts made, the first included.
+    pub attempts: u32,
+    /// True when a transient failure used up the retries; false for a
+    /// permanent failure, which is never retried.
+    pub exhausted: bool,
+}
+
 impl ProviderError {
     /// The retry decision once attempt `attempt` (from 0) failed with this
     /// error: the wait before the next attempt (a 429's retry-after, else
     /// the backoff with `jitter` in [0, 1)), or, for a permanent failure or
-    /// when the retries are used up, the message to fail with.
-    pub fn retry_wait(&self, attempt: u32, b: Backoff, jitter: f64) -> Result<std::time::Duration, String> {
+    /// when the retries are used up, why the request is given up.
+    pub fn retry_wait(&self, attempt: u32, b: Backoff, jitter: f64) -> Result<std::time::Duration, GiveUp> {
         if !self.kind.transient() || attempt >= b.max_retries {
-            let why = if self.kind.transient() { "retries exhausted" } else { "not retried" };
-            return Err(format!("{} after {} attempt(s), {why}", self.message, attempt + 1));
+            return Err(GiveUp {
+                message: self.message.clone(),
+                attempts: attempt + 1,
+                exhausted: self.kind.transient(),
+            });
         }
         let retry_after = match self.kind {
             FailureKind::RateLimited { retry_after_ms } => retry_after_ms,

@@ -354,15 +354,33 @@ pub fn packed(payload: &[u8]) -> Vec<u8> {
     lz4_flex::block::compress_prepend_size(payload)
 }
 
+/// Why a frame's payload is not a compressed frame (the reader turns it
+/// into [`Error::Corrupt`] naming the file, frame and offset).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unpack {
+    /// Fewer than the four bytes of the size field.
+    #[error("a compressed frame shorter than its size field")]
+    NoSize,
+    /// A size over the decode limit: refused before any allocation.
+    #[error("a compressed frame claims {claimed} bytes, over the {limit} limit")]
+    TooLarge {
+        /// The size the frame claims.
+        claimed: usize,
+        /// [`MAX_UNPACKED`].
+        limit: usize,
+    },
+    /// LZ4 could not decompress it.
+    #[error("cannot decompress: {0}")]
+    Lz4(String),
+}
+
 /// The payload of a compressed frame (format 5 on), or why it is not one.
-pub fn unpack(frame: &[u8]) -> std::result::Result<Vec<u8>, String> {
+pub fn unpack(frame: &[u8]) -> std::result::Result<Vec<u8>, Unpack> {
     let size = frame.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
     match size {
-        None => Err("a compressed frame shorter than its size field".into()),
-        Some(n) if n > MAX_UNPACKED => {
-            Err(format!("a compressed frame claims {n} bytes, over the {MAX_UNPACKED} limit"))
-        }
-        Some(_) => lz4_flex::block::decompress_size_prepended(frame).map_err(|e| format!("cannot decompress: {e}")),
+        None => Err(Unpack::NoSize),
+        Some(n) if n > MAX_UNPACKED => Err(Unpack::TooLarge { claimed: n, limit: MAX_UNPACKED }),
+        Some(_) => lz4_flex::block::decompress_size_prepended(frame).map_err(|e| Unpack::Lz4(e.to_string())),
     }
 }
 
