@@ -291,8 +291,9 @@ pub struct ChatSection {
     /// Longest backoff in milliseconds. Default 20000.
     pub backoff_max_ms: u64,
     /// The OpenAI-compatible endpoint(s); see [`HttpSettings::chat`] for
-    /// the defaults that differ from embeddings.
-    #[serde(default = "HttpSettings::chat")]
+    /// the defaults that differ from embeddings. They hold whether the
+    /// section is left out or written in part.
+    #[serde(default = "HttpSettings::chat", deserialize_with = "HttpSettings::deserialize_chat")]
     pub http: HttpSettings,
     /// Settings of the `modelled` provider.
     pub modelled: ModelledSettings,

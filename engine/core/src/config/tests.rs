@@ -110,3 +110,26 @@ fn round_trips_through_toml() {
     let again = RawConfig::from_toml(&c.to_toml(), "x").and_then(|r| r.resolve("x"));
     assert_eq!(again.map(|c| c.hash()).ok(), Some(c.hash()));
 }
+
+/// `[chat.http]` written for its `base_url` alone keeps the chat timeouts
+/// (60 s read, 120 s request), not the embedding ones a derived reader
+/// would fill in; what it does write wins; `[embedding.http]` keeps its own
+/// defaults; an unknown key is still refused. Every other section's
+/// defaults come from its own type's `Default`, which the section's parent
+/// uses too, so only this field had two sets of defaults.
+#[test]
+fn a_written_chat_http_section_keeps_the_chat_defaults() {
+    let raw = |text: &str| RawConfig::from_toml(text, "t").expect("parses");
+    let http = raw("[chat]\nprovider = \"openai\"\nmodel = \"m\"\n[chat.http]\nbase_url = \"http://127.0.0.1:9/v1\"\n")
+        .chat
+        .http;
+    assert_eq!((http.read_timeout_ms, http.request_timeout_ms), (60_000, 120_000));
+    assert_eq!((http.base_url.as_str(), http.api_key_env.as_str()), ("http://127.0.0.1:9/v1", "OPENAI_API_KEY"));
+    assert_eq!(raw("").chat.http, HttpSettings::chat(), "left out: the chat defaults");
+    assert_eq!(raw("[chat.http]\nread_timeout_ms = 5\n").chat.http.read_timeout_ms, 5, "written: kept");
+    assert_eq!(raw("[chat.http]\nread_timeout_ms = 5\n").chat.http.request_timeout_ms, 120_000);
+    let embedding = raw("[embedding.http]\nbase_url = \"http://127.0.0.1:9/v1\"\n").embedding.http;
+    assert_eq!((embedding.read_timeout_ms, embedding.request_timeout_ms), (30_000, 60_000));
+    let err = RawConfig::from_toml("[chat.http]\nread_timeout = 5\n", "t").err().map(|e| e.to_string());
+    assert!(err.as_deref().is_some_and(|e| e.contains("read_timeout") && e.contains("t")), "{err:?}");
+}

@@ -121,6 +121,20 @@ pub struct HttpSettings {
     pub send_dimensions: bool,
 }
 
+/// An HTTP section as written: what is left out is `None`, so that it can
+/// take the defaults of the section it belongs to.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpWritten {
+    base_url: Option<String>,
+    base_urls: Option<Vec<String>>,
+    api_key_env: Option<String>,
+    connect_timeout_ms: Option<u64>,
+    read_timeout_ms: Option<u64>,
+    request_timeout_ms: Option<u64>,
+    send_dimensions: Option<bool>,
+}
+
 impl HttpSettings {
     /// The defaults for chat: the same, except longer read and request
     /// timeouts (60 s and 120 s), because a chat completion is generated
@@ -128,6 +142,24 @@ impl HttpSettings {
     /// minute where an embedding takes a second.
     pub fn chat() -> HttpSettings {
         HttpSettings { read_timeout_ms: 60_000, request_timeout_ms: 120_000, ..HttpSettings::default() }
+    }
+
+    /// Reads a `[chat.http]` section: what it leaves out takes the chat
+    /// defaults of [`HttpSettings::chat`]. (A derived reader would fill it
+    /// from [`HttpSettings::default`], the embedding timeouts, as soon as
+    /// the section is written at all, e.g. for its `base_url`.)
+    pub fn deserialize_chat<'de, D: serde::Deserializer<'de>>(d: D) -> Result<HttpSettings, D::Error> {
+        let w = HttpWritten::deserialize(d)?;
+        let c = HttpSettings::chat();
+        Ok(HttpSettings {
+            base_url: w.base_url.unwrap_or(c.base_url),
+            base_urls: w.base_urls.unwrap_or(c.base_urls),
+            api_key_env: w.api_key_env.unwrap_or(c.api_key_env),
+            connect_timeout_ms: w.connect_timeout_ms.unwrap_or(c.connect_timeout_ms),
+            read_timeout_ms: w.read_timeout_ms.unwrap_or(c.read_timeout_ms),
+            request_timeout_ms: w.request_timeout_ms.unwrap_or(c.request_timeout_ms),
+            send_dimensions: w.send_dimensions.unwrap_or(c.send_dimensions),
+        })
     }
 
     /// The endpoints to use: `base_urls` when set, else `base_url`.
