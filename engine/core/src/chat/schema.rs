@@ -7,10 +7,20 @@
 use super::ChatPurpose;
 use serde_json::{json, Map, Value};
 
+/// The fewest characters (Unicode scalar values, as JSON Schema's
+/// `minLength` counts them) of a reply's free text: a reaction, a probe's
+/// reason, a reflection's insight, an agent's point, a judge's
+/// justification. A small model constrained by a schema without it wrote
+/// reactions such as `","` and `"1"`. The persona parsers refuse shorter
+/// text whatever the provider, so a server that ignores the schema is held
+/// to it too.
+pub const MIN_TEXT_CHARS: usize = 10;
+
 /// The JSON Schema of a reply to `purpose`, with its ranges (intent 1-5,
-/// sentiment -1 to 1, importance 1-10).
+/// sentiment -1 to 1, importance 1-10) and its free text at least
+/// [`MIN_TEXT_CHARS`] long.
 pub fn schema(purpose: ChatPurpose) -> Value {
-    let string = json!({"type": "string"});
+    let string = json!({"type": "string", "minLength": MIN_TEXT_CHARS});
     let int = |lo: u8, hi: u8| json!({"type": "integer", "minimum": lo, "maximum": hi});
     let object = |properties: Value, required: &[&str]| json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
     match purpose {
@@ -25,10 +35,10 @@ pub fn schema(purpose: ChatPurpose) -> Value {
         ),
         ChatPurpose::Reflection => {
             let insight = object(json!({"insight": string, "importance": int(1, 10)}), &["insight", "importance"]);
-            object(json!({"insights": {"type": "array", "items": insight}}), &["insights"])
+            object(json!({"insights": {"type": "array", "items": insight, "minItems": 1}}), &["insights"])
         }
         ChatPurpose::Probe => object(json!({"answer": int(1, 5), "why": string}), &["answer", "why"]),
-        ChatPurpose::Agent => object(json!({"points": {"type": "array", "items": string}}), &["points"]),
+        ChatPurpose::Agent => object(json!({"points": {"type": "array", "items": string, "minItems": 1}}), &["points"]),
         ChatPurpose::Judge => object(json!({"score": int(1, 5), "justification": string}), &["score", "justification"]),
     }
 }
@@ -105,13 +115,27 @@ mod tests {
         let wrapped = "Sure! ```json\n{\"reaction\": \"Nice,\\nbut pricey.\", \"sentiment\": -0.25, \"intent\": 2, \"importance\": 7}\n```";
         let r = parse_reaction(&to_lines(wrapped)).expect("parses");
         assert_eq!((r.text.as_str(), r.sentiment, r.intent, r.importance), ("Nice, but pricey.", -0.25, 2, 7));
-        let out_of_range = "{\"reaction\": \"x\", \"sentiment\": 0.1, \"intent\": 9, \"importance\": 3}";
+        let out_of_range = "{\"reaction\": \"Fine by me.\", \"sentiment\": 0.1, \"intent\": 9, \"importance\": 3}";
         assert!(parse_reaction(&to_lines(out_of_range)).is_err(), "intent 9 is refused");
-        let probe = parse_probe(&to_lines("{\"answer\": 4, \"why\": \"it fits\"}")).expect("probe");
-        assert_eq!((probe.answer, probe.why.as_str()), (4, "it fits"));
+        let probe = parse_probe(&to_lines("{\"answer\": 4, \"why\": \"it fits my life\"}")).expect("probe");
+        assert_eq!((probe.answer, probe.why.as_str()), (4, "it fits my life"));
         let insights = "{\"insights\": [{\"insight\": \"I like trails\", \"importance\": 6}]}";
         assert_eq!(parse_insights(&to_lines(insights), 3).expect("insights"), vec![("I like trails".to_string(), 6)]);
         assert_eq!(to_lines("REACTION: plain\n"), "REACTION: plain\n", "line replies pass through");
         assert_eq!(schema(ChatPurpose::Reaction)["properties"]["intent"]["maximum"], 5);
+    }
+
+    /// Every purpose's free text asks for at least ten characters, and
+    /// every list for at least one item.
+    #[test]
+    fn free_text_has_a_minimum_length_in_every_schema() {
+        let reaction = schema(ChatPurpose::Reaction);
+        assert_eq!(reaction["properties"]["reaction"]["minLength"], 10);
+        assert_eq!(schema(ChatPurpose::Probe)["properties"]["why"]["minLength"], 10);
+        let reflection = schema(ChatPurpose::Reflection);
+        assert_eq!(reflection["properties"]["insights"]["items"]["properties"]["insight"]["minLength"], 10);
+        assert_eq!(reflection["properties"]["insights"]["minItems"], 1);
+        assert_eq!(schema(ChatPurpose::Agent)["properties"]["points"]["items"]["minLength"], 10);
+        assert_eq!(schema(ChatPurpose::Judge)["properties"]["justification"]["minLength"], 10);
     }
 }

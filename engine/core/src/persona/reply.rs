@@ -72,8 +72,8 @@ fn int_in(v: Option<&str>, key: &'static str, lo: u8, hi: u8) -> Result<u8, Repl
 pub fn parse_reaction(text: &str) -> Result<Reaction, ReplyError> {
     let [reaction, sentiment, intent, importance] = fields(text, ["REACTION", "SENTIMENT", "INTENT", "IMPORTANCE"]);
     let reaction = reaction.ok_or(ReplyError::Missing("REACTION"))?;
-    if reaction.is_empty() {
-        return Err(ReplyError::Invalid { field: "REACTION", value: String::new() });
+    if !long_enough(reaction) {
+        return Err(ReplyError::Invalid { field: "REACTION", value: reaction.to_string() });
     }
     let s = sentiment.ok_or(ReplyError::Missing("SENTIMENT"))?;
     let sentiment = match crate::scan::parse_f32(s) {
@@ -101,7 +101,7 @@ pub fn parse_insights(text: &str, max: usize) -> Result<Vec<(String, u8)>, Reply
         let Some(open) = v.rfind("(importance ") else { continue };
         let insight = v[..open].trim();
         let imp = v[open + 12..].trim_end_matches(')').trim().parse::<u8>();
-        if let (false, Ok(i @ 1..=10)) = (insight.is_empty(), imp) {
+        if let (true, Ok(i @ 1..=10)) = (long_enough(insight), imp) {
             out.push((insight.to_string(), i));
         }
         if out.len() == max {
@@ -119,7 +119,17 @@ pub fn parse_probe(text: &str) -> Result<ProbeReply, ReplyError> {
     let [answer, why] = fields(text, ["ANSWER", "WHY"]);
     let answer = int_in(answer, "ANSWER", 1, 5)?;
     let why = why.ok_or(ReplyError::Missing("WHY"))?;
+    if !long_enough(why) {
+        return Err(ReplyError::Invalid { field: "WHY", value: why.to_string() });
+    }
     Ok(ProbeReply { answer, why: why.to_string() })
+}
+
+/// Whether free text is real text: at least
+/// [`MIN_TEXT_CHARS`](crate::chat::schema::MIN_TEXT_CHARS) characters,
+/// as the reply schemas ask of every provider.
+fn long_enough(text: &str) -> bool {
+    text.chars().count() >= crate::chat::schema::MIN_TEXT_CHARS
 }
 
 #[cfg(test)]
@@ -135,24 +145,43 @@ mod tests {
     #[test]
     fn rejects_malformed_reactions() {
         assert_eq!(parse_reaction("Sure, I like it!"), Err(ReplyError::Missing("REACTION")));
-        let e = parse_reaction("REACTION: ok\nSENTIMENT: 0.1\nINTENT: 9\nIMPORTANCE: 3");
+        let e = parse_reaction("REACTION: Looks okay.\nSENTIMENT: 0.1\nINTENT: 9\nIMPORTANCE: 3");
         assert_eq!(e, Err(ReplyError::Invalid { field: "INTENT", value: "9".into() }));
-        let e = parse_reaction("REACTION: ok\nSENTIMENT: lots\nINTENT: 3\nIMPORTANCE: 3");
+        let e = parse_reaction("REACTION: Looks okay.\nSENTIMENT: lots\nINTENT: 3\nIMPORTANCE: 3");
         assert!(matches!(e, Err(ReplyError::Invalid { field: "SENTIMENT", .. })));
+    }
+
+    /// Free text shorter than ten characters is not a reply, as the
+    /// schemas say: a small model under a grammar wrote reactions such as
+    /// "," and "1". Ten characters count as characters, not bytes.
+    #[test]
+    fn free_text_needs_ten_characters() {
+        for short in [",", "1", "ok", "Fine, yes"] {
+            let e = parse_reaction(&format!("REACTION: {short}\nSENTIMENT: 0.1\nINTENT: 3\nIMPORTANCE: 3"));
+            assert_eq!(e, Err(ReplyError::Invalid { field: "REACTION", value: short.into() }));
+        }
+        let ten = parse_reaction("REACTION: Très chère\nSENTIMENT: 0.1\nINTENT: 3\nIMPORTANCE: 3");
+        assert_eq!(ten.map(|r| r.text), Ok("Très chère".to_string()), "ten characters, eleven bytes");
+        assert_eq!(
+            parse_probe("ANSWER: 4\nWHY: fine"),
+            Err(ReplyError::Invalid { field: "WHY", value: "fine".into() })
+        );
+        let insights = parse_insights("INSIGHT: Tea (importance 6)\nINSIGHT: I like green tea (importance 5)", 3);
+        assert_eq!(insights, Ok(vec![("I like green tea".to_string(), 5)]), "a short insight is skipped");
     }
 
     #[test]
     fn insights_are_capped_and_validated() {
-        let text = "INSIGHT: I like tea (importance 6)\nINSIGHT: broken\nINSIGHT: Price matters (importance 8)\nINSIGHT: extra (importance 2)";
+        let text = "INSIGHT: I like my tea (importance 6)\nINSIGHT: broken\nINSIGHT: Price matters (importance 8)\nINSIGHT: an extra one (importance 2)";
         let got = parse_insights(text, 2).expect("two valid");
-        assert_eq!(got, vec![("I like tea".to_string(), 6), ("Price matters".to_string(), 8)]);
+        assert_eq!(got, vec![("I like my tea".to_string(), 6), ("Price matters".to_string(), 8)]);
         assert!(parse_insights("I have no idea.", 3).is_err());
     }
 
     #[test]
     fn probe_needs_answer_and_reason() {
-        assert_eq!(parse_probe("ANSWER: 4\nWHY: fine").map(|p| p.answer), Ok(4));
+        assert_eq!(parse_probe("ANSWER: 4\nWHY: it fits my budget").map(|p| p.answer), Ok(4));
         assert!(parse_probe("ANSWER: 4").is_err());
-        assert!(parse_probe("ANSWER: 0\nWHY: x").is_err());
+        assert!(parse_probe("ANSWER: 0\nWHY: it fits my budget").is_err());
     }
 }
