@@ -82,3 +82,244 @@ fn the_scan_reads_signatures_across_lines() {
         "private functions are left alone"
     );
 }
+
+/// A crate's module tree: each `.rs` file of `src/` (test-only files left
+/// out) as its module path (`turn/converse.rs` is `["turn", "converse"]`,
+/// `lib.rs` and `main.rs` the root), with its code lines: comments and
+/// everything from its first `#[cfg(test)]` on are left out.
+fn modules(src: &Path) -> Vec<(Vec<String>, String)> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let mut out = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(src).unwrap_or(&f).with_extension("");
+        let path: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        if path.last().is_some_and(|l| l == "tests") {
+            continue;
+        }
+        let path = if path == ["lib"] || path == ["main"] { Vec::new() } else { path };
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let code: Vec<&str> = code.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+        out.push((path, code.join("\n")));
+    }
+    out
+}
+
+/// The paths `code` names through `crate::`, `super::` and `self::`, made
+/// absolute from `module`; `use crate::{a::b, c}` names `a::b` and `c`.
+fn references(module: &[String], code: &str) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < code.len() {
+        let rest = &code[i..];
+        let start_ok = i == 0 || !ident(bytes[i - 1] as char) && bytes[i - 1] != b':';
+        let one = rest.chars().next().map_or(1, char::len_utf8);
+        let (base, skip) = if !start_ok {
+            (None, one)
+        } else if rest.starts_with("crate::") {
+            (Some(Vec::new()), "crate::".len())
+        } else if rest.starts_with("self::") {
+            (Some(module.to_vec()), "self::".len())
+        } else if rest.starts_with("super::") {
+            let mut base = module.to_vec();
+            let mut skip = 0;
+            while code[i + skip..].starts_with("super::") {
+                base.pop();
+                skip += "super::".len();
+            }
+            (Some(base), skip)
+        } else {
+            (None, one)
+        };
+        let Some(base) = base else {
+            i += skip;
+            continue;
+        };
+        i += skip;
+        let tail = &code[i..];
+        if let Some(group) = tail.strip_prefix('{') {
+            // A group: split at depth-0 commas up to its closing brace.
+            let (mut depth, mut item, mut end) = (0, String::new(), group.len());
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        end = j;
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                if c == ',' && depth == 0 {
+                    out.push(base.iter().cloned().chain(segments(&item)).collect());
+                    item.clear();
+                } else {
+                    item.push(c);
+                }
+            }
+            out.push(base.iter().cloned().chain(segments(&item)).collect());
+            i += end;
+        } else {
+            let len = tail.find(|c: char| !(ident(c) || c == ':')).unwrap_or(tail.len());
+            out.push(base.iter().cloned().chain(segments(&tail[..len])).collect());
+            i += len;
+        }
+    }
+    out
+}
+
+/// The leading identifiers of a path (`a::b::{c, d}` gives `a`, `b`).
+fn segments(path: &str) -> Vec<String> {
+    path.trim()
+        .split("::")
+        .map(str::trim)
+        .take_while(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .map(String::from)
+        .collect()
+}
+
+/// The strongly connected components of more than one node, each sorted,
+/// in sorted order (Tarjan's algorithm, iterative over sorted nodes).
+fn cycles(edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Tarjan<'a> {
+        edges: &'a std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        index: std::collections::BTreeMap<&'a str, (usize, usize)>,
+        stack: Vec<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    impl<'a> Tarjan<'a> {
+        fn visit(&mut self, v: &'a str) {
+            let n = self.index.len();
+            self.index.insert(v, (n, n));
+            self.stack.push(v);
+            for w in self.edges.get(v).into_iter().flatten() {
+                let w = w.as_str();
+                match self.index.get(w).copied() {
+                    None => {
+                        self.visit(w);
+                        let low = self.index[w].1.min(self.index[v].1);
+                        self.index.entry(v).and_modify(|e| e.1 = low);
+                    }
+                    Some((wi, _)) if self.stack.contains(&w) => {
+                        let low = wi.min(self.index[v].1);
+                        self.index.entry(v).and_modify(|e| e.1 = low);
+                    }
+                    Some(_) => {}
+                }
+            }
+            let (vi, vl) = self.index[v];
+            if vi == vl {
+                let mut component = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    component.push(w.to_string());
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.out.push(component);
+                }
+            }
+        }
+    }
+    let mut t = Tarjan { edges, index: Default::default(), stack: Vec::new(), out: Vec::new() };
+    let nodes: std::collections::BTreeSet<&str> =
+        edges.iter().flat_map(|(k, v)| std::iter::once(k.as_str()).chain(v.iter().map(String::as_str))).collect();
+    for v in nodes {
+        if !t.index.contains_key(v) {
+            t.visit(v);
+        }
+    }
+    t.out.sort();
+    t.out
+}
+
+/// The import cycles of one crate: among its top-level modules, and among
+/// sibling files of one directory (a parent and its child modules may use
+/// each other; that is how a module re-exports and how a child reaches its
+/// parent's types). Each as `crate: a, b, c`.
+fn crate_cycles(name: &str, src: &Path) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mods = modules(src);
+    let known: BTreeSet<Vec<String>> = mods.iter().map(|(p, _)| p.clone()).collect();
+    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut files: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, code) in &mods {
+        for r in references(path, code) {
+            // The longest module the path lies in.
+            let Some(target) = (1..=r.len()).rev().map(|n| r[..n].to_vec()).find(|p| known.contains(p)) else {
+                continue;
+            };
+            if let (Some(a), Some(b)) = (path.first(), target.first()) {
+                if a != b {
+                    top.entry(a.clone()).or_default().insert(b.clone());
+                }
+            }
+            let siblings = path.len() == target.len() && path[..path.len() - 1] == target[..target.len() - 1];
+            if siblings && path.len() > 1 && path != &target {
+                files.entry(path.join("/")).or_default().insert(target.join("/"));
+            }
+        }
+    }
+    let mut out: Vec<String> = cycles(&top).into_iter().map(|c| format!("{name}: {}", c.join(", "))).collect();
+    out.extend(cycles(&files).into_iter().map(|c| format!("{name}: {}", c.join(", "))));
+    out
+}
+
+/// Cycles that were there when this check was written, to be broken one by
+/// one (issue 31). The check fails on any other cycle, and on a listed one
+/// that is gone, so that this list only shrinks.
+const KNOWN_CYCLES: &[&str] = &[
+    "engine: chat, config, embed, error, intent, memory, persona, report, scenario, turn",
+    "engine: experiment/judge, experiment/topic",
+    "engine: turn/converse, turn/stage",
+    "field: config, error, pattern, storage",
+    "field: log, port",
+    "sim-cli: output, run",
+];
+
+/// No new import cycle between the top-level modules of a crate, or
+/// between sibling files (CONVENTIONS.md, item 16: modules form a DAG).
+#[test]
+fn modules_form_a_dag() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let crates = [
+        ("engine", "engine/core/src"),
+        ("field", "engine/field/src"),
+        ("providers", "engine/providers/src"),
+        ("actors", "actors/src"),
+        ("sim-cli", "sim-cli/src"),
+    ];
+    let found: Vec<String> = crates.iter().flat_map(|(name, src)| crate_cycles(name, &root.join(src))).collect();
+    let new: Vec<&String> = found.iter().filter(|c| !KNOWN_CYCLES.contains(&c.as_str())).collect();
+    let gone: Vec<&&str> = KNOWN_CYCLES.iter().filter(|k| !found.iter().any(|c| c == *k)).collect();
+    assert!(new.is_empty(), "new import cycles (break them; modules form a DAG):\n{new:#?}");
+    assert!(gone.is_empty(), "cycles broken: take them off KNOWN_CYCLES:\n{gone:#?}");
+}
+
+/// The scan: grouped imports, `super::`, comments and test code.
+#[test]
+fn the_scan_finds_a_cycle_and_ignores_comments_and_tests() {
+    let m = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let refs =
+        references(&m(&["turn", "stage"]), "use crate::{chat::X, error::{Error, Result}};\nuse super::converse::y;");
+    assert_eq!(refs, vec![m(&["chat", "X"]), m(&["error"]), m(&["turn", "converse", "y"])]);
+    let dir = std::env::temp_dir().join(format!("layout-scan-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("b")).expect("dir");
+    std::fs::write(dir.join("lib.rs"), "mod a;\nmod b;\n").expect("write");
+    std::fs::write(dir.join("a.rs"), "use crate::b::x;\n// crate::c::z\n").expect("write");
+    std::fs::write(dir.join("b.rs"), "mod x;\nmod y;\npub use crate::a::thing;\n").expect("write");
+    std::fs::write(dir.join("b/x.rs"), "use super::y::f;\n").expect("write");
+    std::fs::write(dir.join("b/y.rs"), "use super::T;\n#[cfg(test)]\nmod tests { use super::super::x::g; }\n")
+        .expect("write");
+    std::fs::write(dir.join("c.rs"), "use crate::a::q;\n").expect("write");
+    assert_eq!(crate_cycles("t", &dir), vec!["t: a, b".to_string()], "b/x -> b/y only: no file cycle");
+    std::fs::write(dir.join("b/y.rs"), "use super::x::g;\n").expect("write");
+    assert_eq!(crate_cycles("t", &dir), vec!["t: a, b".to_string(), "t: b/x, b/y".to_string()]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,7 +8,8 @@
 mod converse;
 // The trace file: round trip, damage, truncation, limits, versions.
 mod trace;
-// Source checks no lint makes: no public function returns a String error.
+// Source checks no lint makes: no public function returns a String error, and
+// no new import cycle between modules or sibling files.
 mod layout;
 // Property-based fuzzing on stable: the trace decoder, the frame reader, the
 // scenario and config parsers.
