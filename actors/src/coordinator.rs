@@ -290,8 +290,8 @@ impl TurnCoordinator {
         replies
     }
 
-    /// Runs one tick: DESIGN section 3, one method per stage over the
-    /// tick's [`TickWork`].
+    /// Runs one tick as `docs/ARCHITECTURE.md` ("One tick through the
+    /// code") walks it: one method per stage over the tick's [`TickWork`].
     async fn run_tick(&self, state: &mut CoordinatorState, tick: u32) -> TickReport {
         let mut work = self.begin(state, tick);
         self.validate(state, &mut work);

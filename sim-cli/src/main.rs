@@ -152,7 +152,7 @@ fn chain(e: &anyhow::Error) -> String {
 /// the kernel zero two megabytes, and on this project's reference machine
 /// that zeroing was a fifth to a third of a large run's CPU time. Without
 /// them a 1,000,000 x 3 run took 31 s instead of 40 to 43 s, at the same
-/// peak memory (README, "Benchmarks"). It changes no output.
+/// peak memory (docs/BENCHMARKS.md). It changes no output.
 fn no_huge_pages() {
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
         return;

@@ -66,7 +66,7 @@ impl OutcomesFile {
     sim-cli run --personas 1000 --ticks 5 --json  machine-readable summary on stdout\n  \
     sim-cli run --scenario launch-day             a built-in scenario (see `sim-cli scenarios`)\n  \
     sim-cli run --scenario my.toml --config c.toml --out runs/study-1\n  \
-    sim-cli run --config live.toml                a live chat model (see the README's configs)\n  \
+    sim-cli run --config live.toml                a live chat model (docs/GUIDE.md, live models)\n  \
     sim-cli run --resume runs/study-1             continue a killed or interrupted run\n\n\
     The same --seed gives the same digests at any --threads. Ctrl-C stops at the next tick\n\
     boundary (a second Ctrl-C at once); the run stays resumable with --resume.")]

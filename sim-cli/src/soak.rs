@@ -1,4 +1,4 @@
-//! `sim-cli soak`: the README's promises tested by campaign. Each campaign
+//! `sim-cli soak`: the guarantees of docs/GUIDE.md tested by campaign. Each campaign
 //! drives child processes of this binary (`sim-cli run`, `--resume`,
 //! `replay`) in a scratch directory and checks their traces from outside:
 //!

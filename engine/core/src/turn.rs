@@ -1,8 +1,8 @@
 //! The stages of one turn batch, as plain functions.
 //!
-//! The coordinator actor sequences these over a tick's jobs (see DESIGN.md
-//! section 3); every decision is here so that it can be tested without a
-//! runtime:
+//! The coordinator actor sequences these over a tick's jobs (see
+//! `docs/ARCHITECTURE.md`, "One tick through the code"); every decision is
+//! here so that it can be tested without a runtime:
 //!
 //! 1. [`stage::retrieval_need`]: the retrieval text of a job, or nothing
 //!    under the skip rules.

@@ -21,5 +21,5 @@ mod experiment;
 mod minilm;
 // `sim-cli report`: aggregates, the page in headless Chromium, bad input.
 mod report;
-// The README's command list against `--help`.
+// The user guide's command list (docs/GUIDE.md) against `--help`, and its minimal scenario.
 mod readme;

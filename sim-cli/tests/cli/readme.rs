@@ -1,5 +1,6 @@
-//! The README's command list agrees with `--help`: every command is listed,
-//! with every flag its `--help` shows.
+//! The user guide's command list (`docs/GUIDE.md`, "Commands and flags")
+//! agrees with `--help`: every command is listed, with every flag its
+//! `--help` shows; and the guide's minimal scenario runs.
 
 use crate::support::{scratch, sim};
 use std::path::Path;
@@ -29,11 +30,17 @@ fn flags(help: &str) -> Vec<String> {
         .collect()
 }
 
-/// The README's command block, one entry per command (continuation lines
+/// The user guide, where the command list and the scenario format live.
+fn guide() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/GUIDE.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The guide's command block, one entry per command (continuation lines
 /// joined).
-fn readme_entries() -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).expect("README");
-    let block = readme.split("## The CLI").nth(1).expect("a CLI section");
+fn guide_entries() -> Vec<String> {
+    let guide = guide();
+    let block = guide.split("## Commands and flags").nth(1).expect("a \"Commands and flags\" section");
     let block = block.split("```").nth(1).expect("a code block");
     let mut entries: Vec<String> = Vec::new();
     for line in block.lines() {
@@ -62,9 +69,9 @@ fn readme_entries() -> Vec<String> {
 }
 
 #[test]
-fn the_readme_lists_every_command_with_every_flag() {
+fn the_guide_lists_every_command_with_every_flag() {
     let dir = scratch("readme");
-    let entries = readme_entries();
+    let entries = guide_entries();
     let mut queue: Vec<Vec<String>> = vec![Vec::new()];
     let mut missing = Vec::new();
     while let Some(path) = queue.pop() {
@@ -98,13 +105,13 @@ fn the_readme_lists_every_command_with_every_flag() {
             }
         }
     }
-    assert!(missing.is_empty(), "the README's command list lacks:\n{}", missing.join("\n"));
+    assert!(missing.is_empty(), "the command list in docs/GUIDE.md lacks:\n{}", missing.join("\n"));
 }
 
 #[test]
-fn the_readmes_minimal_scenario_runs() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).expect("README");
-    let after = readme.split("A minimal scenario:").nth(1).expect("the minimal scenario");
+fn the_guides_minimal_scenario_runs() {
+    let guide = guide();
+    let after = guide.split("A minimal scenario:").nth(1).expect("the minimal scenario");
     let toml = after.split("```toml").nth(1).and_then(|b| b.split("```").next()).expect("its TOML block");
     let dir = scratch("readme-scenario");
     std::fs::write(dir.join("s.toml"), toml).expect("write");
