@@ -5,8 +5,8 @@
 //! against a plain FAISS flat scan in the same process.
 
 use crate::run::runtime;
-use ::field::log::replay as replay_log;
-use ::field::log::ReplayedPhase;
+use ::field::replay::replay as replay_log;
+use ::field::replay::ReplayedPhase;
 use ::field::{Field, FieldConfig};
 use actors::field_sim::{simulate, FieldSimSpec};
 use anyhow::{bail, Context, Result};

@@ -104,6 +104,9 @@ impl OutputDir {
     }
 }
 
+/// The most persona-turns for which `--outcomes auto` writes `outcomes.jsonl`.
+pub const AUTO_OUTCOMES_MAX_TURNS: u64 = 10_000;
+
 /// The outcomes file of a run directory.
 pub const OUTCOMES_FILE: &str = "outcomes.jsonl";
 
@@ -232,7 +235,7 @@ pub fn print_summary(s: &RunSummary) {
             println!(
                 "             {OUTCOMES_FILE} was not written (over {} persona-turns, or --outcomes never): \
                  sim-cli export outcomes {} --out {OUTCOMES_FILE} writes it from the trace",
-                thousands(crate::run::AUTO_OUTCOMES_MAX_TURNS),
+                thousands(AUTO_OUTCOMES_MAX_TURNS),
                 s.out_dir
             );
         }

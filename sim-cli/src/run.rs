@@ -1,6 +1,6 @@
 //! `sim-cli run`.
 
-use crate::output::{print_summary, OutputDir, OUTCOMES_FILE};
+use crate::output::{print_summary, OutputDir, AUTO_OUTCOMES_MAX_TURNS, OUTCOMES_FILE};
 use crate::progress::TerminalProgress;
 use actors::progress::{Progress, Silent};
 use actors::replay::rerun;
@@ -44,9 +44,6 @@ pub enum OutcomesFile {
     /// Never (`sim-cli export outcomes DIR` writes it from the trace later).
     Never,
 }
-
-/// The most persona-turns for which `--outcomes auto` writes `outcomes.jsonl`.
-pub const AUTO_OUTCOMES_MAX_TURNS: u64 = 10_000;
 
 impl OutcomesFile {
     /// Whether a run of `personas` x `ticks` writes the file.

@@ -61,7 +61,7 @@ fn the_log_replays_and_the_saved_field_loads() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
     let result = runtime(2).block_on(simulate(&spec(5, Some(dir.clone())), |_| {})).expect("simulate");
-    let (steps, session) = field::log::replay(&dir.join("field.events")).expect("replay");
+    let (steps, session) = field::replay::replay(&dir.join("field.events")).expect("replay");
     assert_eq!(steps.len(), 12);
     assert!(steps.iter().all(|s| s.matches));
     assert_eq!(session.field.digest(), result.digest);

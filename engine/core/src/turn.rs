@@ -20,6 +20,9 @@ pub mod converse;
 pub mod outcome;
 pub mod stage;
 
-pub use converse::{converse, ChatCallRecord, ChatFailure, Conversation, Conversed, ReflectionResult};
+pub use converse::{converse, ChatCallRecord, ChatFailure, Conversation};
 pub use outcome::{JobSpend, Outcome, ProbeAnswer, Stage, Status, TickDigests};
-pub use stage::{drafts, prepare, retrieval_need, retrieval_text, Prepared, ReflectPlan, Refusal, TickContext};
+pub use stage::{
+    drafts, prepare, retrieval_need, retrieval_text, Conversed, Prepared, ReflectPlan, ReflectionResult, Refusal,
+    TickContext,
+};

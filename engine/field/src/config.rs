@@ -1,8 +1,19 @@
 //! The field's parameters and their ranges.
 
 use crate::error::FieldError;
-use crate::pattern::MAX_AMPLIFICATION;
 use serde::{Deserialize, Serialize};
+
+/// The largest amplification factor the source allows.
+pub const MAX_AMPLIFICATION: f64 = 0.2;
+/// The cap on what amplification and the co-access bonus together add to
+/// a score, as a share of the plan score (the source's risk 10: its
+/// `resonance x 0.2` is a cap on the effect, not a rate of growth).
+pub const MAX_EXTRA: f64 = 0.2;
+/// The largest `strength x permeability` a pattern may hold. Scores stay
+/// below `MAX_STRENGTH x boost cap x 1.2` and resonances below its
+/// square, so no figure the field prints can overflow; the source's
+/// strengths are around 1.
+pub const MAX_STRENGTH: f64 = 1e6;
 
 /// Field parameters; the defaults are the source's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,7 +16,8 @@ pub enum FieldError {
     BadVector,
     /// A strength that is negative, not a number, or so large that the
     /// scores and resonances built from it could overflow.
-    #[error("strength x permeability must be a finite number from 0 to {max:e}, got {0}", max = crate::pattern::MAX_STRENGTH)]
+    /// (The bound is the field's `MAX_STRENGTH`, 10^6.)
+    #[error("strength x permeability must be a finite number from 0 to 1e6, got {0}")]
     BadStrength(f64),
     /// A pattern whose strength, score or resonance is not a finite number
     /// (a damaged or hand-made pattern table; the field never makes one).

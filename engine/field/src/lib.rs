@@ -48,13 +48,15 @@
 //! `(agent, seq)` order, injections first, then every query against the
 //! same state, so the result does not depend on arrival order or thread
 //! count. The field adapter counts and samples every phase
-//! ([`telemetry`]) and can log it for step-by-step replay ([`log`]).
+//! ([`telemetry`]) and can log it ([`log`]) for step-by-step replay
+//! ([`replay`]).
 
 mod config;
 mod error;
 pub mod log;
 pub mod pattern;
 pub mod port;
+pub mod replay;
 mod storage;
 pub mod telemetry;
 pub mod threads;

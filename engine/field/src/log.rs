@@ -3,11 +3,11 @@
 //! frame is the field's starting state (configuration, team and any
 //! initial patterns); each later frame is one phase: its operations in the
 //! order they were applied, what each returned, and the field's digest
-//! after it. [`replay`] re-applies the phases to a fresh field and checks
+//! after it. The field adapter ([`crate::port::FieldContexts`]) writes
+//! it; [`crate::replay`] re-applies the phases to a fresh field and checks
 //! every step.
 
 use crate::pattern::{Field, FieldConfig, FieldError, Pattern};
-use crate::port::{FieldContexts, FieldSession, PortError, PortOp, PortReply, SharedContextPort, Submitted};
 use engine::clock::SimTime;
 use engine::digest::Digest;
 use engine::frame::{Format, FrameWriter};
@@ -96,50 +96,13 @@ pub struct PhaseEvent {
     pub digest: Digest,
 }
 
-impl PhaseEvent {
-    /// The record of a phase whose sorted operations returned `outcomes`.
-    pub fn new(
-        phase: u64,
-        now: SimTime,
-        ops: &[&Submitted],
-        outcomes: &[&Result<PortReply, PortError>],
-        digest: Digest,
-    ) -> Self {
-        let ops = ops
-            .iter()
-            .map(|s| OpEvent {
-                agent: s.agent.clone(),
-                seq: s.seq,
-                op: match &s.op {
-                    PortOp::Inject(e) => OpRecord::Inject {
-                        key: e.key.clone(),
-                        value: e.value.clone(),
-                        vector: e.vector.clone(),
-                        strength: e.strength,
-                    },
-                    PortOp::Query { vector, k } => OpRecord::Query { vector: vector.clone(), k: *k as u64 },
-                },
-            })
-            .collect();
-        PhaseEvent { phase, now, ops, outcomes: outcomes.iter().map(|r| outcome_record(r)).collect(), digest }
-    }
-}
-
-fn outcome_record(r: &Result<PortReply, PortError>) -> OutcomeRecord {
-    match r {
-        Ok(PortReply::Injected) => OutcomeRecord::Injected,
-        Ok(PortReply::Found(found)) => OutcomeRecord::Found(found.iter().map(|f| (f.key.clone(), f.score)).collect()),
-        Err(e) => OutcomeRecord::Failed(e.to_string()),
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum FieldEvent {
     Start(Box<StartEvent>),
     Phase(Box<PhaseEvent>),
 }
 
-fn files_err(path: &Path, cause: String) -> FieldError {
+pub(crate) fn files_err(path: &Path, cause: String) -> FieldError {
     FieldError::Files { path: path.display().to_string(), cause }
 }
 
@@ -229,78 +192,4 @@ pub fn read_log(path: &Path) -> Result<ReadLog, FieldError> {
     }
     let start = start.ok_or_else(|| files_err(path, "the log has no starting state".into()))?;
     Ok(ReadLog { start, phases })
-}
-
-/// One replayed phase.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReplayedPhase {
-    /// Phase number.
-    pub phase: u64,
-    /// Simulated hours.
-    pub hours: f64,
-    /// Injections and queries in it.
-    pub injects: usize,
-    /// Queries.
-    pub queries: usize,
-    /// The digest recorded.
-    pub recorded: Digest,
-    /// The digest replay reached.
-    pub replayed: Digest,
-    /// Whether digests and every outcome agree.
-    pub matches: bool,
-    /// Stability after the phase.
-    pub stability: f64,
-    /// Live patterns after the phase.
-    pub live: usize,
-}
-
-/// Re-applies a log's phases to a fresh field, step by step; returns the
-/// steps and the field with its rebuilt telemetry.
-pub fn replay(path: &Path) -> Result<(Vec<ReplayedPhase>, FieldSession), FieldError> {
-    let log = read_log(path)?;
-    let s = &log.start;
-    let field = Field::from_patterns(s.dim as usize, s.config.clone(), s.patterns.clone())?;
-    if field.digest() != s.digest {
-        return Err(files_err(path, "the starting patterns do not match their recorded digest".into()));
-    }
-    let mut port = FieldContexts::new(s.dim as usize, s.config.clone());
-    let ctx = port.adopt(&s.team, field);
-    let mut steps = Vec::with_capacity(log.phases.len());
-    for p in &log.phases {
-        let ops: Vec<Submitted> = p
-            .ops
-            .iter()
-            .map(|o| Submitted {
-                agent: o.agent.clone(),
-                seq: o.seq,
-                op: match &o.op {
-                    OpRecord::Inject { key, value, vector, strength } => PortOp::Inject(crate::Entry {
-                        key: key.clone(),
-                        value: value.clone(),
-                        vector: vector.clone(),
-                        strength: *strength,
-                    }),
-                    OpRecord::Query { vector, k } => PortOp::Query { vector: vector.clone(), k: *k as usize },
-                },
-            })
-            .collect();
-        let replies = port.phase(ctx, &ops, p.now).map_err(|e| files_err(path, format!("phase {}: {e}", p.phase)))?;
-        let session = port.session(ctx).ok_or_else(|| files_err(path, "the replayed context vanished".into()))?;
-        let replayed = session.field.digest();
-        let outcomes_match = replies.iter().map(outcome_record).eq(p.outcomes.iter().cloned());
-        let point = session.telemetry.timeline().last().cloned();
-        steps.push(ReplayedPhase {
-            phase: p.phase,
-            hours: p.now.0 as f64 / 3600.0,
-            injects: ops.iter().filter(|o| matches!(o.op, PortOp::Inject(_))).count(),
-            queries: ops.iter().filter(|o| matches!(o.op, PortOp::Query { .. })).count(),
-            recorded: p.digest,
-            replayed,
-            matches: replayed == p.digest && outcomes_match,
-            stability: point.as_ref().map_or(0.0, |t| t.stability.stability),
-            live: point.as_ref().map_or(0, |t| t.live),
-        });
-    }
-    let session = port.take(ctx).ok_or_else(|| files_err(path, "the replayed context vanished".into()))?;
-    Ok((steps, session))
 }

@@ -1,6 +1,6 @@
 //! Patterns, the index and the five operations.
 
-pub use crate::config::FieldConfig;
+pub use crate::config::{FieldConfig, MAX_AMPLIFICATION, MAX_EXTRA, MAX_STRENGTH};
 pub use crate::error::FieldError;
 use crate::storage::{FlatMap, Rows};
 use engine::clock::SimTime;
@@ -117,17 +117,6 @@ pub const RESONANT_COSINE: f64 = 0.7;
 pub const RESONANT_STRENGTH: f64 = 0.1;
 /// ...and resonates strongly when its resonance is above this.
 pub const STRONG_RESONANCE: f64 = 0.5;
-/// The largest amplification factor the source allows.
-pub const MAX_AMPLIFICATION: f64 = 0.2;
-/// The cap on what amplification and the co-access bonus together add to
-/// a score, as a share of the plan score (the source's risk 10: its
-/// `resonance x 0.2` is a cap on the effect, not a rate of growth).
-pub const MAX_EXTRA: f64 = 0.2;
-/// The largest `strength x permeability` a pattern may hold. Scores stay
-/// below `MAX_STRENGTH x boost cap x 1.2` and resonances below its
-/// square, so no figure the field prints can overflow; the source's
-/// strengths are around 1.
-pub const MAX_STRENGTH: f64 = 1e6;
 
 /// What an injection did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! passing (the baseline). A mission picks one; both pass the same
 //! contract tests.
 
-use crate::log::{EventLog, PhaseEvent};
+use crate::log::{EventLog, OpEvent, OpRecord, OutcomeRecord, PhaseEvent};
 use crate::pattern::{Field, FieldConfig, FieldError};
 use crate::telemetry::{Telemetry, TelemetryReport};
 use engine::clock::SimTime;
@@ -426,12 +426,49 @@ impl SharedContextPort for FieldContexts {
             // The phase is applied whatever the log does: a failed write
             // closes the log and is reported with the telemetry, rather
             // than turning applied operations into errors.
-            if let Err(e) = log.append(&PhaseEvent::new(point.phase, now, &sorted, &outcome, s.field.digest())) {
+            if let Err(e) = log.append(&phase_event(point.phase, now, &sorted, &outcome, s.field.digest())) {
                 s.log_error = Some(format!("the event log stopped at phase {}: {e}", point.phase));
                 s.log = None;
             }
         }
         Ok(replies)
+    }
+}
+
+/// The log's record of a phase whose sorted operations returned
+/// `outcomes`.
+fn phase_event(
+    phase: u64,
+    now: SimTime,
+    ops: &[&Submitted],
+    outcomes: &[&Result<PortReply, PortError>],
+    digest: engine::digest::Digest,
+) -> PhaseEvent {
+    let ops = ops
+        .iter()
+        .map(|s| OpEvent {
+            agent: s.agent.clone(),
+            seq: s.seq,
+            op: match &s.op {
+                PortOp::Inject(e) => OpRecord::Inject {
+                    key: e.key.clone(),
+                    value: e.value.clone(),
+                    vector: e.vector.clone(),
+                    strength: e.strength,
+                },
+                PortOp::Query { vector, k } => OpRecord::Query { vector: vector.clone(), k: *k as u64 },
+            },
+        })
+        .collect();
+    PhaseEvent { phase, now, ops, outcomes: outcomes.iter().map(|r| outcome_record(r)).collect(), digest }
+}
+
+/// How the log records an operation's outcome.
+pub(crate) fn outcome_record(r: &Result<PortReply, PortError>) -> OutcomeRecord {
+    match r {
+        Ok(PortReply::Injected) => OutcomeRecord::Injected,
+        Ok(PortReply::Found(found)) => OutcomeRecord::Found(found.iter().map(|f| (f.key.clone(), f.score)).collect()),
+        Err(e) => OutcomeRecord::Failed(e.to_string()),
     }
 }
 
@@ -719,7 +756,7 @@ mod tests {
         let busiest = report.busiest.as_ref().expect("queries answered");
         assert!((busiest.share - busiest.answered as f64 / 12.0).abs() < 1e-12 && busiest.answered <= 12);
         assert_eq!(report.monitor.max_ratio, report.timeline.iter().filter_map(|p| p.strength_ratio).reduce(f64::max));
-        let (steps, replayed) = super::super::log::replay(&path).expect("replay");
+        let (steps, replayed) = crate::replay::replay(&path).expect("replay");
         assert_eq!(steps.len(), 6);
         assert!(steps.iter().all(|s| s.matches), "{steps:?}");
         assert_eq!(replayed.field.digest(), session.field.digest());
@@ -729,7 +766,7 @@ mod tests {
         let last = bytes.len() - 3;
         bytes[last] ^= 1;
         std::fs::write(&path, &bytes).expect("write");
-        let Err(err) = super::super::log::replay(&path) else { panic!("a damaged log replayed") };
+        let Err(err) = crate::replay::replay(&path) else { panic!("a damaged log replayed") };
         let err = err.to_string();
         assert!(err.contains("frame 6") && err.contains("checksum"), "{err}");
     }

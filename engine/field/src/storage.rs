@@ -17,7 +17,7 @@
 //! silently wrong), that its dimension is the row length, and that the
 //! storage holds exactly `ntotal` rows.
 
-use crate::pattern::FieldError;
+use crate::error::FieldError;
 use faiss::index::flat::FlatIndexImpl;
 use faiss::{IdMap, Index, MetricType};
 

@@ -8,7 +8,7 @@
 //! The prompt holds the question, the weighted rubric and the report, and
 //! asks for `{"score": 1-5, "justification": "..."}`.
 
-use super::topic::{sentences, Topic};
+use super::topic::{sentences, RubricItem, Topic};
 use crate::chat::{ChatPort, ChatReply, ChatRequest};
 use crate::cost::Price;
 use crate::error::Result;
@@ -22,18 +22,6 @@ pub const SCRIPTED_JUDGE: &str = "scripted-rubric-judge-v1";
 /// Share of an item's content words a report must carry for the scripted
 /// judge to count the item as met.
 pub const MET_SHARE: f64 = 0.6;
-
-/// One rubric item: what a good report does, and how much it counts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RubricItem {
-    /// Id, unique in the topic.
-    pub id: String,
-    /// What the report must do or say.
-    pub criterion: String,
-    /// 1 (minor) to 3 (central).
-    pub weight: u32,
-}
 
 /// A judge's score of one report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

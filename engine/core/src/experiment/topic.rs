@@ -31,6 +31,18 @@ pub struct Finding {
     pub importance: u32,
 }
 
+/// One rubric item: what a good report does, and how much it counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RubricItem {
+    /// Id, unique in the topic.
+    pub id: String,
+    /// What the report must do or say.
+    pub criterion: String,
+    /// 1 (minor) to 3 (central).
+    pub weight: u32,
+}
+
 /// A topic.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -48,7 +60,7 @@ pub struct Topic {
     /// What the judge scores task accuracy by; one item per gold finding
     /// when absent (see [`super::judge::rubric`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rubric: Vec<super::judge::RubricItem>,
+    pub rubric: Vec<RubricItem>,
 }
 
 /// The built-in topics, by name.

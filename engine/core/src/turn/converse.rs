@@ -1,14 +1,14 @@
 //! Stage 4 for one job: the reaction with guardrail retries, then a
 //! reflection and the probes where due.
 
-use super::stage::{observation_description, Prepared};
+use super::stage::{observation_description, Conversed, Prepared, ReflectionResult};
 use crate::chat::schema::to_lines;
 use crate::chat::{ChatPort, ChatPurpose, ChatRequest};
 use crate::config::Config;
 use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::persona::prompt::reflection_prompt;
-use crate::persona::reply::{parse_insights, parse_probe, parse_reaction, ProbeReply, Reaction};
+use crate::persona::reply::{parse_insights, parse_probe, parse_reaction};
 use crate::scenario::Scenario;
 use serde::{Deserialize, Serialize};
 
@@ -34,28 +34,6 @@ pub struct ChatCallRecord {
     /// outcomes and costs reach `full_digest`, so a call that succeeded
     /// only on a retry changes `full_digest` but not `digest`.
     pub attempts: Vec<crate::chat::ChatAttempt>,
-}
-
-/// A reflection's result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
-pub struct ReflectionResult {
-    /// Parsed insights with importance.
-    pub insights: Vec<(String, u8)>,
-    /// True when the reply did not parse and the fallback description is
-    /// used instead.
-    pub fallback: bool,
-}
-
-/// What a successful conversation produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Conversed {
-    /// The parsed reaction.
-    pub reaction: Reaction,
-    /// The reflection, if one was due.
-    pub reflection: Option<ReflectionResult>,
-    /// Probe answers: (probe id, parsed reply or `None` when every attempt
-    /// was unparseable).
-    pub probes: Vec<(String, Option<ProbeReply>)>,
 }
 
 /// Why a job's chat stage failed.

@@ -1,6 +1,7 @@
 //! Job outcomes and the digests of a tick.
 
-use super::converse::{ChatCallRecord, ReflectionResult};
+use super::converse::ChatCallRecord;
+use super::stage::ReflectionResult;
 use crate::cost::Spend;
 use crate::digest::{Digest, DigestWriter};
 use crate::embed::{EmbedCall, StageStats};

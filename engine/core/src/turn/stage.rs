@@ -1,4 +1,5 @@
-//! Persona-side stage functions: retrieval need, preparation, drafting.
+//! Persona-side stage functions: retrieval need, preparation, drafting;
+//! and what stage 4 hands on to drafting ([`Conversed`]).
 
 use crate::chat::{ChatPurpose, ChatRequest};
 use crate::clock::SimTime;
@@ -6,10 +7,33 @@ use crate::config::Config;
 use crate::cost::estimate_tokens;
 use crate::persona::memory::{MemoryId, MemoryKind, MemoryRecord};
 use crate::persona::prompt::{probe_prompt, reaction_prompt};
+use crate::persona::reply::{ProbeReply, Reaction};
 use crate::persona::state::NewMemory;
 use crate::persona::PersonaState;
 use crate::scenario::{Job, Scenario, Stimulus};
-use crate::turn::converse::Conversed;
+use serde::{Deserialize, Serialize};
+
+/// A reflection's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
+pub struct ReflectionResult {
+    /// Parsed insights with importance.
+    pub insights: Vec<(String, u8)>,
+    /// True when the reply did not parse and the fallback description is
+    /// used instead.
+    pub fallback: bool,
+}
+
+/// What a successful conversation produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conversed {
+    /// The parsed reaction.
+    pub reaction: Reaction,
+    /// The reflection, if one was due.
+    pub reflection: Option<ReflectionResult>,
+    /// Probe answers: (probe id, parsed reply or `None` when every attempt
+    /// was unparseable).
+    pub probes: Vec<(String, Option<ProbeReply>)>,
+}
 
 /// What every stage of one tick needs to know.
 #[derive(Debug, Clone, Copy)]

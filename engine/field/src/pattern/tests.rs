@@ -423,7 +423,9 @@ fn no_pattern_dominates_unrelated_topics() {
 fn non_finite_strengths_are_refused_by_name() {
     let mut f = Field::new(2, FieldConfig::default()).expect("field");
     for bad in [f64::INFINITY, f64::NAN, 2.0 * MAX_STRENGTH] {
-        assert!(matches!(f.inject("a", "x", "1", &[1.0, 0.0], bad, h(0)), Err(FieldError::BadStrength(_))));
+        let err = f.inject("a", "x", "1", &[1.0, 0.0], bad, h(0)).expect_err("refused");
+        assert!(matches!(err, FieldError::BadStrength(_)));
+        assert!(err.to_string().contains(&format!("from 0 to {MAX_STRENGTH:e}")), "{err}");
     }
     f.inject("a", "x", "1", &[1.0, 0.0], MAX_STRENGTH, h(0)).expect("the bound itself is fine");
     f.inject("a", "y", "1", &[1.0, 0.1], MAX_STRENGTH, h(0)).expect("inject");
