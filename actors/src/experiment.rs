@@ -164,11 +164,16 @@ impl Actor for AgentActor {
         let (text, items_seen) = prompt(self.role, output_budget, &question, &items, context_budget);
         let request = ChatRequest::new(&self.model, ChatPurpose::Agent, text);
         *calls += 1;
-        let answer = self.chat.complete(&request).await.map(|r| AgentWork {
-            lines: parse_lines(&engine::chat::schema::to_lines(&r.text)),
-            spend: r.spend,
-            items_seen,
-        });
+        let answer = self
+            .chat
+            .complete(&request)
+            .await
+            .map(|r| AgentWork {
+                lines: parse_lines(&engine::chat::schema::to_lines(&r.text)),
+                spend: r.spend,
+                items_seen,
+            })
+            .map_err(engine::Error::from);
         let _ = reply.send(answer);
         Ok(())
     }
@@ -385,10 +390,8 @@ async fn embed(spec: &MissionSpec, texts: &[String], spend: &mut Spend) -> Resul
             Ok(batch.vectors.iter().map(|v| v.to_vec()).collect())
         }
         Err(e) => {
-            if let engine::Error::Embedding { calls, .. } = &e {
-                calls.iter().for_each(|c| spend.add(&c.spend));
-            }
-            Err(e.into())
+            e.calls().iter().for_each(|c| spend.add(&c.spend));
+            Err(engine::Error::from(e).into())
         }
     }
 }
@@ -569,7 +572,7 @@ async fn semantic_present(spec: &ExperimentSpec, topic: &Topic, report: &str) ->
     let (homes, sentences) = metrics::semantic_texts(report, topic);
     let key = EmbedKey { role: EmbedRole::Memory, model: spec.embed_model.clone(), dim: spec.dim };
     let texts: Vec<String> = homes.iter().chain(&sentences).cloned().collect();
-    let batch = spec.embedder.embed(&key, &texts).await?;
+    let batch = spec.embedder.embed(&key, &texts).await.map_err(engine::Error::from)?;
     let vectors: Vec<Vec<f32>> = batch.vectors.iter().map(|v| v.to_vec()).collect();
     let (h, s) = vectors.split_at(homes.len().min(vectors.len()));
     Ok(metrics::semantic_present(report, topic, h, s))

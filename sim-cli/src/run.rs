@@ -230,7 +230,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     // Step 1: every input is read and validated before anything is written.
     let config = load_config(args.config.as_ref())?;
     let loaded = load_scenario(&args.scenario)?;
-    for warning in loaded.scenario.check_run(&loaded.origin, args.ticks, &Traits::builtin())? {
+    for warning in loaded.scenario.check_run(&loaded.origin, args.ticks, &Traits::builtin().interests)? {
         eprintln!("warning: {warning}");
     }
     let strategy = match args.embed_strategy {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 struct Down;
 
 impl ChatPort for Down {
-    fn complete<'a>(&'a self, _: &'a ChatRequest) -> BoxFuture<'a, engine::Result<ChatReply>> {
-        Box::pin(std::future::ready(Err(engine::Error::Chat {
+    fn complete<'a>(&'a self, _: &'a ChatRequest) -> BoxFuture<'a, engine::chat::ChatResult<ChatReply>> {
+        Box::pin(std::future::ready(Err(engine::chat::ChatError::Provider {
             cause: "provider unavailable".into(),
             spend: engine::cost::Spend::default(),
             attempts: Vec::new(),

@@ -2,7 +2,6 @@ use crate::support::{config, run_with};
 use actors::run::RunSpec;
 use engine::cost::Spend;
 use engine::embed::{EmbedBatch, EmbedCall, EmbedKey, EmbedRole, EmbeddingPort, Strategy};
-use engine::error::{Error, Result};
 use engine::turn::{Stage, Status};
 use engine::BoxFuture;
 use std::sync::Arc;
@@ -16,12 +15,19 @@ struct Inject {
 }
 
 impl EmbeddingPort for Inject {
-    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
+    fn embed<'a>(
+        &'a self,
+        key: &'a EmbedKey,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, engine::embed::EmbedResult<EmbedBatch>> {
         let hit = self.role == Some(key.role) || self.needle.is_some_and(|n| texts.iter().any(|t| t.contains(n)));
         if hit {
             let spend = Spend { input_tokens: 10, output_tokens: 0, nano_usd: 100 };
             let calls = vec![EmbedCall { texts: (0..texts.len() as u32).collect(), attempts: 1, spend }];
-            return Box::pin(std::future::ready(Err(Error::Embedding { cause: "injected outage".into(), calls })));
+            return Box::pin(std::future::ready(Err(engine::embed::EmbedError::Provider {
+                cause: "injected outage".into(),
+                calls,
+            })));
         }
         self.inner.embed(key, texts)
     }

@@ -75,7 +75,7 @@ impl engine::chat::ChatPort for PanicFor {
     fn complete<'a>(
         &'a self,
         request: &'a engine::chat::ChatRequest,
-    ) -> engine::BoxFuture<'a, engine::Result<engine::chat::ChatReply>> {
+    ) -> engine::BoxFuture<'a, engine::chat::ChatResult<engine::chat::ChatReply>> {
         if request.prompt.starts_with(&*self.header) {
             panic!("injected chat panic");
         }

@@ -13,7 +13,6 @@ pub use scripted::ScriptedPersonaModel;
 
 use crate::cost::Spend;
 use crate::digest::{Digest, DigestWriter};
-use crate::error::Result;
 use crate::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -196,20 +195,83 @@ pub fn scripted_reply<'a>(
     price: &crate::cost::Price,
     request: &ChatRequest,
     text: String,
-) -> BoxFuture<'a, Result<ChatReply>> {
+) -> BoxFuture<'a, ChatResult<ChatReply>> {
     let spend = price.bill(crate::cost::estimate_tokens(&request.prompt), crate::cost::estimate_tokens(&text));
     Box::pin(std::future::ready(Ok(ChatReply { text, spend, estimated: true, attempts: Vec::new() })))
+}
+
+/// Why a chat request failed. The port owns it, so that what a failure
+/// was billed stays with the port's own types; [`crate::Error`] takes only
+/// its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    /// The provider failed after its transport retries; `spend` is what its
+    /// attempts were billed.
+    #[error("chat provider failed: {cause}")]
+    Provider {
+        /// The provider's message.
+        cause: String,
+        /// What the failed call was billed.
+        spend: Spend,
+        /// Its transport attempts, oldest first (empty when none was sent).
+        attempts: Vec<ChatAttempt>,
+    },
+    /// Any other failure, as the engine names it (a replay's cassette
+    /// miss, a file that could not be read).
+    #[error(transparent)]
+    Engine(#[from] crate::Error),
+}
+
+impl ChatError {
+    /// What the failed call was billed (zero for an engine failure).
+    pub fn spend(&self) -> Spend {
+        match self {
+            ChatError::Provider { spend, .. } => *spend,
+            ChatError::Engine(_) => Spend::default(),
+        }
+    }
+
+    /// Its transport attempts (none for an engine failure).
+    pub fn attempts(&self) -> &[ChatAttempt] {
+        match self {
+            ChatError::Provider { attempts, .. } => attempts,
+            ChatError::Engine(_) => &[],
+        }
+    }
+}
+
+impl From<ChatError> for crate::Error {
+    fn from(e: ChatError) -> Self {
+        match e {
+            ChatError::Provider { cause, .. } => crate::Error::Chat { cause },
+            ChatError::Engine(e) => e,
+        }
+    }
+}
+
+/// A chat port's result.
+pub type ChatResult<T> = std::result::Result<T, ChatError>;
+
+/// What one chat endpoint served (the run report lists them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointCount {
+    /// The endpoint's URL, with any user-info and query string removed.
+    pub url: String,
+    /// Requests sent to it, retries included.
+    pub requests: u64,
+    /// Requests that failed.
+    pub failures: u64,
 }
 
 /// Answers chat requests.
 pub trait ChatPort: Send + Sync {
     /// Completes one request.
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>>;
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, ChatResult<ChatReply>>;
 
     /// What the transport did so far, per endpoint: requests sent (retries
     /// included) and failed. Empty for ports without a transport (the
     /// scripted models, a replay's cassette).
-    fn endpoints(&self) -> Vec<crate::report::EndpointCount> {
+    fn endpoints(&self) -> Vec<EndpointCount> {
         Vec::new()
     }
 

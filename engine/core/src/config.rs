@@ -11,10 +11,9 @@ use crate::embed::upstream::{HttpSettings, ModelledSettings};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
-mod intent;
 mod prices;
 
-pub use intent::{IntentMethod, IntentSection};
+pub use crate::intent::{IntentMethod, IntentSection};
 pub use prices::{builtin_model_prices, ModelPrice, PriceLabel, PricesSection};
 
 /// Simulated-time settings.

@@ -17,4 +17,20 @@ pub mod port;
 pub mod upstream;
 
 pub use plan::{embed_stage, Embedding, Plan, StageResult, StageStats, Strategy};
-pub use port::{EmbedBatch, EmbedCall, EmbedKey, EmbedRole, EmbeddingPort};
+pub use port::{EmbedBatch, EmbedCall, EmbedError, EmbedKey, EmbedResult, EmbedRole, EmbeddingPort};
+
+/// Cosine of two vectors; zero when either is all zeros.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}

@@ -1,7 +1,5 @@
 //! The one error type of the engine.
 
-use crate::cost::Spend;
-
 /// Every way an engine operation can fail. Variants name the input and the
 /// cause so that the CLI can print them as they are.
 #[derive(Debug, thiserror::Error)]
@@ -54,26 +52,20 @@ pub enum Error {
         /// Returned dimension.
         got: usize,
     },
-    /// An embedding provider failed after its retries. `calls` are the
-    /// invocation's physical requests as billed, each with the texts it
-    /// carried, so that what failed is charged to the texts it was for.
+    /// An embedding provider failed after its retries (the port's
+    /// [`crate::embed::EmbedError`] carries what the failed invocation was
+    /// billed; this is it once the billing has been accounted for).
     #[error("embedding provider failed: {cause}")]
     Embedding {
         /// The provider's message.
         cause: String,
-        /// Every physical request of the failed invocation, as billed.
-        calls: Vec<crate::embed::EmbedCall>,
     },
-    /// A chat provider failed (after its transport retries); `spend` is
-    /// what its attempts were billed.
+    /// A chat provider failed after its transport retries (the port's
+    /// [`crate::chat::ChatError`] carries what its attempts were billed).
     #[error("chat provider failed: {cause}")]
     Chat {
         /// The provider's message.
         cause: String,
-        /// What the failed call was billed.
-        spend: Spend,
-        /// Its transport attempts, oldest first (empty when none was sent).
-        attempts: Vec<crate::chat::ChatAttempt>,
     },
     /// A file could not be read or written.
     #[error("{file}: {source}")]
@@ -164,24 +156,6 @@ pub enum Error {
         /// The request digest.
         digest: String,
     },
-}
-
-impl Error {
-    /// What a failed invocation had already cost (zero for other errors).
-    #[allow(clippy::wildcard_enum_match_arm)]
-    pub fn incurred(&self) -> Spend {
-        let mut total = Spend::default();
-        match self {
-            Error::Embedding { calls, .. } => {
-                for c in calls {
-                    total.add(&c.spend);
-                }
-            }
-            Error::Chat { spend, .. } => total.add(spend),
-            _ => {}
-        }
-        total
-    }
 }
 
 /// Result with the engine's [`Error`].

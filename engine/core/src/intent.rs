@@ -23,10 +23,12 @@
 //! `digest`, and never feeds back into a persona's state.
 
 pub mod anchors;
+pub mod section;
 pub mod stage;
 pub mod stats;
 
 pub use anchors::{builtin_anchor_sets, AnchorSet};
+pub use section::{IntentMethod, IntentSection};
 pub use stats::{ks_similarity, pmf_of_counts};
 
 use serde::{Deserialize, Serialize};

@@ -49,6 +49,7 @@ pub mod error;
 pub mod experiment;
 pub mod frame;
 pub mod intent;
+pub mod maintenance;
 pub mod memory;
 pub mod persona;
 pub mod report;

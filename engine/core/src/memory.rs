@@ -10,14 +10,13 @@
 //!
 //! Each persona owns a ledger of its memories
 //! ([`crate::persona::PersonaState::ledger`]); consolidation runs at each
-//! tick commit. After a run, [`ops::MemoryWorld`] replays the operations of
+//! tick commit. After a run, [`crate::maintenance::MemoryWorld`] replays the operations of
 //! the `sim-cli memory` commands (test memories, manual consolidation) over
 //! the state a trace reconstructs.
 
 pub mod ledger;
-pub mod ops;
-mod record_id;
+pub mod record_id;
 pub mod scenarios;
 
 pub use ledger::{Change, ConsolidationConfig, Ledger, LedgerError, RecordId, Scope, Tier, Version};
-pub use ops::{MemoryWorld, Op};
+pub use record_id::{MemoryId, MemoryIdText};

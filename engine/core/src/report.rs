@@ -134,16 +134,7 @@ pub struct ChatTotals {
     pub endpoints: Vec<EndpointCount>,
 }
 
-/// What one chat endpoint served.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EndpointCount {
-    /// The endpoint's URL, with any user-info and query string removed.
-    pub url: String,
-    /// Requests sent to it, retries included.
-    pub requests: u64,
-    /// Requests that failed.
-    pub failures: u64,
-}
+pub use crate::chat::EndpointCount;
 
 /// `url` without user-info (`user:pass@`) and without a query string or
 /// fragment: URLs can carry credentials.

@@ -6,10 +6,10 @@
 //! with more ticks than the scenario defines cycles through its ticks.
 
 use crate::error::{Error, Result};
-use crate::persona::Traits;
 use crate::rng::{Purpose, Stream};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use std::fmt::Write;
 
 /// Built-in scenarios, by name.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -73,8 +73,27 @@ pub struct Stimulus {
 impl Stimulus {
     /// Its lines in a reaction prompt, up to the exposure line.
     pub fn prompt_lines(&self) -> &str {
-        self.prompt_lines.0.get_or_init(|| crate::persona::prompt::stimulus_lines(self))
+        self.prompt_lines.0.get_or_init(|| stimulus_lines(self))
     }
+}
+
+/// A stimulus's own lines in a reaction prompt (the persona's prompt
+/// places them; see `persona::prompt::reaction_prompt`).
+fn stimulus_lines(s: &Stimulus) -> String {
+    let mut out = String::with_capacity(s.text.len() + 200);
+    let _ = write!(out, "\nStimulus: {} | category: {}", s.kind.as_str(), s.category);
+    if let Some(b) = &s.brand {
+        let _ = write!(out, " | brand: {b}");
+    }
+    if let Some(p) = s.price {
+        let _ = write!(out, " | price: {p:.2}");
+    }
+    let _ = writeln!(out, "\nTitle: {}", s.title);
+    let _ = writeln!(out, "Text: {}", s.text);
+    if !s.claims.is_empty() {
+        let _ = writeln!(out, "Claims: {}", s.claims.join("; "));
+    }
+    out
 }
 
 /// Text rendered from the fields beside it: not part of the value, so two
@@ -296,13 +315,13 @@ impl Scenario {
     }
 
     /// Checks the scenario against a run of `ticks` ticks over personas
-    /// drawn from `traits`. Errors name `source_name` and the field: a probe
+    /// whose interests are drawn from `interests` (the trait table's). Errors name `source_name` and the field: a probe
     /// past both the run and the scenario's own ticks (it can never be
     /// asked), and an audience interest no persona can have. A stimulus
     /// shown to nobody over the run (or the scenario's own cycle, when that
     /// is longer: a run may stop before a stimulus's turn on purpose) is a
     /// warning, returned as text.
-    pub fn check_run(&self, source_name: &str, ticks: u32, traits: &Traits) -> Result<Vec<String>> {
+    pub fn check_run(&self, source_name: &str, ticks: u32, interests: &[std::sync::Arc<str>]) -> Result<Vec<String>> {
         let bad = |field: String, cause: String| Error::Fixture { source_name: source_name.into(), field, cause };
         let mut warnings = Vec::new();
         let own = self.ticks.len() as u32;
@@ -315,8 +334,8 @@ impl Scenario {
         for (t, rules) in self.ticks.iter().enumerate() {
             for (r, rule) in rules.iter().enumerate() {
                 if let Audience::Interest(name) = &rule.audience {
-                    if !traits.interests.iter().any(|i| **i == **name) {
-                        let known: Vec<&str> = traits.interests.iter().map(|i| &**i).collect();
+                    if !interests.iter().any(|i| **i == **name) {
+                        let known: Vec<&str> = interests.iter().map(|i| &**i).collect();
                         let cause = format!("no persona has the interest {name:?}; known: {}", known.join(", "));
                         return Err(bad(format!("ticks[{t}].show[{r}].audience"), cause));
                     }
@@ -410,6 +429,7 @@ fn parse_audience(s: &str) -> std::result::Result<Audience, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::persona::Traits;
 
     fn no_interests(_: u32) -> &'static [std::sync::Arc<str>] {
         &[]
@@ -488,9 +508,12 @@ repeat = 2
         let s = Scenario::from_toml(text, "s.toml").expect("valid");
         let traits = Traits::builtin();
         let warned = vec!["s.toml: stimulus \"b\" is never shown to anybody".to_string()];
-        assert_eq!(s.check_run("s.toml", 1, &traits).expect("no error"), warned);
-        assert_eq!(s.check_run("s.toml", 5, &traits).expect("no error"), warned);
+        assert_eq!(s.check_run("s.toml", 1, &traits.interests).expect("no error"), warned);
+        assert_eq!(s.check_run("s.toml", 5, &traits.interests).expect("no error"), warned);
         let fixed = Scenario::from_toml(&text.replace("fraction:0", "all"), "s.toml").expect("valid");
-        assert!(fixed.check_run("s.toml", 1, &traits).expect("no error").is_empty(), "a short run is not an error");
+        assert!(
+            fixed.check_run("s.toml", 1, &traits.interests).expect("no error").is_empty(),
+            "a short run is not an error"
+        );
     }
 }

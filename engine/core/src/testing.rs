@@ -3,7 +3,6 @@
 
 use crate::chat::{ChatPort, ChatPurpose, ChatReply, ChatRequest};
 use crate::cost::Spend;
-use crate::error::{Error, Result};
 use crate::BoxFuture;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -33,7 +32,7 @@ impl FixedChat {
 }
 
 impl ChatPort for FixedChat {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
         {
             let mut seen = self.seen.lock();
             seen.push(request.clone());
@@ -46,7 +45,7 @@ impl ChatPort for FixedChat {
                 estimated: false,
                 attempts: Vec::new(),
             }),
-            None => Err(Error::Chat {
+            None => Err(crate::chat::ChatError::Provider {
                 cause: format!("no fixed reply left for {:?}", request.purpose),
                 spend: Spend::default(),
                 attempts: Vec::new(),
@@ -73,7 +72,7 @@ impl crate::embed::EmbeddingPort for LocalPort {
         &'a self,
         key: &'a crate::embed::EmbedKey,
         texts: &'a [String],
-    ) -> BoxFuture<'a, Result<crate::embed::EmbedBatch>> {
+    ) -> BoxFuture<'a, crate::embed::EmbedResult<crate::embed::EmbedBatch>> {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let calls = crate::embed::upstream::split_requests(&refs, self.batch_size, u64::MAX)
             .into_iter()

@@ -18,7 +18,7 @@ use crate::client::RateLimiter;
 use crate::clock::{Sleeper, TokioSleeper};
 use crate::provider::{Backoff, FailureKind, ProviderError};
 use engine::chat::schema::{instruction, schema, schema_name};
-use engine::chat::{ChatAttempt, ChatPort, ChatReply, ChatRequest, ScriptedPersonaModel};
+use engine::chat::{ChatAttempt, ChatError, ChatPort, ChatReply, ChatRequest, ScriptedPersonaModel};
 use engine::config::{ChatProvider, ChatSection, Config, StructuredOutput};
 use engine::cost::{estimate_tokens, Price, Spend};
 use engine::digest::DigestWriter;
@@ -166,7 +166,7 @@ impl ChatClient {
     }
 
     /// One call through the retry layer.
-    async fn send(&self, request: &ChatRequest) -> Result<ChatReply> {
+    async fn send(&self, request: &ChatRequest) -> engine::chat::ChatResult<ChatReply> {
         let digest = request.digest();
         let seed = DigestWriter::new("chat server seed v1").u64(self.seed).digest(&digest).finish();
         let seed = u64::from_le_bytes(seed.0[..8].try_into().unwrap_or_default()) >> 11;
@@ -221,7 +221,9 @@ impl ChatClient {
                             self.retries.fetch_add(1, Ordering::Relaxed);
                             self.clock.sleep(wait).await;
                         }
-                        Err(give_up) => return Err(Error::Chat { cause: give_up.to_string(), spend, attempts }),
+                        Err(give_up) => {
+                            return Err(ChatError::Provider { cause: give_up.to_string(), spend, attempts })
+                        }
                     }
                     attempt += 1;
                 }
@@ -231,11 +233,11 @@ impl ChatClient {
 }
 
 impl ChatPort for ChatClient {
-    fn endpoints(&self) -> Vec<engine::report::EndpointCount> {
+    fn endpoints(&self) -> Vec<engine::chat::EndpointCount> {
         self.stats
             .iter()
             .enumerate()
-            .map(|(e, s)| engine::report::EndpointCount {
+            .map(|(e, s)| engine::chat::EndpointCount {
                 url: self.labels[e].clone(),
                 requests: s.requests.load(Ordering::Relaxed),
                 failures: s.failures.load(Ordering::Relaxed),
@@ -251,9 +253,9 @@ impl ChatPort for ChatClient {
         })
     }
 
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, engine::chat::ChatResult<ChatReply>> {
         Box::pin(async move {
-            let _slot = self.slots.acquire().await.map_err(|_| Error::Chat {
+            let _slot = self.slots.acquire().await.map_err(|_| ChatError::Provider {
                 cause: "the chat client closed".into(),
                 spend: Spend::default(),
                 attempts: Vec::new(),

@@ -11,8 +11,8 @@ use crate::provider::{Backoff, EmbedProvider, ProviderRequest};
 use engine::cost::{estimate_tokens, Price, Spend};
 use engine::digest::{Digest, DigestWriter};
 use engine::embed::upstream::{cache_key, split_requests, ClientSettings};
-use engine::embed::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
-use engine::error::{Error, Result};
+use engine::embed::{EmbedBatch, EmbedCall, EmbedError, EmbedKey, EmbeddingPort};
+use engine::error::Result;
 use engine::rng::Stream;
 use engine::BoxFuture;
 use futures::StreamExt;
@@ -154,7 +154,11 @@ impl InferenceClient {
 }
 
 impl EmbeddingPort for InferenceClient {
-    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
+    fn embed<'a>(
+        &'a self,
+        key: &'a EmbedKey,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, engine::embed::EmbedResult<EmbedBatch>> {
         Box::pin(async move {
             let mut vectors: Vec<Option<Arc<[f32]>>> = vec![None; texts.len()];
             let mut misses = Vec::new();
@@ -223,7 +227,7 @@ impl EmbeddingPort for InferenceClient {
                 calls.push(s.call);
             }
             if let Some(cause) = failure {
-                return Err(Error::Embedding { cause, calls });
+                return Err(EmbedError::Provider { cause, calls });
             }
             if let Some(c) = &self.cache {
                 c.put_all(fresh);
@@ -242,7 +246,11 @@ impl EmbeddingPort for InferenceClient {
     /// asked for waits for the second wave, when that text is cached. So the
     /// same lists always hit, miss and cost the same, whatever finishes
     /// first.
-    fn embed_each<'a>(&'a self, key: &'a EmbedKey, lists: &'a [Vec<String>]) -> BoxFuture<'a, Vec<Result<EmbedBatch>>> {
+    fn embed_each<'a>(
+        &'a self,
+        key: &'a EmbedKey,
+        lists: &'a [Vec<String>],
+    ) -> BoxFuture<'a, Vec<engine::embed::EmbedResult<EmbedBatch>>> {
         Box::pin(async move {
             let mut seen = std::collections::HashSet::new();
             let (mut first, mut later) = (Vec::new(), Vec::new());
@@ -256,9 +264,10 @@ impl EmbeddingPort for InferenceClient {
                     first.push(i)
                 }
             }
-            let mut results: Vec<Option<Result<EmbedBatch>>> = (0..lists.len()).map(|_| None).collect();
+            let mut results: Vec<Option<engine::embed::EmbedResult<EmbedBatch>>> =
+                (0..lists.len()).map(|_| None).collect();
             for wave in [first, later] {
-                let done: Vec<(usize, Result<EmbedBatch>)> = futures::stream::iter(
+                let done: Vec<(usize, engine::embed::EmbedResult<EmbedBatch>)> = futures::stream::iter(
                     wave.into_iter().map(|i| async move { (i, self.embed(key, &lists[i]).await) }),
                 )
                 .buffer_unordered(self.settings.concurrency.max(1))

@@ -81,7 +81,7 @@ fn damaged(file: &Path, cause: impl std::fmt::Display) -> Error {
 }
 
 fn model_error(what: &str, e: candle_core::Error) -> Error {
-    Error::Embedding { cause: format!("minilm: {what}: {e}"), calls: Vec::new() }
+    Error::Embedding { cause: format!("minilm: {what}: {e}") }
 }
 
 impl MiniLm {
@@ -138,10 +138,10 @@ impl MiniLm {
     }
 
     fn tokenize(&self, text: &str) -> Result<Tokens> {
-        let enc = self.tokenizer.encode(text, true).map_err(|e| Error::Embedding {
-            cause: format!("minilm: cannot tokenise a text: {e}"),
-            calls: Vec::new(),
-        })?;
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| Error::Embedding { cause: format!("minilm: cannot tokenise a text: {e}") })?;
         Ok(Tokens { ids: enc.get_ids().to_vec(), truncated: !enc.get_overflowing().is_empty() })
     }
 

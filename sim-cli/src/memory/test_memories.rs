@@ -4,7 +4,8 @@
 use super::views::{TestMemories, TestMemory};
 use super::{embed_like_the_run, emit, load, operate, TestCommand};
 use anyhow::{bail, Context, Result};
-use engine::memory::{Op, RecordId, Tier};
+use engine::maintenance::Op;
+use engine::memory::{RecordId, Tier};
 
 /// Runs a `memory test` command.
 pub(super) fn test(cmd: TestCommand) -> Result<()> {

@@ -1,7 +1,8 @@
 //! What the memory commands print: one serializable view per command, the
 //! same value for `--json` and for the text output.
 
-use engine::memory::{Change, Op, RecordId, Tier, Version};
+use engine::maintenance::Op;
+use engine::memory::{Change, RecordId, Tier, Version};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -8,7 +8,7 @@
 use super::{args, shell, Soak};
 use anyhow::Result;
 use engine::config::RawConfig;
-use engine::memory::ops::{MemoryWorld, Op};
+use engine::maintenance::{MemoryWorld, Op};
 use engine::persona::Traits;
 use engine::rng::{Purpose, Stream};
 use engine::scenario::{Scenario, BUILTIN};
@@ -200,7 +200,7 @@ pub fn inputs(s: &mut Soak, first: u64, mutations: u32) -> Result<InputReport> {
         let verdict = guarded(
             || match kind {
                 0 => Scenario::from_toml(&text, "mutated scenario")
-                    .and_then(|sc| sc.check_run("mutated scenario", 3, &traits).map(|_| ()))
+                    .and_then(|sc| sc.check_run("mutated scenario", 3, &traits.interests).map(|_| ()))
                     .map_err(|e| e.to_string()),
                 1 => RawConfig::from_toml(&text, "mutated config")
                     .and_then(|c| c.resolve("mutated config"))

@@ -4,7 +4,6 @@
 use super::{ChatPort, ChatPurpose, ChatReply, ChatRequest};
 use crate::cost::Price;
 use crate::digest::DigestWriter;
-use crate::error::Result;
 use crate::rng::Stream;
 use crate::scan::{self, mentions};
 use crate::BoxFuture;
@@ -296,7 +295,7 @@ impl ScriptedPersonaModel {
 }
 
 impl ChatPort for ScriptedPersonaModel {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
         crate::chat::scripted_reply(&self.price, request, self.reply_text(request))
     }
 }

@@ -81,7 +81,7 @@ pub fn embed_text(text: &str, dim: usize) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::persona::memory::cosine;
+    use crate::embed::cosine;
 
     #[test]
     fn similarity_follows_shared_words() {

@@ -208,7 +208,7 @@ fn record(
     texts: &[String],
     consumers: Vec<&[u32]>,
     requests_of: &[Vec<usize>],
-    result: Result<EmbedBatch, Error>,
+    result: super::EmbedResult<EmbedBatch>,
     out: &mut StageResult,
 ) {
     out.stats.port_invocations += 1;
@@ -245,7 +245,7 @@ fn record(
         Err(e) => {
             // Each physical request's bill goes to the texts it carried, as
             // on success: no chunk pays for another.
-            if let Error::Embedding { calls, .. } = &e {
+            if let super::EmbedError::Provider { calls, .. } = &e {
                 out.stats.upstream_requests += calls.iter().map(|c| u64::from(c.attempts)).sum::<u64>();
                 for c in calls {
                     out.provider_spend.add(&c.spend);
@@ -387,14 +387,21 @@ mod tests {
     struct FailsInChunks;
 
     impl EmbeddingPort for FailsInChunks {
-        fn embed<'a>(&'a self, _: &'a EmbedKey, _: &'a [String]) -> crate::BoxFuture<'a, crate::Result<EmbedBatch>> {
+        fn embed<'a>(
+            &'a self,
+            _: &'a EmbedKey,
+            _: &'a [String],
+        ) -> crate::BoxFuture<'a, crate::embed::EmbedResult<EmbedBatch>> {
             let call = |texts: Vec<u32>, attempts, nano_usd| EmbedCall {
                 texts,
                 attempts,
                 spend: Spend { input_tokens: nano_usd / 10, output_tokens: 0, nano_usd },
             };
             let calls = vec![call(vec![0, 1], 1, 1_000), call(vec![2], 3, 30_000), call(vec![3], 1, 500)];
-            Box::pin(std::future::ready(Err(Error::Embedding { cause: "third request refused".into(), calls })))
+            Box::pin(std::future::ready(Err(super::super::EmbedError::Provider {
+                cause: "third request refused".into(),
+                calls,
+            })))
         }
     }
 

@@ -63,18 +63,75 @@ pub struct EmbedBatch {
     pub cache_hits: u64,
 }
 
+/// Why an embedding invocation failed. The port owns it, so that what the
+/// failed invocation was billed stays with the port's own types;
+/// [`crate::Error`] takes only its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The provider failed after its retries. `calls` are the invocation's
+    /// physical requests as billed, each with the texts it carried, so that
+    /// what failed is charged to the texts it was for.
+    #[error("embedding provider failed: {cause}")]
+    Provider {
+        /// The provider's message.
+        cause: String,
+        /// Every physical request of the failed invocation, as billed.
+        calls: Vec<EmbedCall>,
+    },
+    /// Any other failure, as the engine names it (a replay's cassette
+    /// miss, a model file that could not be read).
+    #[error(transparent)]
+    Engine(#[from] crate::Error),
+}
+
+impl EmbedError {
+    /// The failed invocation's physical requests, as billed (none for an
+    /// engine failure).
+    pub fn calls(&self) -> &[EmbedCall] {
+        match self {
+            EmbedError::Provider { calls, .. } => calls,
+            EmbedError::Engine(_) => &[],
+        }
+    }
+
+    /// What the failed invocation had already cost.
+    pub fn incurred(&self) -> Spend {
+        let mut total = Spend::default();
+        for c in self.calls() {
+            total.add(&c.spend);
+        }
+        total
+    }
+}
+
+impl From<EmbedError> for crate::Error {
+    fn from(e: EmbedError) -> Self {
+        match e {
+            EmbedError::Provider { cause, .. } => crate::Error::Embedding { cause },
+            EmbedError::Engine(e) => e,
+        }
+    }
+}
+
+/// An embedding port's result.
+pub type EmbedResult<T> = std::result::Result<T, EmbedError>;
+
 /// Embeds an ordered list of texts under one key. Returns a complete ordered
-/// result or an error; [`crate::Error::Embedding`] carries what the failed
-/// invocation had already cost.
+/// result or an [`EmbedError`] that carries what the failed invocation had
+/// already cost.
 pub trait EmbeddingPort: Send + Sync {
     /// Embeds `texts` under `key`.
-    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>>;
+    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, EmbedResult<EmbedBatch>>;
 
     /// Embeds several lists, one invocation each, and returns their results
     /// in list order. The default runs them one after another; an adapter
     /// that can wait (the inference client) runs them concurrently, and
     /// must decide anything order-dependent (cache hits) in list order.
-    fn embed_each<'a>(&'a self, key: &'a EmbedKey, lists: &'a [Vec<String>]) -> BoxFuture<'a, Vec<Result<EmbedBatch>>> {
+    fn embed_each<'a>(
+        &'a self,
+        key: &'a EmbedKey,
+        lists: &'a [Vec<String>],
+    ) -> BoxFuture<'a, Vec<EmbedResult<EmbedBatch>>> {
         Box::pin(async move {
             let mut out = Vec::with_capacity(lists.len());
             for texts in lists {

@@ -130,7 +130,7 @@ pub struct RecordingChat {
 }
 
 impl ChatPort for RecordingChat {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
         Box::pin(async move {
             let reply = self.inner.complete(request).await?;
             self.recorder.append(&Entry::Chat {
@@ -154,7 +154,11 @@ pub struct RecordingEmbedder {
 }
 
 impl EmbeddingPort for RecordingEmbedder {
-    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
+    fn embed<'a>(
+        &'a self,
+        key: &'a EmbedKey,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, crate::embed::EmbedResult<EmbedBatch>> {
         Box::pin(async move {
             let batch = self.inner.embed(key, texts).await?;
             self.recorder.append(&Entry::Embed {
@@ -257,13 +261,13 @@ pub struct ReplayChat {
 }
 
 impl ChatPort for ReplayChat {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
         if let Some(reply) = self.cassette.chat(&request.digest()) {
             return Box::pin(std::future::ready(Ok(reply)));
         }
         match &self.fallback {
             Some(f) => f.complete(request),
-            None => Box::pin(std::future::ready(Err(Error::Chat {
+            None => Box::pin(std::future::ready(Err(crate::chat::ChatError::Provider {
                 cause: format!(
                     "the cassette holds no answer to this {:?} request ({}); a replay makes no call",
                     request.purpose,
@@ -283,9 +287,13 @@ pub struct ReplayEmbedder {
 }
 
 impl EmbeddingPort for ReplayEmbedder {
-    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
+    fn embed<'a>(
+        &'a self,
+        key: &'a EmbedKey,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, crate::embed::EmbedResult<EmbedBatch>> {
         let digest = embed_request_digest(key, texts);
-        Box::pin(std::future::ready(self.cassette.embed(&digest).ok_or_else(|| Error::Embedding {
+        Box::pin(std::future::ready(self.cassette.embed(&digest).ok_or_else(|| crate::embed::EmbedError::Provider {
             cause: format!("the cassette holds no embedding of these {} texts; a replay makes no call", texts.len()),
             calls: Vec::new(),
         })))

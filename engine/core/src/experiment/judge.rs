@@ -11,7 +11,6 @@
 use super::topic::{sentences, RubricItem, Topic};
 use crate::chat::{ChatPort, ChatReply, ChatRequest};
 use crate::cost::Price;
-use crate::error::Result;
 use crate::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -140,7 +139,7 @@ impl ScriptedJudge {
 }
 
 impl ChatPort for ScriptedJudge {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
         crate::chat::scripted_reply(&self.price, request, ScriptedJudge::reply_text(&request.prompt))
     }
 }

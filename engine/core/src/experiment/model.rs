@@ -17,7 +17,6 @@
 use crate::chat::{ChatPort, ChatReply, ChatRequest};
 use crate::cost::{estimate_tokens, Price};
 use crate::digest::DigestWriter;
-use crate::error::Result;
 use crate::rng::Stream;
 use crate::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -173,7 +172,7 @@ impl ScriptedAgentModel {
 }
 
 impl ChatPort for ScriptedAgentModel {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
         crate::chat::scripted_reply(&self.price, request, self.reply_text(request))
     }
 }

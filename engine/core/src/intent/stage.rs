@@ -7,8 +7,8 @@
 //! such job also asks for every anchor statement, so their cost is shared
 //! among the jobs of the first stage that used them, like any shared text.
 
+use super::IntentSection;
 use super::{rate, SsrRating};
-use crate::config::IntentSection;
 use crate::cost::Spend;
 use crate::embed::Embedding;
 use std::collections::BTreeMap;

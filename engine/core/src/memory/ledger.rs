@@ -2,7 +2,7 @@
 
 pub use super::record_id::RecordId;
 use crate::clock::SimTime;
-use crate::persona::memory::cosine;
+use crate::embed::cosine;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,7 +1,79 @@
-//! Ledger record ids.
+//! Memory ids (a persona's memory: owner and sequence) and ledger
+//! record ids.
 
-use crate::persona::memory::MemoryId;
 use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A memory's identity: its owner and its sequence number in the owner's
+/// stream. Ordering is by owner, then sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, bincode::Encode)]
+pub struct MemoryId {
+    /// Owning persona.
+    pub persona: u32,
+    /// Position in the owner's stream, from 0.
+    pub seq: u32,
+}
+
+impl MemoryId {
+    /// Parses the `m-PPPPP-SSSS` form that `Display` writes.
+    pub fn parse(s: &str) -> Option<MemoryId> {
+        let (p, q) = s.strip_prefix("m-")?.split_once('-')?;
+        Some(MemoryId { persona: p.parse().ok()?, seq: q.parse().ok()? })
+    }
+}
+
+/// A memory id's text, `m-{persona:05}-{seq:04}`, on the stack: ids are
+/// written into digests and traces by the million, where the formatting
+/// machinery would cost more than the rest of the write.
+#[derive(Clone, Copy)]
+pub struct MemoryIdText {
+    buf: [u8; 23],
+    len: u8,
+}
+
+impl MemoryIdText {
+    fn new(id: MemoryId) -> Self {
+        let mut t = MemoryIdText { buf: [0; 23], len: 0 };
+        t.push(b'm');
+        t.push(b'-');
+        t.number(id.persona, 5);
+        t.push(b'-');
+        t.number(id.seq, 4);
+        t
+    }
+
+    fn push(&mut self, b: u8) {
+        self.buf[usize::from(self.len)] = b;
+        self.len += 1;
+    }
+
+    /// `n` in decimal, zero-padded to `width` digits, copied in one piece.
+    fn number(&mut self, n: u32, width: usize) {
+        let (digits, start) = crate::scan::decimal(u64::from(n), width);
+        let (len, count) = (usize::from(self.len), digits.len() - start);
+        self.buf[len..len + count].copy_from_slice(&digits[start..]);
+        self.len += count as u8;
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits, `m` and `-` are ever pushed.
+        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl MemoryId {
+    /// The id's text, as `Display` writes it, without allocating.
+    pub fn text(self) -> MemoryIdText {
+        MemoryIdText::new(self)
+    }
+}
+
+impl fmt::Display for MemoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.text().as_str())
+    }
+}
 
 /// A ledger record's id: one of a persona's memories, or a record named by
 /// hand (test memories). Compared, ordered and hashed as a value, so the

@@ -68,24 +68,6 @@ pub fn stimulus_block(out: &mut String, s: &Stimulus, exposure: u32) {
     out.push_str(" of this stimulus this tick\n");
 }
 
-/// The stimulus's own lines of [`stimulus_block`].
-pub fn stimulus_lines(s: &Stimulus) -> String {
-    let mut out = String::with_capacity(s.text.len() + 200);
-    let _ = write!(out, "\nStimulus: {} | category: {}", s.kind.as_str(), s.category);
-    if let Some(b) = &s.brand {
-        let _ = write!(out, " | brand: {b}");
-    }
-    if let Some(p) = s.price {
-        let _ = write!(out, " | price: {p:.2}");
-    }
-    let _ = writeln!(out, "\nTitle: {}", s.title);
-    let _ = writeln!(out, "Text: {}", s.text);
-    if !s.claims.is_empty() {
-        let _ = writeln!(out, "Claims: {}", s.claims.join("; "));
-    }
-    out
-}
-
 /// The reaction prompt of one job.
 pub fn reaction_prompt(header: &str, memories: &[&MemoryRecord], stimulus: &Stimulus, exposure: u32) -> String {
     let room = header.len() + memories_room(memories) + stimulus.prompt_lines().len() + 320;

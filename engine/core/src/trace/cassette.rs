@@ -9,7 +9,7 @@
 //! counted.
 
 use super::record::{embed_request_digest, EmbedAnswer, EmbedExchange, TickFrame, Vectors};
-use crate::chat::{ChatPort, ChatReply, ChatRequest};
+use crate::chat::{ChatError, ChatPort, ChatReply, ChatRequest};
 use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::embed::{EmbedBatch, EmbedKey, EmbeddingPort};
@@ -40,11 +40,11 @@ impl EmbedRecorder {
 
 impl EmbedRecorder {
     /// Logs one invocation as answered.
-    fn log(&self, key: &EmbedKey, texts: &[String], result: &Result<EmbedBatch>) {
+    fn log(&self, key: &EmbedKey, texts: &[String], result: &crate::embed::EmbedResult<EmbedBatch>) {
         let recorded = match result {
             Ok(b) => Ok((Vectors(b.vectors.clone()), b.calls.clone(), b.cache_hits)),
-            Err(Error::Embedding { cause, calls }) => Err((cause.clone(), calls.clone())),
-            Err(other) => Err((other.to_string(), Vec::new())),
+            Err(crate::embed::EmbedError::Provider { cause, calls }) => Err((cause.clone(), calls.clone())),
+            Err(other @ crate::embed::EmbedError::Engine(_)) => Err((other.to_string(), Vec::new())),
         };
         let exchange = EmbedExchange {
             role: key.role,
@@ -57,7 +57,11 @@ impl EmbedRecorder {
 }
 
 impl EmbeddingPort for EmbedRecorder {
-    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
+    fn embed<'a>(
+        &'a self,
+        key: &'a EmbedKey,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, crate::embed::EmbedResult<EmbedBatch>> {
         Box::pin(async move {
             let result = self.inner.embed(key, texts).await;
             self.log(key, texts, &result);
@@ -66,7 +70,11 @@ impl EmbeddingPort for EmbedRecorder {
     }
 
     /// The inner port's (concurrent) invocations, logged in list order.
-    fn embed_each<'a>(&'a self, key: &'a EmbedKey, lists: &'a [Vec<String>]) -> BoxFuture<'a, Vec<Result<EmbedBatch>>> {
+    fn embed_each<'a>(
+        &'a self,
+        key: &'a EmbedKey,
+        lists: &'a [Vec<String>],
+    ) -> BoxFuture<'a, Vec<crate::embed::EmbedResult<EmbedBatch>>> {
         Box::pin(async move {
             let results = self.inner.embed_each(key, lists).await;
             for (texts, result) in lists.iter().zip(&results) {
@@ -164,14 +172,14 @@ impl CassetteChat {
 }
 
 impl ChatPort for CassetteChat {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
         let digest = request.digest();
         if let Some(answer) = self.replies.get(&digest) {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
             let answer = match answer {
                 Ok(reply) => Ok(reply.clone()),
                 Err((cause, spend, attempts)) => {
-                    Err(Error::Chat { cause: cause.clone(), spend: *spend, attempts: attempts.clone() })
+                    Err(ChatError::Provider { cause: cause.clone(), spend: *spend, attempts: attempts.clone() })
                 }
             };
             return Box::pin(std::future::ready(answer));
@@ -182,12 +190,14 @@ impl ChatPort for CassetteChat {
                 self.stats.live_calls.fetch_add(1, Ordering::Relaxed);
                 live.complete(request)
             }
-            None => Box::pin(std::future::ready(Err(Error::CassetteMiss { what: "chat", digest: digest.hex() }))),
+            None => {
+                Box::pin(std::future::ready(Err(Error::CassetteMiss { what: "chat", digest: digest.hex() }.into())))
+            }
         }
     }
 
     /// The live fallback's transport (a resume); none for a replay.
-    fn endpoints(&self) -> Vec<crate::report::EndpointCount> {
+    fn endpoints(&self) -> Vec<crate::chat::EndpointCount> {
         self.live.as_ref().map(|l| l.endpoints()).unwrap_or_default()
     }
 
@@ -223,7 +233,11 @@ impl CassetteEmbedder {
 }
 
 impl EmbeddingPort for CassetteEmbedder {
-    fn embed<'a>(&'a self, key: &'a EmbedKey, texts: &'a [String]) -> BoxFuture<'a, Result<EmbedBatch>> {
+    fn embed<'a>(
+        &'a self,
+        key: &'a EmbedKey,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, crate::embed::EmbedResult<EmbedBatch>> {
         let digest = embed_request_digest(key, texts);
         let next = self.answers.lock().get_mut(&digest).and_then(VecDeque::pop_front);
         if let Some(answer) = next {
@@ -233,7 +247,7 @@ impl EmbeddingPort for CassetteEmbedder {
             }
             let out = match answer {
                 Ok((vectors, calls, cache_hits)) => Ok(EmbedBatch { vectors: vectors.0, calls, cache_hits }),
-                Err((cause, calls)) => Err(Error::Embedding { cause, calls }),
+                Err((cause, calls)) => Err(crate::embed::EmbedError::Provider { cause, calls }),
             };
             return Box::pin(std::future::ready(out));
         }
@@ -243,7 +257,9 @@ impl EmbeddingPort for CassetteEmbedder {
                 self.stats.live_calls.fetch_add(1, Ordering::Relaxed);
                 live.embed(key, texts)
             }
-            None => Box::pin(std::future::ready(Err(Error::CassetteMiss { what: "embedding", digest: digest.hex() }))),
+            None => Box::pin(std::future::ready(Err(
+                Error::CassetteMiss { what: "embedding", digest: digest.hex() }.into()
+            ))),
         }
     }
 

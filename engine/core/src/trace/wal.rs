@@ -8,7 +8,7 @@
 //! the engine that wrote it, then one frame per answer. A torn final frame
 //! (a kill during a write) is cut when the log is reopened.
 
-use crate::chat::{ChatAttempt, ChatPort, ChatReply, ChatRequest};
+use crate::chat::{ChatAttempt, ChatError, ChatPort, ChatReply, ChatRequest};
 use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::error::{Error, Result};
@@ -100,31 +100,30 @@ fn encode(path: &Path, frame: &WalFrame) -> Result<Vec<u8>> {
 }
 
 impl ChatPort for WalChat {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
         Box::pin(async move {
             let result = self.inner.complete(request).await;
             let answer = match &result {
                 Ok(r) => Ok(r.clone()),
-                Err(Error::Chat { cause, spend, attempts }) => Err((cause.clone(), *spend, attempts.clone())),
-                Err(_) => return result,
+                Err(ChatError::Provider { cause, spend, attempts }) => Err((cause.clone(), *spend, attempts.clone())),
+                Err(ChatError::Engine(_)) => return result,
             };
             // An answer that cannot be logged is still paid for: the call
             // fails with its cost, so the trace keeps what it cost.
             if let Err(e) = self.append(WalEntry { request: request.digest(), answer }) {
-                let spend = result.as_ref().map_or_else(|e| e.incurred(), |r| r.spend);
+                let spend = result.as_ref().map_or_else(ChatError::spend, |r| r.spend);
                 let attempts = match &result {
                     Ok(r) => r.attempts.clone(),
-                    Err(Error::Chat { attempts, .. }) => attempts.clone(),
-                    Err(_) => Vec::new(),
+                    Err(e) => e.attempts().to_vec(),
                 };
                 let cause = format!("the answer was paid for but not logged: {e}");
-                return Err(Error::Chat { cause, spend, attempts });
+                return Err(ChatError::Provider { cause, spend, attempts });
             }
             result
         })
     }
 
-    fn endpoints(&self) -> Vec<crate::report::EndpointCount> {
+    fn endpoints(&self) -> Vec<crate::chat::EndpointCount> {
         self.inner.endpoints()
     }
 

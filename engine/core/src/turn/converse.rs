@@ -79,7 +79,7 @@ async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCa
         Err(e) => {
             // What a failed call was billed stays with its job, and the
             // failure is recorded for replay.
-            if let crate::Error::Chat { cause, spend, attempts } = &e {
+            if let crate::chat::ChatError::Provider { cause, spend, attempts } = &e {
                 calls.push(ChatCallRecord {
                     purpose: request.purpose,
                     attempt: request.attempt,
@@ -91,7 +91,7 @@ async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCa
                     attempts: attempts.clone(),
                 });
             }
-            Err(e)
+            Err(e.into())
         }
     }
 }

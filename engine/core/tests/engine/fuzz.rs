@@ -132,7 +132,7 @@ proptest! {
     fn edited_scenarios_parse_or_fail_typed(which in 0usize..BUILTIN.len(), e in text_edits()) {
         let text = apply_text(BUILTIN[which].1, &e);
         if let Ok(s) = Scenario::from_toml(&text, "fuzzed scenario") {
-            let _ = s.check_run("fuzzed scenario", 3, &Traits::builtin());
+            let _ = s.check_run("fuzzed scenario", 3, &Traits::builtin().interests);
         }
     }
 

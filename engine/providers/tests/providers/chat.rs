@@ -1,9 +1,8 @@
 use crate::http::serve;
-use engine::chat::{ChatPort, ChatPurpose, ChatRequest, FailureClass};
+use engine::chat::{ChatError, ChatPort, ChatPurpose, ChatRequest, FailureClass};
 use engine::config::{ChatProvider, ChatSection, StructuredOutput};
 use engine::cost::Price;
 use engine::embed::upstream::HttpSettings;
-use engine::error::Error;
 use providers::chat::{ChatClient, HttpChat};
 use providers::clock::SimulatedSleeper;
 use std::sync::Arc;
@@ -106,14 +105,14 @@ fn transient_failures_are_retried_after_their_wait_and_permanent_ones_are_not() 
         let now = c.activity().expect("a transport reports its activity");
         assert_eq!((now.in_flight, now.retries, now.billed_nano_usd), (0, 2, r.spend.nano_usd));
         match c.complete(&request()).await {
-            Err(Error::Chat { cause, attempts, .. }) => {
+            Err(ChatError::Provider { cause, attempts, .. }) => {
                 assert!(cause.contains("401") && cause.contains("not retried"), "{cause}");
                 assert_eq!(attempts.len(), 1);
             }
             other => panic!("expected a permanent failure, got {other:?}"),
         }
         match c.complete(&request()).await {
-            Err(Error::Chat { cause, .. }) => assert!(cause.contains("unreadable reply"), "{cause}"),
+            Err(ChatError::Provider { cause, .. }) => assert!(cause.contains("unreadable reply"), "{cause}"),
             other => panic!("expected an unreadable reply, got {other:?}"),
         }
         assert_eq!(seen.lock().len(), 5, "the 401 and the bad body were each sent once");
@@ -137,7 +136,7 @@ fn a_server_that_never_answers_times_out() {
         let clock = Arc::new(SimulatedSleeper::new());
         let c = client(&section(&[&url], ""), &clock);
         match c.complete(&request()).await {
-            Err(Error::Chat { cause, .. }) => {
+            Err(ChatError::Provider { cause, .. }) => {
                 assert!(cause.contains("timed out") && cause.contains("3 attempt(s)"), "{cause}")
             }
             other => panic!("expected a timeout, got {other:?}"),
@@ -175,7 +174,9 @@ fn credentials_in_the_base_url_stay_out_of_every_message_and_attempt() {
         let upstream = HttpChat::new(&settings).expect("upstream");
         let shown = format!("{upstream:?}");
         let c = ChatClient::new(Arc::new(upstream), &settings, PRICE, 7).with_clock(clock);
-        let Err(Error::Chat { cause, attempts, .. }) = c.complete(&request()).await else { panic!("expected a 401") };
+        let Err(ChatError::Provider { cause, attempts, .. }) = c.complete(&request()).await else {
+            panic!("expected a 401")
+        };
         let recorded = format!("{cause} {attempts:?} {shown}");
         assert!(!recorded.contains("hunter2") && !recorded.contains("alice"), "{recorded}");
         assert!(cause.contains("401"), "{cause}");
@@ -230,7 +231,7 @@ fn a_server_rejecting_response_format_is_told_to_use_plain_replies() {
         let body = "{\"error\": {\"message\": \"Unrecognized request argument: response_format\"}}";
         let (url, seen) = serve(vec![(400, "", body.to_string())]).await;
         let c = client(&section(&[&url], ""), &Arc::new(SimulatedSleeper::new()));
-        let Err(Error::Chat { cause, .. }) = c.complete(&request()).await else { panic!("expected a 400") };
+        let Err(ChatError::Provider { cause, .. }) = c.complete(&request()).await else { panic!("expected a 400") };
         assert!(cause.contains("structured_output = \"none\"") && cause.contains("not retried"), "{cause}");
         assert_eq!(seen.lock().len(), 1);
     });

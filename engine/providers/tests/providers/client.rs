@@ -1,7 +1,6 @@
 use engine::cost::Price;
 use engine::embed::upstream::{ClientSettings, ModelledSettings};
-use engine::embed::{embed_stage, EmbedKey, EmbedRole, EmbeddingPort, Plan, Strategy};
-use engine::error::Error;
+use engine::embed::{embed_stage, EmbedError, EmbedKey, EmbedRole, EmbeddingPort, Plan, Strategy};
 use engine::testing::block_on_ready;
 use engine::BoxFuture;
 use parking_lot::Mutex;
@@ -121,7 +120,7 @@ fn transient_failures_are_retried_and_billed_permanent_ones_are_not() {
     assert_eq!(b.calls[0].spend.nano_usd, 7 + 1, "the billed 5xx is kept, the 429 billed nothing");
     let err = rt().block_on(client.embed(&key(), &texts(&["bbbb", "zzzz"]))).expect_err("permanent");
     match err {
-        e @ Error::Embedding { .. } => {
+        e @ EmbedError::Provider { .. } => {
             assert!(e.to_string().contains("not retried"), "{e}");
             assert_eq!(e.incurred().nano_usd, 1, "the chunk that succeeded is still paid for");
         }

@@ -1,12 +1,14 @@
-//! Operations on memory after a run, as recorded in a run directory's
-//! `memory-ops.jsonl`: test memories and manual consolidation. Replaying the
+//! Maintenance of memory after a run, as recorded in a run directory's
+//! `memory-ops.jsonl`: test memories and manual consolidation, over the
+//! personas a trace reconstructs (so it sits above both [`crate::memory`]
+//! and [`crate::persona`]). Replaying the
 //! log over the state a trace reconstructs gives the current state, so
 //! every change survives a reload, and a dry run writes nothing.
 
-use super::ledger::{Change, ConsolidationConfig, Ledger, LedgerError, RecordId, Scope, Tier};
-use super::scenarios;
 use crate::clock::SimTime;
 use crate::embed::local::embed_text;
+use crate::memory::ledger::{Change, ConsolidationConfig, Ledger, LedgerError, RecordId, Scope, Tier};
+use crate::memory::scenarios;
 use crate::persona::PersonaState;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -1,4 +1,5 @@
-//! `[intent]`: how purchase intent is measured.
+//! `[intent]`: how purchase intent is measured. The section belongs to the
+//! intent stage that reads it; the configuration re-exports it.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,7 +33,7 @@ pub struct IntentSection {
     /// The anchor sets. Empty: the built-in purchase-intent sets
     /// (`fixtures/intent/purchase-intent.toml`), which the resolved config
     /// then lists, so that a trace replays with the sets it ran with.
-    pub anchor_sets: Vec<crate::intent::AnchorSet>,
+    pub anchor_sets: Vec<super::AnchorSet>,
 }
 
 impl Default for IntentSection {
