@@ -1,24 +1,15 @@
 //! `sim-cli`: run persona panels on the simulation engine.
 
-mod bench;
-mod check;
-mod embed;
-mod experiment;
-mod export;
-mod field;
-mod inspect;
-mod intent;
-mod memory;
+mod commands;
+mod dev;
 mod output;
 mod preflight;
+mod prelude;
 mod progress;
-mod replay;
-mod report;
-mod run;
-mod scale;
-mod soak;
 
 use clap::{Parser, Subcommand};
+use commands::{embed, experiment, export, field, inspect, intent, memory, replay, report, run};
+use dev::{bench, check, soak};
 
 /// mimalloc: the run allocates many short strings on several threads, where
 /// glibc malloc spent a fifth of the time (see the `turn` bench).

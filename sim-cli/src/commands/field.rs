@@ -4,7 +4,7 @@
 //! prints the telemetry rebuilt from a log; `bench` measures the field
 //! against a plain FAISS flat scan in the same process.
 
-use crate::run::runtime;
+use crate::prelude::runtime;
 use ::field::replay::replay as replay_log;
 use ::field::replay::ReplayedPhase;
 use ::field::{Field, FieldConfig};

@@ -1,7 +1,7 @@
 //! `sim-cli bench embed`: both embedding strategies end to end, cold and
 //! warm cache, side by side in one process, against the modelled provider.
 
-use crate::run::runtime;
+use crate::prelude::runtime;
 use actors::progress::Silent;
 use actors::run::{run, RunSpec};
 use anyhow::{Context, Result};
@@ -23,7 +23,7 @@ pub enum BenchCommand {
     /// Chat concurrency, end to end, against the modelled chat provider.
     Chat(ChatBenchArgs),
     /// Whole runs at growing panel sizes: wall time, turns per second, peak memory, bytes per turn.
-    Scale(crate::scale::ScaleArgs),
+    Scale(super::scale::ScaleArgs),
 }
 
 /// Options of `sim-cli bench chat`.
@@ -227,7 +227,7 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
     let args = match cmd {
         BenchCommand::Embed(args) => args,
         BenchCommand::Chat(args) => return bench_chat(&args),
-        BenchCommand::Scale(args) => return crate::scale::scale(&args),
+        BenchCommand::Scale(args) => return super::scale::scale(&args),
     };
     if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
         anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);
@@ -271,7 +271,7 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
 /// `--latency-ms` (batch size 64, concurrency 4).
 fn base_config(args: &EmbedBenchArgs) -> Result<RawConfig> {
     if let Some(path) = &args.config {
-        let cfg = crate::run::load_config(Some(path))?;
+        let cfg = crate::prelude::load_config(Some(path))?;
         if cfg.raw.embedding.model() == engine::config::EmbeddingModel::Disabled {
             anyhow::bail!("--config {}: embedding.model = \"none\" leaves nothing to measure", path.display());
         }

@@ -3,7 +3,7 @@
 //! CDN, no font) and `report.json` with the same aggregates, built from
 //! the trace alone, one frame at a time.
 
-use crate::run::trace_path;
+use crate::prelude::trace_path;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::analysis::{Analysis, Builder, Dist, Picker, Segments, TRAITS};

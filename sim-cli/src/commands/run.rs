@@ -1,14 +1,12 @@
 //! `sim-cli run`.
 
 use crate::output::{print_summary, OutputDir, AUTO_OUTCOMES_MAX_TURNS, OUTCOMES_FILE};
-use crate::progress::TerminalProgress;
-use actors::progress::{Progress, Silent};
+use crate::prelude::{load_config, progress, runtime, trace_path};
 use actors::replay::rerun;
 use actors::run::{RunSpec, MAX_PERSONAS, MAX_TICKS};
 use actors::sink::TraceSink;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use engine::config::{Config, RawConfig};
 use engine::cost::NANO_PER_USD;
 use engine::embed::Strategy;
 use engine::persona::profile::DEFAULT_TRAITS;
@@ -164,44 +162,6 @@ fn load_scenario(arg: &str) -> Result<LoadedScenario> {
     Ok(LoadedScenario { scenario, origin: path.display().to_string(), source: text })
 }
 
-/// The configuration in `path` (the embedded defaults without one),
-/// resolved, with the identity of the models it names (the MiniLM weights'
-/// SHA-256, which loads the model). A relative `[embedding.minilm]
-/// model_dir` is relative to the file's directory.
-pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
-    let Some(path) = path else { return Ok(Config::defaults()) };
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {name}"))?;
-    let mut raw = RawConfig::from_toml(&text, &name)?;
-    let dir = &mut raw.embedding.minilm.model_dir;
-    if !dir.is_empty() && std::path::Path::new(dir.as_str()).is_relative() {
-        let base = path.parent().unwrap_or(std::path::Path::new("."));
-        *dir = base.join(dir.as_str()).display().to_string();
-    }
-    let mut cfg = raw.resolve(&name)?;
-    providers::identify_models(&mut cfg).with_context(|| format!("config {name}: [embedding.minilm]"))?;
-    Ok(cfg)
-}
-
-/// A tokio runtime with `threads` workers (default: one per core).
-pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = threads {
-        builder.worker_threads(n as usize);
-    }
-    builder.enable_all().build().context("cannot start the async runtime")
-}
-
-/// Terminal progress when stderr is a terminal, else silence.
-pub fn progress(ticks: u32) -> (Option<Arc<TerminalProgress>>, Arc<dyn Progress>) {
-    let terminal = TerminalProgress::new(ticks).map(Arc::new);
-    let progress: Arc<dyn Progress> = match &terminal {
-        Some(t) => t.clone(),
-        None => Arc::new(Silent),
-    };
-    (terminal, progress)
-}
-
 fn finish(summary: &RunSummary, json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(summary).context("cannot encode the summary")?);
@@ -334,15 +294,6 @@ fn run_end(summary: &RunSummary) -> RunEnd {
         stopped: summary.stopped.clone(),
         digests: TickDigests { digest: summary.digest, full_digest: summary.full_digest },
     }
-}
-
-/// The trace file of a run directory (or the file itself).
-pub fn trace_path(arg: &Path) -> Result<PathBuf> {
-    let p = if arg.is_dir() { arg.join("trace.bin") } else { arg.to_path_buf() };
-    if !p.exists() {
-        bail!("{}: no trace here (expected a run directory holding trace.bin, or a trace file)", arg.display());
-    }
-    Ok(p)
 }
 
 /// `sim-cli run --resume DIR`: continues a killed run from its last

@@ -1,7 +1,7 @@
 //! `sim-cli replay`: re-run a recorded run with every model answer served
 //! from its trace, and compare digests tick by tick.
 
-use crate::run::{progress, runtime, trace_path};
+use crate::prelude::{progress, runtime, trace_path};
 use actors::replay::rerun;
 use anyhow::{bail, Context, Result};
 use clap::Args;

@@ -99,7 +99,7 @@ pub fn replay_plan(a: &ExperimentArgs, dir: &Path) -> Result<Plan> {
     let model = AgentModel { chat: if r.model_live { served(None) } else { None }, name: r.model, live: r.model_live };
     let judge = match &a.judge_config {
         Some(p) => {
-            let live = super::agent_model(&crate::run::load_config(Some(p))?, p, r.seed)?;
+            let live = super::agent_model(&crate::prelude::load_config(Some(p))?, p, r.seed)?;
             AgentModel { chat: served(live.chat), name: live.name, live: live.live }
         }
         None => AgentModel { chat: if r.judge_live { served(None) } else { None }, name: r.judge, live: r.judge_live },

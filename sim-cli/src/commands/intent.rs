@@ -2,7 +2,7 @@
 //! `sim-cli compare-intent`: a run's intent distributions against a
 //! reference survey.
 
-use crate::run::load_config;
+use crate::prelude::load_config;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use engine::intent::{builtin_anchor_sets, ks_similarity, pmf_of_counts, AnchorSet, POINTS};
@@ -110,7 +110,7 @@ fn score(args: &ScoreArgs) -> Result<()> {
     let statements: Vec<String> = sets.iter().flat_map(|s| s.statements.clone()).collect();
     let mut texts = statements.clone();
     texts.extend(args.texts.iter().cloned());
-    let vectors = crate::embed::embed_texts(&cfg, &texts, None)?;
+    let vectors = crate::prelude::embed_texts(&cfg, &texts, None)?;
     let (anchors, responses) = vectors.split_at(statements.len());
     let views: Vec<Vec<&[f32]>> = anchors.chunks(POINTS).map(|set| set.iter().map(|v| &v[..]).collect()).collect();
     let results = args

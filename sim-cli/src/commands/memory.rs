@@ -2,7 +2,7 @@
 //! reconstructed from the trace (no model call) and from the operations
 //! these commands recorded in the run directory's `memory-ops.jsonl`.
 
-use crate::run::{progress, runtime, trace_path};
+use crate::prelude::{progress, runtime, trace_path};
 use actors::replay::{replay_states, spec_from_header};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -223,7 +223,7 @@ fn embed_like_the_run(l: &Loaded, texts: &[String]) -> Result<Option<Vec<Vec<f32
     if texts.is_empty() || l.config.raw.embedding.model() == engine::config::EmbeddingModel::Disabled {
         return Ok(None);
     }
-    let vectors = crate::embed::embed_texts(&l.config, texts, None)
+    let vectors = crate::prelude::embed_texts(&l.config, texts, None)
         .with_context(|| format!("cannot embed through the run's embedder ({})", l.config.raw.embedding.model))?;
     Ok(Some(vectors.iter().map(|v| v.to_vec()).collect()))
 }

@@ -1,7 +1,7 @@
 //! `sim-cli inspect`: what a trace recorded, reconstructed without running
 //! any model.
 
-use crate::run::trace_path;
+use crate::prelude::{parse_persona, trace_path};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::digest::Digest;
@@ -34,17 +34,6 @@ pub struct InspectArgs {
     /// Print as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-}
-
-/// A persona named by index or label (`7` or `p-00007`) in a panel of `personas`.
-pub fn parse_persona(s: &str, personas: u32) -> Result<u32> {
-    let digits = s.strip_prefix("p-").unwrap_or(s);
-    let id: u32 =
-        digits.parse().with_context(|| format!("--persona {s:?}: expected an index or a label like p-00007"))?;
-    if id >= personas {
-        bail!("--persona {s}: the run has personas p-00000 to {}", label(personas.saturating_sub(1)));
-    }
-    Ok(id)
 }
 
 /// The `--json` output of `sim-cli inspect`.

@@ -9,7 +9,7 @@ mod markdown;
 mod rate;
 mod sensitivity;
 
-use crate::run::runtime;
+use crate::prelude::runtime;
 use actors::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel, Mission, SCRIPTED_MODEL};
 use anyhow::{bail, Context, Result};
 use charts::charts;
@@ -124,7 +124,7 @@ fn models(a: &ExperimentArgs, cfg: &engine::config::Config) -> Result<(AgentMode
     };
     let judge = match &a.judge_config {
         Some(path) => {
-            let j = agent_model(&crate::run::load_config(Some(path))?, path, a.seed)?;
+            let j = agent_model(&crate::prelude::load_config(Some(path))?, path, a.seed)?;
             if !j.live {
                 bail!(
                     "--judge-config {}: names no live model ([chat] provider = \"openai\"); without it the scripted rubric judge scores",
@@ -273,11 +273,11 @@ fn experiment_embedder(
     }
     // Each mission pays for its own embeddings: no cache across missions.
     e.cache = false;
-    let similarity = crate::embed::similarity(cfg);
+    let similarity = crate::prelude::similarity(cfg);
     let (check, check_passed) = if a.skip_embed_check {
         (None, None)
     } else {
-        let report = crate::embed::run_check(cfg)?;
+        let report = crate::prelude::run_check(cfg)?;
         if report.refuses() {
             bail!(
                 "{}\n(the experiment trusts the embedder's similarities; pass --skip-embed-check to run anyway)",
@@ -410,7 +410,7 @@ fn fresh_plan(a: &ExperimentArgs) -> Result<Plan> {
         Some(dir) => vec![topic_from_run(dir)?],
         None => resolve_topics(&a.topics)?,
     };
-    let mut cfg = crate::run::load_config(a.config.as_ref())?;
+    let mut cfg = crate::prelude::load_config(a.config.as_ref())?;
     let (model, judge) = models(a, &cfg)?;
     let (embedder, embedder_summary) = experiment_embedder(a, &mut cfg)?;
     let out = a.out.clone().unwrap_or_else(|| crate::output::fresh_dir(&format!("runs/experiment-s{}", a.seed)));

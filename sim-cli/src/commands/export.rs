@@ -2,7 +2,7 @@
 //! (byte for byte what a run writes to `outcomes.jsonl`) or CSV with the
 //! persona's traits as columns, for pandas and R.
 
-use crate::run::trace_path;
+use crate::prelude::trace_path;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use engine::persona::profile::{generate, Profile, Traits};
@@ -107,7 +107,7 @@ fn outcomes(args: &OutcomesArgs) -> Result<()> {
                 if let Some(n) = args.tick.filter(|n| !(1..=h.ticks).contains(n)) {
                     bail!("--tick {n}: the run has ticks 1 to {}", h.ticks);
                 }
-                persona = args.persona.as_deref().map(|p| crate::inspect::parse_persona(p, h.personas)).transpose()?;
+                persona = args.persona.as_deref().map(|p| crate::prelude::parse_persona(p, h.personas)).transpose()?;
                 people = Some((traits, h.seed));
             }
             Record::Tick(t) if args.tick.is_none_or(|n| n == t.tick) => {

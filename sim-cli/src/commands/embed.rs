@@ -3,12 +3,10 @@
 //! sanity check of plan `000_*` (risk 5): paraphrases score high, unrelated
 //! pairs low.
 
-use crate::run::{load_config, runtime};
+use crate::prelude::{embed_texts, load_config, run_check, similarity};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use engine::config::{Config, EmbeddingModel, Provider};
-use engine::embed::check::{self, cosine, CheckReport, Similarity};
-use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
+use engine::embed::check::{cosine, CheckReport, Similarity};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -76,37 +74,6 @@ pub fn embed(cmd: EmbedCommand) -> Result<()> {
             Ok(())
         }
     }
-}
-
-/// The key texts of `cfg`'s model are embedded under.
-fn key(cfg: &Config) -> Result<EmbedKey> {
-    let e = &cfg.raw.embedding;
-    if e.model() == EmbeddingModel::Disabled {
-        bail!("the config turns embeddings off (embedding.model = \"none\"): there is nothing to embed with");
-    }
-    Ok(EmbedKey { role: EmbedRole::Memory, model: e.model.clone(), dim: e.dim })
-}
-
-/// `texts` through `cfg`'s embedder, in order.
-pub fn embed_texts(cfg: &Config, texts: &[String], threads: Option<u32>) -> Result<Vec<std::sync::Arc<[f32]>>> {
-    let key = key(cfg)?;
-    let client = providers::build_embedder(cfg, 0)?;
-    let batch = runtime(threads)?.block_on(client.embed(&key, texts))?;
-    Ok(batch.vectors)
-}
-
-/// What kind of similarity the configured provider offers.
-pub fn similarity(cfg: &Config) -> Similarity {
-    match cfg.raw.embedding.provider {
-        Provider::Local | Provider::Modelled => Similarity::Lexical,
-        Provider::Openai | Provider::Minilm => Similarity::Semantic,
-    }
-}
-
-/// The sanity check on `cfg`'s embedder.
-pub fn run_check(cfg: &Config) -> Result<CheckReport> {
-    let vectors = embed_texts(cfg, &check::texts(), None)?;
-    Ok(check::judge(&cfg.raw.embedding.model, similarity(cfg), &vectors))
 }
 
 fn print_check(r: &CheckReport) {

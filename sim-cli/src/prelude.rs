@@ -1,0 +1,103 @@
+//! What several commands share, as cargo's `command_prelude` is: loading a
+//! configuration, starting the async runtime, progress, finding a run's
+//! trace, naming a persona, and embedding texts through the configured
+//! provider. Commands use it; it uses no command.
+
+use crate::progress::TerminalProgress;
+use actors::progress::{Progress, Silent};
+use anyhow::{bail, Context, Result};
+use engine::config::{Config, EmbeddingModel, Provider, RawConfig};
+use engine::embed::check::{self, CheckReport, Similarity};
+use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
+use engine::persona::profile::label;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The configuration in `path` (the embedded defaults without one),
+/// resolved, with the identity of the models it names (the MiniLM weights'
+/// SHA-256, which loads the model). A relative `[embedding.minilm]
+/// model_dir` is relative to the file's directory.
+pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
+    let Some(path) = path else { return Ok(Config::defaults()) };
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {name}"))?;
+    let mut raw = RawConfig::from_toml(&text, &name)?;
+    let dir = &mut raw.embedding.minilm.model_dir;
+    if !dir.is_empty() && std::path::Path::new(dir.as_str()).is_relative() {
+        let base = path.parent().unwrap_or(std::path::Path::new("."));
+        *dir = base.join(dir.as_str()).display().to_string();
+    }
+    let mut cfg = raw.resolve(&name)?;
+    providers::identify_models(&mut cfg).with_context(|| format!("config {name}: [embedding.minilm]"))?;
+    Ok(cfg)
+}
+
+/// A tokio runtime with `threads` workers (default: one per core).
+pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads {
+        builder.worker_threads(n as usize);
+    }
+    builder.enable_all().build().context("cannot start the async runtime")
+}
+
+/// Terminal progress when stderr is a terminal, else silence.
+pub fn progress(ticks: u32) -> (Option<Arc<TerminalProgress>>, Arc<dyn Progress>) {
+    let terminal = TerminalProgress::new(ticks).map(Arc::new);
+    let progress: Arc<dyn Progress> = match &terminal {
+        Some(t) => t.clone(),
+        None => Arc::new(Silent),
+    };
+    (terminal, progress)
+}
+
+/// The trace file of a run directory (or the file itself).
+pub fn trace_path(arg: &Path) -> Result<PathBuf> {
+    let p = if arg.is_dir() { arg.join("trace.bin") } else { arg.to_path_buf() };
+    if !p.exists() {
+        bail!("{}: no trace here (expected a run directory holding trace.bin, or a trace file)", arg.display());
+    }
+    Ok(p)
+}
+
+/// A persona named by index or label (`7` or `p-00007`) in a panel of `personas`.
+pub fn parse_persona(s: &str, personas: u32) -> Result<u32> {
+    let digits = s.strip_prefix("p-").unwrap_or(s);
+    let id: u32 =
+        digits.parse().with_context(|| format!("--persona {s:?}: expected an index or a label like p-00007"))?;
+    if id >= personas {
+        bail!("--persona {s}: the run has personas p-00000 to {}", label(personas.saturating_sub(1)));
+    }
+    Ok(id)
+}
+
+/// The key texts of `cfg`'s model are embedded under.
+pub fn embed_key(cfg: &Config) -> Result<EmbedKey> {
+    let e = &cfg.raw.embedding;
+    if e.model() == EmbeddingModel::Disabled {
+        bail!("the config turns embeddings off (embedding.model = \"none\"): there is nothing to embed with");
+    }
+    Ok(EmbedKey { role: EmbedRole::Memory, model: e.model.clone(), dim: e.dim })
+}
+
+/// `texts` through `cfg`'s embedder, in order.
+pub fn embed_texts(cfg: &Config, texts: &[String], threads: Option<u32>) -> Result<Vec<std::sync::Arc<[f32]>>> {
+    let key = embed_key(cfg)?;
+    let client = providers::build_embedder(cfg, 0)?;
+    let batch = runtime(threads)?.block_on(client.embed(&key, texts))?;
+    Ok(batch.vectors)
+}
+
+/// What kind of similarity the configured provider offers.
+pub fn similarity(cfg: &Config) -> Similarity {
+    match cfg.raw.embedding.provider {
+        Provider::Local | Provider::Modelled => Similarity::Lexical,
+        Provider::Openai | Provider::Minilm => Similarity::Semantic,
+    }
+}
+
+/// The sanity check on `cfg`'s embedder.
+pub fn run_check(cfg: &Config) -> Result<CheckReport> {
+    let vectors = embed_texts(cfg, &check::texts(), None)?;
+    Ok(check::judge(&cfg.raw.embedding.model, similarity(cfg), &vectors))
+}
