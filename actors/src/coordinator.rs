@@ -17,7 +17,7 @@ use engine::persona::state::JobCommit;
 use engine::persona::{PersonaCommit, PersonaState};
 use engine::report::Timings;
 use engine::scenario::Job;
-use engine::trace::{EmbedExchange, MemoryEvent, TickFrame};
+use engine::store::trace::{EmbedExchange, MemoryEvent, TickFrame};
 use engine::turn::{drafts, Conversation, Outcome, Prepared, ProbeAnswer, Stage, Status, TickContext, TickDigests};
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};

@@ -11,7 +11,7 @@ use engine::embed::EmbeddingPort;
 use engine::persona::profile::label;
 use engine::persona::Traits;
 use engine::scenario::Scenario;
-use engine::trace::{CassetteChat, CassetteEmbedder, Header, ReadTrace, TickFrame};
+use engine::store::trace::{CassetteChat, CassetteEmbedder, Header, ReadTrace, TickFrame};
 use engine::turn::Outcome;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -80,9 +80,9 @@ pub struct TickView<'a> {
     /// Per-persona state digests.
     pub persona_digests: &'a [Option<engine::digest::Digest>],
     /// Memories created.
-    pub memories: &'a [engine::trace::MemoryEvent],
+    pub memories: &'a [engine::store::trace::MemoryEvent],
     /// Embedding invocations.
-    pub embeddings: &'a [engine::trace::EmbedExchange],
+    pub embeddings: &'a [engine::store::trace::EmbedExchange],
     /// The tick's digests.
     pub digests: &'a engine::turn::TickDigests,
 }
@@ -178,8 +178,8 @@ pub fn compare_ticks(a: TickView<'_>, b: TickView<'_>, names: (&str, &str)) -> O
 /// by tick: `None` when every committed tick and the end agree. Reads both
 /// traces a tick at a time.
 pub fn first_divergence(a: &std::path::Path, b: &std::path::Path, names: (&str, &str)) -> Result<Option<Divergence>> {
-    use engine::trace::frame::open_records;
-    use engine::trace::Record;
+    use engine::store::trace::frame::open_records;
+    use engine::store::trace::Record;
     let (mut ra, mut rb) = (open_records(a)?, open_records(b)?);
     let mut last = 0;
     loop {
@@ -333,8 +333,8 @@ async fn rerun_with(
     let mut paid = Vec::new();
     let live_chat = match (live_chat, wal) {
         (Some(c), Some(path)) if spec.config.raw.chat.provider != ChatProvider::Scripted => {
-            paid = engine::trace::wal::read_wal(path)?.0;
-            Some(Arc::new(engine::trace::wal::WalChat::open(path, c)?) as Arc<dyn ChatPort>)
+            paid = engine::store::trace::wal::read_wal(path)?.0;
+            Some(Arc::new(engine::store::trace::wal::WalChat::open(path, c)?) as Arc<dyn ChatPort>)
         }
         (c, _) => c,
     };

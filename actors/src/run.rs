@@ -13,7 +13,7 @@ use engine::embed::{EmbeddingPort, Strategy};
 use engine::persona::{generate, PersonaState, Traits};
 use engine::report::{EmbeddingTotals, RunSummary, StopReason, Stopped};
 use engine::scenario::Scenario;
-use engine::trace::EmbedRecorder;
+use engine::store::trace::EmbedRecorder;
 use engine::turn::TickDigests;
 use ractor::concurrency::oneshot;
 use ractor::concurrency::JoinHandle;

@@ -5,7 +5,7 @@ use engine::config::Config;
 use engine::embed::{EmbeddingPort, Strategy};
 use engine::persona::Traits;
 use engine::scenario::Scenario;
-use engine::trace::EmbedRecorder;
+use engine::store::trace::EmbedRecorder;
 use std::sync::Arc;
 
 /// What every actor of a run reads and nobody writes.

@@ -11,7 +11,7 @@
 //! personas holds about a gigabyte).
 
 use crate::error::{Error, Result};
-use engine::trace::{Record, TraceWriter};
+use engine::store::trace::{Record, TraceWriter};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::thread::JoinHandle;
 

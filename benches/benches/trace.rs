@@ -18,9 +18,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use engine::config::Config;
 use engine::persona::profile::DEFAULT_TRAITS;
 use engine::scenario::BUILTIN;
-use engine::trace::frame::read_trace_file;
-use engine::trace::record::FORMAT_VERSION;
-use engine::trace::{Header, Record, TraceWriter};
+use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::record::FORMAT_VERSION;
+use engine::store::trace::{Header, Record, TraceWriter};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

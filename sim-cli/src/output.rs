@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use engine::config::Config;
 use engine::report::RunSummary;
 use engine::scenario::{Scenario, BUILTIN};
-use engine::trace::{Header, TraceWriter};
+use engine::store::trace::{Header, TraceWriter};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};

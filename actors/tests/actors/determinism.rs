@@ -91,7 +91,7 @@ fn modelled_chat_faults_replay_the_same_at_any_thread_count() {
 #[test]
 fn the_first_divergence_between_two_traces_is_named() {
     use actors::replay::first_divergence;
-    use engine::trace::{Header, Record, TickFrame, TraceWriter};
+    use engine::store::trace::{Header, Record, TickFrame, TraceWriter};
     let dir = std::env::temp_dir().join(format!("actors-diverge-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");

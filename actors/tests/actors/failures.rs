@@ -103,12 +103,12 @@ fn modelled_faults_are_retried_and_conserved_end_to_end() {
     assert_eq!(a.cost.allocated_total_nano_usd, a.cost.provider_total_nano_usd);
 }
 
-/// The trace audit (`engine::trace::audit`) passes a faulty modelled run
+/// The trace audit (`engine::store::trace::audit`) passes a faulty modelled run
 /// and agrees with its summary; each kind of broken book is then caught.
 #[test]
 fn the_audit_passes_a_faulty_run_and_catches_broken_books() {
-    use engine::trace::audit::audit;
-    use engine::trace::{Header, TickFrame};
+    use engine::store::trace::audit::audit;
+    use engine::store::trace::{Header, TickFrame};
     let mut spec = RunSpec::defaults(4, 12, 3);
     spec.config = crate::support::faulty(3, 0.05, "");
     let header = Header::new(&spec.config, 4, 12, 3);

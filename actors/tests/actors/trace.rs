@@ -1,6 +1,6 @@
 use crate::support::run_with;
 use actors::run::RunSpec;
-use engine::trace::{Header, Record, RunEnd};
+use engine::store::trace::{Header, Record, RunEnd};
 use engine::turn::Status;
 
 /// The trace writer encodes records through bincode's own `Encode`, derived
@@ -32,10 +32,10 @@ fn the_trace_encoder_writes_the_bytes_the_serde_reader_reads() {
     records.push(Record::End(end));
     let (mut native, mut serde) = (Vec::new(), Vec::new());
     for r in &records {
-        engine::codec::encode_native_into(r, &mut native).expect("native encoding");
-        engine::codec::encode_into(r, &mut serde).expect("serde encoding");
+        engine::store::codec::encode_native_into(r, &mut native).expect("native encoding");
+        engine::store::codec::encode_into(r, &mut serde).expect("serde encoding");
         assert!(native == serde, "the encoders differ on {:?}", std::mem::discriminant(r));
-        assert_eq!(&engine::codec::decode::<Record>(&native).expect("decodes"), r);
+        assert_eq!(&engine::store::codec::decode::<Record>(&native).expect("decodes"), r);
     }
     assert!(result.summary.jobs.failed > 0);
 }

@@ -77,7 +77,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A file is not of the expected kind or format version (see
-    /// [`crate::frame`]), or a value could not be framed.
+    /// [`crate::store::frame`]), or a value could not be framed.
     #[error("{file}: {cause}")]
     Format {
         /// The file.

@@ -16,8 +16,10 @@
 //! The core is pure: no runtime, no network client, no native index. The
 //! adapters behind its ports live in their own crates: `providers` (the
 //! inference client and the embedding providers) and `field` (the FAISS
-//! pattern field shared by agents). Every binary file is one [`frame`]
-//! container, and [`codec`] is the only caller of the serialiser.
+//! pattern field shared by agents). Persistence is one tree, [`store`]:
+//! every binary file is one [`store::frame`] container, [`store::codec`]
+//! is the only caller of the serialiser, and [`store::trace`] is the run's
+//! record. Post-run memory operations are [`maintenance`].
 //! [`experiment`] holds the research topics, the scripted agent model, the
 //! report metrics and the paired statistics of the field-versus-messages
 //! experiment.
@@ -37,17 +39,14 @@
 //! assert!(prepared.reaction.prompt.contains("REACTION:"));
 //! ```
 
-pub mod analysis;
 pub mod chat;
 pub mod clock;
-pub mod codec;
 pub mod config;
 pub mod cost;
 pub mod digest;
 pub mod embed;
 pub mod error;
 pub mod experiment;
-pub mod frame;
 pub mod intent;
 pub mod maintenance;
 pub mod memory;
@@ -56,9 +55,9 @@ pub mod report;
 pub mod rng;
 pub mod scan;
 pub mod scenario;
+pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod trace;
 pub mod turn;
 
 pub use error::{Error, Result};

@@ -1,6 +1,11 @@
 //! The run summary: counts, intent distributions, embedding work, tokens and
 //! costs, accumulated tick by tick from outcomes. Its JSON form is a stable
-//! interface for scripts.
+//! interface for scripts. [`analysis`] builds the HTML report's figures
+//! from a trace (intent by trait, segments, failures, memory tiers).
+
+pub mod analysis;
+
+pub use crate::store::trace::record::{StopReason, Stopped};
 
 use crate::cost::{Spend, NANO_PER_USD};
 use crate::embed::{StageStats, Strategy};
@@ -217,31 +222,6 @@ pub struct ConsolidationTotals {
     pub clustered: u64,
 }
 
-/// Why a run stopped before its last tick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
-#[serde(rename_all = "lowercase")]
-pub enum StopReason {
-    /// Recorded spend reached the budget at a tick boundary.
-    Budget,
-    /// Most of a tick's chat calls failed with the same kind of permanent
-    /// error (a bad key, an unknown model): the circuit breaker stopped the
-    /// run instead of failing every job one by one. Resumable.
-    PermanentErrors,
-    /// The user interrupted the run (Ctrl-C). Resumable.
-    Interrupted,
-}
-
-impl StopReason {
-    /// Whether the run ended for good (its trace gets an end frame) or can
-    /// be resumed.
-    pub fn is_final(self) -> bool {
-        match self {
-            StopReason::Budget => true,
-            StopReason::PermanentErrors | StopReason::Interrupted => false,
-        }
-    }
-}
-
 /// The circuit breaker's rule: at least half of a tick's chat calls, and at
 /// least `min(10, all calls)`, failed permanently (their last transport
 /// attempt met a [`crate::chat::FailureClass::Permanent`] error). Returns
@@ -265,31 +245,6 @@ pub fn breaker(outcomes: &[crate::turn::Outcome]) -> Option<String> {
     }
     let (cause, _) = counts.iter().max_by_key(|(c, n)| (**n, std::cmp::Reverse(**c)))?;
     Some(format!("{} of {} chat calls failed permanently, e.g. {cause}", permanent.len(), calls.len()))
-}
-
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            StopReason::Budget => "budget",
-            StopReason::PermanentErrors => "permanent errors",
-            StopReason::Interrupted => "interrupted",
-        })
-    }
-}
-
-/// A run that stopped before its last tick.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
-pub struct Stopped {
-    /// Why.
-    pub reason: StopReason,
-    /// What happened, in words.
-    pub detail: String,
-    /// Last committed tick.
-    pub after_tick: u32,
-    /// Recorded spend at the stop.
-    pub spent_nano_usd: u64,
-    /// The budget.
-    pub budget_nano_usd: u64,
 }
 
 /// Wall-clock timings (reporting only; never state).

@@ -1,5 +1,5 @@
-//! The field's event log, `field.events`: a [`engine::frame`] container
-//! (magic `SIMFIELD`) of events encoded by [`engine::codec`]. The first
+//! The field's event log, `field.events`: a [`engine::store::frame`] container
+//! (magic `SIMFIELD`) of events encoded by [`engine::store::codec`]. The first
 //! frame is the field's starting state (configuration, team and any
 //! initial patterns); each later frame is one phase: its operations in the
 //! order they were applied, what each returned, and the field's digest
@@ -10,7 +10,7 @@
 use crate::pattern::{Field, FieldConfig, FieldError, Pattern};
 use engine::clock::SimTime;
 use engine::digest::Digest;
-use engine::frame::{Format, FrameWriter};
+use engine::store::frame::{Format, FrameWriter};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
@@ -134,7 +134,7 @@ impl EventLog {
     }
 
     fn encode(&self, event: &FieldEvent) -> Result<Vec<u8>, FieldError> {
-        engine::codec::encode(event).map_err(|e| files_err(&self.path, e.to_string()))
+        engine::store::codec::encode(event).map_err(|e| files_err(&self.path, e.to_string()))
     }
 
     /// Writes the starting state (once).
@@ -175,10 +175,10 @@ pub struct ReadLog {
 /// Reads a log, failing on any damage with the file, the frame and its
 /// offset.
 pub fn read_log(path: &Path) -> Result<ReadLog, FieldError> {
-    let mut r = engine::frame::open(path, &FIELD_EVENTS).map_err(stored)?;
+    let mut r = engine::store::frame::open(path, &FIELD_EVENTS).map_err(stored)?;
     let (mut start, mut phases) = (None, Vec::new());
     while let Some(f) = r.next_frame().map_err(stored)? {
-        let event: FieldEvent = engine::codec::decode(&f.payload).map_err(|e| stored(r.corrupt(&f, e)))?;
+        let event: FieldEvent = engine::store::codec::decode(&f.payload).map_err(|e| stored(r.corrupt(&f, e)))?;
         match (event, f.index) {
             (FieldEvent::Start(s), 0) => start = Some(*s),
             (FieldEvent::Phase(p), i) if i > 0 && p.phase == i => phases.push(*p),

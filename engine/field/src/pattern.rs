@@ -145,8 +145,8 @@ pub struct Stability {
 /// The container format of `field.patterns`: one frame, the pattern table.
 /// Version 2: patterns hold a co-access count and a bounded amplification
 /// instead of version 1's self-feeding bonus (see CHANGELOG).
-pub const FIELD_PATTERNS: engine::frame::Format =
-    engine::frame::Format { magic: *b"SIMPATTS", version: 2, what: "field pattern table" };
+pub const FIELD_PATTERNS: engine::store::frame::Format =
+    engine::store::frame::Format { magic: *b"SIMPATTS", version: 2, what: "field pattern table" };
 
 /// Above this `lambda x hours` since the epoch the rows are rebased (their
 /// scale factors would otherwise leave `f32`'s comfortable range).
@@ -457,8 +457,8 @@ impl Field {
         let path = index_path.to_str().ok_or_else(|| err("the path is not valid UTF-8".into()))?;
         faiss::write_index(&*self.index.lock(), path).map_err(|e| err(format!("writing the index: {e}")))?;
         let table = (self.dim as u64, &self.cfg, self.epoch, self.patterns.values().collect::<Vec<_>>());
-        let bytes = engine::codec::encode(&table).map_err(|e| err(format!("encoding the patterns: {e}")))?;
-        engine::frame::write_file(&dir.join("field.patterns"), &FIELD_PATTERNS, [&bytes[..]])
+        let bytes = engine::store::codec::encode(&table).map_err(|e| err(format!("encoding the patterns: {e}")))?;
+        engine::store::frame::write_file(&dir.join("field.patterns"), &FIELD_PATTERNS, [&bytes[..]])
             .map_err(|e| FieldError::Stored(std::sync::Arc::new(e)))
     }
 
@@ -467,8 +467,8 @@ impl Field {
     pub fn load(dir: &std::path::Path) -> Result<Field, FieldError> {
         let err = |cause: String| FieldError::Files { path: dir.display().to_string(), cause };
         type Table = (u64, FieldConfig, SimTime, Vec<Pattern>);
-        let tables = engine::frame::read_all(&dir.join("field.patterns"), &FIELD_PATTERNS, |f| {
-            engine::codec::decode::<Table>(&f.payload)
+        let tables = engine::store::frame::read_all(&dir.join("field.patterns"), &FIELD_PATTERNS, |f| {
+            engine::store::codec::decode::<Table>(&f.payload)
         })
         .map_err(|e| FieldError::Stored(std::sync::Arc::new(e)))?;
         let Ok::<[Table; 1], _>([(dim, cfg, epoch, patterns)]) = tables.try_into() else {

@@ -2,13 +2,13 @@
 //! memory, with an optional file so that a later run starts warm. A hit
 //! costs nothing and is counted as a hit.
 //!
-//! The file is an [`engine::frame`] container (magic `SIMCACHE`) whose
+//! The file is an [`engine::store::frame`] container (magic `SIMCACHE`) whose
 //! frames each hold up to [`ENTRIES_PER_FRAME`] `(key, vector)` entries,
 //! sorted by key, so the same cache always gives the same bytes.
 
 use engine::digest::Digest;
 use engine::error::{Error, Result};
-use engine::frame::Format;
+use engine::store::frame::Format;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -43,7 +43,9 @@ impl TextCache {
     pub fn with_file(path: &Path) -> Result<Self> {
         let mut map = HashMap::new();
         if path.exists() {
-            let frames = engine::frame::read_all(path, &CACHE_FILE, |f| engine::codec::decode::<Entries>(&f.payload))?;
+            let frames = engine::store::frame::read_all(path, &CACHE_FILE, |f| {
+                engine::store::codec::decode::<Entries>(&f.payload)
+            })?;
             for (k, v) in frames.into_iter().flatten() {
                 map.insert(Digest(k), Arc::from(v));
             }
@@ -80,11 +82,11 @@ impl TextCache {
         let mut payloads = Vec::with_capacity(items.len().div_ceil(ENTRIES_PER_FRAME));
         for chunk in items.chunks(ENTRIES_PER_FRAME) {
             let entries: Entries = chunk.iter().map(|(k, v)| (k.0, v.to_vec())).collect();
-            let bytes = engine::codec::encode(&entries)
+            let bytes = engine::store::codec::encode(&entries)
                 .map_err(|e| Error::Format { file: path.display().to_string(), cause: e.to_string() })?;
             payloads.push(bytes);
         }
-        engine::frame::write_file(path, &CACHE_FILE, payloads.iter().map(Vec::as_slice))
+        engine::store::frame::write_file(path, &CACHE_FILE, payloads.iter().map(Vec::as_slice))
     }
 }
 

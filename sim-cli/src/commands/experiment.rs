@@ -18,7 +18,7 @@ use engine::experiment::summary::{calibrate_lambda, summarise, RunRecord, Summar
 use engine::experiment::topic::BUILTIN_TOPICS;
 use engine::experiment::Topic;
 use engine::rng::{Purpose, Stream};
-use engine::trace::read_trace_file;
+use engine::store::trace::read_trace_file;
 use markdown::{criteria_table, report_md};
 use serde::Serialize;
 use std::path::{Path, PathBuf};

@@ -6,9 +6,9 @@
 use crate::prelude::trace_path;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use engine::analysis::{Analysis, Builder, Dist, Picker, Segments, TRAITS};
-use engine::trace::frame::open_records;
-use engine::trace::Record;
+use engine::report::analysis::{Analysis, Builder, Dist, Picker, Segments, TRAITS};
+use engine::store::trace::frame::open_records;
+use engine::store::trace::Record;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -295,7 +295,7 @@ fn segments(h: &mut String, a: &Analysis) {
         h,
         "<section id=\"segments\"><h2>Segments</h2><p class=\"note\">Mean intent (respondents; share of positive reactions). \
          Grey cells have fewer than {} respondents. Tables with the largest differences come first; click a heading to sort.</p>",
-        engine::analysis::MIN_CELL
+        engine::report::analysis::MIN_CELL
     );
     for t in &a.segments {
         segment_table(h, t);

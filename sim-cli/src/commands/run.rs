@@ -13,8 +13,8 @@ use engine::persona::profile::DEFAULT_TRAITS;
 use engine::persona::Traits;
 use engine::report::RunSummary;
 use engine::scenario::{Scenario, BUILTIN};
-use engine::trace::frame::read_trace_file;
-use engine::trace::{Header, Record, RunEnd, TraceWriter};
+use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::{Header, Record, RunEnd, TraceWriter};
 use engine::turn::TickDigests;
 use std::path::Path;
 use std::path::PathBuf;
@@ -220,7 +220,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let chat: std::sync::Arc<dyn engine::chat::ChatPort> = match config.raw.chat.provider {
         engine::config::ChatProvider::Scripted => chat,
         engine::config::ChatProvider::Modelled | engine::config::ChatProvider::Openai => {
-            std::sync::Arc::new(engine::trace::wal::WalChat::open(&out.path().join(CHAT_WAL_FILE), chat)?)
+            std::sync::Arc::new(engine::store::trace::wal::WalChat::open(&out.path().join(CHAT_WAL_FILE), chat)?)
         }
     };
     let mut trace = TraceSink::new(args.hooks.apply(out.create_trace(&header)?));

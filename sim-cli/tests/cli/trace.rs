@@ -1,6 +1,6 @@
 use crate::support::{scratch, sim, stderr};
-use engine::trace::frame::read_trace_file;
-use engine::trace::{Record, TraceWriter};
+use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::{Record, TraceWriter};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -351,11 +351,11 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
     // Tick 2 cannot commit while the server holds its calls, so answers in
     // the log now were logged as they came, not at a commit.
     let wal = dir.join("killed/chat.wal");
-    let logged = || engine::trace::wal::read_wal(&wal).map_or(0, |(paid, _)| paid.len());
+    let logged = || engine::store::trace::wal::read_wal(&wal).map_or(0, |(paid, _)| paid.len());
     assert!(wait_until(Duration::from_secs(60), || logged() >= 9), "the answers were never logged");
     let _ = child.kill();
     let _ = child.wait();
-    let (paid, _) = engine::trace::wal::read_wal(&wal).expect("the log reads");
+    let (paid, _) = engine::store::trace::wal::read_wal(&wal).expect("the log reads");
     assert_eq!(paid.len(), 9, "every answer was logged before the kill (the probe is not a persona's)");
     // The killed run's unanswered requests are dropped unread before the
     // resume starts, so each request the server reads is a live one.
@@ -613,7 +613,7 @@ fn a_trace_in_parts_replays_inspects_and_resumes_from_a_cut_between_parts() {
     assert_eq!(v["header"]["status"], "finished");
 
     // Cut two frames into tick 3: its first two parts stay, uncommitted.
-    let mut frames = engine::frame::open(&path, &engine::trace::TRACE).expect("open");
+    let mut frames = engine::store::frame::open(&path, &engine::store::trace::TRACE).expect("open");
     let mut cut = 0;
     while let Some(_f) = frames.next_frame().expect("frames") {
         if frames.valid_len() > commits[1] {

@@ -8,6 +8,6 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     for lenient in [false, true] {
-        let _ = engine::trace::read_trace(data, data.len() as u64, "fuzz", lenient);
+        let _ = engine::store::trace::read_trace(data, data.len() as u64, "fuzz", lenient);
     }
 });

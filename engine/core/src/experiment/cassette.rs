@@ -1,6 +1,6 @@
 //! The experiment cassette: every chat and embedding call of a live
 //! experiment, and each mission's measured latency, in one framed file
-//! (`cassette.bin`, the container of [`crate::frame`], magic `SIMXCAS1`).
+//! (`cassette.bin`, the container of [`crate::store::frame`], magic `SIMXCAS1`).
 //! [`RecordingChat`] and [`RecordingEmbedder`] append each answer as it
 //! arrives, synced; [`Cassette`] serves them back by request digest, so
 //! `sim-cli experiment --replay DIR` re-scores a live experiment with no
@@ -11,8 +11,8 @@ use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::embed::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
 use crate::error::{Error, Result};
-use crate::frame::{Format, FrameWriter};
-use crate::trace::record::embed_request_digest;
+use crate::store::frame::{Format, FrameWriter};
+use crate::store::trace::record::embed_request_digest;
 use crate::BoxFuture;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -88,7 +88,7 @@ impl Recorder {
     /// Creates `path` (never over an existing file) with its header.
     pub fn create(path: &Path, setup_json: &str) -> Result<Arc<Recorder>> {
         let header = Entry::Header {
-            engine_version: crate::trace::record::ENGINE_VERSION.into(),
+            engine_version: crate::store::trace::record::ENGINE_VERSION.into(),
             setup_json: setup_json.into(),
         };
         let first = encode(path, &header)?;
@@ -115,7 +115,7 @@ impl Recorder {
 }
 
 fn encode(path: &Path, entry: &Entry) -> Result<Vec<u8>> {
-    crate::codec::encode(entry).map_err(|e| Error::Format {
+    crate::store::codec::encode(entry).map_err(|e| Error::Format {
         file: path.display().to_string(),
         cause: format!("cannot encode a cassette entry: {e}"),
     })
@@ -188,7 +188,8 @@ pub struct Cassette {
 impl Cassette {
     /// Reads a cassette; damage is an error naming the file and frame.
     pub fn read(path: &Path) -> Result<Arc<Cassette>> {
-        let entries = crate::frame::read_all(path, &CASSETTE, |f| crate::codec::decode::<Entry>(&f.payload))?;
+        let entries =
+            crate::store::frame::read_all(path, &CASSETTE, |f| crate::store::codec::decode::<Entry>(&f.payload))?;
         let mut it = entries.into_iter();
         let Some(Entry::Header { engine_version, setup_json }) = it.next() else {
             return Err(Error::Format { file: path.display().to_string(), cause: "no cassette header".into() });

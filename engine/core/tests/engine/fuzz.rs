@@ -12,11 +12,11 @@
 
 use crate::trace::{header, tick};
 use engine::config::RawConfig;
-use engine::frame::push_frame;
 use engine::persona::Traits;
 use engine::scenario::{Scenario, BUILTIN};
-use engine::trace::frame::read_trace;
-use engine::trace::{Record, TRACE};
+use engine::store::frame::push_frame;
+use engine::store::trace::frame::read_trace;
+use engine::store::trace::{Record, TRACE};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -43,13 +43,13 @@ fn read_both(data: &[u8]) {
 fn file_of(payloads: &[Vec<u8>]) -> Vec<u8> {
     let mut data = TRACE.preamble().to_vec();
     for p in payloads {
-        push_frame(&mut data, &engine::trace::frame::packed(p)).expect("a small frame");
+        push_frame(&mut data, &engine::store::trace::frame::packed(p)).expect("a small frame");
     }
     data
 }
 
 fn encoded(record: &Record) -> Vec<u8> {
-    engine::codec::encode(record).expect("encodes")
+    engine::store::codec::encode(record).expect("encodes")
 }
 
 /// Byte edits: (where, new byte), and where to cut, if anywhere.
@@ -103,7 +103,7 @@ proptest! {
         payloads in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..512), 0..5),
     ) {
         let mut data = TRACE.preamble().to_vec();
-        push_frame(&mut data, &engine::trace::frame::packed(&encoded(&Record::Header(Box::new(header()))))).expect("frame");
+        push_frame(&mut data, &engine::store::trace::frame::packed(&encoded(&Record::Header(Box::new(header()))))).expect("frame");
         for p in &payloads {
             push_frame(&mut data, p).expect("a small frame");
         }

@@ -3,13 +3,13 @@ use engine::cost::Spend;
 use engine::digest::DigestWriter;
 use engine::embed::{EmbedCall, EmbedRole, Strategy};
 use engine::error::Error;
-use engine::frame::PREAMBLE;
 use engine::memory::Change;
 use engine::persona::MemoryId;
 use engine::rng::{Purpose, Stream};
-use engine::trace::frame::read_trace;
-use engine::trace::record::{Vectors, FORMAT_VERSION};
-use engine::trace::{read_trace_file, EmbedExchange, Header, Record, RunEnd, TickFrame, TraceWriter};
+use engine::store::frame::PREAMBLE;
+use engine::store::trace::frame::read_trace;
+use engine::store::trace::record::{Vectors, FORMAT_VERSION};
+use engine::store::trace::{read_trace_file, EmbedExchange, Header, Record, RunEnd, TickFrame, TraceWriter};
 use engine::turn::{Outcome, TickDigests};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -65,7 +65,7 @@ pub(crate) fn tick(t: u32) -> TickFrame {
 /// Writes a finished three-tick trace; returns its path and the byte offset
 /// of every frame, with the file length last.
 fn sample(name: &str) -> (PathBuf, Vec<u64>) {
-    sample_in_parts(name, engine::trace::frame::PART_BYTES)
+    sample_in_parts(name, engine::store::trace::frame::PART_BYTES)
 }
 
 /// [`sample`], with ticks split into parts of at most `part_bytes`.
@@ -80,7 +80,7 @@ fn sample_in_parts(name: &str, part_bytes: usize) -> (PathBuf, Vec<u64>) {
         let at = w.len();
         w.append(&Record::Tick(Box::new(tick(t)))).expect("append");
         // Every frame of the tick: its parts and commit, or the one frame.
-        let mut frames = engine::frame::open(&path, &engine::trace::TRACE).expect("open");
+        let mut frames = engine::store::frame::open(&path, &engine::store::trace::TRACE).expect("open");
         while let Some(f) = frames.next_frame().expect("frames") {
             if f.offset > at {
                 offsets.push(f.offset);
@@ -94,7 +94,7 @@ fn sample_in_parts(name: &str, part_bytes: usize) -> (PathBuf, Vec<u64>) {
     (path, offsets)
 }
 
-fn read(bytes: &[u8], lenient: bool) -> engine::Result<engine::trace::ReadTrace> {
+fn read(bytes: &[u8], lenient: bool) -> engine::Result<engine::store::trace::ReadTrace> {
     read_trace(bytes, bytes.len() as u64, "t.bin", lenient)
 }
 
@@ -212,7 +212,7 @@ fn damage(path: &std::path::Path) {
 
 /// The encoded size of `tick(t)` as one record.
 fn tick_bytes(t: u32) -> usize {
-    engine::codec::encode(&Record::Tick(Box::new(tick(t)))).expect("encodes").len()
+    engine::store::codec::encode(&Record::Tick(Box::new(tick(t)))).expect("encodes").len()
 }
 
 #[test]
@@ -246,10 +246,10 @@ fn parts_without_their_commit_are_a_tail_that_resume_cuts() {
     let clean = std::fs::read(&path).expect("read");
     // Where each tick's commit frame ends.
     let mut commits = Vec::new();
-    let mut frames = engine::frame::open(&path, &engine::trace::TRACE).expect("open");
+    let mut frames = engine::store::frame::open(&path, &engine::store::trace::TRACE).expect("open");
     while let Some(f) = frames.next_frame().expect("frames") {
-        let payload = engine::trace::frame::unpack(&f.payload).expect("a compressed frame");
-        if let Ok(Record::TickCommit(_)) = engine::codec::decode::<Record>(&payload) {
+        let payload = engine::store::trace::frame::unpack(&f.payload).expect("a compressed frame");
+        if let Ok(Record::TickCommit(_)) = engine::store::codec::decode::<Record>(&payload) {
             commits.push(frames.valid_len());
         }
     }
@@ -289,9 +289,10 @@ fn parts_without_their_commit_are_a_tail_that_resume_cuts() {
 fn a_format_3_trace_still_reads_and_resumes_in_its_format() {
     let mut h = header();
     h.format_version = 3;
-    let mut bytes = engine::frame::Format { version: 3, ..engine::trace::TRACE }.preamble().to_vec();
+    let mut bytes = engine::store::frame::Format { version: 3, ..engine::store::trace::TRACE }.preamble().to_vec();
     for record in [Record::Header(Box::new(h.clone())), Record::Tick(Box::new(tick(1)))] {
-        engine::frame::push_frame(&mut bytes, &engine::codec::encode(&record).expect("encodes")).expect("frame");
+        engine::store::frame::push_frame(&mut bytes, &engine::store::codec::encode(&record).expect("encodes"))
+            .expect("frame");
     }
     let t = read(&bytes, false).expect("format 3 reads");
     assert_eq!((&t.header, &t.ticks), (&h, &vec![tick(1)]));

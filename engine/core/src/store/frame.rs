@@ -4,7 +4,7 @@
 //! preamble), then frames of `length u32 | crc32 u32 | payload`. A payload
 //! is at most [`MAX_FRAME`] bytes; a length above it is corruption, so no
 //! damaged file can make a reader allocate more. Payloads are encoded by
-//! [`crate::codec`].
+//! [`crate::store::codec`].
 //!
 //! Every damage is a typed error naming the file, the frame and its byte
 //! offset: [`Error::Corrupt`] (a bad length, a checksum mismatch, a payload
@@ -13,10 +13,10 @@
 //! file, or another format version).
 //!
 //! ```
-//! use engine::frame::{Format, FrameReader};
+//! use engine::store::frame::{Format, FrameReader};
 //! const DEMO: Format = Format { magic: *b"SIMDEMO1", version: 1, what: "demo file" };
 //! let mut bytes = DEMO.preamble().to_vec();
-//! engine::frame::push_frame(&mut bytes, b"hello").unwrap();
+//! engine::store::frame::push_frame(&mut bytes, b"hello").unwrap();
 //! let mut r = FrameReader::new(&bytes[..], bytes.len() as u64, "demo.bin", &DEMO).unwrap();
 //! assert_eq!(r.next_frame().unwrap().unwrap().payload, b"hello");
 //! assert!(r.next_frame().unwrap().is_none());
@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 /// The largest frame payload, in bytes; anything above this is corruption.
 /// Traces write a large tick in parts far below it
-/// ([`crate::trace::frame::PART_BYTES`]).
+/// ([`crate::store::trace::frame::PART_BYTES`]).
 pub const MAX_FRAME: u64 = 1 << 30;
 /// Magic plus the little-endian format version.
 pub const PREAMBLE: u64 = 12;

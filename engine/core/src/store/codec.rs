@@ -1,7 +1,7 @@
 //! The one place that calls the serialiser: bincode 2, standard
 //! configuration, with a decode limit so that no payload can make the
 //! decoder allocate more than a frame may hold. Every binary file of the
-//! project ([`crate::frame`]) carries payloads encoded here. The trace's
+//! project ([`crate::store::frame`]) carries payloads encoded here. The trace's
 //! record types also derive bincode's own `Encode` (the trace writer's
 //! faster path, [`encode_native_into`]), so replacing bincode is a change
 //! to this file and to those derives.
@@ -9,8 +9,8 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-/// The largest payload, in bytes: the frame limit of [`crate::frame`].
-pub const MAX_PAYLOAD: u64 = crate::frame::MAX_FRAME;
+/// The largest payload, in bytes: the frame limit of [`crate::store::frame`].
+pub const MAX_PAYLOAD: u64 = crate::store::frame::MAX_FRAME;
 
 /// Why a value could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]

@@ -1,8 +1,8 @@
 //! Traces: the append-only record of a run, and the cassette that replays it.
 //!
-//! A trace file is a [`crate::frame`] container (magic `SIMTRACE`, format
+//! A trace file is a [`crate::store::frame`] container (magic `SIMTRACE`, format
 //! version [`record::FORMAT_VERSION`]) whose payloads are
-//! [`record::Record`]s encoded by [`crate::codec`]. The first
+//! [`record::Record`]s encoded by [`crate::store::codec`]. The first
 //! frame is the [`record::Header`] (everything needed to re-run: resolved
 //! config, scenario and trait sources, seed, sizes), then one
 //! [`record::TickFrame`] per committed tick, and a [`record::RunEnd`] when

@@ -3,7 +3,6 @@
 use crate::digest::{Digest, DigestWriter};
 use crate::embed::{EmbedCall, EmbedKey, EmbedRole};
 use crate::persona::{MemoryId, MemoryKind};
-use crate::report::Stopped;
 use crate::turn::{Outcome, TickDigests};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -20,7 +19,7 @@ use std::sync::Arc;
 pub const FORMAT_VERSION: u32 = 5;
 
 /// From this format on, every frame's payload is LZ4-compressed (block
-/// format, uncompressed size prepended); see [`crate::trace::frame`].
+/// format, uncompressed size prepended); see [`crate::store::trace::frame`].
 pub const COMPRESSED_FROM: u32 = 5;
 
 /// The oldest trace format this engine reads.
@@ -379,6 +378,56 @@ pub enum Record {
     TickPart(TickPart),
     /// The frame that commits a tick written in parts (format 4).
     TickCommit(TickCommit),
+}
+
+/// Why a run stopped before its last tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
+#[serde(rename_all = "lowercase")]
+pub enum StopReason {
+    /// Recorded spend reached the budget at a tick boundary.
+    Budget,
+    /// Most of a tick's chat calls failed with the same kind of permanent
+    /// error (a bad key, an unknown model): the circuit breaker stopped the
+    /// run instead of failing every job one by one. Resumable.
+    PermanentErrors,
+    /// The user interrupted the run (Ctrl-C). Resumable.
+    Interrupted,
+}
+
+impl StopReason {
+    /// Whether the run ended for good (its trace gets an end frame) or can
+    /// be resumed.
+    pub fn is_final(self) -> bool {
+        match self {
+            StopReason::Budget => true,
+            StopReason::PermanentErrors | StopReason::Interrupted => false,
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Budget => "budget",
+            StopReason::PermanentErrors => "permanent errors",
+            StopReason::Interrupted => "interrupted",
+        })
+    }
+}
+
+/// A run that stopped before its last tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode)]
+pub struct Stopped {
+    /// Why.
+    pub reason: StopReason,
+    /// What happened, in words.
+    pub detail: String,
+    /// Last committed tick.
+    pub after_tick: u32,
+    /// Recorded spend at the stop.
+    pub spent_nano_usd: u64,
+    /// The budget.
+    pub budget_nano_usd: u64,
 }
 
 #[cfg(test)]

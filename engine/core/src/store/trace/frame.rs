@@ -1,4 +1,4 @@
-//! The trace file: a [`crate::frame`] container whose frames are
+//! The trace file: a [`crate::store::frame`] container whose frames are
 //! [`Record`]s, appended and synced one at a time. A tick whose encoding is
 //! larger than a part ([`PART_BYTES`]) is written as [`TickPart`] frames
 //! closed by a [`TickCommit`], so that no frame nears the frame limit
@@ -8,7 +8,7 @@ use super::record::{
     Bytes, Header, Record, RunEnd, TickCommit, TickFrame, TickPart, COMPRESSED_FROM, FORMAT_VERSION, OLDEST_READABLE,
 };
 use crate::error::{Error, Result};
-use crate::frame::{Format, FrameReader, FrameWriter, Next, MAX_FRAME};
+use crate::store::frame::{Format, FrameReader, FrameWriter, Next, MAX_FRAME};
 use std::io::Read;
 use std::path::Path;
 
@@ -22,7 +22,7 @@ pub const PART_BYTES: usize = 16 << 20;
 // A part frame adds a few bytes of record framing to its slice.
 const _: () = assert!(PART_BYTES as u64 + 64 <= MAX_FRAME);
 
-pub use crate::frame::Torn;
+pub use crate::store::frame::Torn;
 
 /// A trace as read.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,7 +117,7 @@ impl<R: Read> RecordReader<Source<R>> {
     /// a format this engine no longer reads gets
     /// [`Error::RecordedByOlder`], naming the engine that wrote it.
     pub fn new(mut r: R, len: u64, file: &str) -> Result<RecordReader<Source<R>>> {
-        let mut pre = [0u8; crate::frame::PREAMBLE as usize];
+        let mut pre = [0u8; crate::store::frame::PREAMBLE as usize];
         let got = read_up_to(&mut r, &mut pre).map_err(|e| Error::Io { file: file.to_string(), source: e })?;
         let version = u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]);
         let ours = got == pre.len() && pre[..8] == TRACE.magic;
@@ -134,7 +134,7 @@ impl<R: Read> RecordReader<Source<R>> {
             ticks: 0,
             ended: false,
             pending: None,
-            committed: crate::frame::PREAMBLE,
+            committed: crate::store::frame::PREAMBLE,
             tail: None,
         })
     }
@@ -152,8 +152,8 @@ impl<R: Read> RecordReader<R> {
             };
             let r = &self.frames;
             let record: Record = match self.version >= COMPRESSED_FROM {
-                true => crate::codec::decode(&unpack(&f.payload).map_err(|e| r.corrupt(&f, e))?),
-                false => crate::codec::decode(&f.payload),
+                true => crate::store::codec::decode(&unpack(&f.payload).map_err(|e| r.corrupt(&f, e))?),
+                false => crate::store::codec::decode(&f.payload),
             }
             .map_err(|e| r.corrupt(&f, e))?;
             if self.ended {
@@ -204,7 +204,7 @@ impl<R: Read> RecordReader<R> {
                         let cause = format!("commit frame {c:?} does not match the parts read ({read:?})");
                         return Err(r.corrupt(&f, cause));
                     }
-                    match crate::codec::decode_assembled::<Record>(&p.bytes) {
+                    match crate::store::codec::decode_assembled::<Record>(&p.bytes) {
                         Ok(Record::Tick(t)) if t.tick == c.tick => Record::Tick(t),
                         Ok(_) => {
                             return Err(r.corrupt(&f, format!("the parts of tick {} do not hold that tick", c.tick)))
@@ -299,7 +299,7 @@ fn older_format(pre: &[u8], r: impl Read, len: u64, file: &str, version: u32) ->
         .and_then(|mut frames| frames.next_frame())
         .ok()
         .flatten()
-        .and_then(|f| crate::codec::decode::<Record>(&f.payload).ok());
+        .and_then(|f| crate::store::codec::decode::<Record>(&f.payload).ok());
     let recorded_by = match header {
         Some(Record::Header(h)) => h.engine_version,
         _ => "of an earlier version".into(),
@@ -481,7 +481,7 @@ impl TraceWriter {
             bytes: 0,
             failed: None,
         };
-        let encoded = crate::codec::encode_native_to(record, &mut parts);
+        let encoded = crate::store::codec::encode_native_to(record, &mut parts);
         if let Some(e) = parts.failed.take() {
             return Err(e);
         }
@@ -512,7 +512,7 @@ impl TraceWriter {
 }
 
 fn encode(path: &Path, record: &Record, buf: &mut Vec<u8>) -> Result<()> {
-    crate::codec::encode_native_into(record, buf)
+    crate::store::codec::encode_native_into(record, buf)
         .map_err(|e| Error::Format { file: path.display().to_string(), cause: format!("cannot encode a record: {e}") })
 }
 

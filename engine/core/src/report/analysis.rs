@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::memory::Change;
 use crate::persona::profile::{generate, Profile, Traits};
-use crate::trace::record::{Header, RunEnd, TickFrame};
+use crate::store::trace::record::{Header, RunEnd, TickFrame};
 use crate::turn::{Outcome, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 //! serves the answers already paid for from it and sends only what is
 //! missing, so nothing paid for is bought twice.
 //!
-//! A [`crate::frame`] container (magic `SIMCHWAL`) whose first frame names
+//! A [`crate::store::frame`] container (magic `SIMCHWAL`) whose first frame names
 //! the engine that wrote it, then one frame per answer. A torn final frame
 //! (a kill during a write) is cut when the log is reopened.
 
@@ -12,7 +12,7 @@ use crate::chat::{ChatAttempt, ChatError, ChatPort, ChatReply, ChatRequest};
 use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::error::{Error, Result};
-use crate::frame::{Format, FrameReader, FrameWriter, Next};
+use crate::store::frame::{Format, FrameReader, FrameWriter, Next};
 use crate::BoxFuture;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -57,10 +57,12 @@ pub fn read_wal(path: &Path) -> Result<(Vec<WalEntry>, u64)> {
     let mut out = Vec::new();
     loop {
         match r.read_next()? {
-            Next::Frame(f) => match crate::codec::decode::<WalFrame>(&f.payload).map_err(|e| r.corrupt(&f, e))? {
-                WalFrame::Start { .. } => {}
-                WalFrame::Call(entry) => out.push(entry),
-            },
+            Next::Frame(f) => {
+                match crate::store::codec::decode::<WalFrame>(&f.payload).map_err(|e| r.corrupt(&f, e))? {
+                    WalFrame::Start { .. } => {}
+                    WalFrame::Call(entry) => out.push(entry),
+                }
+            }
             Next::Torn(_) | Next::End => return Ok((out, r.valid_len())),
         }
     }
@@ -82,7 +84,7 @@ impl WalChat {
             let (_, valid) = read_wal(path)?;
             FrameWriter::reopen(path, valid)?
         } else {
-            let start = WalFrame::Start { engine_version: crate::trace::record::ENGINE_VERSION.to_string() };
+            let start = WalFrame::Start { engine_version: crate::store::trace::record::ENGINE_VERSION.to_string() };
             let payload = encode(path, &start)?;
             FrameWriter::create(path, &CHAT_WAL, &payload, false)?
         };
@@ -96,7 +98,8 @@ impl WalChat {
 }
 
 fn encode(path: &Path, frame: &WalFrame) -> Result<Vec<u8>> {
-    crate::codec::encode(frame).map_err(|e| Error::Format { file: path.display().to_string(), cause: e.to_string() })
+    crate::store::codec::encode(frame)
+        .map_err(|e| Error::Format { file: path.display().to_string(), cause: e.to_string() })
 }
 
 impl ChatPort for WalChat {
