@@ -14,6 +14,10 @@ pub const MAX_EXTRA: f64 = 0.2;
 /// square, so no figure the field prints can overflow; the source's
 /// strengths are around 1.
 pub const MAX_STRENGTH: f64 = 1e6;
+/// The largest access boost cap a field accepts (the source's is 2): with
+/// [`MAX_STRENGTH`] it keeps every strength below 1.2e8 and every
+/// resonance below 1.5e16, far from overflow.
+pub const MAX_BOOST_CAP: f64 = 100.0;
 
 /// Field parameters; the defaults are the source's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,7 +27,8 @@ pub struct FieldConfig {
     pub lambda: f64,
     /// Score boost per access. Default 0.05.
     pub boost_per_access: f64,
-    /// Cap of the access boost factor. Default 2.
+    /// Cap of the access boost factor. Default 2, at most
+    /// [`MAX_BOOST_CAP`](crate::pattern::MAX_BOOST_CAP).
     pub boost_cap: f64,
     /// Hebbian co-access bonus: each time a pattern is returned together
     /// with others, its score rises by this share of the plan's score
@@ -75,8 +80,9 @@ impl FieldConfig {
                 return bad(field, format!("must be a finite number >= 0, got {v}"));
             }
         }
-        if !(self.boost_cap.is_finite() && self.boost_cap >= 1.0) {
-            return bad("boost_cap", format!("must be a finite number >= 1, got {}", self.boost_cap));
+        if !(self.boost_cap.is_finite() && (1.0..=MAX_BOOST_CAP).contains(&self.boost_cap)) {
+            let cap = self.boost_cap;
+            return bad("boost_cap", format!("must be a number from 1 to {MAX_BOOST_CAP}, got {cap}"));
         }
         if !(self.ratio_alarm.is_finite() && self.ratio_alarm > 1.0) {
             return bad("ratio_alarm", format!("must be a finite number > 1, got {}", self.ratio_alarm));

@@ -1,6 +1,6 @@
 //! Patterns, the index and the five operations.
 
-pub use crate::config::{FieldConfig, MAX_AMPLIFICATION, MAX_EXTRA, MAX_STRENGTH};
+pub use crate::config::{FieldConfig, MAX_AMPLIFICATION, MAX_BOOST_CAP, MAX_EXTRA, MAX_STRENGTH};
 pub use crate::error::FieldError;
 use crate::storage::{FlatMap, Rows};
 use engine::clock::SimTime;
@@ -277,7 +277,7 @@ impl Field {
             if !strength_ok(p.strength) {
                 return Err(p.non_finite("strength", p.strength));
             }
-            if !(p.amplification.is_finite() && (0.0..=MAX_EXTRA * MAX_STRENGTH).contains(&p.amplification)) {
+            if !(p.amplification.is_finite() && p.amplification >= 0.0) {
                 return Err(p.non_finite("amplification", p.amplification));
             }
         }

@@ -439,6 +439,10 @@ fn non_finite_strengths_are_refused_by_name() {
     patterns[1].amplification = f64::NAN;
     let err = Field::from_patterns(2, FieldConfig::default(), patterns).err().expect("refused");
     assert!(matches!(err, FieldError::NonFinite { id: 1, what: "amplification", .. }), "{err}");
+    // The boost cap is bounded too: with it, strength and resonance stay
+    // far from overflow.
+    let huge = FieldConfig { boost_cap: 1e200, ..FieldConfig::default() };
+    assert!(matches!(Field::new(2, huge), Err(FieldError::Config { field: "boost_cap", .. })));
 }
 
 /// The monitor's ratio is over effective strength, and its alarm fires
