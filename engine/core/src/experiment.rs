@@ -11,6 +11,7 @@ pub mod model;
 pub mod stats;
 pub mod summary;
 pub mod topic;
+pub mod verdict;
 
 pub use model::{Role, ScriptedAgentModel};
 pub use topic::Topic;

@@ -17,6 +17,7 @@
 pub mod ledger;
 pub mod record_id;
 pub mod scenarios;
+pub mod tier;
 
 pub use ledger::{Change, ConsolidationConfig, Ledger, LedgerError, RecordId, Scope, Tier, Version};
 pub use record_id::{MemoryId, MemoryIdText};

@@ -43,7 +43,7 @@
 //!
 //! [`port::SharedContextPort`] is what agents use; its adapters are the
 //! field ([`port::FieldContexts`]) and message passing
-//! ([`port::MessagePassing`]). Agents act in phases
+//! ([`messages::MessagePassing`]). Agents act in phases
 //! ([`port::SharedContextPort::phase`]): a phase applies its operations in
 //! `(agent, seq)` order, injections first, then every query against the
 //! same state, so the result does not depend on arrival order or thread
@@ -54,6 +54,7 @@
 mod config;
 mod error;
 pub mod log;
+pub mod messages;
 pub mod pattern;
 pub mod port;
 pub mod replay;
@@ -61,9 +62,9 @@ mod storage;
 pub mod telemetry;
 pub mod threads;
 
+pub use messages::{Merge, MessagePassing};
 pub use pattern::{Field, FieldConfig, FieldError, Hit, Injected, Pattern, Stability};
 pub use port::{
-    ContextId, Entry, FieldContexts, FieldSession, Found, Merge, MessagePassing, PortError, PortOp, PortReply,
-    SharedContextPort, Submitted,
+    ContextId, Entry, FieldContexts, FieldSession, Found, PortError, PortOp, PortReply, SharedContextPort, Submitted,
 };
 pub use telemetry::{Telemetry, TelemetryReport};

@@ -1,12 +1,11 @@
-//! The shared-context port and its two adapters: the field, and message
-//! passing (the baseline). A mission picks one; both pass the same
-//! contract tests.
+//! The shared-context port and its field adapter; the message-passing
+//! adapter (the baseline) is [`crate::messages`]. A mission picks one;
+//! both pass the same contract tests, here.
 
 use crate::log::{EventLog, OpEvent, OpRecord, OutcomeRecord, PhaseEvent};
 use crate::pattern::{Field, FieldConfig, FieldError};
 use crate::telemetry::{Telemetry, TelemetryReport};
 use engine::clock::SimTime;
-use engine::persona::memory::cosine;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -193,28 +192,28 @@ pub trait SharedContextPort {
     fn check_context(&mut self, ctx: ContextId) -> Result<(), PortError>;
 }
 
-struct Team {
+pub(crate) struct Team {
     members: Vec<String>,
 }
 
 /// An adapter's contexts: each a team and the adapter's state for it,
 /// `None` once destroyed (ids are never reused).
-struct Contexts<T>(BTreeMap<ContextId, Option<(Team, T)>>);
+pub(crate) struct Contexts<T>(BTreeMap<ContextId, Option<(Team, T)>>);
 
 impl<T> Contexts<T> {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Contexts(BTreeMap::new())
     }
 
     /// Opens a context.
-    fn open(&mut self, team: &[String], inner: T) -> ContextId {
+    pub(crate) fn open(&mut self, team: &[String], inner: T) -> ContextId {
         let id = ContextId(self.0.len() as u64);
         self.0.insert(id, Some((Team { members: team.to_vec() }, inner)));
         id
     }
 
     /// A live context's team and state.
-    fn entry(&mut self, ctx: ContextId) -> Result<(&Team, &mut T), PortError> {
+    pub(crate) fn entry(&mut self, ctx: ContextId) -> Result<(&Team, &mut T), PortError> {
         match self.0.get_mut(&ctx) {
             None => Err(PortError::UnknownContext(ctx)),
             Some(None) => Err(PortError::Destroyed(ctx)),
@@ -223,7 +222,7 @@ impl<T> Contexts<T> {
     }
 
     /// A live context's state, for a team member.
-    fn member(&mut self, ctx: ContextId, agent: &str) -> Result<&mut T, PortError> {
+    pub(crate) fn member(&mut self, ctx: ContextId, agent: &str) -> Result<&mut T, PortError> {
         let (team, inner) = self.entry(ctx)?;
         if !team.members.iter().any(|m| m == agent) {
             return Err(PortError::NotInTeam { agent: agent.into(), context: ctx });
@@ -232,12 +231,12 @@ impl<T> Contexts<T> {
     }
 
     /// A live context's state, read-only.
-    fn live(&self, ctx: ContextId) -> Option<&T> {
+    pub(crate) fn live(&self, ctx: ContextId) -> Option<&T> {
         self.0.get(&ctx).and_then(|c| c.as_ref()).map(|(_, inner)| inner)
     }
 
     /// Closes a context and returns its state.
-    fn destroy(&mut self, ctx: ContextId) -> Result<T, PortError> {
+    pub(crate) fn destroy(&mut self, ctx: ContextId) -> Result<T, PortError> {
         self.entry(ctx)?;
         match self.0.insert(ctx, None) {
             Some(Some((_, inner))) => Ok(inner),
@@ -487,146 +486,11 @@ fn found(field: &Field, hits: &[super::Hit]) -> Vec<Found> {
         .collect()
 }
 
-/// How a receiver merges messages that share a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Merge {
-    /// The latest value for a key replaces earlier ones.
-    Override,
-    /// Every message is kept.
-    Append,
-    /// The value most senders gave for a key (ties: the earliest).
-    Consensus,
-}
-
-struct Message {
-    from: String,
-    entry: Entry,
-    seq: u64,
-}
-
-/// Each member's inbox, by agent.
-type Inboxes = BTreeMap<String, Vec<Message>>;
-
-/// The message-passing adapter: each agent has an inbox; an injection is a
-/// message to every other team member (and kept by its sender).
-pub struct MessagePassing {
-    dim: usize,
-    merge: Merge,
-    contexts: Contexts<Inboxes>,
-    seq: u64,
-}
-
-impl MessagePassing {
-    /// The baseline with a merge strategy.
-    pub fn new(dim: usize, merge: Merge) -> Self {
-        MessagePassing { dim, merge, contexts: Contexts::new(), seq: 0 }
-    }
-
-    fn visible(merge: Merge, inbox: &[Message]) -> Vec<&Message> {
-        match merge {
-            Merge::Append => inbox.iter().collect(),
-            Merge::Override => {
-                let mut last: BTreeMap<&str, &Message> = BTreeMap::new();
-                for m in inbox {
-                    last.insert(&m.entry.key, m);
-                }
-                let mut v: Vec<&Message> = last.into_values().collect();
-                v.sort_by_key(|m| m.seq);
-                v
-            }
-            Merge::Consensus => {
-                let mut by_key: BTreeMap<&str, Vec<&Message>> = BTreeMap::new();
-                for m in inbox {
-                    by_key.entry(&m.entry.key).or_default().push(m);
-                }
-                let mut v: Vec<&Message> = by_key
-                    .into_values()
-                    .filter_map(|ms| {
-                        let mut votes: Vec<(&str, usize, u64, &Message)> = Vec::new();
-                        for m in &ms {
-                            match votes.iter_mut().find(|(val, ..)| *val == m.entry.value) {
-                                Some(v) => v.1 += 1,
-                                None => votes.push((&m.entry.value, 1, m.seq, m)),
-                            }
-                        }
-                        votes.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2))).map(|v| v.3)
-                    })
-                    .collect();
-                v.sort_by_key(|m| m.seq);
-                v
-            }
-        }
-    }
-}
-
-impl SharedContextPort for MessagePassing {
-    fn create_context(&mut self, team: &[String], initial: Vec<Entry>, now: SimTime) -> Result<ContextId, PortError> {
-        let id = self.contexts.open(team, team.iter().map(|m| (m.clone(), Vec::new())).collect());
-        let first = team.first().cloned().unwrap_or_default();
-        for e in initial {
-            self.inject(id, &first, e, now)?;
-        }
-        Ok(id)
-    }
-
-    fn inject(&mut self, ctx: ContextId, agent: &str, entry: Entry, _now: SimTime) -> Result<(), PortError> {
-        if entry.vector.len() != self.dim {
-            return Err(FieldError::WrongDimension { expected: self.dim, got: entry.vector.len() }.into());
-        }
-        self.seq += 1;
-        let seq = self.seq;
-        let inboxes = self.contexts.member(ctx, agent)?;
-        for inbox in inboxes.values_mut() {
-            inbox.push(Message { from: agent.into(), entry: entry.clone(), seq });
-        }
-        Ok(())
-    }
-
-    fn query(
-        &mut self,
-        ctx: ContextId,
-        agent: &str,
-        query: &[f32],
-        k: usize,
-        _now: SimTime,
-    ) -> Result<Vec<Found>, PortError> {
-        if query.len() != self.dim {
-            return Err(FieldError::WrongDimension { expected: self.dim, got: query.len() }.into());
-        }
-        let merge = self.merge;
-        let inboxes = self.contexts.member(ctx, agent)?;
-        let inbox = inboxes.get(agent).map(Vec::as_slice).unwrap_or_default();
-        let mut found: Vec<(f64, u64, &Message)> =
-            Self::visible(merge, inbox).into_iter().map(|m| (cosine(query, &m.entry.vector), m.seq, m)).collect();
-        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        Ok(found
-            .into_iter()
-            .take(k)
-            .map(|(score, _, m)| Found {
-                agent: m.from.clone(),
-                key: m.entry.key.clone(),
-                value: m.entry.value.clone(),
-                score,
-                resonant: false,
-                strongly_resonant: false,
-            })
-            .collect())
-    }
-
-    fn destroy_context(&mut self, ctx: ContextId) -> Result<(), PortError> {
-        self.contexts.destroy(ctx).map(|_| ())
-    }
-
-    fn check_context(&mut self, ctx: ContextId) -> Result<(), PortError> {
-        self.contexts.entry(ctx).map(|_| ())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::log::EventLog;
+    use crate::messages::{Merge, MessagePassing};
 
     fn e(key: &str, value: &str, v: [f32; 3]) -> Entry {
         Entry { key: key.into(), value: value.into(), vector: v.to_vec(), strength: 1.0 }
