@@ -58,38 +58,6 @@ pub enum Error {
         #[source]
         source: engine::Error,
     },
-    /// The field actor stopped answering (an internal fault).
-    #[error("the field actor failed: {0}")]
-    FieldActor(String),
-    /// A mission of the experiment failed (an internal fault of the
-    /// mission's machinery).
-    #[error("{0}")]
-    Mission(String),
-    /// An agent's chat call failed.
-    #[error("{role} chat call failed: {source}")]
-    AgentChat {
-        /// The agent's role.
-        role: &'static str,
-        /// The chat port's error.
-        #[source]
-        source: Box<engine::Error>,
-    },
-    /// A mission of the experiment failed; `source` says how.
-    #[error("mission on topic {topic}, repetition {rep}, {condition}: {source}")]
-    InMission {
-        /// The topic.
-        topic: String,
-        /// The repetition.
-        rep: u32,
-        /// The condition's name.
-        condition: &'static str,
-        /// What failed.
-        #[source]
-        source: Box<Error>,
-    },
-    /// The field refused an operation.
-    #[error(transparent)]
-    Field(#[from] ::field::PortError),
 }
 
 impl Error {
@@ -98,28 +66,14 @@ impl Error {
     /// its environment (an actor that failed, a disk that refused a write).
     pub fn is_caller_fault(&self) -> bool {
         match self {
-            Error::Engine(e) => matches!(
-                e,
-                engine::Error::Config { .. }
-                    | engine::Error::Fixture { .. }
-                    | engine::Error::Parse { .. }
-                    | engine::Error::Format { .. }
-                    | engine::Error::Corrupt { .. }
-                    | engine::Error::Torn { .. }
-                    | engine::Error::Uncommitted { .. }
-                    | engine::Error::RecordedByOlder { .. }
-            ),
+            Error::Engine(e) => e.is_caller_fault(),
             Error::InvalidInput { .. } => true,
-            Error::Field(e) => e.is_caller_fault(),
-            Error::Observer { source, .. } | Error::InMission { source, .. } => source.is_caller_fault(),
-            Error::AgentChat { .. } => false,
+            Error::Observer { source, .. } => source.is_caller_fault(),
             Error::Spawn { .. }
             | Error::Coordinator { .. }
             | Error::TraceWriter(_)
             | Error::TraceWrite { .. }
-            | Error::Diverged(_)
-            | Error::FieldActor(_)
-            | Error::Mission(_) => false,
+            | Error::Diverged(_) => false,
         }
     }
 }
@@ -143,6 +97,5 @@ mod tests {
         // Wrapped errors are judged by what they wrap.
         assert!(Error::Observer { tick: 2, source: Box::new(Error::Engine(config())) }.is_caller_fault());
         assert!(!Error::Observer { tick: 2, source: Box::new(Error::Engine(io())) }.is_caller_fault());
-        assert!(Error::Field(::field::PortError::DuplicateSequence { agent: "a".into(), seq: 1 }).is_caller_fault());
     }
 }

@@ -13,15 +13,11 @@
 //!   [`coordinator::TickReport`] with outcomes in job order.
 //! - [`supervisor::PanelSupervisor`] is the parent of the persona hosts; a
 //!   persona that panics fails its own jobs, not the run.
-//! - The field actor, behind [`field::FieldHandle`], owns the shared memory
-//!   field and applies agents'
-//!   operations in deterministic phases; [`field_sim`] drives it with a
-//!   seeded synthetic mission.
-//! - [`experiment::AgentActor`]s (researcher, analyst, writer) run
-//!   missions through the chat port and a shared context (the field actor or
-//!   message passing); [`experiment::run_experiment`] pairs the conditions.
 //! - [`run::run`] spawns them all, drives the ticks, stops at the budget and
 //!   tears down.
+//!
+//! The agents' field and experiment are another crate (`agents`), so this
+//! one does not compile FAISS.
 //!
 //! ```
 //! use actors::{progress::Silent, run::{run, RunSpec}};
@@ -35,9 +31,6 @@
 pub mod chat_pool;
 pub mod coordinator;
 pub mod error;
-pub mod experiment;
-pub mod field;
-pub mod field_sim;
 pub mod persona;
 pub mod progress;
 pub mod replay;

@@ -108,7 +108,11 @@ fn main() -> ExitCode {
 /// engine says the fault is its own or its environment's (an actor that
 /// failed, a disk that refused a write).
 fn report(e: &anyhow::Error) -> ExitCode {
-    let internal = e.chain().find_map(|c| c.downcast_ref::<actors::Error>()).is_some_and(|a| !a.is_caller_fault());
+    let internal = e.chain().find_map(|c| {
+        c.downcast_ref::<actors::Error>()
+            .map(actors::Error::is_caller_fault)
+            .or_else(|| c.downcast_ref::<agents::Error>().map(agents::Error::is_caller_fault))
+    }) == Some(false);
     if internal {
         eprintln!("internal error (not a problem with your input): {}", chain(e));
         ExitCode::from(70)

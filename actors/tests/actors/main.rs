@@ -16,7 +16,3 @@ mod failures;
 mod trace;
 // Memory consolidation at each commit: expiry hides memories, dry runs, promotion.
 mod consolidation;
-// The field actor: phases independent of thread count, logs that replay, typed errors.
-mod field;
-// The agent experiment: failures name their mission, pairing, telemetry.
-mod experiment;

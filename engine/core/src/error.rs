@@ -158,5 +158,25 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether the caller is at fault: a configuration, fixture, file or
+    /// trace that cannot be used as given. Everything else (a provider
+    /// that failed, a disk that refused a write) is this program's or its
+    /// environment's.
+    pub fn is_caller_fault(&self) -> bool {
+        matches!(
+            self,
+            Error::Config { .. }
+                | Error::Fixture { .. }
+                | Error::Parse { .. }
+                | Error::Format { .. }
+                | Error::Corrupt { .. }
+                | Error::Torn { .. }
+                | Error::Uncommitted { .. }
+                | Error::RecordedByOlder { .. }
+        )
+    }
+}
+
 /// Result with the engine's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;

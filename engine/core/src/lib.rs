@@ -20,9 +20,8 @@
 //! every binary file is one [`store::frame`] container, [`store::codec`]
 //! is the only caller of the serialiser, and [`store::trace`] is the run's
 //! record. Post-run memory operations are [`maintenance`].
-//! [`experiment`] holds the research topics, the scripted agent model, the
-//! report metrics and the paired statistics of the field-versus-messages
-//! experiment.
+//! The agents' field-versus-messages experiment is not here: its pure side
+//! is the `experiment` crate, its actors the `agents` crate.
 //!
 //! ```
 //! use engine::{config::Config, persona::{generate, PersonaState, Traits}, scenario::Scenario};
@@ -46,7 +45,6 @@ pub mod cost;
 pub mod digest;
 pub mod embed;
 pub mod error;
-pub mod experiment;
 pub mod intent;
 pub mod maintenance;
 pub mod memory;

@@ -10,13 +10,13 @@ mod rate;
 mod sensitivity;
 
 use crate::prelude::runtime;
-use actors::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel, Mission, SCRIPTED_MODEL};
+use ::experiment::summary::{calibrate_lambda, summarise, RunRecord, Summary};
+use ::experiment::topic::BUILTIN_TOPICS;
+use ::experiment::Topic;
+use agents::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel, Mission, SCRIPTED_MODEL};
 use anyhow::{bail, Context, Result};
 use charts::charts;
 use clap::Args;
-use engine::experiment::summary::{calibrate_lambda, summarise, RunRecord, Summary};
-use engine::experiment::topic::BUILTIN_TOPICS;
-use engine::experiment::Topic;
 use engine::rng::{Purpose, Stream};
 use engine::store::trace::read_trace_file;
 use markdown::{criteria_table, report_md};
@@ -372,11 +372,11 @@ pub struct Plan {
     dim: usize,
     /// Price labels: chat, embedding.
     prices: (String, String),
-    latency: actors::experiment::LatencySource,
+    latency: agents::experiment::LatencySource,
     /// A live experiment's cassette, being written.
-    recorder: Option<std::sync::Arc<engine::experiment::cassette::Recorder>>,
+    recorder: Option<std::sync::Arc<::experiment::cassette::Recorder>>,
     /// The cassette a replay serves from.
-    replaying: Option<(PathBuf, std::sync::Arc<engine::experiment::cassette::Cassette>)>,
+    replaying: Option<(PathBuf, std::sync::Arc<::experiment::cassette::Cassette>)>,
     out: PathBuf,
 }
 
@@ -419,8 +419,8 @@ fn fresh_plan(a: &ExperimentArgs) -> Result<Plan> {
         cfg.embedding_price_label.as_str().to_string(),
     );
     let latency = match model.live {
-        true => actors::experiment::LatencySource::Measured,
-        false => actors::experiment::LatencySource::Modelled,
+        true => agents::experiment::LatencySource::Measured,
+        false => agents::experiment::LatencySource::Modelled,
     };
     let plan = Plan {
         topics,
@@ -465,7 +465,7 @@ fn execute(a: &ExperimentArgs, plan: Plan) -> Result<()> {
         embed_model: plan.embed_model.clone(),
         chat: plan.model.chat.clone(),
         model: plan.model.name.clone(),
-        analyst_words: Some(engine::experiment::model::ANALYST_WORDS),
+        analyst_words: Some(::experiment::model::ANALYST_WORDS),
         latency_source: plan.latency.clone(),
         judge: plan.judge.chat.clone(),
         judge_model: plan.judge.name.clone(),
@@ -593,7 +593,7 @@ fn blind_export(
     seed: u64,
     id: &str,
 ) -> Result<()> {
-    let pairs = engine::experiment::summary::pairs(records, main_lambda);
+    let pairs = ::experiment::summary::pairs(records, main_lambda);
     let mut s = Stream::derive(seed, 0, 0, Purpose::Agent);
     let mut order: Vec<usize> = (0..pairs.len()).collect();
     for i in (1..order.len()).rev() {

@@ -8,7 +8,7 @@ use crate::prelude::runtime;
 use ::field::replay::replay as replay_log;
 use ::field::replay::ReplayedPhase;
 use ::field::{Field, FieldConfig};
-use actors::field_sim::{simulate, FieldSimSpec};
+use agents::field_sim::{simulate, FieldSimSpec};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use engine::clock::SimTime;

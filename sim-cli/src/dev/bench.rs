@@ -2,6 +2,7 @@
 //! warm cache, side by side in one process, against the modelled provider.
 
 use crate::prelude::runtime;
+use ::experiment::stats::median;
 use actors::progress::Silent;
 use actors::run::{run, RunSpec};
 use anyhow::{Context, Result};
@@ -9,7 +10,6 @@ use clap::{Args, Subcommand};
 use engine::config::{Provider, RawConfig};
 use engine::digest::Digest;
 use engine::embed::Strategy;
-use engine::experiment::stats::median;
 use engine::report::RunSummary;
 use serde::Serialize;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Structured replies: the JSON Schema a live model is given for each
 //! purpose, and the reading of a JSON reply back into the line format the
-//! parsers of [`crate::persona::reply`] and [`crate::experiment::model`]
+//! parsers of [`crate::persona::reply`] and `experiment::model` (the `experiment` crate)
 //! check. So one set of parsers and range checks serves scripted and live
 //! models alike.
 

@@ -284,9 +284,11 @@ fn modules_form_a_dag() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let crates = [
         ("engine", "engine/core/src"),
+        ("experiment", "engine/experiment/src"),
         ("field", "engine/field/src"),
         ("providers", "engine/providers/src"),
         ("actors", "actors/src"),
+        ("agents", "actors/agents/src"),
         ("sim-cli", "sim-cli/src"),
     ];
     let found: Vec<String> = crates.iter().flat_map(|(name, src)| crate_cycles(name, &root.join(src))).collect();
@@ -317,4 +319,61 @@ fn the_scan_finds_a_cycle_and_ignores_comments_and_tests() {
     std::fs::write(dir.join("b/y.rs"), "use super::x::g;\n").expect("write");
     assert_eq!(crate_cycles("t", &dir), vec!["t: a, b".to_string(), "t: b/x, b/y".to_string()]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The normal (not dev, not build) dependencies of the workspace crate at
+/// `dir`, each with the directory of its manifest when it is a workspace
+/// member (`None` for a registry crate).
+fn dependencies(root: &Path, dir: &Path) -> Vec<(String, Option<PathBuf>)> {
+    let read = |p: &Path| -> toml::Table {
+        let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let workspace = read(&root.join("Cargo.toml"));
+    let shared = workspace.get("workspace").and_then(|w| w.get("dependencies")).and_then(|d| d.as_table());
+    let manifest = read(&dir.join("Cargo.toml"));
+    let Some(deps) = manifest.get("dependencies").and_then(|d| d.as_table()) else { return Vec::new() };
+    deps.iter()
+        .map(|(name, spec)| {
+            let inherited = spec.get("workspace").and_then(toml::Value::as_bool) == Some(true);
+            let spec = if inherited { shared.and_then(|s| s.get(name)).unwrap_or(spec) } else { spec };
+            let base = if inherited { root } else { dir };
+            (name.clone(), spec.get("path").and_then(toml::Value::as_str).map(|p| base.join(p)))
+        })
+        .collect()
+}
+
+/// Every crate that `dir`'s crate depends on, directly or through other
+/// workspace crates (a registry crate's own dependencies are not read: none
+/// of them can reach back into the workspace).
+fn closure(root: &Path, dir: &Path) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for (name, path) in dependencies(root, &d) {
+            if seen.insert(name) {
+                todo.extend(path);
+            }
+        }
+    }
+    seen
+}
+
+/// The persona panel does not compile FAISS: only the agents' workload
+/// (the `agents` crate and the `field` crate under it) reaches it
+/// (docs/ARCHITECTURE.md, "Layout rules"). This is what `cargo tree -p
+/// actors` shows, checked without cargo.
+#[test]
+fn the_persona_path_does_not_depend_on_faiss() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let agents_only = ["faiss", "faiss-sys", "field", "agents"];
+    for member in ["engine/core", "engine/experiment", "engine/providers", "actors"] {
+        let deps = closure(&root, &root.join(member));
+        let found: Vec<&&str> = agents_only.iter().filter(|d| deps.contains(**d)).collect();
+        assert!(found.is_empty(), "{member} depends on {found:?}: {deps:?}");
+    }
+    // The scan itself: the agents' crate does reach FAISS, through `field`.
+    let agents = closure(&root, &root.join("actors/agents"));
+    assert!(agents.contains("field") && agents.contains("faiss"), "{agents:?}");
+    assert!(agents.contains("engine") && agents.contains("ractor"), "{agents:?}");
 }

@@ -4,13 +4,13 @@
 //! it with no model call.
 
 use super::{AgentModel, EmbedderSummary, ExperimentArgs, Plan};
-use actors::experiment::LatencySource;
-use anyhow::{bail, Context, Result};
-use engine::experiment::cassette::{
+use ::experiment::cassette::{
     mission_key, Cassette, Entry, Recorder, RecordingChat, RecordingEmbedder, ReplayChat, ReplayEmbedder, CASSETTE_FILE,
 };
-use engine::experiment::summary::RunRecord;
-use engine::experiment::Topic;
+use ::experiment::summary::RunRecord;
+use ::experiment::Topic;
+use agents::experiment::LatencySource;
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;

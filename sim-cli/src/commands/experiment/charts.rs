@@ -1,9 +1,9 @@
 //! The SVG charts of an experiment: decay, retention and stability.
 
-use actors::experiment::Mission;
+use ::experiment::summary::Condition;
+use ::experiment::Topic;
+use agents::experiment::Mission;
 use anyhow::Result;
-use engine::experiment::summary::Condition;
-use engine::experiment::Topic;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;

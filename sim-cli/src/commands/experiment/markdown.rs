@@ -2,9 +2,9 @@
 //! the criteria, costs, task accuracy, the method and the lambda sweep.
 
 use super::EmbedderSummary;
-use actors::experiment::ExperimentSpec;
-use engine::experiment::summary::{Condition, RunRecord, Summary};
-use engine::experiment::Topic;
+use ::experiment::summary::{Condition, RunRecord, Summary};
+use ::experiment::Topic;
+use agents::experiment::ExperimentSpec;
 
 /// USD from nano-USD, for reading.
 fn usd(nano: f64) -> String {
@@ -118,7 +118,7 @@ pub fn criteria_table(s: &Summary) -> String {
         s.verdict.name(),
         s.lambda,
         s.pairs,
-        engine::experiment::summary::pairs_needed(engine::experiment::summary::ALPHA),
+        ::experiment::summary::pairs_needed(::experiment::summary::ALPHA),
     ));
     t.push_str(&monitor_md(&s.field_monitor, None));
     t.push_str(&recommendation_md(s));
@@ -131,7 +131,7 @@ pub fn criteria_table(s: &Summary) -> String {
                  the second (source `semantic`): live prose paraphrases.\n",
                 f.retention,
                 m.retention,
-                engine::experiment::metrics::SEMANTIC_THRESHOLD
+                ::experiment::metrics::SEMANTIC_THRESHOLD
             ));
         }
     }
@@ -190,7 +190,7 @@ pub fn report_md(
              see into points of at most {} words, the writer writes the report from what it can see; each picks points by salience (figures, length, \
              seeded noise) within its output budget.\n\n",
             spec.model,
-            engine::experiment::model::ANALYST_WORDS
+            ::experiment::model::ANALYST_WORDS
         ));
     }
     r.push_str("## Method\n\n");
@@ -262,7 +262,7 @@ pub fn report_md(
 }
 
 /// The field's monitor in one sentence (`lambda` names a sweep point).
-pub fn monitor_md(m: &engine::experiment::summary::FieldMonitor, lambda: Option<f64>) -> String {
+pub fn monitor_md(m: &::experiment::summary::FieldMonitor, lambda: Option<f64>) -> String {
     if m.missions == 0 {
         return String::new();
     }

@@ -3,10 +3,10 @@
 //! human source. The proxy criterion is kept beside it; nothing in
 //! `results.json` is lost.
 
+use ::experiment::stats::{wilcoxon, Wilcoxon};
+use ::experiment::summary::{decide, Criterion, Evidence, QUALITY_NAME};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use engine::experiment::stats::{wilcoxon, Wilcoxon};
-use engine::experiment::summary::{decide, Criterion, Evidence, QUALITY_NAME};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -191,7 +191,7 @@ pub fn rate(a: &RateArgs) -> Result<()> {
     fold_in(&mut results, &human, criterion)?;
     std::fs::write(&results_path, serde_json::to_vec_pretty(&results)?)
         .with_context(|| format!("cannot write {}", results_path.display()))?;
-    let summary: engine::experiment::summary::Summary =
+    let summary: ::experiment::summary::Summary =
         serde_json::from_value(results["summary"].clone()).context("the updated summary does not read back")?;
     let report = rewrite_report(&a.dir.join("report.md"), &summary, &human)?;
     if a.json {
@@ -250,7 +250,7 @@ fn human_md(h: &Human) -> String {
 
 /// Restates the recommendation at the top of `report.md` and puts the
 /// human section after it (replacing an earlier one).
-fn rewrite_report(path: &Path, s: &engine::experiment::summary::Summary, h: &Human) -> Result<PathBuf> {
+fn rewrite_report(path: &Path, s: &::experiment::summary::Summary, h: &Human) -> Result<PathBuf> {
     use super::markdown::{recommendation_md, RECOMMENDATION_END, RECOMMENDATION_START};
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let replace = |text: &str, start: &str, end: &str, with: &str| -> Option<String> {

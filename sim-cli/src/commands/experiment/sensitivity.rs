@@ -6,10 +6,10 @@
 //! says where the field stops winning on retention.
 
 use super::charts::{plot_err, Plot};
-use actors::experiment::{run_experiment, ExperimentSpec};
+use ::experiment::model::ANALYST_WORDS;
+use ::experiment::summary::{summarise, Condition, Verdict};
+use agents::experiment::{run_experiment, ExperimentSpec};
 use anyhow::Result;
-use engine::experiment::model::ANALYST_WORDS;
-use engine::experiment::summary::{summarise, Condition, Verdict};
 use plotters::prelude::*;
 use serde::Serialize;
 use std::path::Path;

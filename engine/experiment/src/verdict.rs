@@ -197,7 +197,7 @@ pub fn decide(criteria: &[Criterion]) -> Recommendation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::stats::wilcoxon;
+    use crate::stats::wilcoxon;
 
     #[test]
     fn six_pairs_are_the_fewest_that_can_reach_significance() {

@@ -1,8 +1,11 @@
 //! The field-versus-message-passing experiment: research topics with gold
 //! findings ([`topic`]), the scripted research agents' model ([`model`]),
 //! the metrics of a final report ([`metrics`]) and the paired statistics
-//! ([`stats`]). The agents themselves and the missions are actors (see the
-//! `actors` crate); this module holds everything that is pure.
+//! ([`stats`]), the verdict ([`verdict`]), the run summary ([`summary`])
+//! and the live-run cassette ([`cassette`]). The agents themselves and the
+//! missions are actors (the `agents` crate); this crate holds everything
+//! that is pure. Neither it nor the persona path needs FAISS: the field
+//! lives in the `field` crate, which only `agents` depends on.
 
 pub mod cassette;
 pub mod judge;

@@ -9,9 +9,9 @@
 //! asks for `{"score": 1-5, "justification": "..."}`.
 
 use super::topic::{sentences, RubricItem, Topic};
-use crate::chat::{ChatPort, ChatReply, ChatRequest};
-use crate::cost::Price;
-use crate::BoxFuture;
+use engine::chat::{ChatPort, ChatReply, ChatRequest};
+use engine::cost::Price;
+use engine::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -139,8 +139,8 @@ impl ScriptedJudge {
 }
 
 impl ChatPort for ScriptedJudge {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
-        crate::chat::scripted_reply(&self.price, request, ScriptedJudge::reply_text(&request.prompt))
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, engine::chat::ChatResult<ChatReply>> {
+        engine::chat::scripted_reply(&self.price, request, ScriptedJudge::reply_text(&request.prompt))
     }
 }
 

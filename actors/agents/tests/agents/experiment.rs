@@ -1,7 +1,7 @@
-use actors::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel};
+use ::experiment::summary::Condition;
+use ::experiment::Topic;
+use agents::experiment::{run_experiment, Budgets, ExperimentSpec, LatencyModel};
 use engine::chat::{ChatPort, ChatReply, ChatRequest};
-use engine::experiment::summary::Condition;
-use engine::experiment::Topic;
 use engine::BoxFuture;
 use std::sync::Arc;
 
@@ -32,12 +32,12 @@ fn spec(chat: Option<Arc<dyn ChatPort>>) -> ExperimentSpec {
             Arc::new(providers::build_embedder(&cfg, 0).expect("the local embedder"))
         },
         embed_model: engine::config::Config::defaults().raw.embedding.model,
-        analyst_words: Some(engine::experiment::model::ANALYST_WORDS),
+        analyst_words: Some(::experiment::model::ANALYST_WORDS),
         judge: None,
         judge_model: String::new(),
-        latency_source: actors::experiment::LatencySource::Modelled,
+        latency_source: agents::experiment::LatencySource::Modelled,
         chat,
-        model: actors::experiment::SCRIPTED_MODEL.into(),
+        model: agents::experiment::SCRIPTED_MODEL.into(),
         field_logs: None,
     }
 }

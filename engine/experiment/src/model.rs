@@ -14,11 +14,11 @@
 //! count, plus noise seeded by (model seed, prompt digest), so the same
 //! prompt always gets the same answer and repetitions differ by seed.
 
-use crate::chat::{ChatPort, ChatReply, ChatRequest};
-use crate::cost::{estimate_tokens, Price};
-use crate::digest::DigestWriter;
-use crate::rng::Stream;
-use crate::BoxFuture;
+use engine::chat::{ChatPort, ChatReply, ChatRequest};
+use engine::cost::{estimate_tokens, Price};
+use engine::digest::DigestWriter;
+use engine::rng::Stream;
+use engine::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 /// Words an analyst keeps per point.
@@ -172,15 +172,15 @@ impl ScriptedAgentModel {
 }
 
 impl ChatPort for ScriptedAgentModel {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
-        crate::chat::scripted_reply(&self.price, request, self.reply_text(request))
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, engine::chat::ChatResult<ChatReply>> {
+        engine::chat::scripted_reply(&self.price, request, self.reply_text(request))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::ChatPurpose;
+    use engine::chat::ChatPurpose;
 
     fn ask(m: &ScriptedAgentModel, role: Role, budget: u64, items: &[&str]) -> Vec<String> {
         let items: Vec<String> = items.iter().map(|s| s.to_string()).collect();

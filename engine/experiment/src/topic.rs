@@ -1,8 +1,8 @@
 //! Research topics: source passages and the gold findings a good report
 //! carries, each with an id, key phrases and an importance.
 
-use crate::error::{Error, Result};
-use crate::turn::Outcome;
+use engine::error::{Error, Result};
+use engine::turn::Outcome;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -65,11 +65,11 @@ pub struct Topic {
 
 /// The built-in topics, by name.
 pub const BUILTIN_TOPICS: [(&str, &str); 5] = [
-    ("grid-storage", include_str!("../../../../fixtures/topics/grid-storage.toml")),
-    ("sleep-wearables", include_str!("../../../../fixtures/topics/sleep-wearables.toml")),
-    ("urban-heat", include_str!("../../../../fixtures/topics/urban-heat.toml")),
-    ("remote-work", include_str!("../../../../fixtures/topics/remote-work.toml")),
-    ("antibiotic-resistance", include_str!("../../../../fixtures/topics/antibiotic-resistance.toml")),
+    ("grid-storage", include_str!("../../../fixtures/topics/grid-storage.toml")),
+    ("sleep-wearables", include_str!("../../../fixtures/topics/sleep-wearables.toml")),
+    ("urban-heat", include_str!("../../../fixtures/topics/urban-heat.toml")),
+    ("remote-work", include_str!("../../../fixtures/topics/remote-work.toml")),
+    ("antibiotic-resistance", include_str!("../../../fixtures/topics/antibiotic-resistance.toml")),
 ];
 
 impl Topic {
@@ -268,7 +268,7 @@ mod tests {
     fn a_run_becomes_a_topic_with_intent_findings() {
         let reacted = |persona: u32, stimulus: &str, intent: u8| {
             let mut o = Outcome::new(1, persona, persona, stimulus.into(), 0);
-            o.reaction = Some(crate::persona::reply::Reaction {
+            o.reaction = Some(engine::persona::reply::Reaction {
                 text: format!("Persona {persona} says intent {intent}."),
                 sentiment: 0.0,
                 intent,

@@ -1,19 +1,19 @@
 //! The experiment cassette: every chat and embedding call of a live
 //! experiment, and each mission's measured latency, in one framed file
-//! (`cassette.bin`, the container of [`crate::store::frame`], magic `SIMXCAS1`).
+//! (`cassette.bin`, the container of [`engine::store::frame`], magic `SIMXCAS1`).
 //! [`RecordingChat`] and [`RecordingEmbedder`] append each answer as it
 //! arrives, synced; [`Cassette`] serves them back by request digest, so
 //! `sim-cli experiment --replay DIR` re-scores a live experiment with no
 //! call. A miss is an error, never a live call.
 
-use crate::chat::{ChatAttempt, ChatPort, ChatReply, ChatRequest};
-use crate::cost::Spend;
-use crate::digest::Digest;
-use crate::embed::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
-use crate::error::{Error, Result};
-use crate::store::frame::{Format, FrameWriter};
-use crate::store::trace::record::embed_request_digest;
-use crate::BoxFuture;
+use engine::chat::{ChatAttempt, ChatPort, ChatReply, ChatRequest};
+use engine::cost::Spend;
+use engine::digest::Digest;
+use engine::embed::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
+use engine::error::{Error, Result};
+use engine::store::frame::{Format, FrameWriter};
+use engine::store::trace::record::embed_request_digest;
+use engine::BoxFuture;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -88,7 +88,7 @@ impl Recorder {
     /// Creates `path` (never over an existing file) with its header.
     pub fn create(path: &Path, setup_json: &str) -> Result<Arc<Recorder>> {
         let header = Entry::Header {
-            engine_version: crate::store::trace::record::ENGINE_VERSION.into(),
+            engine_version: engine::store::trace::record::ENGINE_VERSION.into(),
             setup_json: setup_json.into(),
         };
         let first = encode(path, &header)?;
@@ -115,7 +115,7 @@ impl Recorder {
 }
 
 fn encode(path: &Path, entry: &Entry) -> Result<Vec<u8>> {
-    crate::store::codec::encode(entry).map_err(|e| Error::Format {
+    engine::store::codec::encode(entry).map_err(|e| Error::Format {
         file: path.display().to_string(),
         cause: format!("cannot encode a cassette entry: {e}"),
     })
@@ -130,7 +130,7 @@ pub struct RecordingChat {
 }
 
 impl ChatPort for RecordingChat {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, engine::chat::ChatResult<ChatReply>> {
         Box::pin(async move {
             let reply = self.inner.complete(request).await?;
             self.recorder.append(&Entry::Chat {
@@ -158,7 +158,7 @@ impl EmbeddingPort for RecordingEmbedder {
         &'a self,
         key: &'a EmbedKey,
         texts: &'a [String],
-    ) -> BoxFuture<'a, crate::embed::EmbedResult<EmbedBatch>> {
+    ) -> BoxFuture<'a, engine::embed::EmbedResult<EmbedBatch>> {
         Box::pin(async move {
             let batch = self.inner.embed(key, texts).await?;
             self.recorder.append(&Entry::Embed {
@@ -189,7 +189,7 @@ impl Cassette {
     /// Reads a cassette; damage is an error naming the file and frame.
     pub fn read(path: &Path) -> Result<Arc<Cassette>> {
         let entries =
-            crate::store::frame::read_all(path, &CASSETTE, |f| crate::store::codec::decode::<Entry>(&f.payload))?;
+            engine::store::frame::read_all(path, &CASSETTE, |f| engine::store::codec::decode::<Entry>(&f.payload))?;
         let mut it = entries.into_iter();
         let Some(Entry::Header { engine_version, setup_json }) = it.next() else {
             return Err(Error::Format { file: path.display().to_string(), cause: "no cassette header".into() });
@@ -262,13 +262,13 @@ pub struct ReplayChat {
 }
 
 impl ChatPort for ReplayChat {
-    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, engine::chat::ChatResult<ChatReply>> {
         if let Some(reply) = self.cassette.chat(&request.digest()) {
             return Box::pin(std::future::ready(Ok(reply)));
         }
         match &self.fallback {
             Some(f) => f.complete(request),
-            None => Box::pin(std::future::ready(Err(crate::chat::ChatError::Provider {
+            None => Box::pin(std::future::ready(Err(engine::chat::ChatError::Provider {
                 cause: format!(
                     "the cassette holds no answer to this {:?} request ({}); a replay makes no call",
                     request.purpose,
@@ -292,9 +292,9 @@ impl EmbeddingPort for ReplayEmbedder {
         &'a self,
         key: &'a EmbedKey,
         texts: &'a [String],
-    ) -> BoxFuture<'a, crate::embed::EmbedResult<EmbedBatch>> {
+    ) -> BoxFuture<'a, engine::embed::EmbedResult<EmbedBatch>> {
         let digest = embed_request_digest(key, texts);
-        Box::pin(std::future::ready(self.cassette.embed(&digest).ok_or_else(|| crate::embed::EmbedError::Provider {
+        Box::pin(std::future::ready(self.cassette.embed(&digest).ok_or_else(|| engine::embed::EmbedError::Provider {
             cause: format!("the cassette holds no embedding of these {} texts; a replay makes no call", texts.len()),
             calls: Vec::new(),
         })))
@@ -304,8 +304,8 @@ impl EmbeddingPort for ReplayEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::ChatPurpose;
-    use crate::experiment::ScriptedAgentModel;
+    use crate::ScriptedAgentModel;
+    use engine::chat::ChatPurpose;
 
     /// What a recorder wrote is served back by digest, in order; a request
     /// it never saw is an error, not a call.
@@ -316,7 +316,7 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join(CASSETTE_FILE);
         let rec = Recorder::create(&path, "{\"setup\": 1}").expect("create");
-        let live = Arc::new(ScriptedAgentModel::new(3, crate::cost::Price::from_usd_per_mtok(0.15, 0.6)));
+        let live = Arc::new(ScriptedAgentModel::new(3, engine::cost::Price::from_usd_per_mtok(0.15, 0.6)));
         let chat = RecordingChat { inner: live, recorder: rec.clone() };
         let ask = |text: &str| {
             ChatRequest::new(
@@ -325,7 +325,7 @@ mod tests {
                 format!("ROLE: writer\nOUTPUT BUDGET: 50 tokens\nITEMS:\n- {text}\n"),
             )
         };
-        let first = crate::testing::block_on_ready(chat.complete(&ask("Prices fell by 90 percent."))).expect("reply");
+        let first = engine::testing::block_on_ready(chat.complete(&ask("Prices fell by 90 percent."))).expect("reply");
         rec.append(&Entry::Latency { mission: mission_key("t", 1, "field", Some(0.1)), measured_ms: 12.5 });
         rec.finish().expect("written");
         let c = Cassette::read(&path).expect("reads");
@@ -333,9 +333,9 @@ mod tests {
         assert_eq!(c.latencies.get("t/1/field/0.1"), Some(&12.5));
         let replay = ReplayChat { cassette: c.clone(), fallback: None };
         let again =
-            crate::testing::block_on_ready(replay.complete(&ask("Prices fell by 90 percent."))).expect("served");
+            engine::testing::block_on_ready(replay.complete(&ask("Prices fell by 90 percent."))).expect("served");
         assert_eq!((again.text, again.spend), (first.text, first.spend));
-        let miss = crate::testing::block_on_ready(replay.complete(&ask("Something else."))).expect_err("a miss");
+        let miss = engine::testing::block_on_ready(replay.complete(&ask("Something else."))).expect_err("a miss");
         assert!(miss.to_string().contains("a replay makes no call"), "{miss}");
         assert_eq!(c.served(), 1);
         assert!(Recorder::create(&path, "{}").is_err(), "a cassette is never overwritten");

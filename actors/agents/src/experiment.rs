@@ -20,6 +20,12 @@
 
 use crate::field::FieldHandle;
 use crate::{Error, Result};
+use ::experiment::cassette::mission_key;
+use ::experiment::judge::{JudgeScore, ScriptedJudge, SCRIPTED_JUDGE};
+use ::experiment::model::{parse_lines, prompt};
+use ::experiment::summary::{Condition, MissionCost, RunRecord};
+use ::experiment::topic::sentences;
+use ::experiment::{metrics, Role, ScriptedAgentModel, Topic};
 use ::field::telemetry::TimelinePoint;
 use ::field::{
     ContextId, Entry, FieldConfig, Merge, MessagePassing, PortOp, PortReply, SharedContextPort, Submitted,
@@ -30,12 +36,6 @@ use engine::clock::SimTime;
 use engine::cost::{Price, Spend};
 use engine::digest::{Digest, DigestWriter};
 use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
-use engine::experiment::cassette::mission_key;
-use engine::experiment::judge::{JudgeScore, ScriptedJudge, SCRIPTED_JUDGE};
-use engine::experiment::model::{parse_lines, prompt};
-use engine::experiment::summary::{Condition, MissionCost, RunRecord};
-use engine::experiment::topic::sentences;
-use engine::experiment::{metrics, Role, ScriptedAgentModel, Topic};
 use engine::rng::{Purpose, Stream};
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -582,7 +582,7 @@ async fn semantic_present(spec: &ExperimentSpec, topic: &Topic, report: &str) ->
 /// configured judge model (one retry when its reply does not parse; `None`
 /// when it still does not, or the call fails).
 async fn judge(spec: &ExperimentSpec, topic: &Topic, report: &str) -> Option<JudgeScore> {
-    let prompt = engine::experiment::judge::prompt(topic, report);
+    let prompt = ::experiment::judge::prompt(topic, report);
     let scripted = spec.judge.is_none();
     let port: Arc<dyn ChatPort> = match &spec.judge {
         Some(j) => Arc::clone(j),
@@ -593,7 +593,7 @@ async fn judge(spec: &ExperimentSpec, topic: &Topic, report: &str) -> Option<Jud
     for attempt in 0..2 {
         let request = first.attempt(attempt);
         let reply = port.complete(&request).await.ok()?;
-        if let Some((score, justification)) = engine::experiment::judge::parse(&reply.text) {
+        if let Some((score, justification)) = ::experiment::judge::parse(&reply.text) {
             return Some(JudgeScore { score, justification, judge: model, scripted });
         }
     }
@@ -609,7 +609,7 @@ pub enum LatencySource {
     /// agents); missions run one at a time, so conditions never compete.
     Measured,
     /// Measured when recorded: the cassette's figure per mission
-    /// ([`engine::experiment::cassette::mission_key`]).
+    /// ([`::experiment::cassette::mission_key`]).
     Recorded(Arc<std::collections::HashMap<String, f64>>),
 }
 

@@ -1,6 +1,6 @@
 use ::field::{ContextId, Entry, FieldConfig, PortError, PortOp, Submitted};
-use actors::field::FieldHandle;
-use actors::field_sim::{simulate, FieldSimSpec};
+use agents::field::FieldHandle;
+use agents::field_sim::{simulate, FieldSimSpec};
 use engine::clock::SimTime;
 
 fn spec(seed: u64, out: Option<std::path::PathBuf>) -> FieldSimSpec {
