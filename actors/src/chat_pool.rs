@@ -5,14 +5,12 @@
 
 use crate::progress::Progress;
 use crate::shared::RunShared;
-use engine::turn::{converse, Conversation, Prepared};
+use engine::turn::{converse, Prepared};
 use futures::FutureExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// A job's prepared request (its prompts released) and its conversation,
-/// or the message of the panic that ended the conversation.
-pub type Finished = (Prepared, Result<Conversation, String>);
+pub use engine::tick::Finished;
 
 /// Holds `ready`'s conversations for tick `tick` and returns each job's
 /// result by its place in `ready`, with why a pool task failed if one did

@@ -6,10 +6,10 @@
 //!   is activated, a window at a time, on a [`persona::PersonaHost`], which
 //!   answers stage messages ([`persona::PersonaMsg`]) for a batch of
 //!   personas and hands their states back.
-//! - [`coordinator::TurnCoordinator`] runs each tick: validation, the
-//!   retrieval-embedding stage, preparation, chat (on [`chat_pool`], a
-//!   bounded pool of tasks),
-//!   drafting, the memory-embedding stage and the commit, and returns a
+//! - [`coordinator::TurnCoordinator`] dispatches each tick's stages
+//!   (`engine::tick::run_tick` decides them): it activates personas on the
+//!   hosts, runs the embedding stages on the port and the chat stage on
+//!   [`chat_pool`] (a bounded pool of tasks), and returns a
 //!   [`coordinator::TickReport`] with outcomes in job order.
 //! - [`supervisor::PanelSupervisor`] is the parent of the persona hosts; a
 //!   persona that panics fails its own jobs, not the run.

@@ -21,7 +21,7 @@ use engine::clock::SimTime;
 use engine::persona::state::Applied;
 use engine::persona::{PersonaCommit, PersonaState};
 use engine::scenario::Job;
-use engine::turn::{prepare, retrieval_need, Prepared, Refusal, TickContext};
+use engine::turn::{prepare, retrieval_need, TickContext};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -35,11 +35,7 @@ pub type Activation = Box<PersonaState>;
 /// (the state is then lost).
 pub type Hosted<R> = Result<(Activation, R), String>;
 
-/// A job with its retrieval vector, if it has one.
-pub type QueriedJob = (Job, Option<Arc<[f32]>>);
-
-/// Per job: its prepared prompts, or why it was refused.
-pub type Preparation = Vec<Result<Prepared, Refusal>>;
+pub use engine::tick::{Preparation, QueriedJob};
 
 /// Messages to a persona host. Each carries a batch of activations, in
 /// persona order, and is answered in the same order.

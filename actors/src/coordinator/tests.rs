@@ -1,7 +1,8 @@
-//! The stages one at a time, against fake persona hosts: actors that answer
-//! the coordinator's messages with fixed replies per persona, report a
-//! persona's handler as panicked, or drop a whole batch as a failed host
-//! does.
+//! The coordinator's dispatch against fake persona hosts: actors that
+//! answer with fixed replies per persona, report a persona's handler as
+//! panicked, or drop a whole batch as a failed host does. What a tick does
+//! with the answers is the engine's (`engine::tick`), tested there without
+//! actors.
 
 use super::*;
 use crate::progress::Silent;
@@ -9,7 +10,8 @@ use engine::chat::ScriptedPersonaModel;
 use engine::config::Config;
 use engine::persona::Traits;
 use engine::scenario::Scenario;
-use engine::turn::Refusal;
+use engine::tick::TickWork;
+use engine::turn::{Refusal, Stage, Status};
 
 /// What a fake host does for each persona.
 #[derive(Clone, Copy)]
@@ -99,10 +101,7 @@ async fn coordinator(fakes: &[Fake], dead_host: bool) -> (TurnCoordinator, Coord
         slots,
         hosts,
         window: 2,
-        interests: vec![Vec::new(); fakes.len()],
-        digests: TickDigests::default(),
-        persona_digests: vec![Some(Digest::default()); fakes.len()],
-        anchors: None,
+        book: Book::new(TickDigests::default(), vec![Vec::new(); fakes.len()]),
     };
     (TurnCoordinator { shared: Arc::new(shared), progress: Arc::new(Silent) }, state)
 }
@@ -111,55 +110,37 @@ fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
 }
 
-#[test]
-fn validate_refuses_the_jobs_of_a_gone_persona() {
-    rt().block_on(async {
-        let (c, mut state) = coordinator(&[Fake::Needs("a"), Fake::Needs("b")], false).await;
-        state.slots[1] = Slot::Gone("it panicked".into());
-        let mut work = c.begin(&state, 1);
-        c.validate(&state, &mut work);
-        let statuses: Vec<_> = work.outcomes.iter().map(|o| (o.persona, o.status.clone())).collect();
-        assert!(statuses.iter().any(|(p, s)| *p == 0 && *s == Status::Ok), "{statuses:?}");
-        assert!(statuses.iter().filter(|(p, _)| *p == 1).all(|(_, s)| matches!(
-            s,
-            Status::Refused { reason } if reason.contains("it panicked")
-        )));
-    });
+/// Tick 1's validation and retrieval stage on the coordinator's hosts.
+async fn retrieval(c: &TurnCoordinator, state: &mut CoordinatorState) -> TickWork {
+    let spec = c.tick_spec(state.window);
+    let CoordinatorState { slots, hosts, window, book } = state;
+    let mut dispatch = Hosts { coordinator: c, slots, hosts, window: *window, started: Instant::now() };
+    let mut work = TickWork::begin(&spec, book, 1);
+    work.validate(book, &dispatch);
+    work.retrieval_embedding(book, &mut dispatch).await;
+    work
 }
 
 #[test]
-fn retrieval_embedding_dedups_across_personas_and_fails_only_a_dead_one() {
+fn a_panicked_handler_loses_its_persona_and_the_rest_answer() {
     rt().block_on(async {
         let (c, mut state) = coordinator(&[Fake::Needs("same"), Fake::Panics, Fake::Needs("same")], false).await;
-        let mut work = c.begin(&state, 1);
-        c.retrieval_embedding(&mut state, &mut work).await;
-        let s = &work.retrieval.stats;
-        assert_eq!((s.texts_requested, s.unique_texts_submitted, s.port_invocations), (2, 1, 1));
+        let work = retrieval(&c, &mut state).await;
         for o in &work.outcomes {
             match o.persona {
-                1 => assert!(matches!(o.status, Status::Failed { stage: Stage::RetrievalEmbedding, .. })),
+                1 => assert!(
+                    matches!(&o.status, Status::Failed { stage: Stage::RetrievalEmbedding, reason } if reason == "persona actor p-00001 failed during tick 1"),
+                    "{:?}",
+                    o.status
+                ),
                 _ => assert_eq!(o.status, Status::Ok),
             }
         }
-        assert!(matches!(state.slots[1], Slot::Gone(_)));
-        assert_eq!(state.persona_digests[1], None);
-        let vectors: Vec<_> = work.outcomes.iter().map(|o| work.query[o.position as usize].clone()).collect();
-        assert!(vectors[0].is_some() && vectors[0] == vectors[2], "one vector, shared by position");
-    });
-}
-
-#[test]
-fn preparation_refusals_become_outcomes_and_nothing_reaches_chat() {
-    rt().block_on(async {
-        let (c, mut state) = coordinator(&[Fake::Needs("x"), Fake::Needs("yy")], false).await;
-        let mut work = c.begin(&state, 1);
-        let all = 0..work.groups.len();
-        c.retrieve_and_prompt(&mut state, &mut work, all).await;
-        assert!(work.ready.is_empty());
-        for o in &work.outcomes {
-            let want = Refusal::ContextBudget { needed: 9_999, budget: 1 + u64::from(o.persona) };
-            assert_eq!(o.status, Status::Refused { reason: want.to_string() });
-        }
+        assert!(matches!(state.slots[1], Slot::Gone));
+        assert!(matches!(state.slots[0], Slot::Resting(_)) && matches!(state.slots[2], Slot::Resting(_)));
+        assert_eq!(state.book.persona_digests[1], None);
+        let s = &work.retrieval.stats;
+        assert_eq!((s.texts_requested, s.unique_texts_submitted), (2, 1), "the two answers came back: {s:?}");
     });
 }
 
@@ -168,8 +149,7 @@ fn a_failed_host_loses_only_its_batch_and_leaves_the_pool() {
     rt().block_on(async {
         let fakes = [Fake::Needs("a"), Fake::Needs("b"), Fake::Needs("c"), Fake::Needs("d")];
         let (c, mut state) = coordinator(&fakes, true).await;
-        let mut work = c.begin(&state, 1);
-        c.retrieval_embedding(&mut state, &mut work).await;
+        let work = retrieval(&c, &mut state).await;
         // Window 1 put persona 1 on the failing host; window 2 ran on the other.
         for o in &work.outcomes {
             match o.persona {
@@ -182,7 +162,7 @@ fn a_failed_host_loses_only_its_batch_and_leaves_the_pool() {
             }
         }
         assert_eq!(state.hosts.len(), 1);
-        assert!(matches!(state.slots[1], Slot::Gone(_)));
+        assert!(matches!(state.slots[1], Slot::Gone));
         assert!([0, 2, 3].iter().all(|p| matches!(state.slots[*p], Slot::Resting(_))));
     });
 }

@@ -122,3 +122,35 @@ fn the_first_divergence_between_two_traces_is_named() {
     assert!(d.what.contains("the left run has tick 3, the right run nothing more"), "{d}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The coordinator only dispatches: the engine's tick sequence with every
+/// persona called in place (no actors, no threads) gives the coordinator's
+/// trace frames, tick for tick, a persona failing at tick 2 included.
+#[test]
+fn the_engine_tick_called_in_place_gives_the_coordinators_frames() {
+    use engine::testing::{block_on_ready, Sequential};
+    use engine::tick::{run_tick, Book, TickSpec};
+    use std::sync::Arc;
+    let mut spec = spec(11, "default");
+    spec.personas = 24;
+    spec.config = crate::support::config("[run]\nmax_active_personas = 5\n[[faults.panic]]\npersona = 3\ntick = 2\n");
+    let (cfg, scenario) = (spec.config.clone(), spec.scenario.clone());
+    let (seed, personas, ticks) = (spec.seed, spec.personas, spec.ticks);
+    let (_, reports) = run_with(spec, 2);
+
+    let embedder = Arc::new(providers::build_embedder(&cfg, seed).expect("the local embedder"));
+    let chat = providers::build_chat(&cfg, seed).expect("the scripted model");
+    let mut panel = Sequential::new(&cfg, &scenario, &engine::persona::Traits::builtin(), seed, personas)
+        .with_ports(Some(embedder), Some(chat));
+    let genesis = engine::turn::TickDigests::genesis(&cfg, &scenario.source_hash, seed, personas);
+    let mut book = Book::new(genesis, panel.interests());
+    let tick_spec =
+        TickSpec { cfg: &cfg, scenario: &scenario, seed, window: 5, session_end_tick: ticks, embeddings: true };
+    assert_eq!(reports.len(), ticks as usize);
+    for actor_report in reports {
+        let tick = actor_report.tick;
+        let in_place = block_on_ready(run_tick(&tick_spec, &mut book, &mut panel, tick));
+        assert_eq!(in_place.into_frame(), actor_report.into_frame(), "tick {tick}");
+    }
+    assert!(book.gone(3).is_some(), "the fault fired");
+}

@@ -6,7 +6,8 @@
 //! [`persona::Traits`] and a seed) meeting the stimuli of a
 //! [`scenario::Scenario`] tick by tick. Each tick expands into jobs
 //! ([`scenario::Job`]); the stage functions in [`turn`] take a job from its
-//! retrieval need to the memories it leaves, through the two ports:
+//! retrieval need to the memories it leaves, and [`tick::run_tick`]
+//! sequences them over a whole tick; both reach the two ports:
 //! [`embed::EmbeddingPort`] (batched and deduplicated by [`embed::Plan`])
 //! and [`chat::ChatPort`]. Costs are integer nano-USD ([`cost`]), split
 //! exactly. Every outcome and state change feeds the chained digests of
@@ -56,6 +57,7 @@ pub mod scenario;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tick;
 pub mod turn;
 
 pub use error::{Error, Result};

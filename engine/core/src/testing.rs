@@ -96,3 +96,178 @@ pub fn block_on_ready<F: Future>(f: F) -> F::Output {
         std::task::Poll::Pending => panic!("block_on_ready: the future waited; use a real runtime"),
     }
 }
+
+/// A panel dispatched in place: every persona's state in a vector, each
+/// stage a plain call on the calling thread, the ports given. It answers as
+/// the `actors` crate's persona hosts do, so a tick through
+/// [`crate::tick::run_tick`] here gives the coordinator's digests: a persona
+/// listed in the config's `[faults] panic` for a tick is gone from that
+/// tick's retrieval stage ("failed during tick N"). Panics are not caught.
+pub struct Sequential {
+    cfg: crate::config::Config,
+    scenario: crate::scenario::Scenario,
+    states: Vec<Option<crate::persona::PersonaState>>,
+    chat: std::sync::Arc<dyn ChatPort>,
+    embedder: Option<std::sync::Arc<crate::store::trace::EmbedRecorder>>,
+    /// How embedding stages submit texts.
+    pub strategy: crate::embed::Strategy,
+}
+
+impl Sequential {
+    /// `personas` personas drawn from `traits` with `seed`, on the scripted
+    /// persona model and a [`LocalPort`] (batches of 64, at the config's
+    /// embedding price).
+    pub fn new(
+        cfg: &crate::config::Config,
+        scenario: &crate::scenario::Scenario,
+        traits: &crate::persona::Traits,
+        seed: u64,
+        personas: u32,
+    ) -> Sequential {
+        let chat = crate::chat::ScriptedPersonaModel { seed, malformed_rate: 0.0, price: cfg.chat_price };
+        let embedder: std::sync::Arc<dyn crate::embed::EmbeddingPort> =
+            std::sync::Arc::new(LocalPort { batch_size: 64, price: cfg.embedding_price });
+        let states = (0..personas)
+            .map(|id| Some(crate::persona::PersonaState::new(crate::persona::generate(traits, seed, id))))
+            .collect();
+        Sequential {
+            cfg: cfg.clone(),
+            scenario: scenario.clone(),
+            states,
+            chat: std::sync::Arc::new(chat),
+            embedder: None,
+            strategy: crate::embed::Strategy::Batched,
+        }
+        .with_ports(Some(embedder), None)
+    }
+
+    /// The same panel on other ports: `embedder` (`None`: no embeddings)
+    /// and, if given, `chat`.
+    pub fn with_ports(
+        mut self,
+        embedder: Option<std::sync::Arc<dyn crate::embed::EmbeddingPort>>,
+        chat: Option<std::sync::Arc<dyn ChatPort>>,
+    ) -> Sequential {
+        self.embedder = embedder.map(|e| std::sync::Arc::new(crate::store::trace::EmbedRecorder::new(e)));
+        self.chat = chat.unwrap_or(self.chat);
+        self
+    }
+
+    /// Each persona's interests, by index (for [`crate::tick::Book::new`]).
+    pub fn interests(&self) -> Vec<Vec<std::sync::Arc<str>>> {
+        self.states.iter().map(|s| s.as_ref().map(|s| s.profile.interests.clone()).unwrap_or_default()).collect()
+    }
+
+    /// Persona `p`'s state, unless it is gone.
+    pub fn state(&self, p: u32) -> Option<&crate::persona::PersonaState> {
+        self.states.get(p as usize).and_then(Option::as_ref)
+    }
+
+    /// Runs `stage` for each persona of `batch` that is still here.
+    fn each<I, R>(
+        &mut self,
+        batch: Vec<(u32, I)>,
+        mut stage: impl FnMut(&mut crate::persona::PersonaState, I) -> crate::tick::Answer<R>,
+    ) -> Vec<crate::tick::Answer<R>> {
+        batch
+            .into_iter()
+            .map(|(p, input)| match self.states.get_mut(p as usize).and_then(Option::as_mut) {
+                Some(state) => {
+                    let answer = stage(state, input);
+                    if answer.is_err() {
+                        self.states[p as usize] = None;
+                    }
+                    answer
+                }
+                None => Err("is not available".into()),
+            })
+            .collect()
+    }
+}
+
+impl crate::tick::Dispatch for Sequential {
+    fn retrieval_needs(
+        &mut self,
+        tick: u32,
+        batch: Vec<(u32, Vec<crate::scenario::Job>)>,
+    ) -> impl Future<Output = Vec<crate::tick::Answer<Vec<Option<String>>>>> + Send {
+        let (cfg, scenario) = (self.cfg.clone(), self.scenario.clone());
+        let ctx =
+            crate::turn::TickContext { cfg: &cfg, scenario: &scenario, tick, now: crate::clock::SimTime::default() };
+        let faults = &cfg.raw.faults.panic;
+        let answers = self.each(batch, |state, jobs| {
+            if faults.iter().any(|f| f.persona == state.profile.id && f.tick == tick) {
+                return Err(format!("failed during tick {tick}"));
+            }
+            Ok(jobs.iter().map(|j| crate::turn::retrieval_need(state, j, &ctx)).collect())
+        });
+        std::future::ready(answers)
+    }
+
+    fn prepare(
+        &mut self,
+        tick: u32,
+        now: crate::clock::SimTime,
+        batch: Vec<(u32, Vec<crate::tick::QueriedJob>)>,
+    ) -> impl Future<Output = Vec<crate::tick::Answer<crate::tick::Preparation>>> + Send {
+        let (cfg, scenario) = (self.cfg.clone(), self.scenario.clone());
+        let ctx = crate::turn::TickContext { cfg: &cfg, scenario: &scenario, tick, now };
+        let answers = self.each(batch, |state, jobs| {
+            Ok(jobs.iter().map(|(j, v)| crate::turn::prepare(state, j, v.as_deref(), &ctx)).collect())
+        });
+        std::future::ready(answers)
+    }
+
+    fn commit(
+        &mut self,
+        batch: Vec<(u32, crate::persona::PersonaCommit)>,
+    ) -> impl Future<Output = Vec<crate::tick::Answer<crate::persona::state::Applied>>> + Send {
+        std::future::ready(self.each(batch, |state, commit| Ok(state.apply(commit))))
+    }
+
+    fn embed<T: AsRef<str> + Send + Sync>(
+        &mut self,
+        role: crate::embed::EmbedRole,
+        requests: Vec<(u32, T)>,
+    ) -> impl Future<Output = crate::embed::StageResult> + Send {
+        let e = &self.cfg.raw.embedding;
+        let key = crate::embed::EmbedKey { role, model: e.model.clone(), dim: e.dim };
+        let (embedder, strategy) = (self.embedder.clone(), self.strategy);
+        async move {
+            match embedder {
+                Some(port) => {
+                    crate::embed::embed_stage(&*port, &key, &crate::embed::Plan::new(requests), strategy).await
+                }
+                None => crate::embed::StageResult { vectors: vec![None; requests.len()], ..Default::default() },
+            }
+        }
+    }
+
+    fn converse(
+        &mut self,
+        tick: u32,
+        ready: Vec<crate::turn::Prepared>,
+        _progress: (u64, u64),
+    ) -> impl Future<Output = (Vec<Option<crate::tick::Finished>>, Option<String>)> + Send {
+        let (chat, cfg, scenario) = (std::sync::Arc::clone(&self.chat), self.cfg.clone(), self.scenario.clone());
+        async move {
+            let mut out = Vec::with_capacity(ready.len());
+            for mut p in ready {
+                let conversation = crate::turn::converse(&*chat, &p, &cfg, &scenario, tick).await;
+                p.release_prompts();
+                out.push(Some((p, Ok(conversation))));
+            }
+            (out, None)
+        }
+    }
+
+    fn stage(&self, _tick: u32, _stage: &'static str, _done: u64, _total: u64) {}
+
+    fn clock_ms(&self) -> f64 {
+        0.0
+    }
+
+    fn embeddings(&mut self) -> Vec<crate::store::trace::EmbedExchange> {
+        self.embedder.as_ref().map(|r| r.take()).unwrap_or_default()
+    }
+}

@@ -1,8 +1,9 @@
 //! The stages of one turn batch, as plain functions.
 //!
-//! The coordinator actor sequences these over a tick's jobs (see
-//! `docs/ARCHITECTURE.md`, "One tick through the code"); every decision is
-//! here so that it can be tested without a runtime:
+//! [`crate::tick::run_tick`] sequences these over a tick's jobs (see
+//! `docs/ARCHITECTURE.md`, "One tick through the code"), and the
+//! coordinator actor only dispatches them; every decision is in the engine
+//! so that it can be tested without a runtime:
 //!
 //! 1. [`stage::retrieval_need`]: the retrieval text of a job, or nothing
 //!    under the skip rules.

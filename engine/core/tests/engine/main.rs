@@ -6,6 +6,8 @@
 
 // The chat stage: guardrail retries, reflections and their fallback, probes.
 mod converse;
+// Whole ticks through the pure stage sequence, without a runtime or actors.
+mod tick;
 // The trace file: round trip, damage, truncation, limits, versions.
 mod trace;
 // Source checks no lint makes: no public function returns a String error, and
