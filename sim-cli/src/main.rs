@@ -8,7 +8,9 @@ mod prelude;
 mod progress;
 
 use clap::{Parser, Subcommand};
-use commands::{embed, experiment, export, field, inspect, intent, memory, replay, report, run};
+use commands::{embed, export, inspect, intent, memory, replay, report, run};
+#[cfg(feature = "agents")]
+use commands::{experiment, field};
 use dev::{bench, check, soak};
 
 /// mimalloc: the run allocates many short strings on several threads, where
@@ -47,6 +49,7 @@ enum Command {
     #[command(subcommand)]
     Bench(bench::BenchCommand),
     /// The shared memory field: simulate a mission on the field actor, replay its log, telemetry, benchmarks.
+    #[cfg(feature = "agents")]
     #[command(subcommand)]
     Field(field::FieldCommand),
     /// Export a recorded run's outcomes: JSON lines (as outcomes.jsonl) or CSV with persona traits.
@@ -63,6 +66,7 @@ enum Command {
     /// Compare a run's purchase-intent distributions with a reference survey (CSV of 1-5 counts per stimulus).
     CompareIntent(intent::CompareArgs),
     /// The controlled experiment: a researcher, an analyst and a writer sharing a field versus passing messages.
+    #[cfg(feature = "agents")]
     Experiment(experiment::ExperimentArgs),
     /// Run the same configuration at 1 thread and at the machine's thread count: `ok`, or the first divergence.
     CheckDeterminism(check::CheckArgs),
@@ -70,6 +74,13 @@ enum Command {
     Soak(soak::SoakArgs),
     /// List the built-in scenarios.
     Scenarios,
+    /// `field` and `experiment` in a build without the `agents` feature.
+    #[cfg(not(feature = "agents"))]
+    #[command(name = "field", hide = true, aliases = ["experiment"], disable_help_flag = true)]
+    Absent {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -83,7 +94,9 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::inspect(args),
         Command::Bench(cmd) => bench::bench(cmd),
         Command::Memory(cmd) => memory::memory(cmd),
+        #[cfg(feature = "agents")]
         Command::Field(cmd) => field::field(cmd),
+        #[cfg(feature = "agents")]
         Command::Experiment(args) => experiment::experiment(args),
         Command::Embed(cmd) => embed::embed(cmd),
         Command::Report(args) => report::report(&args),
@@ -92,6 +105,11 @@ fn main() -> ExitCode {
         Command::CompareIntent(args) => intent::compare(&args),
         Command::CheckDeterminism(args) => check::check(args),
         Command::Soak(args) => soak::soak(args),
+        #[cfg(not(feature = "agents"))]
+        Command::Absent { .. } => Err(anyhow::anyhow!(
+            "this sim-cli was built without the `agents` feature, so it has no `field` or `experiment` command: \
+             rebuild it with the default features (`cargo install --locked --path sim-cli`)"
+        )),
         Command::Scenarios => {
             output::list_scenarios();
             Ok(())
@@ -108,11 +126,7 @@ fn main() -> ExitCode {
 /// engine says the fault is its own or its environment's (an actor that
 /// failed, a disk that refused a write).
 fn report(e: &anyhow::Error) -> ExitCode {
-    let internal = e.chain().find_map(|c| {
-        c.downcast_ref::<actors::Error>()
-            .map(actors::Error::is_caller_fault)
-            .or_else(|| c.downcast_ref::<agents::Error>().map(agents::Error::is_caller_fault))
-    }) == Some(false);
+    let internal = e.chain().find_map(caller_fault) == Some(false);
     if internal {
         eprintln!("internal error (not a problem with your input): {}", chain(e));
         ExitCode::from(70)
@@ -120,6 +134,19 @@ fn report(e: &anyhow::Error) -> ExitCode {
         eprintln!("error: {}", chain(e));
         ExitCode::FAILURE
     }
+}
+
+/// Whether an error of the libraries' own types is the caller's fault
+/// (`None` for any other error).
+fn caller_fault(e: &(dyn std::error::Error + 'static)) -> Option<bool> {
+    if let Some(e) = e.downcast_ref::<actors::Error>() {
+        return Some(e.is_caller_fault());
+    }
+    #[cfg(feature = "agents")]
+    if let Some(e) = e.downcast_ref::<agents::Error>() {
+        return Some(e.is_caller_fault());
+    }
+    None
 }
 
 /// An error with its causes, `: `-separated, each said once: a cause whose
