@@ -14,7 +14,7 @@ use engine::persona::state::Applied;
 use engine::persona::{PersonaCommit, PersonaState};
 use engine::scenario::Job;
 use engine::store::trace::EmbedExchange;
-use engine::tick::{run_tick, Answer, Book, Dispatch, Finished, Preparation, QueriedJob, TickSpec};
+use engine::tick::{run_tick, Answer, Book, Dispatch, Finished, Gone, Preparation, QueriedJob, TickSpec};
 use engine::turn::{Prepared, TickDigests};
 use ractor::concurrency::oneshot;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -120,7 +120,7 @@ impl Hosts<'_> {
             if hosts == 0 {
                 for (k, (p, _)) in window {
                     self.slots[p as usize] = Slot::Gone;
-                    answers[k] = Some(Err("no persona host is left".into()));
+                    answers[k] = Some(Err(Gone("no persona host is left".into())));
                 }
                 continue;
             }
@@ -140,7 +140,7 @@ impl Hosts<'_> {
                         }
                         other @ (Slot::Active | Slot::Gone) => {
                             self.slots[p as usize] = other;
-                            answers[k] = Some(Err("is not available".into()));
+                            answers[k] = Some(Err(Gone("is not available".into())));
                         }
                     }
                 }
@@ -155,7 +155,7 @@ impl Hosts<'_> {
                     dead_hosts.push(h);
                     for (k, p) in members {
                         self.slots[p as usize] = Slot::Gone;
-                        answers[k] = Some(Err(format!("its host failed during tick {tick}")));
+                        answers[k] = Some(Err(Gone(format!("its host failed during tick {tick}"))));
                     }
                     continue;
                 };
@@ -168,7 +168,7 @@ impl Hosts<'_> {
                         Err(panic) => {
                             tracing::warn!(persona = p, tick, %panic, "a persona's handler panicked; the rest of the panel continues");
                             self.slots[p as usize] = Slot::Gone;
-                            Err(format!("failed during tick {tick}"))
+                            Err(Gone(format!("failed during tick {tick}")))
                         }
                     });
                 }
@@ -177,7 +177,10 @@ impl Hosts<'_> {
                 self.hosts.remove(h);
             }
         }
-        answers.into_iter().map(|a| a.unwrap_or_else(|| Err(format!("gave no answer during tick {tick}")))).collect()
+        answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(Gone(format!("gave no answer during tick {tick}")))))
+            .collect()
     }
 }
 

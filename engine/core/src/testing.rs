@@ -179,7 +179,7 @@ impl Sequential {
                     }
                     answer
                 }
-                None => Err("is not available".into()),
+                None => Err(crate::tick::Gone("is not available".into())),
             })
             .collect()
     }
@@ -197,7 +197,7 @@ impl crate::tick::Dispatch for Sequential {
         let faults = &cfg.raw.faults.panic;
         let answers = self.each(batch, |state, jobs| {
             if faults.iter().any(|f| f.persona == state.profile.id && f.tick == tick) {
-                return Err(format!("failed during tick {tick}"));
+                return Err(crate::tick::Gone(format!("failed during tick {tick}")));
             }
             Ok(jobs.iter().map(|j| crate::turn::retrieval_need(state, j, &ctx)).collect())
         });

@@ -9,8 +9,8 @@
 //! the wall clock. The `actors` crate's turn coordinator dispatches to
 //! ractor persona hosts; `engine::testing::Sequential` (feature `testing`)
 //! calls the persona functions in place, so that a whole tick can be tested
-//! without actors. The same inputs give the same report, bytes and digests,
-//! through either.
+//! without actors. The same inputs give the same outcomes, trace frames and
+//! digests through either (only the wall-clock timings differ).
 //!
 //! ```
 //! use engine::testing::{block_on_ready, Sequential};
@@ -89,11 +89,15 @@ impl TickReport {
     }
 }
 
-/// A persona's answer to a stage: its reply, or why it is gone. A gone
-/// persona's open jobs fail at that stage, and it is refused for the rest
-/// of the run; the reason follows "persona actor p-…" (e.g. "failed
-/// during tick 3").
-pub type Answer<R> = Result<R, String>;
+/// Why a persona is gone: its open jobs fail at the stage that asked, and
+/// it is refused for the rest of the run. The text follows "persona actor
+/// p-…" in those jobs' reasons (e.g. "failed during tick 3").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Gone(pub String);
+
+/// A persona's answer to a stage: its reply, or why it is gone.
+pub type Answer<R> = Result<R, Gone>;
 
 /// A job with its retrieval vector, if it has one.
 pub type QueriedJob = (Job, Option<Arc<[f32]>>);
@@ -307,28 +311,29 @@ pub async fn run_tick<D: Dispatch>(spec: &TickSpec<'_>, book: &mut Book, dispatc
 }
 
 /// Asks `dispatch`'s personas through `ask` for the groups in `due` (with
-/// their inputs), and returns each group's reply by group index; a persona
-/// that answers an error (or nothing) is gone, its open jobs failed at
-/// `stage`.
+/// their inputs, in group order), and returns the replies with their group
+/// index, in that order; a persona that answers an error (or nothing) is
+/// gone, its open jobs failed at `stage`. The work is proportional to
+/// `due`, not to the panel.
 async fn ask<I, R, F>(
     book: &mut Book,
     work: &mut TickWork,
     stage: Stage,
     due: Vec<(usize, I)>,
     ask: impl FnOnce(Vec<(u32, I)>) -> F,
-) -> Vec<Option<R>>
+) -> Vec<(usize, R)>
 where
     F: Future<Output = Vec<Answer<R>>>,
 {
     let asked: Vec<usize> = due.iter().map(|(g, _)| *g).collect();
     let answers = ask(due.into_iter().map(|(g, input)| (work.groups[g].0, input)).collect()).await;
-    let mut replies: Vec<Option<R>> = work.groups.iter().map(|_| None).collect();
+    let mut replies = Vec::with_capacity(asked.len());
     let mut answers = answers.into_iter();
     for g in asked {
         let (p, range) = work.groups[g].clone();
         match answers.next() {
-            Some(Ok(reply)) => replies[g] = Some(reply),
-            Some(Err(why)) => book.mark_gone(p, &mut work.outcomes[range], stage, &why),
+            Some(Ok(reply)) => replies.push((g, reply)),
+            Some(Err(Gone(why))) => book.mark_gone(p, &mut work.outcomes[range], stage, &why),
             None => {
                 let why = format!("gave no answer during tick {}", work.tick);
                 book.mark_gone(p, &mut work.outcomes[range], stage, &why);
@@ -396,9 +401,8 @@ impl TickWork {
         let due: Vec<_> = self.open(0..self.groups.len()).map(|(g, r)| (g, self.jobs[r].to_vec())).collect();
         let needs = ask(book, self, Stage::RetrievalEmbedding, due, |b| dispatch.retrieval_needs(tick, b)).await;
         let mut requests = Vec::new();
-        for ((_, range), need) in self.groups.iter().zip(needs) {
-            let Some(need) = need else { continue };
-            for (i, text) in range.clone().zip(need) {
+        for (g, need) in needs {
+            for (i, text) in self.groups[g].1.clone().zip(need) {
                 if let (Some(text), true) = (text, is_ok(&self.outcomes[i])) {
                     requests.push((i as u32, text));
                 }
@@ -431,8 +435,7 @@ impl TickWork {
             .map(|(g, r)| (g, r.map(|i| (self.jobs[i], self.query[i].clone())).collect()))
             .collect();
         let replies = ask(book, self, Stage::Prepare, due, |b| dispatch.prepare(tick, now, b)).await;
-        for (g, reply) in replies.into_iter().enumerate() {
-            let Some(reply) = reply else { continue };
+        for (g, reply) in replies {
             for (i, prepared) in self.groups[g].1.clone().zip(reply) {
                 let o = &mut self.outcomes[i];
                 if !is_ok(o) {
@@ -637,8 +640,7 @@ impl TickWork {
             due.push((g, PersonaCommit { tick, now, jobs, consolidation: consolidate.clone() }));
         }
         let commits = ask(book, self, Stage::Commit, due, |b| dispatch.commit(b)).await;
-        for (g, reply) in commits.into_iter().enumerate() {
-            let Some(applied) = reply else { continue };
+        for (g, applied) in commits {
             let p = self.groups[g].0;
             book.persona_digests[p as usize] = Some(applied.digest);
             for (i, ids) in committed[g].iter().zip(applied.ids) {

@@ -5,7 +5,8 @@
 //! and the live-run cassette ([`cassette`]). The agents themselves and the
 //! missions are actors (the `agents` crate); this crate holds everything
 //! that is pure. Neither it nor the persona path needs FAISS: the field
-//! lives in the `field` crate, which only `agents` depends on.
+//! lives in the `field` crate, which among the libraries only `agents`
+//! depends on (and `sim-cli` under its default feature `agents`).
 
 pub mod cassette;
 pub mod judge;
