@@ -118,11 +118,13 @@ fn a_run_into_a_recorded_run_suggests_resume_and_default_folders_never_collide()
     let again = sim(&dir, &["run", "--personas", "3", "--ticks", "1", "--out", "r"]);
     let err = stderr(&again);
     assert!(!again.status.success() && err.contains("sim-cli run --resume r"), "{err}");
+    #[cfg(feature = "agents")]
     for _ in 0..2 {
         let e = sim(&dir, &["experiment", "--topics", "1", "--reps", "1", "--lambda", "0.1", "--json"]);
         assert!(e.status.success(), "{}", stderr(&e));
         let f = sim(&dir, &["field", "simulate", "--ops", "10", "--json"]);
         assert!(f.status.success(), "{}", stderr(&f));
     }
+    #[cfg(feature = "agents")]
     assert!(dir.join("runs/experiment-s42-2").is_dir() && dir.join("runs/field-s42-2").is_dir());
 }

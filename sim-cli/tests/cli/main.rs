@@ -14,12 +14,18 @@ mod soak;
 // Memory commands on a recorded run.
 mod memory;
 // `sim-cli field`: simulate, replay, stats, bench.
+#[cfg(feature = "agents")]
 mod field;
 // `sim-cli experiment`: determinism, outputs, blind export, persona write-up, bad input.
+#[cfg(feature = "agents")]
 mod experiment;
+// The build without the `agents` feature (`cargo test -p sim-cli --no-default-features`).
+#[cfg(not(feature = "agents"))]
+mod slim;
 // The local MiniLM model: a run, replay, strategies, threads, `embed check`.
 mod minilm;
 // `sim-cli report`: aggregates, the page in headless Chromium, bad input.
 mod report;
 // The user guide's command list (docs/GUIDE.md) against `--help`, and its minimal scenario.
+#[cfg(feature = "agents")]
 mod readme;

@@ -152,27 +152,30 @@ fn the_check_passes_minilm_reports_the_hash_embedder_as_lexical_and_fails_a_brok
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("broken fails the check") && err.contains("He drove to the stadium."), "{err}");
-    // The experiment runs the check first, and refuses unless told to skip it.
-    let broken = broken.to_str().expect("utf-8");
-    let refused = sim(&dir, &["experiment", "--config", broken, "--topics", "1", "--reps", "1", "--out", "x"]);
-    assert!(!refused.status.success() && stderr(&refused).contains("--skip-embed-check"), "{}", stderr(&refused));
-    assert!(!dir.join("x").exists(), "a refused experiment writes nothing");
-    let args = [
-        "experiment",
-        "--config",
-        broken,
-        "--topics",
-        "1",
-        "--reps",
-        "1",
-        "--out",
-        "x",
-        "--skip-embed-check",
-        "--json",
-    ];
-    json(&sim(&dir, &args));
-    let report = std::fs::read_to_string(dir.join("x/report.md")).expect("report");
-    assert!(report.contains("Embedder check: skipped"), "{report}");
+    #[cfg(feature = "agents")]
+    {
+        // The experiment runs the check first, and refuses unless told to skip it.
+        let broken = broken.to_str().expect("utf-8");
+        let refused = sim(&dir, &["experiment", "--config", broken, "--topics", "1", "--reps", "1", "--out", "x"]);
+        assert!(!refused.status.success() && stderr(&refused).contains("--skip-embed-check"), "{}", stderr(&refused));
+        assert!(!dir.join("x").exists(), "a refused experiment writes nothing");
+        let args = [
+            "experiment",
+            "--config",
+            broken,
+            "--topics",
+            "1",
+            "--reps",
+            "1",
+            "--out",
+            "x",
+            "--skip-embed-check",
+            "--json",
+        ];
+        json(&sim(&dir, &args));
+        let report = std::fs::read_to_string(dir.join("x/report.md")).expect("report");
+        assert!(report.contains("Embedder check: skipped"), "{report}");
+    }
 }
 
 #[test]
@@ -189,18 +192,21 @@ fn memory_commands_and_the_experiment_embed_through_minilm() {
     let op: serde_json::Value = serde_json::from_str(ops.lines().next().expect("a line")).expect("json");
     assert_eq!(op["vectors"][0].as_array().map(Vec::len), Some(384), "the scenario's vectors are recorded");
 
-    let out =
-        json(&sim(&dir, &["experiment", "--config", &cfg, "--topics", "1", "--reps", "1", "--out", "x", "--json"]));
-    assert!(out["summary"].is_object(), "{out}");
-    let results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("x/results.json")).expect("results")).expect("json");
-    let e = &results["experiment"]["embedder"];
-    assert_eq!(
-        (e["model"].as_str(), e["dim"].as_u64(), e["check_passed"].as_bool()),
-        (Some("all-MiniLM-L6-v2"), Some(384), Some(true))
-    );
-    let refused = sim(&dir, &["experiment", "--config", &cfg, "--dim", "64", "--out", "y"]);
-    assert!(!refused.status.success() && stderr(&refused).contains("--dim 64"), "{}", stderr(&refused));
+    #[cfg(feature = "agents")]
+    {
+        let out =
+            json(&sim(&dir, &["experiment", "--config", &cfg, "--topics", "1", "--reps", "1", "--out", "x", "--json"]));
+        assert!(out["summary"].is_object(), "{out}");
+        let results: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("x/results.json")).expect("results")).expect("json");
+        let e = &results["experiment"]["embedder"];
+        assert_eq!(
+            (e["model"].as_str(), e["dim"].as_u64(), e["check_passed"].as_bool()),
+            (Some("all-MiniLM-L6-v2"), Some(384), Some(true))
+        );
+        let refused = sim(&dir, &["experiment", "--config", &cfg, "--dim", "64", "--out", "y"]);
+        assert!(!refused.status.success() && stderr(&refused).contains("--dim 64"), "{}", stderr(&refused));
+    }
 }
 
 #[test]
