@@ -30,6 +30,8 @@ pub enum ChatPurpose {
     Agent,
     /// A judge scoring a report against a rubric.
     Judge,
+    /// A survey question with 2 to 11 numbered options (`sim-cli validate`).
+    Survey,
 }
 
 impl ChatPurpose {
@@ -42,6 +44,7 @@ impl ChatPurpose {
             ChatPurpose::Probe => 2,
             ChatPurpose::Agent => 3,
             ChatPurpose::Judge => 4,
+            ChatPurpose::Survey => 5,
         }
     }
 }

@@ -23,6 +23,9 @@ pub enum Purpose {
     Field,
     /// The agent experiment's scripted agents.
     Agent,
+    /// A survey validation's draws: its sample, its held-out half, its
+    /// baselines and its bootstrap.
+    Survey,
 }
 
 impl Purpose {
@@ -34,6 +37,7 @@ impl Purpose {
             Purpose::Testing => 4,
             Purpose::Field => 5,
             Purpose::Agent => 6,
+            Purpose::Survey => 7,
         }
     }
 }

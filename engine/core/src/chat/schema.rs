@@ -16,6 +16,10 @@ use serde_json::{json, Map, Value};
 /// to it too.
 pub const MIN_TEXT_CHARS: usize = 10;
 
+/// The most options a survey question may have (an 11-point scale, 0 to
+/// 10, is the longest in common use).
+pub const MAX_OPTIONS: u8 = 11;
+
 /// The JSON Schema of a reply to `purpose`, with its ranges (intent 1-5,
 /// sentiment -1 to 1, importance 1-10) and its free text at least
 /// [`MIN_TEXT_CHARS`] long.
@@ -40,6 +44,11 @@ pub fn schema(purpose: ChatPurpose) -> Value {
         ChatPurpose::Probe => object(json!({"answer": int(1, 5), "why": string}), &["answer", "why"]),
         ChatPurpose::Agent => object(json!({"points": {"type": "array", "items": string, "minItems": 1}}), &["points"]),
         ChatPurpose::Judge => object(json!({"score": int(1, 5), "justification": string}), &["score", "justification"]),
+        // The schema is one per purpose, so it allows the largest scale;
+        // the survey parser holds each answer to its own question's options.
+        ChatPurpose::Survey => {
+            object(json!({"answer": int(1, MAX_OPTIONS), "why": string}), &["answer", "why"])
+        }
     }
 }
 
@@ -51,6 +60,7 @@ pub fn schema_name(purpose: ChatPurpose) -> &'static str {
         ChatPurpose::Probe => "probe",
         ChatPurpose::Agent => "agent_points",
         ChatPurpose::Judge => "judge_score",
+        ChatPurpose::Survey => "survey_answer",
     }
 }
 
@@ -137,5 +147,6 @@ mod tests {
         assert_eq!(reflection["properties"]["insights"]["minItems"], 1);
         assert_eq!(schema(ChatPurpose::Agent)["properties"]["points"]["items"]["minLength"], 10);
         assert_eq!(schema(ChatPurpose::Judge)["properties"]["justification"]["minLength"], 10);
+        assert_eq!(schema(ChatPurpose::Survey)["properties"]["why"]["minLength"], 10);
     }
 }

@@ -274,6 +274,24 @@ impl ScriptedPersonaModel {
         out
     }
 
+    /// A survey answer by the model's own rule: one of the prompt's
+    /// numbered options (lines `N. label`), uniformly at random from the
+    /// request's stream. It reads nothing else of the prompt, traits
+    /// included, so its figures are the floor a real model must beat.
+    fn survey(prompt: &str, s: &mut Stream) -> String {
+        let options: Vec<&str> = scan::lines(prompt)
+            .filter_map(|line| {
+                let (number, label) = line.trim_start().split_once(". ")?;
+                (!number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then_some(label.trim())
+            })
+            .collect();
+        if options.is_empty() {
+            return String::from("The question lists no numbered options.\n");
+        }
+        let pick = s.below(options.len());
+        format!("ANSWER: {}\nWHY: Of the options given, {:?} fits me best.\n", pick + 1, options[pick])
+    }
+
     /// The reply text for a request, without billing.
     pub fn reply_text(&self, request: &ChatRequest) -> String {
         let key = DigestWriter::new("scripted persona model v1").u64(self.seed).digest(&request.digest()).finish();
@@ -290,6 +308,7 @@ impl ScriptedPersonaModel {
             ChatPurpose::Agent => String::from("The persona model does not play research agents.\n"),
             // Judges too (`experiment::judge::ScriptedJudge`).
             ChatPurpose::Judge => String::from("The persona model does not judge reports.\n"),
+            ChatPurpose::Survey => Self::survey(&request.prompt, &mut s),
         }
     }
 }

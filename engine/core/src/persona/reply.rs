@@ -116,8 +116,14 @@ pub fn parse_insights(text: &str, max: usize) -> Result<Vec<(String, u8)>, Reply
 
 /// Parses a probe reply.
 pub fn parse_probe(text: &str) -> Result<ProbeReply, ReplyError> {
+    parse_survey(text, 5)
+}
+
+/// Parses the reply to a survey question with `options` numbered options:
+/// `ANSWER` must be one of 1 to `options`, `WHY` real text.
+pub fn parse_survey(text: &str, options: u8) -> Result<ProbeReply, ReplyError> {
     let [answer, why] = fields(text, ["ANSWER", "WHY"]);
-    let answer = int_in(answer, "ANSWER", 1, 5)?;
+    let answer = int_in(answer, "ANSWER", 1, options)?;
     let why = why.ok_or(ReplyError::Missing("WHY"))?;
     if !long_enough(why) {
         return Err(ReplyError::Invalid { field: "WHY", value: why.to_string() });

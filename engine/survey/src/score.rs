@@ -1,0 +1,558 @@
+//! Scoring a synthetic panel against the people it stands for.
+//!
+//! The respondents are split at random (seeded) into two halves. The
+//! demographic baseline is fitted on the first; every figure, the model's
+//! included, is scored on the second, the held-out half. Each source of
+//! answers (the model, a second run of it, the baselines) is compared with
+//! the people on:
+//!
+//! - **distribution**: KS similarity (1 - D) for ordinal questions, total
+//!   variation for nominal ones, the Wasserstein distance in scale points
+//!   and the spread ratio (synthetic sd / human sd), ordinal only;
+//! - **subgroups**: for each band of each subgroup, the human and the
+//!   synthetic mean (for a nominal question, the share choosing its first
+//!   option), and their correlation across all bands;
+//! - **individuals**: exact-match and within-one rates against each
+//!   respondent's own answer, and a confusion matrix.
+//!
+//! Baselines: uniform random answers; draws from the fitted half's
+//! marginal distribution; and draws from the fitted half's distribution in
+//! the respondent's demographic cell (every subgroup's band at once), or
+//! the marginal where the cell holds fewer than [`MIN_CELL`] people.
+//! Reliability is the model's agreement with its own second run.
+//!
+//! Every figure carries a 95% percentile interval over
+//! [`Settings::resamples`] bootstrap resamples of the held-out respondents.
+
+use crate::panel::Respondent;
+use crate::question::{Kind, Survey};
+use crate::stats;
+use engine::rng::{Purpose, Stream};
+use serde::Serialize;
+
+/// Fewest fitted respondents a demographic cell needs before the baseline
+/// draws from it rather than from the marginal.
+pub const MIN_CELL: usize = 5;
+
+/// Fewest held-out respondents a subgroup band needs to enter the
+/// correlation across bands.
+pub const MIN_BAND: usize = 5;
+
+/// One synthetic answer: the option chosen (1 for the first) and the pmf
+/// it stands for (one-hot for a direct answer, SSR's pmf otherwise).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The option, from 1.
+    pub point: u8,
+    /// Probability of each option.
+    pub pmf: Vec<f64>,
+}
+
+impl Answer {
+    /// A direct answer: all mass on `point` of `k`.
+    pub fn direct(point: u8, k: usize) -> Answer {
+        let mut pmf = vec![0.0; k];
+        pmf[usize::from(point) - 1] = 1.0;
+        Answer { point, pmf }
+    }
+
+    /// An SSR answer: for an ordinal question the option nearest the pmf's
+    /// expectation, for a nominal one the most likely option.
+    pub fn from_pmf(pmf: Vec<f64>, kind: Kind) -> Answer {
+        let point = match kind {
+            Kind::Ordinal => stats::mean(&pmf).round().clamp(1.0, pmf.len() as f64) as u8,
+            Kind::Nominal => (pmf.iter().enumerate().fold(0, |b, (i, p)| if *p > pmf[b] { i } else { b }) + 1) as u8,
+        };
+        Answer { point, pmf }
+    }
+}
+
+/// A named source of answers: `answers[q][r]`, `None` where the model
+/// gave no valid answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    /// Its name in the report (`model (direct)`).
+    pub name: String,
+    /// Per question, per respondent.
+    pub answers: Vec<Vec<Option<Answer>>>,
+}
+
+/// How the scoring draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Seed of the split, the baselines and the bootstrap.
+    pub seed: u64,
+    /// Bootstrap resamples. Default 1,000.
+    pub resamples: usize,
+}
+
+/// A figure and its 95% interval; `null` where it is undefined (a spread
+/// ratio when the people do not vary, a correlation over too few bands).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Figure {
+    /// The value on the held-out half.
+    pub value: Option<f64>,
+    /// The 2.5th and 97.5th bootstrap percentiles.
+    pub interval: Option<[f64; 2]>,
+}
+
+/// One source's figures on one question.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceScore {
+    /// The source's name.
+    pub name: String,
+    /// Held-out respondents it answered (with a human answer).
+    pub answered: usize,
+    /// Held-out respondents with a human answer it gave none for.
+    pub missing: usize,
+    /// Its distribution over the options.
+    pub pmf: Vec<f64>,
+    /// 1 - KS distance (ordinal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ks_similarity: Option<Figure>,
+    /// Total variation distance (nominal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_variation: Option<Figure>,
+    /// Wasserstein distance in scale points (ordinal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wasserstein: Option<Figure>,
+    /// Synthetic sd over human sd (ordinal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread_ratio: Option<Figure>,
+    /// Correlation of human and synthetic band means across subgroups.
+    pub subgroup_correlation: Figure,
+    /// Share answering exactly as the respondent did.
+    pub exact_match: Figure,
+    /// Share within one option of the respondent (ordinal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub within_one: Option<Figure>,
+    /// Counts by (human option, synthetic option).
+    pub confusion: Vec<Vec<u32>>,
+}
+
+/// One band's means.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BandScore {
+    /// The subgroup's name.
+    pub subgroup: String,
+    /// The band's label.
+    pub band: String,
+    /// Held-out respondents in it with a human answer.
+    pub n: usize,
+    /// The people's mean (share of the first option, for nominal).
+    pub human: Figure,
+    /// Each source's mean, in the sources' order.
+    pub sources: Vec<Figure>,
+}
+
+/// The model's agreement with its own second run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reliability {
+    /// The runs compared.
+    pub runs: [String; 2],
+    /// Share of respondents given the same option by both.
+    pub exact_match: Figure,
+    /// Distribution agreement: 1 - KS distance (ordinal) or 1 - total
+    /// variation (nominal).
+    pub distribution_similarity: Figure,
+}
+
+/// Everything scored on one question.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QuestionScore {
+    /// The question's id.
+    pub id: String,
+    /// Ordinal or nominal.
+    pub kind: Kind,
+    /// Its options.
+    pub options: Vec<String>,
+    /// Held-out respondents with a human answer.
+    pub held_out: usize,
+    /// The people's distribution on the held-out half.
+    pub human_pmf: Vec<f64>,
+    /// The people's mean and sd (ordinal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub human_mean_sd: Option<[f64; 2]>,
+    /// Each source, the model's first.
+    pub sources: Vec<SourceScore>,
+    /// Means by subgroup band.
+    pub bands: Vec<BandScore>,
+    /// The model against its second run, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reliability: Option<Reliability>,
+}
+
+/// The whole score.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scores {
+    /// Respondents scored (the sample).
+    pub respondents: usize,
+    /// Of which in the fitted half.
+    pub fitted: usize,
+    /// Of which in the held-out half.
+    pub held_out: usize,
+    /// Bootstrap resamples behind each interval.
+    pub resamples: usize,
+    /// Per question, in the survey's order.
+    pub questions: Vec<QuestionScore>,
+}
+
+/// Which half each respondent is in: `true` for held out. A seeded
+/// shuffle, the first half (rounded down) fitted.
+pub fn held_out(n: usize, seed: u64) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut s = Stream::derive(seed, 0, 1, Purpose::Survey);
+    for i in (1..n).rev() {
+        order.swap(i, s.below(i + 1));
+    }
+    let mut out = vec![true; n];
+    order.iter().take(n / 2).for_each(|&i| out[i] = false);
+    out
+}
+
+/// The baselines for `survey`: uniform, marginal and demographic answers
+/// for every respondent, fitted on the respondents not `held_out`.
+pub fn baselines(
+    survey: &Survey,
+    respondents: &[Respondent],
+    human: &[Vec<Option<u8>>],
+    held_out: &[bool],
+    seed: u64,
+) -> Vec<Source> {
+    let cells: Vec<Vec<Option<usize>>> =
+        respondents.iter().map(|r| survey.subgroups.iter().map(|g| g.band_of(r)).collect()).collect();
+    let mut uniform = Vec::new();
+    let mut marginal = Vec::new();
+    let mut demographic = Vec::new();
+    for (q, question) in survey.questions.iter().enumerate() {
+        let k = question.options.len();
+        let mut s = Stream::derive(seed, q as u32 + 1, 2, Purpose::Survey);
+        let fitted = |r: usize| !held_out[r];
+        let mut counts = vec![0.0; k];
+        let mut by_cell: std::collections::BTreeMap<&[Option<usize>], Vec<f64>> = Default::default();
+        for (r, a) in human[q].iter().enumerate() {
+            if let (Some(a), true) = (a, fitted(r)) {
+                counts[usize::from(*a) - 1] += 1.0;
+                by_cell.entry(&cells[r]).or_insert_with(|| vec![0.0; k])[usize::from(*a) - 1] += 1.0;
+            }
+        }
+        let draw = |s: &mut Stream, weights: &[f64]| {
+            let total: f64 = weights.iter().sum();
+            let pick = if total > 0.0 { s.weighted(weights) } else { s.below(k) };
+            Some(Answer::direct(pick as u8 + 1, k))
+        };
+        let (mut u, mut m, mut d) = (Vec::new(), Vec::new(), Vec::new());
+        for cell in &cells {
+            u.push(Some(Answer::direct(s.below(k) as u8 + 1, k)));
+            m.push(draw(&mut s, &counts));
+            let in_cell = by_cell.get(cell.as_slice()).filter(|c| c.iter().sum::<f64>() >= MIN_CELL as f64);
+            d.push(draw(&mut s, in_cell.unwrap_or(&counts)));
+        }
+        uniform.push(u);
+        marginal.push(m);
+        demographic.push(d);
+    }
+    vec![
+        Source { name: "uniform".into(), answers: uniform },
+        Source { name: "marginal".into(), answers: marginal },
+        Source { name: "demographic".into(), answers: demographic },
+    ]
+}
+
+/// The figures of one resample: per source, in [`SourceScore`]'s order,
+/// then the bands' human and source means, then reliability's two.
+struct Draw {
+    sources: Vec<[Option<f64>; 7]>,
+    bands: Vec<Vec<Option<f64>>>,
+    reliability: [Option<f64>; 2],
+}
+
+/// One question's data, restricted to the held-out half.
+struct Question<'a> {
+    kind: Kind,
+    k: usize,
+    human: Vec<u8>,
+    sources: Vec<Vec<Option<&'a Answer>>>,
+    bands: Vec<(usize, usize, Vec<usize>)>,
+    rerun: Option<Vec<Option<&'a Answer>>>,
+}
+
+impl Question<'_> {
+    fn nominal_share(a: &Answer) -> f64 {
+        a.pmf[0]
+    }
+
+    fn value(&self, a: &Answer) -> f64 {
+        match self.kind {
+            Kind::Ordinal => stats::mean(&a.pmf),
+            Kind::Nominal => Self::nominal_share(a),
+        }
+    }
+
+    fn human_value(&self, h: u8) -> f64 {
+        match self.kind {
+            Kind::Ordinal => f64::from(h),
+            Kind::Nominal => f64::from(u8::from(h == 1)),
+        }
+    }
+
+    /// Every figure over the respondents `sample` (indices into the
+    /// held-out half, repeats allowed).
+    fn draw(&self, sample: &[usize]) -> Draw {
+        let ordinal = self.kind == Kind::Ordinal;
+        let mut members = vec![0u32; self.human.len()];
+        sample.iter().for_each(|&i| members[i] += 1);
+        let band_mean = |values: &dyn Fn(usize) -> Option<f64>, band: &[usize]| {
+            let (mut sum, mut n) = (0.0, 0.0);
+            for &i in band {
+                if let (Some(v), w @ 1..) = (values(i), members[i]) {
+                    sum += v * f64::from(w);
+                    n += f64::from(w);
+                }
+            }
+            (n > 0.0).then(|| sum / n)
+        };
+        let human_band: Vec<Option<f64>> =
+            self.bands.iter().map(|(_, _, b)| band_mean(&|i| Some(self.human_value(self.human[i])), b)).collect();
+        let band_sizes: Vec<u32> = self.bands.iter().map(|(_, _, b)| b.iter().map(|&i| members[i]).sum()).collect();
+        let mut bands = vec![human_band.clone()];
+        let mut sources = Vec::new();
+        for answers in &self.sources {
+            let (mut hc, mut sp, mut exact, mut within, mut n) = (vec![0.0; self.k], vec![0.0; self.k], 0.0, 0.0, 0.0);
+            for &i in sample {
+                let Some(a) = answers[i] else { continue };
+                let h = self.human[i];
+                hc[usize::from(h) - 1] += 1.0;
+                sp.iter_mut().zip(&a.pmf).for_each(|(x, p)| *x += p);
+                exact += f64::from(u8::from(a.point == h));
+                within += f64::from(u8::from(a.point.abs_diff(h) <= 1));
+                n += 1.0;
+            }
+            let (hp, sp) = (stats::pmf(&hc), stats::pmf(&sp));
+            let own: Vec<Option<f64>> =
+                self.bands.iter().map(|(_, _, b)| band_mean(&|i| answers[i].map(|a| self.value(a)), b)).collect();
+            let (mut hx, mut sx) = (Vec::new(), Vec::new());
+            for ((h, s), size) in human_band.iter().zip(&own).zip(&band_sizes) {
+                if let (Some(h), Some(s), true) = (h, s, *size as usize >= MIN_BAND) {
+                    hx.push(*h);
+                    sx.push(*s);
+                }
+            }
+            let some = n > 0.0;
+            let hsd = stats::sd(&hp);
+            sources.push([
+                (some && ordinal).then(|| 1.0 - stats::ks_distance(&hp, &sp)),
+                (some && !ordinal).then(|| stats::total_variation(&hp, &sp)),
+                (some && ordinal).then(|| stats::wasserstein(&hp, &sp)),
+                (some && ordinal && hsd > 0.0).then(|| stats::sd(&sp) / hsd),
+                stats::pearson(&hx, &sx),
+                some.then(|| exact / n),
+                (some && ordinal).then(|| within / n),
+            ]);
+            bands.push(own);
+        }
+        let reliability = self.rerun.as_ref().map_or([None, None], |rerun| {
+            let (mut a, mut b, mut same, mut n) = (vec![0.0; self.k], vec![0.0; self.k], 0.0, 0.0);
+            for &i in sample {
+                if let (Some(x), Some(y)) = (self.sources[0][i], rerun[i]) {
+                    a.iter_mut().zip(&x.pmf).for_each(|(s, p)| *s += p);
+                    b.iter_mut().zip(&y.pmf).for_each(|(s, p)| *s += p);
+                    same += f64::from(u8::from(x.point == y.point));
+                    n += 1.0;
+                }
+            }
+            let (a, b) = (stats::pmf(&a), stats::pmf(&b));
+            let similarity =
+                if ordinal { 1.0 - stats::ks_distance(&a, &b) } else { 1.0 - stats::total_variation(&a, &b) };
+            [(n > 0.0).then(|| same / n), (n > 0.0).then_some(similarity)]
+        });
+        Draw { sources, bands, reliability }
+    }
+}
+
+fn figure(value: Option<f64>, resampled: impl Iterator<Item = Option<f64>>) -> Figure {
+    let mut values: Vec<f64> = resampled.flatten().collect();
+    Figure { value, interval: value.and(stats::interval95(&mut values)) }
+}
+
+/// Source `j`'s figures on one question: `full` over the held-out half,
+/// `draws` over the bootstrap resamples.
+fn source_score(j: usize, name: &str, data: &Question<'_>, full: &Draw, draws: &[Draw]) -> SourceScore {
+    let ordinal = data.kind == Kind::Ordinal;
+    let v = full.sources[j];
+    let fig = |m: usize| figure(v[m], draws.iter().map(|d| d.sources[j][m]));
+    let opt = |m: usize| v[m].is_some().then(|| fig(m));
+    let mut confusion = vec![vec![0u32; data.k]; data.k];
+    let mut pmf = vec![0.0; data.k];
+    let mut answered = 0;
+    for (i, a) in data.sources[j].iter().enumerate() {
+        if let Some(a) = a {
+            confusion[usize::from(data.human[i]) - 1][usize::from(a.point) - 1] += 1;
+            pmf.iter_mut().zip(&a.pmf).for_each(|(x, p)| *x += p);
+            answered += 1;
+        }
+    }
+    SourceScore {
+        name: name.to_string(),
+        answered,
+        missing: data.human.len() - answered,
+        pmf: stats::pmf(&pmf),
+        ks_similarity: if ordinal { opt(0) } else { None },
+        total_variation: if ordinal { None } else { opt(1) },
+        wasserstein: if ordinal { opt(2) } else { None },
+        spread_ratio: ordinal.then(|| fig(3)),
+        subgroup_correlation: fig(4),
+        exact_match: fig(5),
+        within_one: if ordinal { opt(6) } else { None },
+        confusion,
+    }
+}
+
+/// Scores `sources` (the model's first; `rerun`, when given, is the
+/// model's second run) against the people's answers `human[q][r]`.
+pub fn score(
+    survey: &Survey,
+    respondents: &[Respondent],
+    human: &[Vec<Option<u8>>],
+    sources: &[Source],
+    rerun: Option<&Source>,
+    settings: Settings,
+) -> Scores {
+    let split = held_out(respondents.len(), settings.seed);
+    let mut questions = Vec::new();
+    for (q, question) in survey.questions.iter().enumerate() {
+        let rows: Vec<usize> = (0..respondents.len()).filter(|&r| split[r] && human[q][r].is_some()).collect();
+        let mut bands = Vec::new();
+        for (g, group) in survey.subgroups.iter().enumerate() {
+            for b in 0..group.bands.len() {
+                let members =
+                    rows.iter().enumerate().filter(|(_, &r)| group.band_of(&respondents[r]) == Some(b)).map(|(i, _)| i);
+                bands.push((g, b, members.collect()));
+            }
+        }
+        fn pick<'s>(s: &'s Source, q: usize, rows: &[usize]) -> Vec<Option<&'s Answer>> {
+            rows.iter().map(|&r| s.answers[q][r].as_ref()).collect()
+        }
+        let data = Question {
+            kind: question.kind,
+            k: question.options.len(),
+            human: rows.iter().map(|&r| human[q][r].expect("rows have a human answer; this is a bug")).collect(),
+            sources: sources.iter().map(|s| pick(s, q, &rows)).collect(),
+            bands,
+            rerun: rerun.map(|s| pick(s, q, &rows)),
+        };
+        let all: Vec<usize> = (0..rows.len()).collect();
+        let full = data.draw(&all);
+        let mut s = Stream::derive(settings.seed, q as u32 + 1, 3, Purpose::Survey);
+        let draws: Vec<Draw> = (0..settings.resamples)
+            .map(|_| {
+                let sample: Vec<usize> = (0..rows.len()).map(|_| s.below(rows.len().max(1))).collect();
+                data.draw(&sample)
+            })
+            .collect();
+        let fig = |value: Option<f64>, get: &dyn Fn(&Draw) -> Option<f64>| figure(value, draws.iter().map(get));
+        let mut human_counts = vec![0.0; data.k];
+        data.human.iter().for_each(|h| human_counts[usize::from(*h) - 1] += 1.0);
+        let human_pmf = stats::pmf(&human_counts);
+        let ordinal = question.kind == Kind::Ordinal;
+        let scores: Vec<SourceScore> =
+            sources.iter().enumerate().map(|(j, src)| source_score(j, &src.name, &data, &full, &draws)).collect();
+        let band_scores = data
+            .bands
+            .iter()
+            .enumerate()
+            .map(|(b, (g, band, members))| BandScore {
+                subgroup: survey.subgroups[*g].name.clone(),
+                band: survey.subgroups[*g].bands[*band].label.clone(),
+                n: members.len(),
+                human: fig(full.bands[0][b], &|d| d.bands[0][b]),
+                sources: (0..sources.len()).map(|j| fig(full.bands[j + 1][b], &|d| d.bands[j + 1][b])).collect(),
+            })
+            .collect();
+        let reliability = rerun.map(|r| Reliability {
+            runs: [sources[0].name.clone(), r.name.clone()],
+            exact_match: fig(full.reliability[0], &|d| d.reliability[0]),
+            distribution_similarity: fig(full.reliability[1], &|d| d.reliability[1]),
+        });
+        questions.push(QuestionScore {
+            id: question.id.clone(),
+            kind: question.kind,
+            options: question.options.clone(),
+            held_out: rows.len(),
+            human_pmf: human_pmf.clone(),
+            human_mean_sd: ordinal.then(|| [stats::mean(&human_pmf), stats::sd(&human_pmf)]),
+            sources: scores,
+            bands: band_scores,
+            reliability,
+        });
+    }
+    let held = split.iter().filter(|h| **h).count();
+    Scores {
+        respondents: respondents.len(),
+        fitted: respondents.len() - held,
+        held_out: held,
+        resamples: settings.resamples,
+        questions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Suite;
+
+    fn perfect(suite: &Suite) -> Source {
+        let answers = suite
+            .answers
+            .by_question
+            .iter()
+            .zip(&suite.survey.questions)
+            .map(|(column, q)| column.iter().map(|a| a.map(|p| Answer::direct(p, q.options.len()))).collect())
+            .collect();
+        Source { name: "the people themselves".into(), answers }
+    }
+
+    /// The people scored against themselves get every figure at its best,
+    /// and the baselines fall in their expected order.
+    #[test]
+    fn the_people_themselves_score_perfectly_and_baselines_do_not() {
+        let suite = Suite::builtin("anes96").expect("built in");
+        let (people, human) = (&suite.panel.respondents, &suite.answers.by_question);
+        let split = held_out(people.len(), 42);
+        assert_eq!(split.iter().filter(|h| **h).count(), 472);
+        let mut sources = vec![perfect(&suite)];
+        sources.extend(baselines(&suite.survey, people, human, &split, 42));
+        let scores = score(
+            &suite.survey,
+            people,
+            human,
+            &sources,
+            Some(&perfect(&suite)),
+            Settings { seed: 42, resamples: 200 },
+        );
+        assert_eq!((scores.fitted, scores.held_out), (472, 472));
+        let close = |f: &Figure, want: f64| (f.value.expect("defined") - want).abs() < 1e-9;
+        for q in &scores.questions {
+            let me = &q.sources[0];
+            assert!(close(&me.exact_match, 1.0) && close(&me.subgroup_correlation, 1.0), "{}", q.id);
+            let rel = q.reliability.as_ref().expect("rerun given");
+            assert!(close(&rel.exact_match, 1.0) && close(&rel.distribution_similarity, 1.0));
+            let [uniform, marginal, demographic] = [&q.sources[1], &q.sources[2], &q.sources[3]];
+            let exact = |s: &SourceScore| s.exact_match.value.expect("defined");
+            assert!(exact(uniform) < exact(marginal) + 0.05 && exact(marginal) < 0.6, "{}: guessing is poor", q.id);
+            assert_eq!(me.confusion.iter().flatten().sum::<u32>() as usize, q.held_out);
+            if q.kind == Kind::Ordinal {
+                let ks = |s: &SourceScore| s.ks_similarity.and_then(|f| f.value).expect("ordinal");
+                assert!(close(me.ks_similarity.as_ref().expect("ks"), 1.0));
+                assert!(close(me.wasserstein.as_ref().expect("w"), 0.0));
+                assert!(close(me.spread_ratio.as_ref().expect("sd"), 1.0));
+                assert!(ks(uniform) < ks(marginal) && ks(uniform) < ks(demographic), "{}", q.id);
+                let [lo, hi] = marginal.ks_similarity.and_then(|f| f.interval).expect("an interval");
+                assert!(lo <= ks(marginal) && ks(marginal) <= hi && hi - lo > 0.01, "a real interval: [{lo}, {hi}]");
+            } else {
+                assert!(close(me.total_variation.as_ref().expect("tv"), 0.0));
+                assert!(me.within_one.is_none() && me.spread_ratio.is_none(), "nominal has no points");
+            }
+        }
+    }
+}
