@@ -16,3 +16,4 @@ pub mod memory;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod validate;

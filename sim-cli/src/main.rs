@@ -8,7 +8,7 @@ mod prelude;
 mod progress;
 
 use clap::{Parser, Subcommand};
-use commands::{embed, export, inspect, intent, memory, replay, report, run};
+use commands::{embed, export, inspect, intent, memory, replay, report, run, validate};
 #[cfg(feature = "agents")]
 use commands::{experiment, field};
 use dev::{bench, check, soak};
@@ -65,6 +65,8 @@ enum Command {
     Intent(intent::IntentCommand),
     /// Compare a run's purchase-intent distributions with a reference survey (CSV of 1-5 counts per stimulus).
     CompareIntent(intent::CompareArgs),
+    /// Check a panel against real people: ask survey questions of personas built from respondents, score the answers.
+    Validate(validate::ValidateArgs),
     /// The controlled experiment: a researcher, an analyst and a writer sharing a field versus passing messages.
     #[cfg(feature = "agents")]
     Experiment(experiment::ExperimentArgs),
@@ -103,6 +105,7 @@ fn main() -> ExitCode {
         Command::Export(cmd) => export::export(cmd),
         Command::Intent(cmd) => intent::intent(cmd),
         Command::CompareIntent(args) => intent::compare(&args),
+        Command::Validate(args) => validate::validate(args),
         Command::CheckDeterminism(args) => check::check(args),
         Command::Soak(args) => soak::soak(args),
         #[cfg(not(feature = "agents"))]

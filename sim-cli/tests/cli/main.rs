@@ -26,6 +26,8 @@ mod slim;
 mod minilm;
 // `sim-cli report`: aggregates, the page in headless Chromium, bad input.
 mod report;
+// `sim-cli validate`: the ANES suite's digest and figures, the page, one's own survey, bad input.
+mod validate;
 // The user guide's command list (docs/GUIDE.md) against `--help`, and its minimal scenario.
 #[cfg(feature = "agents")]
 mod readme;

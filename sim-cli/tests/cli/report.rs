@@ -1,38 +1,11 @@
 //! `sim-cli report`: the aggregates against a direct computation, the page
 //! in a real headless Chromium, and bad input.
 
-use crate::support::{scratch, sim, stderr};
+use crate::support::{chromium, scratch, sim, stderr};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 fn ok(o: &std::process::Output) {
     assert!(o.status.success(), "{}", stderr(o));
-}
-
-/// Chromium from Debian's package (the test command installs it), with the
-/// flags this machine's closed network needs.
-fn chromium(dir: &Path, args: &[&str]) -> std::process::Output {
-    let profile = dir.join("chromium-profile");
-    let profile = format!("--user-data-dir={}", profile.display());
-    let mut all = vec![
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--enable-logging=stderr",
-        "--v=0",
-        profile.as_str(),
-    ];
-    all.extend_from_slice(args);
-    std::process::Command::new("chromium")
-        .args(&all)
-        .current_dir(dir)
-        .output()
-        .expect("chromium runs (the test command installs Debian's chromium package)")
 }
 
 #[test]

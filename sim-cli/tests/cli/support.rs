@@ -1,6 +1,6 @@
 //! Running the binary.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs `sim-cli` with `args` in `dir`.
@@ -19,4 +19,30 @@ pub fn scratch(name: &str) -> PathBuf {
 /// Stderr as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Chromium from Debian's package (the test command installs it), with the
+/// flags this machine's closed network needs.
+pub fn chromium(dir: &Path, args: &[&str]) -> std::process::Output {
+    let profile = dir.join("chromium-profile");
+    let profile = format!("--user-data-dir={}", profile.display());
+    let mut all = vec![
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+        profile.as_str(),
+    ];
+    all.extend_from_slice(args);
+    std::process::Command::new("chromium")
+        .args(&all)
+        .current_dir(dir)
+        .output()
+        .expect("chromium runs (the test command installs Debian's chromium package)")
 }

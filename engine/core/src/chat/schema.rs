@@ -46,9 +46,7 @@ pub fn schema(purpose: ChatPurpose) -> Value {
         ChatPurpose::Judge => object(json!({"score": int(1, 5), "justification": string}), &["score", "justification"]),
         // The schema is one per purpose, so it allows the largest scale;
         // the survey parser holds each answer to its own question's options.
-        ChatPurpose::Survey => {
-            object(json!({"answer": int(1, MAX_OPTIONS), "why": string}), &["answer", "why"])
-        }
+        ChatPurpose::Survey => object(json!({"answer": int(1, MAX_OPTIONS), "why": string}), &["answer", "why"]),
     }
 }
 

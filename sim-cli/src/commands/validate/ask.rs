@@ -1,0 +1,128 @@
+//! Asking the configured chat model every survey question, for every
+//! respondent, with guardrail retries; and rating the free text by SSR.
+
+use crate::progress;
+use engine::chat::schema::to_lines;
+use engine::chat::{ChatPort, ChatPurpose, ChatRequest};
+use engine::config::Config;
+use engine::cost::Spend;
+use engine::persona::reply::parse_survey;
+use futures::StreamExt;
+use std::sync::Arc;
+use survey::score::Answer;
+use survey::{Question, Respondent, Survey};
+
+/// One respondent's reply to one question.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    /// The option chosen, from 1; `None` when no attempt gave a valid answer.
+    pub point: Option<u8>,
+    /// The stated reason (the free text SSR rates), or why it failed.
+    pub why: String,
+    /// Attempts made (guardrail retries included).
+    pub attempts: u32,
+    /// What every attempt was billed.
+    pub spend: Spend,
+}
+
+/// Every reply of one run: `replies[q][r]`.
+pub type Replies = Vec<Vec<Asked>>;
+
+async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Question, retries: u32) -> Asked {
+    let first = ChatRequest::new(model, ChatPurpose::Survey, prompt);
+    let mut spend = Spend::default();
+    let mut why = String::new();
+    for attempt in 0..=retries {
+        let request = first.attempt(attempt);
+        match chat.complete(&request).await {
+            Ok(reply) => {
+                spend.add(&reply.spend);
+                match parse_survey(&to_lines(&reply.text), question.points()) {
+                    Ok(p) => return Asked { point: Some(p.answer), why: p.why, attempts: attempt + 1, spend },
+                    Err(e) => why = format!("no valid answer after {} attempts: {e}", attempt + 1),
+                }
+            }
+            Err(e) => {
+                spend.add(&e.spend());
+                return Asked { point: None, why: format!("the chat model failed: {e}"), attempts: attempt + 1, spend };
+            }
+        }
+    }
+    Asked { point: None, why, attempts: retries + 1, spend }
+}
+
+/// Asks every question of every respondent through `chat`, at most
+/// `cfg.chat.concurrency` at once, in a fixed order; a bar counts them.
+pub async fn ask_all(
+    cfg: &Config,
+    chat: Arc<dyn ChatPort>,
+    survey: &Survey,
+    people: &[Respondent],
+    label: &str,
+) -> Replies {
+    let total = (survey.questions.len() * people.len()) as u64;
+    let bar = progress::bar(total, label);
+    let jobs = survey.questions.iter().flat_map(|q| people.iter().map(move |r| (q, r)));
+    let model = cfg.raw.chat.model.as_str();
+    let retries = cfg.raw.chat.max_guardrail_retries;
+    let flat: Vec<Asked> = futures::stream::iter(jobs)
+        .map(|(q, r)| {
+            let chat = chat.clone();
+            let bar = bar.clone();
+            let prompt = q.prompt(survey.context.as_deref(), r);
+            async move {
+                let asked = ask_one(chat.as_ref(), model, prompt, q, retries).await;
+                bar.inc(1);
+                asked
+            }
+        })
+        .buffered(cfg.raw.chat.concurrency.max(1))
+        .collect()
+        .await;
+    bar.finish_and_clear();
+    flat.chunks(people.len().max(1)).map(<[Asked]>::to_vec).collect()
+}
+
+/// The direct answers of `replies`, as the scorer takes them.
+pub fn direct(survey: &Survey, replies: &Replies) -> Vec<Vec<Option<Answer>>> {
+    survey
+        .questions
+        .iter()
+        .zip(replies)
+        .map(|(q, column)| column.iter().map(|a| a.point.map(|p| Answer::direct(p, q.options.len()))).collect())
+        .collect()
+}
+
+/// SSR answers of `replies`: each valid reply's reason against the
+/// question's anchors (its option labels, or its own statements), through
+/// `cfg`'s embedder, with the `[intent]` epsilon and temperature.
+pub fn ssr(
+    cfg: &Config,
+    survey: &Survey,
+    replies: &Replies,
+    threads: Option<u32>,
+) -> anyhow::Result<Vec<Vec<Option<Answer>>>> {
+    let mut texts: Vec<String> = survey.questions.iter().flat_map(|q| q.anchor_texts().iter().cloned()).collect();
+    let anchors = texts.len();
+    texts.extend(replies.iter().flatten().filter(|a| a.point.is_some()).map(|a| a.why.clone()));
+    let vectors = crate::prelude::embed_texts(cfg, &texts, threads)?;
+    let (anchor_vectors, mut answers) = (&vectors[..anchors], vectors[anchors..].iter());
+    let intent = &cfg.raw.intent;
+    let mut out = Vec::new();
+    let mut at = 0;
+    for (q, column) in survey.questions.iter().zip(replies) {
+        let own = &anchor_vectors[at..at + q.options.len()];
+        at += q.options.len();
+        let rated = column
+            .iter()
+            .map(|a| {
+                a.point?;
+                let v = answers.next().expect("one vector per valid reply; this is a bug");
+                let g: Vec<f64> = own.iter().map(|anchor| engine::embed::check::cosine(v, anchor)).collect();
+                Some(Answer::from_pmf(survey::question::ssr_pmf(&g, intent.epsilon, intent.temperature), q.kind))
+            })
+            .collect();
+        out.push(rated);
+    }
+    Ok(out)
+}

@@ -1,0 +1,286 @@
+//! The readable summary on stdout and the HTML page of a validation.
+
+use super::Summary;
+use std::fmt::Write;
+use survey::score::{Figure, QuestionScore, SourceScore};
+use survey::Kind;
+
+/// A figure with its interval, to two decimals (`summary.json` has them
+/// whole).
+fn fig(f: Option<&Figure>) -> String {
+    match f {
+        Some(Figure { value: Some(v), interval: Some([lo, hi]) }) => format!("{v:.2} [{lo:.2}, {hi:.2}]"),
+        Some(Figure { value: Some(v), interval: None }) => format!("{v:.2}"),
+        Some(Figure { value: None, .. }) => "n/a".into(),
+        None => String::new(),
+    }
+}
+
+/// One column of a question's table: its heading, and the figure of a source.
+type Column = (&'static str, fn(&SourceScore) -> Option<&Figure>);
+
+/// The columns of a question's table.
+fn columns(kind: Kind) -> Vec<Column> {
+    match kind {
+        Kind::Ordinal => vec![
+            ("KS similarity", |s| s.ks_similarity.as_ref()),
+            ("Wasserstein", |s| s.wasserstein.as_ref()),
+            ("spread ratio", |s| s.spread_ratio.as_ref()),
+            ("subgroup r", |s| Some(&s.subgroup_correlation)),
+            ("exact", |s| Some(&s.exact_match)),
+            ("within one", |s| s.within_one.as_ref()),
+        ],
+        Kind::Nominal => vec![
+            ("total variation", |s| s.total_variation.as_ref()),
+            ("subgroup r", |s| Some(&s.subgroup_correlation)),
+            ("exact", |s| Some(&s.exact_match)),
+        ],
+    }
+}
+
+fn people_line(q: &QuestionScore) -> String {
+    match q.human_mean_sd {
+        Some([m, sd]) => format!("people: mean {m:.2}, sd {sd:.2}"),
+        None => {
+            let shares: Vec<String> =
+                q.options.iter().zip(&q.human_pmf).map(|(o, p)| format!("{o} {:.1}%", 100.0 * p)).collect();
+            format!("people: {}", shares.join(", "))
+        }
+    }
+}
+
+/// The readable summary.
+pub fn text(s: &Summary) -> String {
+    let mut out = String::new();
+    let c = &s.calls;
+    let _ = writeln!(
+        out,
+        "validate {}: {} respondents ({} fitted, {} held out) of {}; chat {} ({}); seed {}",
+        s.suite, s.scores.respondents, s.scores.fitted, s.scores.held_out, s.panel, s.chat_model, s.method, s.seed
+    );
+    let _ = writeln!(
+        out,
+        "{} questions asked in {} chat calls, {} without a valid answer; {} + {} tokens, ${:.4}{}",
+        c.asked,
+        c.calls,
+        c.failed,
+        c.input_tokens,
+        c.output_tokens,
+        c.cost_usd,
+        if c.estimated { " (estimated)" } else { "" }
+    );
+    let _ = writeln!(out, "digest {}\nout {}", s.digest, s.out);
+    let _ = writeln!(out, "Figures on the held-out half, 95% bootstrap intervals ({} resamples).", s.scores.resamples);
+    for q in &s.scores.questions {
+        let kind = match q.kind {
+            Kind::Ordinal => "ordinal",
+            Kind::Nominal => "nominal",
+        };
+        let _ = writeln!(
+            out,
+            "\n{}: {kind}, {} options; {} held out; {}",
+            q.id,
+            q.options.len(),
+            q.held_out,
+            people_line(q)
+        );
+        let cols = columns(q.kind);
+        let _ = write!(out, "  {:<30}", "");
+        for (h, _) in &cols {
+            let _ = write!(out, " {h:<19}");
+        }
+        out.push('\n');
+        for src in &q.sources {
+            let _ = write!(out, "  {:<30}", src.name);
+            for (_, get) in &cols {
+                let _ = write!(out, " {:<19}", fig(get(src)));
+            }
+            if src.missing > 0 {
+                let _ = write!(out, " ({} without an answer)", src.missing);
+            }
+            out.push('\n');
+        }
+        if let Some(r) = &q.reliability {
+            let _ = writeln!(
+                out,
+                "  reliability, {} against {}: same answer {}, distribution similarity {}",
+                r.runs[0],
+                r.runs[1],
+                fig(Some(&r.exact_match)),
+                fig(Some(&r.distribution_similarity))
+            );
+        }
+        let what = if q.kind == Kind::Ordinal { "mean" } else { "share choosing the first option" };
+        let model = q.sources.first().map_or("model", |m| m.name.as_str());
+        let _ = writeln!(out, "  by subgroup ({what}): people / {model}");
+        for b in &q.bands {
+            let _ = writeln!(
+                out,
+                "    {:<12} {:<24} n {:>4}   {:<19} / {}",
+                b.subgroup,
+                b.band,
+                b.n,
+                fig(Some(&b.human)),
+                fig(b.sources.first())
+            );
+        }
+    }
+    out
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Bars of each option, people beside each source: one SVG.
+fn bars(q: &QuestionScore) -> String {
+    let mut series: Vec<(&str, &[f64])> = vec![("people", &q.human_pmf)];
+    series.extend(q.sources.iter().map(|s| (s.name.as_str(), s.pmf.as_slice())));
+    const COLOURS: [&str; 6] = ["#222222", "#1f77b4", "#2ca02c", "#bbbbbb", "#ff7f0e", "#9467bd"];
+    let k = q.options.len();
+    let (group, bar, height, top) = (24.0 * series.len() as f64 + 24.0, 24.0, 200.0, 20.0);
+    let width = 60.0 + group * k as f64;
+    let max = series.iter().flat_map(|(_, p)| p.iter()).fold(0.05f64, |m, p| m.max(*p));
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" role=\"img\" aria-label=\"{} distributions\">",
+        height + 90.0,
+        esc(&q.id)
+    );
+    for (i, option) in q.options.iter().enumerate() {
+        let x0 = 50.0 + group * i as f64;
+        for (j, (_, pmf)) in series.iter().enumerate() {
+            let h = height * pmf[i] / max;
+            let _ = write!(
+                svg,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{}\"><title>{:.1}%</title></rect>",
+                x0 + bar * j as f64,
+                top + height - h,
+                bar - 2.0,
+                COLOURS[j % COLOURS.len()],
+                100.0 * pmf[i]
+            );
+        }
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
+            x0 + bar * series.len() as f64 / 2.0,
+            top + height + 16.0,
+            esc(&format!("{}. {option}", i + 1))
+        );
+    }
+    for (j, (name, _)) in series.iter().enumerate() {
+        let y = top + height + 36.0 + 14.0 * (j / 3) as f64;
+        let x = 50.0 + 220.0 * (j % 3) as f64;
+        let _ = write!(
+            svg,
+            "<rect x=\"{x}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{y:.1}\" font-size=\"12\">{}</text>",
+            y - 9.0,
+            COLOURS[j % COLOURS.len()],
+            x + 14.0,
+            esc(name)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The self-contained HTML page.
+pub fn html(s: &Summary) -> String {
+    let mut out = String::from("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">");
+    let _ = write!(out, "<title>Validation: {}</title>", esc(&s.suite));
+    out.push_str(
+        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:0.5em 0}\
+         td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th:first-child,td:first-child{text-align:left}\
+         .note{color:#555}</style></head><body>",
+    );
+    let _ = write!(
+        out,
+        "<h1>Validation: {}</h1><p>{} respondents ({} fitted, {} held out) of {}; chat model <b>{}</b> ({}); seed {}; \
+         digest <code>{}</code>.</p><p class=\"note\">Every figure is on the held-out half, with a 95% bootstrap interval \
+         over {} resamples. Baselines: uniform answers, the fitted half's marginal distribution, and its distribution \
+         within each demographic cell.</p>",
+        esc(&s.suite),
+        s.scores.respondents,
+        s.scores.fitted,
+        s.scores.held_out,
+        s.panel,
+        esc(&s.chat_model),
+        esc(&s.method),
+        s.seed,
+        s.digest,
+        s.scores.resamples
+    );
+    for q in &s.scores.questions {
+        let _ = write!(
+            out,
+            "<section id=\"q-{}\"><h2>{}</h2><p>{} held out; {}</p>",
+            esc(&q.id),
+            esc(&q.id),
+            q.held_out,
+            esc(&people_line(q))
+        );
+        out.push_str(&bars(q));
+        out.push_str("<table><tr><th>source</th>");
+        let cols = columns(q.kind);
+        for (h, _) in &cols {
+            let _ = write!(out, "<th>{h}</th>");
+        }
+        out.push_str("</tr>");
+        for src in &q.sources {
+            let _ = write!(out, "<tr><td>{}</td>", esc(&src.name));
+            for (_, get) in &cols {
+                let _ = write!(out, "<td>{}</td>", fig(get(src)));
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("</table>");
+        if let Some(r) = &q.reliability {
+            let _ = write!(
+                out,
+                "<p>Reliability, {} against {}: same answer {}, distribution similarity {}.</p>",
+                esc(&r.runs[0]),
+                esc(&r.runs[1]),
+                fig(Some(&r.exact_match)),
+                fig(Some(&r.distribution_similarity))
+            );
+        }
+        out.push_str("<table><tr><th>subgroup</th><th>band</th><th>n</th><th>people</th>");
+        for src in &q.sources {
+            let _ = write!(out, "<th>{}</th>", esc(&src.name));
+        }
+        out.push_str("</tr>");
+        for b in &q.bands {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                esc(&b.subgroup),
+                esc(&b.band),
+                b.n,
+                fig(Some(&b.human))
+            );
+            for f in &b.sources {
+                let _ = write!(out, "<td>{}</td>", fig(Some(f)));
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("</table>");
+        if let Some(model) = q.sources.first() {
+            let _ = write!(out, "<table class=\"confusion\"><tr><th>people \\ {}</th>", esc(&model.name));
+            for i in 1..=q.options.len() {
+                let _ = write!(out, "<th>{i}</th>");
+            }
+            out.push_str("</tr>");
+            for (i, row) in model.confusion.iter().enumerate() {
+                let _ = write!(out, "<tr><td>{}. {}</td>", i + 1, esc(&q.options[i]));
+                for n in row {
+                    let _ = write!(out, "<td>{n}</td>");
+                }
+                out.push_str("</tr>");
+            }
+            out.push_str("</table>");
+        }
+        out.push_str("</section>");
+    }
+    out.push_str("</body></html>\n");
+    out
+}

@@ -1,0 +1,283 @@
+//! `sim-cli validate`: the built-in ANES suite on the scripted model
+//! (digest, figures recomputed from answers.csv, the page in Chromium),
+//! a survey of one's own with SSR and subgroups, and bad input.
+
+use crate::support::{chromium, scratch, sim, stderr};
+use serde_json::Value;
+use std::path::Path;
+
+fn json(o: &std::process::Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).expect("--json prints one JSON object")
+}
+
+/// `answers.csv` of a validation: (respondent, half, question, human, model).
+fn rows(dir: &Path) -> Vec<[String; 5]> {
+    let mut reader = csv::Reader::from_path(dir.join("answers.csv")).expect("answers.csv");
+    reader
+        .records()
+        .map(|r| {
+            let r = r.expect("a row");
+            [0, 1, 2, 3, 4].map(|i| r[i].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn a_scripted_validation_reproduces_its_digest_and_its_figures() {
+    let dir = scratch("validate");
+    let args = |out: &'static str, seed: &'static str, threads: &'static str| {
+        [
+            "validate",
+            "--sample",
+            "120",
+            "--resamples",
+            "200",
+            "--json",
+            "--seed",
+            seed,
+            "--threads",
+            threads,
+            "--out",
+            out,
+        ]
+    };
+    let a = json(&sim(&dir, &args("a", "7", "1")));
+    let b = json(&sim(&dir, &args("b", "7", "2")));
+    let c = json(&sim(&dir, &args("c", "8", "2")));
+    assert_eq!(a["digest"], b["digest"], "same seed, same digest at any thread count");
+    assert_ne!(a["digest"], c["digest"], "another seed, another digest");
+    assert_eq!(a["digest"].as_str().map(str::len), Some(64));
+    assert_eq!((a["respondents"].as_u64(), a["panel"].as_u64()), (Some(120), Some(944)));
+    assert_eq!(a["calls"]["asked"], 120 * 3 * 2);
+    assert_eq!(
+        std::fs::read(dir.join("a/summary.json")).ok(),
+        std::fs::read(dir.join("b/summary.json")).ok().map(|mut s| {
+            // The two differ only in their own directory's name.
+            let text =
+                String::from_utf8(std::mem::take(&mut s)).expect("utf-8").replace("\"out\": \"b\"", "\"out\": \"a\"");
+            text.into_bytes()
+        })
+    );
+
+    // The figures again, from answers.csv, by a plain computation.
+    let rows = rows(&dir.join("a"));
+    assert_eq!(rows.len(), 120 * 3);
+    for q in a["questions"].as_array().expect("questions") {
+        let id = q["id"].as_str().expect("id");
+        let held: Vec<(u8, u8)> = rows
+            .iter()
+            .filter(|r| r[2] == id && r[1] == "held_out" && !r[3].is_empty())
+            .map(|r| (r[3].parse().expect("human"), r[4].parse().expect("model")))
+            .collect();
+        assert_eq!(q["held_out"].as_u64(), Some(held.len() as u64));
+        let model = &q["sources"][0];
+        assert_eq!(model["name"], "model (direct)");
+        let exact = held.iter().filter(|(h, m)| h == m).count() as f64 / held.len() as f64;
+        assert!((model["exact_match"]["value"].as_f64().expect("exact") - exact).abs() < 1e-12, "{id}");
+        let k = q["options"].as_array().expect("options").len() as u8;
+        let cdf =
+            |pick: fn(&(u8, u8)) -> u8, x: u8| held.iter().filter(|p| pick(p) <= x).count() as f64 / held.len() as f64;
+        let gaps: Vec<f64> = (1..=k).map(|x| (cdf(|p| p.0, x) - cdf(|p| p.1, x)).abs()).collect();
+        if q["kind"] == "ordinal" {
+            let ks = 1.0 - gaps.iter().fold(0.0f64, |m, g| m.max(*g));
+            assert!((model["ks_similarity"]["value"].as_f64().expect("ks") - ks).abs() < 1e-12, "{id}");
+            let w: f64 = gaps[..gaps.len() - 1].iter().sum();
+            assert!((model["wasserstein"]["value"].as_f64().expect("w") - w).abs() < 1e-12, "{id}");
+        }
+        for source in q["sources"].as_array().expect("sources") {
+            let f = &source["exact_match"];
+            let (v, [lo, hi]) =
+                (f["value"].as_f64().expect("value"), [0, 1].map(|i| f["interval"][i].as_f64().expect("interval")));
+            assert!(lo <= v && v <= hi && lo < hi, "{id} {}: {v} in [{lo}, {hi}]", source["name"]);
+        }
+        let names: Vec<&str> =
+            q["sources"].as_array().expect("sources").iter().filter_map(|s| s["name"].as_str()).collect();
+        assert_eq!(names, ["model (direct)", "uniform", "marginal", "demographic"]);
+        assert!(q["reliability"]["exact_match"]["value"].is_f64());
+        assert_eq!(q["bands"].as_array().map(Vec::len), Some(11), "age 4, education 3, income 4");
+    }
+
+    let readable = sim(&dir, &["validate", "--sample", "30", "--resamples", "100", "--out", "d"]);
+    assert!(readable.status.success(), "{}", stderr(&readable));
+    let text = String::from_utf8_lossy(&readable.stdout);
+    for needle in [
+        "validate anes96: 30 respondents (15 fitted, 15 held out) of 944",
+        "selfLR: ordinal, 7 options",
+        "reliability",
+        "by subgroup",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in:\n{text}");
+    }
+    assert!(
+        stderr(&readable).contains("30 of 944 respondents x 3 questions x 2 runs = 180 chat calls"),
+        "{}",
+        stderr(&readable)
+    );
+
+    let url = format!("file://{}", dir.join("a/report.html").display());
+    let dom = chromium(&dir, &["--dump-dom", &url]);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for id in ["selfLR", "PID", "vote"] {
+        assert!(dom.contains(&format!("<section id=\"q-{id}\">")), "section {id} rendered");
+    }
+    assert_eq!(dom.matches("<svg").count(), 3, "one chart per question");
+    assert!(dom.contains("aria-label=\"vote distributions\""));
+}
+
+const PANEL: &str = "id,age,region,note\n";
+const MAP: &str = r#"
+[panel.columns]
+id = "id"
+age = { trait = "age" }
+region = { trait = "region", labels = { "1" = "the North", "2" = "the South" } }
+note = { ignore = true }
+"#;
+const QUESTIONS: &str = r#"
+[[question]]
+id = "coffee"
+text = "How much do you like coffee?"
+kind = "ordinal"
+options = ["Not at all", "A little", "Somewhat", "A lot", "More than anything"]
+
+[[question]]
+id = "pet"
+text = "Which pet would you choose?"
+kind = "nominal"
+options = ["A dog", "A cat", "A fish"]
+anchors = ["I would choose a dog.", "I would choose a cat.", "I would choose a fish."]
+"#;
+const SUBGROUPS: &str = r#"
+[[subgroup]]
+name = "age"
+column = "age"
+bands = [{ label = "under 40", min = 0, max = 39 }, { label = "40 and over", min = 40, max = 120 }]
+
+[[subgroup]]
+name = "region"
+column = "region"
+bands = [{ label = "North", min = 1, max = 1 }, { label = "South", min = 2, max = 2 }]
+"#;
+
+fn own_survey(dir: &Path) {
+    let mut panel = String::from(PANEL);
+    let mut answers = String::from("id,coffee,pet\n");
+    for i in 0..40u32 {
+        panel.push_str(&format!("p{i},{},{},x\n", 20 + (i * 7) % 60, 1 + i % 2));
+        let pet = if i % 5 == 0 { String::new() } else { (1 + i % 3).to_string() };
+        answers.push_str(&format!("p{i},{},{pet}\n", 1 + (i * 3) % 5));
+    }
+    for (name, text) in [
+        ("people.csv", panel.as_str()),
+        ("map.toml", MAP),
+        ("answers.csv", &answers),
+        ("survey.toml", QUESTIONS),
+        ("groups.toml", SUBGROUPS),
+    ] {
+        std::fs::write(dir.join(name), text).expect("write");
+    }
+    std::fs::write(dir.join("ssr.toml"), "[intent]\nmethod = \"ssr\"\n").expect("write");
+}
+
+#[test]
+fn a_survey_of_ones_own_with_ssr_and_subgroups() {
+    let dir = scratch("validate-own");
+    own_survey(&dir);
+    let own = [
+        "validate",
+        "--panel",
+        "people.csv",
+        "--panel-map",
+        "map.toml",
+        "--answers",
+        "answers.csv",
+        "--questions",
+        "survey.toml",
+    ];
+    let mut args = own.to_vec();
+    args.extend(["--subgroups", "groups.toml", "--config", "ssr.toml", "--resamples", "100", "--json", "--out", "own"]);
+    let s = json(&sim(&dir, &args));
+    assert_eq!(
+        (s["suite"].as_str(), s["method"].as_str(), s["respondents"].as_u64()),
+        (Some("survey"), Some("direct+ssr"), Some(40))
+    );
+    let pet = &s["questions"][1];
+    assert!(pet["held_out"].as_u64().expect("n") < 20, "a respondent without an answer is left out");
+    let names: Vec<&str> =
+        pet["sources"].as_array().expect("sources").iter().filter_map(|x| x["name"].as_str()).collect();
+    assert_eq!(names, ["model (direct)", "model (SSR)", "uniform", "marginal", "demographic"]);
+    assert!(pet["sources"][0]["total_variation"]["value"].is_f64() && pet["sources"][0].get("ks_similarity").is_none());
+    let bands: Vec<&str> = pet["bands"].as_array().expect("bands").iter().filter_map(|b| b["band"].as_str()).collect();
+    assert_eq!(bands, ["under 40", "40 and over", "North", "South"], "--subgroups replaced the survey's own");
+    let header = std::fs::read_to_string(dir.join("own/answers.csv")).expect("answers.csv");
+    assert!(header.starts_with("respondent,half,question,human,model,model_rerun,model_ssr,model_ssr_expected,"));
+    // The scripted model names its option in its reason; SSR over the
+    // labels reads it back far more often than chance (one in five).
+    let mut reader = csv::Reader::from_path(dir.join("own/answers.csv")).expect("answers.csv");
+    let coffee: Vec<(String, String)> = reader
+        .records()
+        .map(|r| r.expect("row"))
+        .filter(|r| &r[2] == "coffee")
+        .map(|r| (r[4].to_string(), r[6].to_string()))
+        .collect();
+    let same = coffee.iter().filter(|(direct, ssr)| direct == ssr).count();
+    assert!(same * 2 > coffee.len(), "SSR agrees with the direct answer for {same} of {}", coffee.len());
+}
+
+#[test]
+fn bad_panels_and_arguments_are_named() {
+    let dir = scratch("validate-bad");
+    own_survey(&dir);
+    let own = |panel: &str| {
+        sim(
+            &dir,
+            &[
+                "validate",
+                "--panel",
+                panel,
+                "--panel-map",
+                "map.toml",
+                "--answers",
+                "answers.csv",
+                "--questions",
+                "survey.toml",
+            ],
+        )
+    };
+    std::fs::write(dir.join("bad.csv"), "id,age,region,note\np0,30,1,x\np1,abc,2,x\n").expect("write");
+    let o = own("bad.csv");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("bad.csv: row p1, column age: \"abc\" is not a whole number from 0 to 120"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(dir.join("extra.csv"), "id,age,region,note,income\np0,30,1,x,5\n").expect("write");
+    assert!(stderr(&own("extra.csv")).contains("extra.csv: income: column not in the panel map"));
+    let o = sim(&dir, &["validate", "--panel", "people.csv"]);
+    assert_eq!(o.status.code(), Some(2), "the other three files are required: {}", stderr(&o));
+    let o = sim(&dir, &["validate", "--suite", "gss"]);
+    assert!(o.status.code() == Some(1) && stderr(&o).contains("--suite gss: no such suite (built in: anes96)"));
+    let o = sim(&dir, &["validate", "--sample", "2000"]);
+    assert!(o.status.code() == Some(1) && stderr(&o).contains("--sample 2000: the panel has only 944 respondents"));
+    std::fs::write(dir.join("answers-bad.csv"), "id,coffee,pet\np0,6,1\n").expect("write");
+    let o = sim(
+        &dir,
+        &[
+            "validate",
+            "--panel",
+            "people.csv",
+            "--panel-map",
+            "map.toml",
+            "--answers",
+            "answers-bad.csv",
+            "--questions",
+            "survey.toml",
+        ],
+    );
+    assert!(
+        stderr(&o).contains("answers-bad.csv: row p0, column coffee: \"6\" is not an option number from 1 to 5"),
+        "{}",
+        stderr(&o)
+    );
+}
