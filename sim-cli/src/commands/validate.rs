@@ -176,7 +176,7 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
     let split = score::held_out(respondents.len(), args.seed);
     sources.extend(score::baselines(&suite.survey, &respondents, &human, &split, args.seed));
     let rerun = Source {
-        name: format!("model (direct), seed {}", args.seed.wrapping_add(1)),
+        name: format!("a second run (seed {})", args.seed.wrapping_add(1)),
         answers: ask::direct(&suite.survey, &second),
     };
     let settings = Settings { seed: args.seed, resamples: args.resamples as usize };
