@@ -252,6 +252,7 @@ fn chat_answer(request: &serde_json::Value, fail: bool) -> String {
             serde_json::json!({"points": points})
         }
         Some("judge_score") => serde_json::json!({"score": 1 + n % 5, "justification": "Judged on loopback."}),
+        Some("survey_answer") => serde_json::json!({"answer": 1 + n % 2, "why": "I answered this on loopback."}),
         _ => serde_json::json!({
             "reaction": format!("I read {n} characters about it and feel fine."),
             "sentiment": 0.2,

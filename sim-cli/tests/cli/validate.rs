@@ -5,6 +5,8 @@
 use crate::support::{chromium, scratch, sim, stderr};
 use serde_json::Value;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 fn json(o: &std::process::Output) -> Value {
     assert!(o.status.success(), "{}", stderr(o));
@@ -280,4 +282,44 @@ fn bad_panels_and_arguments_are_named() {
         "{}",
         stderr(&o)
     );
+}
+
+/// A live model (the loopback server speaks the OpenAI protocol): the cost
+/// is stated first, each question goes out with the survey schema, and
+/// the replies are scored as the scripted model's are.
+#[test]
+fn a_live_model_gets_the_survey_schema_and_the_cost_first() {
+    let dir = scratch("validate-live");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, seen, server) = crate::trace::openai_server(stop.clone(), 0);
+    let config = format!("[chat]\nprovider = \"openai\"\nmodel = \"loopback-model\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n");
+    std::fs::write(dir.join("live.toml"), config).expect("write");
+    let o = sim(
+        &dir,
+        &[
+            "validate",
+            "--sample",
+            "10",
+            "--resamples",
+            "100",
+            "--config",
+            "live.toml",
+            "--yes",
+            "--json",
+            "--out",
+            "live",
+        ],
+    );
+    stop.store(true, Ordering::Relaxed);
+    let _ = server.join();
+    let s = json(&o);
+    assert!(stderr(&o).contains("live run: at least 60 chat calls to loopback-model"), "{}", stderr(&o));
+    assert_eq!((s["calls"]["asked"].as_u64(), s["calls"]["failed"].as_u64()), (Some(60), Some(0)));
+    assert_eq!(s["calls"]["estimated"], false);
+    let bodies: Vec<String> = seen.lock().iter().filter(|l| l.starts_with("BODY")).cloned().collect();
+    let survey: Vec<&String> = bodies.iter().filter(|b| b.contains("\"survey_answer\"")).collect();
+    assert_eq!(survey.len(), 60, "every question with the survey schema (and one connection check besides)");
+    assert!(survey.iter().all(|b| b.contains("Options:\\n1. ")), "the options are in the prompt");
+    let rows = rows(&dir.join("live"));
+    assert!(rows.iter().all(|r| r[4] == "1" || r[4] == "2"), "the server's answers are recorded");
 }
