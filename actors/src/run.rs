@@ -10,7 +10,8 @@ use crate::supervisor::{PanelSupervisor, SupervisorMsg};
 use engine::chat::ChatPort;
 use engine::config::{Config, EmbeddingModel};
 use engine::embed::{EmbeddingPort, Strategy};
-use engine::persona::{generate, PersonaState, Traits};
+use engine::persona::profile::draw;
+use engine::persona::{PersonaState, Traits};
 use engine::report::{EmbeddingTotals, RunSummary, StopReason, Stopped};
 use engine::scenario::Scenario;
 use engine::store::trace::EmbedRecorder;
@@ -151,6 +152,19 @@ fn check_spec(spec: &RunSpec) -> Result<()> {
             cause: format!("must be between 1 and {MAX_PERSONAS}, got {}", spec.personas),
         });
     }
+    if let Some(panel) = &spec.config.raw.panel {
+        if panel.rows.len() != spec.personas as usize {
+            return Err(Error::InvalidInput {
+                what: "personas",
+                cause: format!(
+                    "the panel from {} has {} rows, one per persona, but the run asks for {} personas",
+                    panel.source,
+                    panel.rows.len(),
+                    spec.personas
+                ),
+            });
+        }
+    }
     if spec.ticks == 0 || spec.ticks > MAX_TICKS {
         return Err(Error::InvalidInput {
             what: "ticks",
@@ -262,7 +276,8 @@ impl Panel {
             if id % 65_536 == 0 {
                 progress.stage(0, "drawing personas", u64::from(id), u64::from(shared.personas));
             }
-            let profile = generate(&shared.traits, shared.seed, id);
+            let profile = draw(&shared.config, &shared.traits, shared.seed, id)
+                .expect("check_spec matched the panel's rows to the personas; this is a bug");
             interests.push(profile.interests.clone());
             personas.push(Box::new(PersonaState::new(profile)));
         }

@@ -7,7 +7,7 @@ use engine::chat::{ChatPort, ChatPurpose, ChatRequest};
 use engine::clock::Clock;
 use engine::config::{ChatProvider, Config};
 use engine::cost::{estimate_tokens, NANO_PER_USD};
-use engine::persona::{generate, PersonaState, Traits};
+use engine::persona::{PersonaState, Traits};
 use engine::scenario::Scenario;
 use engine::turn::{prepare, TickContext};
 use std::io::{BufRead, IsTerminal, Write};
@@ -29,11 +29,12 @@ pub struct Estimate {
 
 /// The estimate for a panel of `personas` over `ticks`.
 pub fn estimate(cfg: &Config, scenario: &Scenario, traits: &Traits, seed: u64, personas: u32, ticks: u32) -> Estimate {
-    let profiles: Vec<_> = (0..personas).map(|id| generate(traits, seed, id)).collect();
+    let profiles: Vec<_> =
+        (0..personas).filter_map(|id| engine::persona::profile::draw(cfg, traits, seed, id)).collect();
     let mut calls = 0u64;
     let mut first = None;
     for tick in 1..=ticks {
-        let jobs = scenario.jobs(seed, tick, personas, |p| &profiles[p as usize].interests);
+        let jobs = scenario.jobs(seed, tick, profiles.len() as u32, |p| &profiles[p as usize].interests);
         first = first.or_else(|| jobs.first().copied());
         let probes = scenario.probes_at(tick).count() as u64;
         let persons: std::collections::BTreeSet<u32> = jobs.iter().map(|j| j.persona).collect();

@@ -11,6 +11,7 @@ use crate::embed::upstream::{HttpSettings, ModelledSettings};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+pub mod panel;
 mod prices;
 
 pub use crate::intent::{IntentMethod, IntentSection};
@@ -419,6 +420,10 @@ pub struct RawConfig {
     pub consolidation: ConsolidationSection,
     /// `[faults]`
     pub faults: FaultsSection,
+    /// `[panel]`: personas given by data (`run --panel`); absent, they are
+    /// drawn from the trait table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub panel: Option<panel::PanelSection>,
 }
 
 /// The resolved, validated configuration.
@@ -465,6 +470,10 @@ impl RawConfig {
             Self::check_chat,
             Self::check_rules_and_prices,
             Self::check_intent,
+            |c: &RawConfig| match c.panel.as_ref().and_then(panel::PanelSection::problem) {
+                Some(cause) => Err(bad("panel", cause)),
+                None => Ok(()),
+            },
         ];
         if let Some((field, cause)) = checks.iter().find_map(|check| check(&self).err()) {
             return Err(Error::Config { source_name: source_name.to_string(), field: field.to_string(), cause });
@@ -731,7 +740,7 @@ impl Config {
     /// model's directory (its weights' SHA-256 stays), how chat requests
     /// are sent (concurrency, per-minute limits, transport retries and
     /// backoff, the endpoints and their timeouts, the modelled provider's
-    /// latency and faults) and prices. They change costs, timing and request grouping, never
+    /// latency and faults), prices and the panel's file name. They change costs, timing and request grouping, never
     /// what a persona sees or says.
     pub fn content(&self) -> RawConfig {
         let mut c = self.raw.clone();
@@ -760,6 +769,10 @@ impl Config {
         c.chat.http = chat.http;
         c.chat.modelled = chat.modelled;
         c.prices = PricesSection::default();
+        // Where the panel was read from is not what it holds.
+        if let Some(panel) = &mut c.panel {
+            panel.source.clear();
+        }
         c
     }
 

@@ -122,15 +122,15 @@ impl Respondent {
         self.values.get(column)?.trim().parse().ok()
     }
 
-    /// The persona's description, one trait a line (`- Age: 36`).
+    /// The persona's description, one trait a line (`- Age: 36`), as a
+    /// run's persona given by this row states it.
     pub fn describe(&self) -> String {
-        let mut out = String::new();
-        for (name, value) in &self.traits {
-            let mut chars = name.chars();
-            let first = chars.next().map(|c| c.to_uppercase().collect::<String>()).unwrap_or_default();
-            out.push_str(&format!("- {first}{}: {value}\n", chars.as_str()));
-        }
-        out
+        self.given().describe()
+    }
+
+    /// The row as a run's `[panel]` holds it.
+    pub fn given(&self) -> engine::config::panel::Given {
+        engine::config::panel::Given { row: self.id.clone(), traits: self.traits.clone() }
     }
 }
 
@@ -142,6 +142,24 @@ pub struct Panel {
 }
 
 impl Panel {
+    /// The indices of a seeded subsample of `k` rows, in file order: the
+    /// first `k` of a seeded shuffle. `None` when the panel has fewer rows.
+    pub fn subsample(&self, k: usize, seed: u64) -> Option<Vec<usize>> {
+        let n = self.respondents.len();
+        if k > n {
+            return None;
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut s = engine::rng::Stream::derive(seed, 0, 0, engine::rng::Purpose::Survey);
+        for i in 0..k {
+            let j = i + s.below(n - i);
+            order.swap(i, j);
+        }
+        let mut chosen = order[..k].to_vec();
+        chosen.sort_unstable();
+        Some(chosen)
+    }
+
     /// Reads a panel from CSV `text` by `map`; `file` names it in errors,
     /// which also name the row id and the column.
     pub fn from_csv(text: &str, file: &str, map: &PanelMap) -> Result<Panel> {

@@ -5,7 +5,9 @@
 use crate::prelude::trace_path;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use engine::persona::profile::{generate, Profile, Traits};
+#[cfg(test)]
+use engine::persona::profile::generate;
+use engine::persona::profile::{draw_from, Profile, Traits};
 use engine::store::trace::frame::open_records;
 use engine::store::trace::Record;
 use engine::turn::{Outcome, Status};
@@ -89,7 +91,7 @@ fn outcomes(args: &OutcomesArgs) -> Result<()> {
     };
     let sink = std::io::BufWriter::new(sink);
     let mut reader = open_records(&path)?;
-    let mut people: Option<(Traits, u64)> = None;
+    let mut people: Option<(Traits, u64, Option<engine::config::panel::PanelSection>)> = None;
     let mut persona: Option<u32> = None;
     let mut out = match args.format {
         Format::Csv => {
@@ -108,19 +110,24 @@ fn outcomes(args: &OutcomesArgs) -> Result<()> {
                     bail!("--tick {n}: the run has ticks 1 to {}", h.ticks);
                 }
                 persona = args.persona.as_deref().map(|p| crate::prelude::parse_persona(p, h.personas)).transpose()?;
-                people = Some((traits, h.seed));
+                let panel = engine::config::RawConfig::from_toml(&h.config_toml, "trace header config")?.panel;
+                people = Some((traits, h.seed, panel));
             }
             Record::Tick(t) if args.tick.is_none_or(|n| n == t.tick) => {
-                let Some((traits, seed)) = &people else {
+                let Some((traits, seed, panel)) = &people else {
                     bail!("{}: the first frame is not a header", path.display())
                 };
                 for o in t.outcomes.iter().filter(|o| persona.is_none_or(|p| p == o.persona)) {
                     rows += 1;
+                    let profile = || {
+                        draw_from(panel.as_ref(), traits, *seed, o.persona)
+                            .with_context(|| format!("{}: persona {} has no panel row", path.display(), o.persona))
+                    };
                     match &mut out {
-                        Sink::Csv(w) => w.write_record(csv_row(o, &generate(traits, *seed, o.persona), traits))?,
+                        Sink::Csv(w) => w.write_record(csv_row(o, &profile()?, traits))?,
                         Sink::Json(sink) if args.with_traits => {
                             let mut v = serde_json::to_value(o)?;
-                            v["traits"] = serde_json::to_value(generate(traits, *seed, o.persona))?;
+                            v["traits"] = traits_json(&profile()?)?;
                             serde_json::to_writer(&mut *sink, &v)?;
                             sink.write_all(b"\n")?;
                         }
@@ -150,7 +157,7 @@ enum Sink<W: Write> {
     Json(W),
 }
 
-const COLUMNS: [&str; 26] = [
+const COLUMNS: [&str; 27] = [
     "tick",
     "position",
     "persona",
@@ -177,7 +184,17 @@ const COLUMNS: [&str; 26] = [
     "input_tokens",
     "output_tokens",
     "reaction",
+    "respondent",
 ];
+
+/// A persona's traits for `--with-traits`: the whole profile, or for a
+/// persona given by data its name, row id and the row's own traits.
+fn traits_json(p: &Profile) -> Result<serde_json::Value> {
+    Ok(match &p.given {
+        Some(g) => serde_json::json!({"id": p.id, "name": p.name, "row": g.row, "traits": g.traits}),
+        None => serde_json::to_value(p)?,
+    })
+}
 
 fn csv_row(o: &Outcome, p: &Profile, traits: &Traits) -> Vec<String> {
     let band = traits
@@ -199,13 +216,14 @@ fn csv_row(o: &Outcome, p: &Profile, traits: &Traits) -> Vec<String> {
         o.position.to_string(),
         engine::persona::profile::label(o.persona),
         p.name.clone(),
-        p.age.to_string(),
+        if p.given.is_some() && p.age == 0 { String::new() } else { p.age.to_string() },
         band,
         p.city.to_string(),
         p.occupation.to_string(),
         p.income.to_string(),
         p.interests.iter().map(|i| &**i).collect::<Vec<_>>().join(";"),
-        p.price_sensitivity.to_string(),
+        // A persona given by data has the sensitivity its row gives: none.
+        if p.given.is_some() { String::new() } else { p.price_sensitivity.to_string() },
         o.stimulus.clone(),
         o.exposure.to_string(),
         status.into(),
@@ -221,6 +239,7 @@ fn csv_row(o: &Outcome, p: &Profile, traits: &Traits) -> Vec<String> {
         total.input_tokens.to_string(),
         total.output_tokens.to_string(),
         r.map_or(String::new(), |r| r.text.clone()),
+        p.given.as_ref().map_or(String::new(), |g| g.row.clone()),
     ]
 }
 

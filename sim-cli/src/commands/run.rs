@@ -7,6 +7,7 @@ use actors::run::{RunSpec, MAX_PERSONAS, MAX_TICKS};
 use actors::sink::TraceSink;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use engine::config::panel::PanelSection;
 use engine::cost::NANO_PER_USD;
 use engine::embed::Strategy;
 use engine::persona::profile::DEFAULT_TRAITS;
@@ -66,9 +67,17 @@ impl OutcomesFile {
     The same --seed gives the same digests at any --threads. Ctrl-C stops at the next tick\n\
     boundary (a second Ctrl-C at once); the run stays resumable with --resume.")]
 pub struct RunArgs {
-    /// Personas in the panel (1 to 1,000,000).
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PERSONAS)))]
-    pub personas: u32,
+    /// Personas in the panel (1 to 1,000,000). Default 50; with --panel, every row (or a seeded
+    /// subsample of this many rows).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PERSONAS)))]
+    pub personas: Option<u32>,
+    /// Personas given by data: one per row of this CSV file, stated in the row's own traits (see
+    /// docs/GUIDE.md, "Panels from data"). Needs --panel-map.
+    #[arg(long, value_name = "FILE", requires = "panel_map")]
+    pub panel: Option<PathBuf>,
+    /// Which column of --panel is the row id and which columns are which traits (TOML).
+    #[arg(long, value_name = "FILE", requires = "panel")]
+    pub panel_map: Option<PathBuf>,
     /// Ticks to simulate (1 to 100,000). A scenario with fewer ticks cycles.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_TICKS)))]
     pub ticks: u32,
@@ -109,7 +118,7 @@ pub struct RunArgs {
     pub yes: bool,
     /// Continue the killed, interrupted or stopped run in DIR from its last committed tick (its trace
     /// holds every other setting). A finished run is left unchanged.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy", "outcomes"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy", "outcomes", "panel"])]
     pub resume: Option<PathBuf>,
     #[command(flatten)]
     pub hooks: TraceHooks,
@@ -171,6 +180,35 @@ fn finish(summary: &RunSummary, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// Personas in a run without `--personas` or `--panel`.
+const DEFAULT_PERSONAS: u32 = 50;
+
+/// The `[panel]` of a run given by data: `panel` read by `map`, all rows or
+/// a seeded subsample of `personas` of them (kept in file order).
+fn load_panel(panel: &Path, map: &Path, personas: Option<u32>, seed: u64) -> Result<PanelSection> {
+    let read = |flag: &str, p: &Path| {
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {flag} {}", p.display()))
+    };
+    let (panel_name, map_name) = (panel.display().to_string(), map.display().to_string());
+    let map = survey::PanelMap::from_toml(&read("--panel-map", map)?, &map_name)?;
+    let rows = survey::Panel::from_csv(&read("--panel", panel)?, &panel_name, &map)?;
+    let n = rows.respondents.len();
+    let chosen = match personas {
+        None => (0..n).collect(),
+        Some(k) => rows.subsample(k as usize, seed).with_context(|| {
+            format!(
+                "--personas {k}: the panel {panel_name} has only {n} rows (give at most {n}, or leave --personas out)"
+            )
+        })?,
+    };
+    if chosen.len() > MAX_PERSONAS as usize {
+        bail!(
+            "--panel {panel_name}: {n} rows; a run has at most {MAX_PERSONAS} personas (pass --personas to subsample)"
+        );
+    }
+    Ok(PanelSection { source: panel_name, rows: chosen.iter().map(|&i| rows.respondents[i].given()).collect() })
+}
+
 /// The chat write-ahead log of a run directory (live chat providers only).
 pub const CHAT_WAL_FILE: &str = "chat.wal";
 
@@ -188,7 +226,16 @@ pub fn run(args: RunArgs) -> Result<()> {
         bail!("--confirm-above-usd {}: must be a non-negative number of USD", args.confirm_above_usd);
     }
     // Step 1: every input is read and validated before anything is written.
-    let config = load_config(args.config.as_ref())?;
+    let mut config = load_config(args.config.as_ref())?;
+    let personas = match (&args.panel, &args.panel_map) {
+        (Some(panel), Some(map)) => {
+            let section = load_panel(panel, map, args.personas, args.seed)?;
+            let rows = section.rows.len() as u32;
+            config.raw.panel = Some(section);
+            rows
+        }
+        _ => args.personas.unwrap_or(DEFAULT_PERSONAS),
+    };
     let loaded = load_scenario(&args.scenario)?;
     for warning in loaded.scenario.check_run(&loaded.origin, args.ticks, &Traits::builtin().interests)? {
         eprintln!("warning: {warning}");
@@ -198,7 +245,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         EmbedStrategy::PerPersona => Strategy::PerConsumer,
         EmbedStrategy::PerPersonaConcurrent => Strategy::PerConsumerConcurrent,
     };
-    let header = Header::new(&config, args.seed, args.personas, args.ticks)
+    let header = Header::new(&config, args.seed, personas, args.ticks)
         .with_budget(budget_nano_usd)
         .with_strategy(strategy)
         .with_scenario(&loaded.origin, &loaded.source)
@@ -206,13 +253,12 @@ pub fn run(args: RunArgs) -> Result<()> {
     // The ports are built before anything is written: a missing key or an
     // unreadable cache file stops the run here, with nothing left behind.
     let (embedder, chat) = actors::run::default_ports(&config, args.seed)?;
-    let estimate = || {
-        crate::preflight::estimate(&config, &loaded.scenario, &Traits::builtin(), args.seed, args.personas, args.ticks)
-    };
+    let estimate =
+        || crate::preflight::estimate(&config, &loaded.scenario, &Traits::builtin(), args.seed, personas, args.ticks);
     crate::preflight::confirm(&config, estimate, args.confirm_above_usd, args.yes)?;
     let runtime = runtime(args.threads)?;
     runtime.block_on(crate::preflight::probe(&config, chat.as_ref()))?;
-    let out = OutputDir::create(args.out.as_deref(), &loaded.scenario.name, args.seed, args.personas, args.ticks)?;
+    let out = OutputDir::create(args.out.as_deref(), &loaded.scenario.name, args.seed, personas, args.ticks)?;
     let interrupt = interrupt_on_ctrl_c(&runtime, out.path())?;
     out.write_config(&config)?;
     // Live answers are logged as they are paid for, so a resume never buys
@@ -230,7 +276,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         scenario: loaded.scenario,
         traits: Traits::builtin(),
         seed: args.seed,
-        personas: args.personas,
+        personas,
         ticks: args.ticks,
         planned_ticks: None,
         budget_nano_usd,
@@ -240,7 +286,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         interrupt: Some(interrupt),
         replayed_ticks: 0,
     };
-    let mut writer = out.outcome_writer(args.outcomes.writes(args.personas, args.ticks))?;
+    let mut writer = out.outcome_writer(args.outcomes.writes(personas, args.ticks))?;
     let result = runtime.block_on(actors::run::run(spec, progress, false, |report| {
         writer.write_tick(&report)?;
         trace.send(Record::Tick(Box::new(report.into_frame())))

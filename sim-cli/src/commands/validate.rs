@@ -14,7 +14,6 @@ use clap::Args;
 use engine::config::{Config, EmbeddingModel};
 use engine::cost::{estimate_tokens, Spend, NANO_PER_USD};
 use engine::digest::{Digest, DigestWriter};
-use engine::rng::{Purpose, Stream};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -248,19 +247,12 @@ fn load_suite(args: &ValidateArgs) -> Result<Suite> {
 /// rows kept in file order.
 fn subsample(panel: &Panel, sample: Option<u32>, seed: u64) -> Result<Vec<usize>> {
     let n = panel.respondents.len();
-    let Some(k) = sample.map(|k| k as usize) else { return Ok((0..n).collect()) };
-    if k > n {
-        bail!("--sample {k}: the panel has only {n} respondents");
+    match sample {
+        None => Ok((0..n).collect()),
+        Some(k) => panel
+            .subsample(k as usize, seed)
+            .with_context(|| format!("--sample {k}: the panel has only {n} respondents")),
     }
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut s = Stream::derive(seed, 0, 0, Purpose::Survey);
-    for i in 0..k {
-        let j = i + s.below(n - i);
-        order.swap(i, j);
-    }
-    let mut chosen = order[..k].to_vec();
-    chosen.sort_unstable();
-    Ok(chosen)
 }
 
 /// The output directory: `out` (absent or empty), or a fresh

@@ -129,3 +129,79 @@ fn bench_scale_measures_each_size_in_a_child_and_cleans_up() {
     let left: Vec<_> = std::fs::read_dir(&dir).expect("dir").filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     assert!(left.iter().all(|n| !n.to_string_lossy().starts_with("sim-bench-scale")), "{left:?}");
 }
+
+/// `run --panel`: one persona per row, stated in the row's own traits and
+/// joined back to it; a seeded subsample; replay; a digest that does not
+/// depend on where the file lies; bad rows named.
+#[test]
+fn a_panel_from_data_gives_one_persona_per_row() {
+    let dir = scratch("panel");
+    let anes = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/surveys/anes96");
+    for name in ["panel.csv", "panel-map.toml"] {
+        std::fs::copy(anes.join(name), dir.join(name)).expect("copy");
+    }
+    std::fs::create_dir_all(dir.join("elsewhere")).expect("dir");
+    std::fs::copy(anes.join("panel.csv"), dir.join("elsewhere/people.csv")).expect("copy");
+    let run = |panel: &str, out: &str, personas: &str| {
+        let o = sim(
+            &dir,
+            &[
+                "run",
+                "--panel",
+                panel,
+                "--panel-map",
+                "panel-map.toml",
+                "--personas",
+                personas,
+                "--ticks",
+                "2",
+                "--json",
+                "--out",
+                out,
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("json")
+    };
+    let a = run("panel.csv", "a", "40");
+    assert_eq!(a["personas"], 40, "a seeded subsample of 40 of the 944 rows");
+    let moved = run("elsewhere/people.csv", "b", "40");
+    assert_eq!(a["digest"], moved["digest"], "the same rows give the same digest wherever the file lies");
+    assert_ne!(a["digest"], run("panel.csv", "c", "41")["digest"]);
+
+    let exported = sim(&dir, &["export", "outcomes", "a", "--with-traits", "--tick", "1"]);
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&exported.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let panel = std::fs::read_to_string(dir.join("panel.csv")).expect("panel");
+    for row in &rows {
+        let traits = &row["traits"];
+        let id = traits["row"].as_str().expect("every persona names its row");
+        let line = panel.lines().find(|l| l.starts_with(&format!("{id},"))).expect("the row is in the file");
+        let age = line.split(',').nth(1).expect("age");
+        assert_eq!(traits["traits"][0], serde_json::json!(["age", age]), "{id}");
+        assert!(traits.get("city").is_none(), "nothing drawn is shown for a persona given by data");
+    }
+    let ids: std::collections::BTreeSet<&str> = rows.iter().filter_map(|r| r["traits"]["row"].as_str()).collect();
+    assert_eq!(ids.len(), rows.len(), "one persona per row");
+    let csv = sim(&dir, &["export", "outcomes", "a", "--format", "csv"]);
+    assert!(String::from_utf8_lossy(&csv.stdout).lines().next().is_some_and(|h| h.ends_with(",respondent")));
+
+    let replay = sim(&dir, &["replay", "a"]);
+    assert!(replay.status.success() && String::from_utf8_lossy(&replay.stdout).contains("every digest matches"));
+
+    std::fs::write(dir.join("bad.csv"), "id,age,educ,income,popul,TVnews\nr1,36,3,1,0,7\nr2,thirty,4,1,190,1\n")
+        .expect("write");
+    let o = sim(&dir, &["run", "--panel", "bad.csv", "--panel-map", "panel-map.toml", "--out", "d"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("bad.csv: row r2, column age: \"thirty\" is not a whole number"), "{}", stderr(&o));
+    let o = sim(&dir, &["run", "--panel", "bad.csv", "--panel-map", "panel-map.toml", "--personas", "5", "--out", "e"]);
+    assert!(stderr(&o).contains("bad.csv: row r2"), "the file is read whole before any subsample");
+    std::fs::write(dir.join("two.csv"), "id,age,educ,income,popul,TVnews\nr1,36,3,1,0,7\nr2,30,4,1,190,1\n")
+        .expect("write");
+    let o = sim(&dir, &["run", "--panel", "two.csv", "--panel-map", "panel-map.toml", "--personas", "3", "--out", "f"]);
+    assert!(stderr(&o).contains("--personas 3: the panel two.csv has only 2 rows"), "{}", stderr(&o));
+    assert!(!dir.join("d").exists() && !dir.join("f").exists(), "nothing is written for bad input");
+}

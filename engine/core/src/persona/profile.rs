@@ -1,5 +1,6 @@
 //! Persona profiles, generated deterministically from the trait table.
 
+pub use crate::config::panel::Given;
 use crate::error::{Error, Result};
 use crate::rng::{Purpose, Stream};
 use serde::{Deserialize, Serialize};
@@ -134,6 +135,14 @@ pub struct Profile {
     pub brand_attitudes: Vec<(Arc<str>, f32)>,
     /// A one-sentence biography.
     pub bio: String,
+    /// The respondent this persona is, for a panel given by data
+    /// (`run --panel`): its row id and traits. Such a persona has only what
+    /// its row gives: its prompt states those traits and its name, nothing
+    /// drawn (its empty `city`, `occupation`, `income`, `bio` and brand
+    /// attitudes, its age 0 when the row has none and its price
+    /// sensitivity 0.5 are placeholders no prompt shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given: Option<Given>,
 }
 
 impl Profile {
@@ -229,6 +238,57 @@ pub fn generate(traits: &Traits, seed: u64, id: u32) -> Profile {
         price_sensitivity,
         brand_attitudes,
         bio,
+        given: None,
+    }
+}
+
+/// Persona `id` of a run of `cfg`: row `id` of its `[panel]` when it has
+/// one, else drawn from `traits` (see [`generate`]). `None` when the panel
+/// has no row `id`.
+pub fn draw(cfg: &crate::config::Config, traits: &Traits, seed: u64, id: u32) -> Option<Profile> {
+    draw_from(cfg.raw.panel.as_ref(), traits, seed, id)
+}
+
+/// [`draw`] from a run's `[panel]` section (or none).
+pub fn draw_from(
+    panel: Option<&crate::config::panel::PanelSection>,
+    traits: &Traits,
+    seed: u64,
+    id: u32,
+) -> Option<Profile> {
+    match panel {
+        Some(panel) => panel.rows.get(id as usize).map(|row| given(traits, seed, id, row)),
+        None => Some(generate(traits, seed, id)),
+    }
+}
+
+/// Persona `id` given by `row`: its traits as the row states them, and a
+/// name drawn from the trait table, seeded by the run seed and the row id
+/// (so a respondent keeps their name in any subsample). A few traits fill
+/// the profile's own fields when the row names them: `age` (a whole
+/// number), `city`, `occupation`, `income` or `household income`, and
+/// `interests` (comma-separated, which scenario rules by interest match).
+pub fn given(traits: &Traits, seed: u64, id: u32, row: &Given) -> Profile {
+    let key = crate::digest::DigestWriter::new("panel persona name v1").u64(seed).str(&row.row).finish();
+    let mut s = Stream::from_key(key.0);
+    let first = s.pick(&traits.first_names).clone();
+    let last = s.pick(&traits.last_names).clone();
+    let text = |name: &str| -> Arc<str> { row.get(name).unwrap_or("").into() };
+    Profile {
+        id,
+        name: format!("{first} {last}"),
+        age: row.get("age").and_then(|a| a.trim().parse().ok()).unwrap_or(0),
+        city: text("city"),
+        occupation: text("occupation"),
+        income: row.get("income").or_else(|| row.get("household income")).unwrap_or("").into(),
+        interests: row
+            .get("interests")
+            .map(|v| v.split(',').map(str::trim).filter(|i| !i.is_empty()).map(Arc::from).collect())
+            .unwrap_or_default(),
+        price_sensitivity: 0.5,
+        brand_attitudes: Vec::new(),
+        bio: String::new(),
+        given: Some(row.clone()),
     }
 }
 
@@ -270,6 +330,22 @@ mod tests {
         }
         let mean = sensitivities / 100_000.0;
         assert!((0.4..0.65).contains(&mean), "mean price sensitivity {mean}");
+    }
+
+    #[test]
+    fn a_given_persona_has_its_row_and_nothing_drawn() {
+        let t = Traits::builtin();
+        let row = Given {
+            row: "r7".into(),
+            traits: vec![("age".into(), "36".into()), ("interests".into(), "hiking, coffee".into())],
+        };
+        let p = given(&t, 42, 3, &row);
+        assert_eq!((p.id, p.age, p.interests.len()), (3, 36, 2));
+        assert!(p.city.is_empty() && p.occupation.is_empty() && p.bio.is_empty() && p.brand_attitudes.is_empty());
+        assert_eq!(given(&t, 42, 9, &row).name, p.name, "the name follows the row, not the position");
+        assert_eq!(p.given.as_ref().map(Given::describe).as_deref(), Some("- Age: 36\n- Interests: hiking, coffee\n"));
+        let header = crate::persona::prompt::persona_header(&p);
+        assert_eq!(header, format!("You are {}.\nAbout you:\n- Age: 36\n- Interests: hiking, coffee\n", p.name));
     }
 
     #[test]

@@ -10,8 +10,16 @@ use crate::scan::{push_fixed2, push_uint};
 use crate::scenario::Stimulus;
 use std::fmt::Write;
 
-/// The persona block that opens every prompt.
+/// The persona block that opens every prompt. A persona given by data
+/// states its name and its row's traits, and nothing else.
 pub fn persona_header(p: &Profile) -> String {
+    if let Some(given) = &p.given {
+        let mut s = String::with_capacity(64 + 32 * given.traits.len());
+        let _ = writeln!(s, "You are {}.", p.name);
+        s.push_str("About you:\n");
+        s.push_str(&given.describe());
+        return s;
+    }
     let mut s = String::with_capacity(400);
     let _ = writeln!(s, "You are {}, {}, a {} in {}. {}", p.name, p.age, p.occupation, p.city, p.bio);
     s.push_str("Interests: ");

@@ -10,7 +10,7 @@
 use crate::config::Config;
 use crate::error::Error;
 use crate::memory::Change;
-use crate::persona::profile::{generate, Profile, Traits};
+use crate::persona::profile::{Profile, Traits};
 use crate::store::trace::record::{Header, RunEnd, TickFrame};
 use crate::turn::{Outcome, Status};
 use serde::Serialize;
@@ -331,7 +331,7 @@ impl Builder {
         // Each persona is drawn once, whatever the number of traits.
         if !traits.is_empty() {
             for id in 0..header.personas {
-                let p = generate(&table, header.seed, id);
+                let Some(p) = crate::persona::profile::draw(config, &table, header.seed, id) else { continue };
                 traits.iter_mut().for_each(|t| t.push(&p, &table));
             }
         }
