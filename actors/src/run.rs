@@ -206,6 +206,9 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
         embedding: EmbeddingTotals { strategy: spec.strategy, ..Default::default() },
         ..Default::default()
     };
+    for p in spec.scenario.probes.iter().filter(|p| !p.options.is_empty()) {
+        summary.probes.insert(p.id.clone(), engine::report::ProbeDistribution::with_points(p.points()));
+    }
     summary.cost.price_label = cfg.raw.prices.label.clone();
     summary.cost.embedding_price_label = cfg.embedding_price_label.as_str().into();
     summary.cost.chat_price_label = cfg.chat_price_label.as_str().into();

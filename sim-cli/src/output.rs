@@ -164,13 +164,10 @@ pub fn print_summary(s: &RunSummary) {
     println!("\nJobs: {} total, {} ok, {} failed, {} refused", j.total, j.ok, j.failed, j.refused);
     print_intent(s);
     if !s.probes.is_empty() {
-        println!("\nProbes (1-5):");
+        println!("\nProbes (counts of each answer, from 1):");
         for (id, d) in &s.probes {
-            let h = d.histogram;
-            println!(
-                "  {:<24} {:>6} {:>5.2}   {:>5} {:>5} {:>5} {:>5} {:>5}  unparsed {}",
-                id, d.n, d.mean, h[0], h[1], h[2], h[3], h[4], d.unparsed
-            );
+            let h: Vec<String> = d.histogram.iter().map(|c| format!("{c:>5}")).collect();
+            println!("  {:<24} {:>6} {:>5.2}   {}  unparsed {}", id, d.n, d.mean, h.join(" "), d.unparsed);
         }
     }
     let e = &s.embedding;

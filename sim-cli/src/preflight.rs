@@ -62,8 +62,11 @@ pub fn confirm(cfg: &Config, estimate: impl FnOnce() -> Estimate, confirm_above_
     }
     let e = estimate();
     eprintln!(
-        "live run: at least {} chat calls to {}, about ${:.4} at the configured prices ({})",
-        e.calls, cfg.raw.chat.model, e.usd, cfg.raw.prices.label
+        "live run: at least {} chat calls to {}, about ${:.4} at its {} chat price",
+        e.calls,
+        cfg.raw.chat.model,
+        e.usd,
+        cfg.chat_price_label.as_str()
     );
     if e.usd <= confirm_above_usd || yes {
         return Ok(());

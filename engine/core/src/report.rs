@@ -87,6 +87,45 @@ impl Distribution {
     }
 }
 
+/// The answers to one probe: a histogram over its options, five for the
+/// 1-5 probe (the same JSON as a [`Distribution`] without SSR).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeDistribution {
+    /// Answers counted.
+    pub n: u64,
+    /// Mean answer, options numbered from 1 (0 when empty).
+    pub mean: f64,
+    /// Counts of each option, in order.
+    pub histogram: Vec<u64>,
+    /// Replies that never parsed.
+    #[serde(default)]
+    pub unparsed: u64,
+}
+
+impl Default for ProbeDistribution {
+    fn default() -> Self {
+        ProbeDistribution::with_points(5)
+    }
+}
+
+impl ProbeDistribution {
+    /// An empty distribution over `points` options.
+    pub fn with_points(points: u8) -> Self {
+        ProbeDistribution { n: 0, mean: 0.0, histogram: vec![0; usize::from(points)], unparsed: 0 }
+    }
+
+    fn add(&mut self, v: u8) {
+        let i = usize::from(v.max(1) - 1);
+        if i >= self.histogram.len() {
+            self.histogram.resize(i + 1, 0);
+        }
+        self.histogram[i] += 1;
+        self.n += 1;
+        let sum: u64 = self.histogram.iter().enumerate().map(|(i, c)| (i as u64 + 1) * c).sum();
+        self.mean = sum as f64 / self.n as f64;
+    }
+}
+
 /// Embedding counters for the run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EmbeddingTotals {
@@ -289,8 +328,9 @@ pub struct RunSummary {
     pub stopped: Option<Stopped>,
     /// Purchase intent per stimulus id.
     pub intent: BTreeMap<String, Distribution>,
-    /// Probe answers per probe id.
-    pub probes: BTreeMap<String, Distribution>,
+    /// Probe answers per probe id. A probe on its own scale is listed from
+    /// the start (over its options); a 1-5 probe once it is asked.
+    pub probes: BTreeMap<String, ProbeDistribution>,
     /// Embedding work.
     pub embedding: EmbeddingTotals,
     /// Chat work.

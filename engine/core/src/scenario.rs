@@ -179,6 +179,21 @@ pub struct Probe {
     pub id: String,
     /// The question.
     pub question: String,
+    /// The options' labels, 2 to 11 in scale order, for a question on its
+    /// own scale (asked with purpose `Survey`); empty for the 1-5 probe.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+}
+
+impl Probe {
+    /// The number of answers it takes: its options, or 5.
+    pub fn points(&self) -> u8 {
+        if self.options.is_empty() {
+            5
+        } else {
+            u8::try_from(self.options.len()).unwrap_or(u8::MAX)
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -191,6 +206,24 @@ struct ScenarioFile {
     ticks: Vec<TickSpec>,
     #[serde(default)]
     probes: Vec<Probe>,
+}
+
+/// Why a probe's options are unusable, if they are: not 2 to 11, an
+/// empty one, or two the same (no options at all is the 1-5 probe).
+fn options_problem(options: &[String]) -> Option<String> {
+    let max = usize::from(crate::chat::schema::MAX_OPTIONS);
+    if !options.is_empty() && !(2..=max).contains(&options.len()) {
+        return Some(format!("{} options; a question has 2 to {max} (or none, for the 1-5 scale)", options.len()));
+    }
+    for (i, o) in options.iter().enumerate() {
+        if o.trim().is_empty() {
+            return Some(format!("option {} is empty", i + 1));
+        }
+        if let Some(j) = options[..i].iter().position(|p| p.trim() == o.trim()) {
+            return Some(format!("options {} and {} are the same ({o:?})", j + 1, i + 1));
+        }
+    }
+    None
 }
 
 /// A resolved rule.
@@ -296,6 +329,9 @@ impl Scenario {
         for (i, p) in file.probes.iter().enumerate() {
             if p.tick == 0 {
                 return Err(bad(format!("probes[{i}].tick"), "ticks are numbered from 1".into()));
+            }
+            if let Some(cause) = options_problem(&p.options) {
+                return Err(bad(format!("probes[{i}].options"), cause));
             }
         }
         Ok(Scenario {

@@ -24,6 +24,6 @@ pub mod stage;
 pub use converse::{converse, ChatCallRecord, ChatFailure, Conversation};
 pub use outcome::{JobSpend, Outcome, ProbeAnswer, Stage, Status, TickDigests};
 pub use stage::{
-    drafts, prepare, retrieval_need, retrieval_text, Conversed, Prepared, ReflectPlan, ReflectionResult, Refusal,
-    TickContext,
+    drafts, prepare, retrieval_need, retrieval_text, Conversed, Prepared, ProbePrompt, ReflectPlan, ReflectionResult,
+    Refusal, TickContext,
 };

@@ -79,7 +79,7 @@ impl Question {
             out.push_str(&format!("{}. {o}\n", i + 1));
         }
         out.push_str(&format!(
-            "\nReply in two lines:\nANSWER: the number of your option (1 to {})\nWHY: one or two sentences, in your own words\n",
+            "\nReply exactly in this format:\nANSWER: <the number of your option, 1 to {}>\nWHY: <one sentence in your own voice>\n",
             self.options.len()
         ));
         out

@@ -190,8 +190,18 @@ fn overview(h: &mut String, a: &Analysis) {
     );
 }
 
-/// One horizontal stacked bar per row: `rows` of (label, shares of 1..5, note).
-fn stacked(h: &mut String, rows: &[(String, [f64; 5], String)]) {
+/// The colour of answer `k` (from 0) of `points`: the five intent colours
+/// for a 1-5 scale, else hues from red to green.
+fn colour(k: usize, points: usize) -> String {
+    match points {
+        5 => COLOURS[k].to_string(),
+        _ => format!("hsl({:.0}, 55%, 45%)", 120.0 * k as f64 / (points.max(2) - 1) as f64),
+    }
+}
+
+/// One horizontal stacked bar per row: `rows` of (label, shares of each
+/// answer, 1..5 or a probe's options, note).
+fn stacked(h: &mut String, rows: &[(String, Vec<f64>, String)]) {
     let (w, bar, row_h) = (980.0, 480.0, 26.0);
     let height = rows.len() as f64 * row_h + 8.0;
     let _ = write!(h, "<svg class=\"chart\" width=\"{w}\" height=\"{height}\" role=\"img\">");
@@ -205,7 +215,7 @@ fn stacked(h: &mut String, rows: &[(String, [f64; 5], String)]) {
                 let _ = write!(
                     h,
                     "<rect class=\"bar\" x=\"{x:.1}\" y=\"{y}\" width=\"{width:.1}\" height=\"20\" fill=\"{}\"><title>{}: {:.1}%</title></rect>",
-                    COLOURS[k],
+                    colour(k, shares.len()),
                     k + 1,
                     100.0 * s
                 );
@@ -217,9 +227,9 @@ fn stacked(h: &mut String, rows: &[(String, [f64; 5], String)]) {
     h.push_str("</svg>");
 }
 
-fn shares(d: &Dist) -> [f64; 5] {
+fn shares(d: &Dist) -> Vec<f64> {
     let n = d.n.max(1) as f64;
-    d.histogram.map(|c| c as f64 / n)
+    d.histogram.iter().map(|c| *c as f64 / n).collect()
 }
 
 fn intent(h: &mut String, a: &Analysis) {
@@ -238,7 +248,11 @@ fn intent(h: &mut String, a: &Analysis) {
             let note = format!("mean {:.2} ({:.2}-{:.2}), n {}", d.mean, d.ci95[0], d.ci95[1], d.n);
             rows.push((format!("tick {tick} direct"), shares(d), note));
             if let Some(ssr) = s.ssr.get(tick) {
-                rows.push((format!("tick {tick} SSR"), ssr.pmf, format!("expected {:.2}, n {}", ssr.expected, ssr.n)));
+                rows.push((
+                    format!("tick {tick} SSR"),
+                    ssr.pmf.to_vec(),
+                    format!("expected {:.2}, n {}", ssr.expected, ssr.n),
+                ));
             }
         }
         stacked(h, &rows);
@@ -334,8 +348,13 @@ fn probes(h: &mut String, a: &Analysis) {
     if a.probes.is_empty() {
         h.push_str("<p>The scenario asked no probe question.</p>");
     } else {
-        let rows: Vec<(String, [f64; 5], String)> =
-            a.probes.iter().map(|(id, d)| (id.clone(), shares(d), format!("mean {:.2}, n {}", d.mean, d.n))).collect();
+        let rows: Vec<(String, Vec<f64>, String)> = a
+            .probes
+            .iter()
+            .map(|(id, d)| {
+                (id.clone(), shares(d), format!("mean {:.2}, n {}, answers 1-{}", d.mean, d.n, d.histogram.len()))
+            })
+            .collect();
         stacked(h, &rows);
     }
     h.push_str("</section>");

@@ -205,3 +205,64 @@ fn a_panel_from_data_gives_one_persona_per_row() {
     assert!(stderr(&o).contains("--personas 3: the panel two.csv has only 2 rows"), "{}", stderr(&o));
     assert!(!dir.join("d").exists() && !dir.join("f").exists(), "nothing is written for bad input");
 }
+
+/// A probe with its own options is asked as a survey question: the prompt
+/// numbers the options, every answer is one of them, and the summary counts
+/// each option; bad options are named.
+#[test]
+fn a_probe_on_its_own_scale_counts_each_option() {
+    let dir = scratch("probe-options");
+    let scenario = r#"
+name = "party"
+
+[[stimuli]]
+id = "mug"
+kind = "product"
+title = "Hearth smart thermo mug"
+category = "coffee"
+price = 89.0
+text = "Keeps coffee at your chosen temperature for three hours."
+
+[[ticks]]
+[[ticks.show]]
+stimuli = ["mug"]
+
+[[probes]]
+tick = 1
+id = "party"
+question = "Which party do you usually feel closest to?"
+options = ["Democrat", "Independent", "Republican"]
+
+[[probes]]
+tick = 1
+id = "recommend"
+question = "How likely are you to recommend the mug?"
+"#;
+    std::fs::write(dir.join("party.toml"), scenario).expect("write");
+    let o = sim(&dir, &["run", "--scenario", "party.toml", "--personas", "60", "--ticks", "1", "--json", "--out", "r"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let party = &s["probes"]["party"];
+    let counts: Vec<u64> =
+        party["histogram"].as_array().expect("histogram").iter().filter_map(|c| c.as_u64()).collect();
+    assert_eq!(counts.len(), 3, "one count per option");
+    assert_eq!(counts.iter().sum::<u64>() + party["unparsed"].as_u64().unwrap_or(0), 60);
+    assert!(counts.iter().all(|c| *c > 5), "the scripted model spreads over the options: {counts:?}");
+    assert_eq!(s["probes"]["recommend"]["histogram"].as_array().map(Vec::len), Some(5), "the 1-5 probe is as it was");
+    let lines = std::fs::read_to_string(dir.join("r/outcomes.jsonl")).expect("outcomes");
+    let first: serde_json::Value = serde_json::from_str(lines.lines().next().expect("a line")).expect("json");
+    let purposes: Vec<&str> =
+        first["chat_calls"].as_array().expect("calls").iter().filter_map(|c| c["purpose"].as_str()).collect();
+    assert!(purposes.contains(&"Survey") && purposes.contains(&"Probe"), "{purposes:?}");
+    let report = sim(&dir, &["report", "r"]);
+    assert!(report.status.success(), "{}", stderr(&report));
+
+    std::fs::write(
+        dir.join("bad.toml"),
+        scenario.replace(r#"["Democrat", "Independent", "Republican"]"#, r#"["Yes"]"#),
+    )
+    .expect("write");
+    let o = sim(&dir, &["run", "--scenario", "bad.toml", "--out", "b"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("probes[0].options: 1 options; a question has 2 to 11"), "{}", stderr(&o));
+}

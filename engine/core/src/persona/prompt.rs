@@ -122,3 +122,26 @@ pub fn probe_prompt(header: &str, memories: &[&MemoryRecord], question: &str) ->
     s.push_str("\nReply exactly in this format:\nANSWER: <integer 1-5>\nWHY: <one sentence>\n");
     s
 }
+
+/// A survey question on its own scale: the recalled memories, the
+/// question, its numbered options (`2. Weak Democrat`: what the scripted
+/// model reads) and the reply format.
+pub fn choice_prompt(header: &str, memories: &[&MemoryRecord], question: &str, options: &[String]) -> String {
+    let room = options.iter().map(|o| o.len() + 6).sum::<usize>();
+    let mut s = String::with_capacity(header.len() + memories_room(memories) + question.len() + room + 128);
+    s.push_str(header);
+    memories_block(&mut s, memories);
+    s.push_str("\nSurvey question: ");
+    s.push_str(question);
+    s.push_str("\nOptions:\n");
+    for (i, o) in options.iter().enumerate() {
+        push_uint(&mut s, i as u64 + 1);
+        s.push_str(". ");
+        s.push_str(o);
+        s.push('\n');
+    }
+    s.push_str("Reply exactly in this format:\nANSWER: <the number of your option, 1 to ");
+    push_uint(&mut s, options.len() as u64);
+    s.push_str(">\nWHY: <one sentence>\n");
+    s
+}

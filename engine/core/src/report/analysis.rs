@@ -22,22 +22,38 @@ pub const TRAITS: &[&str] = &["age", "income", "city", "occupation", "interests"
 /// Cells with fewer respondents than this are shown greyed out.
 pub const MIN_CELL: u64 = 5;
 
-/// A 1-5 distribution with its mean and 95% interval.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+/// A 1-5 distribution (or one over a probe's own options) with its mean
+/// and 95% interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Dist {
     /// Answers.
     pub n: u64,
-    /// Counts of 1..5.
-    pub histogram: [u64; 5],
+    /// Counts of 1..5 (of each option, for a probe on its own scale).
+    pub histogram: Vec<u64>,
     /// Mean (0 when empty).
     pub mean: f64,
     /// 95% interval of the mean (normal approximation).
     pub ci95: [f64; 2],
 }
 
+impl Default for Dist {
+    fn default() -> Self {
+        Dist::with_points(5)
+    }
+}
+
 impl Dist {
+    /// An empty distribution over `points` answers.
+    pub fn with_points(points: u8) -> Dist {
+        Dist { n: 0, histogram: vec![0; usize::from(points)], mean: 0.0, ci95: [0.0, 0.0] }
+    }
+
     fn add(&mut self, v: u8) {
-        self.histogram[usize::from(v.clamp(1, 5) - 1)] += 1;
+        let i = usize::from(v.max(1) - 1);
+        if i >= self.histogram.len() {
+            self.histogram.resize(i + 1, 0);
+        }
+        self.histogram[i] += 1;
         self.n += 1;
         let sum: f64 = self.histogram.iter().enumerate().map(|(i, c)| (i + 1) as f64 * *c as f64).sum();
         let sq: f64 = self.histogram.iter().enumerate().map(|(i, c)| ((i + 1) as f64).powi(2) * *c as f64).sum();
@@ -363,7 +379,13 @@ impl Builder {
             ]),
             ..Default::default()
         };
-        let a = Analysis { overview, costs, ..Default::default() };
+        let mut a = Analysis { overview, costs, ..Default::default() };
+        // A probe on its own scale is drawn over its options, whichever
+        // were chosen.
+        let scenario = crate::scenario::Scenario::from_toml(&header.scenario_source, "trace header scenario")?;
+        for p in scenario.probes.iter().filter(|p| !p.options.is_empty()) {
+            a.probes.insert(p.id.clone(), Dist::with_points(p.points()));
+        }
         Ok(Builder {
             segments: vec![BTreeMap::new(); traits.len()],
             traits,

@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::persona::prompt::reflection_prompt;
-use crate::persona::reply::{parse_insights, parse_probe, parse_reaction};
+use crate::persona::reply::{parse_insights, parse_reaction, parse_survey};
 use crate::scenario::Scenario;
 use serde::{Deserialize, Serialize};
 
@@ -149,9 +149,15 @@ pub async fn converse(
     }
 
     let mut probes = Vec::with_capacity(prepared.probes.len());
-    for (id, prompt) in &prepared.probes {
+    for probe in &prepared.probes {
         let mut answer = None;
-        let request = ChatRequest::new(&chat.model, ChatPurpose::Probe, prompt.as_str());
+        // The 1-5 probe keeps its purpose (and so its request digests); a
+        // question on its own scale is a survey question.
+        let (purpose, points) = match probe.options {
+            None => (ChatPurpose::Probe, 5),
+            Some(k) => (ChatPurpose::Survey, k),
+        };
+        let request = ChatRequest::new(&chat.model, purpose, probe.prompt.as_str());
         for attempt in 0..=chat.max_guardrail_retries {
             let request = match attempt {
                 0 => std::borrow::Cow::Borrowed(&request),
@@ -159,7 +165,7 @@ pub async fn converse(
             };
             match call(port, &request, &mut calls).await {
                 Ok(text) => {
-                    if let Ok(p) = parse_probe(&to_lines(&text)) {
+                    if let Ok(p) = parse_survey(&to_lines(&text), points) {
                         answer = Some(p);
                         break;
                     }
@@ -167,7 +173,7 @@ pub async fn converse(
                 Err(_) => break,
             }
         }
-        probes.push((id.clone(), answer));
+        probes.push((probe.id.clone(), answer));
     }
     Conversation { calls, result: Ok(Conversed { reaction, reflection, probes }) }
 }

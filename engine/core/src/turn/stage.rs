@@ -6,7 +6,7 @@ use crate::clock::SimTime;
 use crate::config::Config;
 use crate::cost::estimate_tokens;
 use crate::persona::memory::{MemoryId, MemoryKind, MemoryRecord};
-use crate::persona::prompt::{probe_prompt, reaction_prompt};
+use crate::persona::prompt::{choice_prompt, probe_prompt, reaction_prompt};
 use crate::persona::reply::{ProbeReply, Reaction};
 use crate::persona::state::NewMemory;
 use crate::persona::PersonaState;
@@ -98,8 +98,20 @@ pub struct Prepared {
     pub prompt_tokens: u64,
     /// Present when a strong enough reaction would trigger a reflection.
     pub reflect: Option<ReflectPlan>,
-    /// Probe prompts due this tick: (probe id, prompt).
-    pub probes: Vec<(String, String)>,
+    /// Probe prompts due this tick.
+    pub probes: Vec<ProbePrompt>,
+}
+
+/// A probe due this tick, asked of one persona.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbePrompt {
+    /// The probe's id.
+    pub id: String,
+    /// Its prompt.
+    pub prompt: String,
+    /// Its options' count for a question on its own scale (asked as a
+    /// survey question); `None` for the 1-5 probe.
+    pub options: Option<u8>,
 }
 
 impl Prepared {
@@ -155,7 +167,18 @@ pub fn prepare(
         .scenario
         .probes_at(ctx.tick)
         .filter(|_| job.exposure == 0)
-        .map(|p| (p.id.clone(), probe_prompt(&state.header, &recalled, &p.question)))
+        .map(|p| match p.options.is_empty() {
+            true => ProbePrompt {
+                id: p.id.clone(),
+                prompt: probe_prompt(&state.header, &recalled, &p.question),
+                options: None,
+            },
+            false => ProbePrompt {
+                id: p.id.clone(),
+                prompt: choice_prompt(&state.header, &recalled, &p.question, &p.options),
+                options: Some(p.points()),
+            },
+        })
         .collect();
     Ok(Prepared {
         job: *job,
