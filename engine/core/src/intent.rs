@@ -51,26 +51,35 @@ pub struct SsrRating {
 
 /// The pmf of one anchor set from its five similarities (equation 8).
 pub fn set_pmf(similarities: &[f64; POINTS], epsilon: f64) -> [f64; POINTS] {
+    to_points(set_pmf_over(similarities, epsilon))
+}
+
+/// Equation 8 over any number of points `k` (a survey question's
+/// options): `p(r) = (g_r - g_l + eps [r = l]) / (sum g - k g_l + eps)`;
+/// the uniform pmf when the similarities carry no information.
+pub fn set_pmf_over(similarities: &[f64], epsilon: f64) -> Vec<f64> {
+    let k = similarities.len();
     let (least, min) =
         similarities
             .iter()
             .enumerate()
             .fold((0, f64::INFINITY), |(li, lv), (i, v)| if *v < lv { (i, *v) } else { (li, lv) });
-    let total: f64 = similarities.iter().sum::<f64>() - POINTS as f64 * min + epsilon;
+    let total: f64 = similarities.iter().sum::<f64>() - k as f64 * min + epsilon;
     if total <= 0.0 || !total.is_finite() {
-        return [1.0 / POINTS as f64; POINTS];
+        return vec![1.0 / k as f64; k];
     }
-    let mut p = [0.0; POINTS];
-    for (r, g) in similarities.iter().enumerate() {
-        p[r] = (g - min + if r == least { epsilon } else { 0.0 }) / total;
-    }
-    p
+    similarities.iter().enumerate().map(|(r, g)| (g - min + if r == least { epsilon } else { 0.0 }) / total).collect()
 }
 
 /// Reshapes `pmf` by `temperature`: `p^(1/T)` renormalised; `T = 0` puts
 /// all mass on the most likely point (the first, on a tie); a flat pmf
 /// stays flat.
 pub fn with_temperature(pmf: [f64; POINTS], temperature: f64) -> [f64; POINTS] {
+    to_points(with_temperature_over(pmf.to_vec(), temperature))
+}
+
+/// [`with_temperature`] over any number of points.
+pub fn with_temperature_over(pmf: Vec<f64>, temperature: f64) -> Vec<f64> {
     if (temperature - 1.0).abs() < f64::EPSILON {
         return pmf;
     }
@@ -79,17 +88,18 @@ pub fn with_temperature(pmf: [f64; POINTS], temperature: f64) -> [f64; POINTS] {
             return pmf;
         }
         let best = pmf.iter().enumerate().fold(0, |b, (i, p)| if *p > pmf[b] { i } else { b });
-        let mut out = [0.0; POINTS];
-        out[best] = 1.0;
-        return out;
+        return (0..pmf.len()).map(|i| if i == best { 1.0 } else { 0.0 }).collect();
     }
-    let mut out = pmf.map(|p| p.powf(1.0 / temperature));
+    let out: Vec<f64> = pmf.iter().map(|p| p.powf(1.0 / temperature)).collect();
     let sum: f64 = out.iter().sum();
     if sum <= 0.0 || !sum.is_finite() {
         return pmf;
     }
-    out.iter_mut().for_each(|p| *p /= sum);
-    out
+    out.iter().map(|p| p / sum).collect()
+}
+
+fn to_points(v: Vec<f64>) -> [f64; POINTS] {
+    v.try_into().expect("five similarities give five probabilities; this is a bug")
 }
 
 /// The expectation of a pmf over 1..5.

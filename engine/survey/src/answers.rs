@@ -26,13 +26,7 @@ impl Answers {
     /// an answer outside its options is an error naming file, row and
     /// column; a panel row without an answers row has no answers.
     pub fn from_csv(text: &str, file: &str, panel: &Panel, survey: &Survey) -> Result<Answers> {
-        let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(text.as_bytes());
-        let headers: Vec<String> = reader
-            .headers()
-            .map_err(|e| Error::Parse { file: file.into(), cause: e.to_string() })?
-            .iter()
-            .map(str::to_string)
-            .collect();
+        let (mut reader, headers) = crate::csv_with_headers(text, file)?;
         let spec =
             |field: &str, cause: &str| Error::Spec { file: file.into(), field: field.into(), cause: cause.into() };
         if headers.is_empty() {

@@ -71,3 +71,16 @@ pub enum Error {
 
 /// This crate's result.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// A CSV reader over `text` (cells trimmed) and its header row; `file`
+/// names it in errors.
+fn csv_with_headers<'t>(text: &'t str, file: &str) -> Result<(csv::Reader<&'t [u8]>, Vec<String>)> {
+    let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(text.as_bytes());
+    let headers = reader
+        .headers()
+        .map_err(|e| Error::Parse { file: file.into(), cause: e.to_string() })?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    Ok((reader, headers))
+}

@@ -163,13 +163,7 @@ impl Panel {
     /// Reads a panel from CSV `text` by `map`; `file` names it in errors,
     /// which also name the row id and the column.
     pub fn from_csv(text: &str, file: &str, map: &PanelMap) -> Result<Panel> {
-        let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(text.as_bytes());
-        let headers: Vec<String> = reader
-            .headers()
-            .map_err(|e| Error::Parse { file: file.into(), cause: e.to_string() })?
-            .iter()
-            .map(str::to_string)
-            .collect();
+        let (mut reader, headers) = crate::csv_with_headers(text, file)?;
         let id_at = headers.iter().position(|h| *h == map.id).ok_or_else(|| Error::Spec {
             file: file.into(),
             field: map.id.clone(),

@@ -226,43 +226,12 @@ fn check_subgroups(subgroups: &[Subgroup], file: &str) -> Result<()> {
 }
 
 /// The SSR pmf over a question's `k` options from the answer's cosine
-/// similarities to the anchors: the SSR paper's equation 8 for `k`
-/// points rather than five, `p(r) = (g_r - g_min + eps [r = least]) /
-/// (sum g - k g_min + eps)`, reshaped by `temperature` as for purchase
-/// intent. Equal similarities (and `eps = 0`) give the uniform pmf.
+/// similarities to the anchors: the SSR paper's equation 8 for `k` points
+/// rather than five, reshaped by `temperature`, as purchase intent's
+/// ([`engine::intent::set_pmf_over`]). Equal similarities (and `eps = 0`)
+/// give the uniform pmf.
 pub fn ssr_pmf(similarities: &[f64], epsilon: f64, temperature: f64) -> Vec<f64> {
-    let k = similarities.len();
-    let uniform = vec![1.0 / k as f64; k];
-    let (least, min) =
-        similarities
-            .iter()
-            .enumerate()
-            .fold((0, f64::INFINITY), |(li, lv), (i, v)| if *v < lv { (i, *v) } else { (li, lv) });
-    let total = similarities.iter().sum::<f64>() - k as f64 * min + epsilon;
-    if total <= 0.0 || !total.is_finite() {
-        return uniform;
-    }
-    let p: Vec<f64> = similarities
-        .iter()
-        .enumerate()
-        .map(|(r, g)| (g - min + if r == least { epsilon } else { 0.0 }) / total)
-        .collect();
-    if (temperature - 1.0).abs() < f64::EPSILON {
-        return p;
-    }
-    if temperature <= 0.0 {
-        if p.iter().all(|x| (x - p[0]).abs() < f64::EPSILON) {
-            return p;
-        }
-        let best = p.iter().enumerate().fold(0, |b, (i, x)| if *x > p[b] { i } else { b });
-        return (0..k).map(|i| if i == best { 1.0 } else { 0.0 }).collect();
-    }
-    let powered: Vec<f64> = p.iter().map(|x| x.powf(1.0 / temperature)).collect();
-    let sum: f64 = powered.iter().sum();
-    if sum <= 0.0 || !sum.is_finite() {
-        return p;
-    }
-    powered.iter().map(|x| x / sum).collect()
+    engine::intent::with_temperature_over(engine::intent::set_pmf_over(similarities, epsilon), temperature)
 }
 
 #[cfg(test)]
@@ -332,5 +301,8 @@ bands = [{ label = "young", min = 18, max = 39 }, { label = "old", min = 40, max
         assert!(p.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12), "{p:?}");
         assert_eq!(ssr_pmf(&[0.4, 0.4], 0.0, 1.0), vec![0.5, 0.5]);
         assert_eq!(ssr_pmf(&[0.2, 0.9, 0.5], 0.0, 0.0), vec![0.0, 1.0, 0.0]);
+        let five = [0.31, 0.52, 0.47, 0.18, 0.66];
+        let intent = engine::intent::with_temperature(engine::intent::set_pmf(&five, 0.01), 0.7);
+        assert_eq!(ssr_pmf(&five, 0.01, 0.7), intent.to_vec(), "five options are purchase intent's scale");
     }
 }
