@@ -11,12 +11,14 @@ use crate::prelude::{load_config, runtime};
 use anyhow::{bail, Context, Result};
 use ask::{Asked, Replies};
 use clap::Args;
-use engine::config::{Config, EmbeddingModel};
+use engine::chat::ChatPort;
+use engine::config::{ChatProvider, Config, EmbeddingModel};
 use engine::cost::{estimate_tokens, Spend, NANO_PER_USD};
 use engine::digest::{Digest, DigestWriter};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use survey::score::{self, Scores, Settings, Source};
 use survey::suite::{Texts, BUILTIN};
 use survey::{Panel, Suite, Survey};
@@ -142,7 +144,20 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
     if ssr && cfg.raw.embedding.model() == EmbeddingModel::Disabled {
         bail!("the config asks for SSR ([intent] method = \"ssr\") but turns embeddings off: SSR needs an embedder");
     }
-    let out = prepare_out(args.out.as_deref(), &suite.name, args.seed)?;
+    let started = Started {
+        suite: suite.name.clone(),
+        inputs: suite.inputs.hex(),
+        seed: args.seed,
+        respondents: respondents.len(),
+        config_hash: cfg.content_hash().hex(),
+    };
+    let (out, resumed) = prepare_out(args.out.as_deref(), &started)?;
+    if resumed {
+        eprintln!(
+            "continuing the unfinished validation in {}: answers already paid for are served from its logs",
+            out.display()
+        );
+    }
     let asked = (respondents.len() * suite.survey.questions.len() * 2) as u64;
     eprintln!(
         "validate {}: {} of {total} respondents x {} questions x 2 runs = {asked} chat calls at least, to {}",
@@ -158,14 +173,26 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
     };
     preflight::confirm(&cfg, estimate, args.confirm_above_usd, args.yes)?;
     let rt = runtime(args.threads)?;
-    let [first, second] = rt.block_on(async {
-        let chat = providers::build_chat(&cfg, args.seed)?;
-        preflight::probe(&cfg, chat.as_ref()).await?;
-        let first = ask::ask_all(&cfg, chat, &suite.survey, &respondents, "run 1 of 2").await;
-        let rerun = providers::build_chat(&cfg, args.seed.wrapping_add(1))?;
+    let asked_all = rt.block_on(async {
+        preflight::probe(&cfg, providers::build_chat(&cfg, args.seed)?.as_ref()).await?;
+        let first =
+            ask::ask_all(&cfg, chat_port(&cfg, args.seed, &out, 1)?, &suite.survey, &respondents, "run 1 of 2").await;
+        let rerun = chat_port(&cfg, args.seed.wrapping_add(1), &out, 2)?;
         let second = ask::ask_all(&cfg, rerun, &suite.survey, &respondents, "run 2 of 2").await;
         anyhow::Ok([first, second])
-    })?;
+    });
+    let [first, second] = match asked_all {
+        Ok(runs) => runs,
+        Err(e) if !resumed => {
+            // Nothing was paid for but the connection check: leave no directory behind.
+            if std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0) <= 1 {
+                let _ = std::fs::remove_file(out.join(STARTED));
+                let _ = std::fs::remove_dir(&out);
+            }
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     drop(rt);
     let mut sources = vec![Source { name: "model (direct)".into(), answers: ask::direct(&suite.survey, &first) }];
     if ssr {
@@ -255,24 +282,74 @@ fn subsample(panel: &Panel, sample: Option<u32>, seed: u64) -> Result<Vec<usize>
     }
 }
 
-/// The output directory: `out` (absent or empty), or a fresh
-/// `runs/validate-<suite>-s<seed>`.
-fn prepare_out(out: Option<&Path>, suite: &str, seed: u64) -> Result<PathBuf> {
+/// What a validation's directory records when it starts (`validate.json`),
+/// so that the same command on an unfinished directory continues it,
+/// serving the answers its chat logs already hold, and any other command is
+/// refused there.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+struct Started {
+    suite: String,
+    inputs: String,
+    seed: u64,
+    respondents: usize,
+    config_hash: String,
+}
+
+/// The marker file of a validation's directory.
+const STARTED: &str = "validate.json";
+
+/// The output directory: `out` (absent, empty, or an unfinished validation
+/// of the same `started`), or a fresh `runs/validate-<suite>-s<seed>`.
+/// Returns it with whether an unfinished validation is continued.
+fn prepare_out(out: Option<&Path>, started: &Started) -> Result<(PathBuf, bool)> {
     let path = match out {
-        Some(p) => {
-            let empty = std::fs::read_dir(p).map(|mut d| d.next().is_none()).unwrap_or(false);
-            if p.exists() && !empty {
-                bail!(
-                    "output directory {} already exists and is not empty; choose another --out or remove it",
-                    p.display()
-                );
-            }
-            p.to_path_buf()
-        }
-        None => fresh_dir(&format!("runs/validate-{suite}-s{seed}")),
+        Some(p) => p.to_path_buf(),
+        None => fresh_dir(&format!("runs/validate-{}-s{}", started.suite, started.seed)),
     };
+    let empty = std::fs::read_dir(&path).map(|mut d| d.next().is_none()).unwrap_or(true);
+    let marker = path.join(STARTED);
+    let resumed = !empty && marker.exists() && !path.join("summary.json").exists();
+    if resumed {
+        let text = std::fs::read_to_string(&marker).with_context(|| format!("cannot read {}", marker.display()))?;
+        let theirs: Started =
+            serde_json::from_str(&text).with_context(|| format!("{}: not a validation's marker", marker.display()))?;
+        if theirs != *started {
+            bail!(
+                "output directory {} holds an unfinished validation of other inputs ({} seed {}, {} respondents, config {}); \
+                 continue it with the command that started it, or choose another --out",
+                path.display(),
+                theirs.suite,
+                theirs.seed,
+                theirs.respondents,
+                &theirs.config_hash[..12.min(theirs.config_hash.len())]
+            );
+        }
+    } else if !empty {
+        bail!("output directory {} already exists and is not empty; choose another --out or remove it", path.display());
+    }
     std::fs::create_dir_all(&path).with_context(|| format!("cannot create output directory {}", path.display()))?;
-    Ok(path)
+    std::fs::write(&marker, serde_json::to_string_pretty(started)?)
+        .with_context(|| format!("cannot write {}", marker.display()))?;
+    Ok((path, resumed))
+}
+
+/// The chat port of run `n` (1 or 2): for a live provider, behind the
+/// run's own write-ahead log in `out`, so that an interrupted validation
+/// continued with the same command buys no answer twice. (One log per run:
+/// both runs send the same requests, under different seeds.)
+fn chat_port(cfg: &Config, seed: u64, out: &Path, n: u32) -> Result<Arc<dyn ChatPort>> {
+    use engine::store::trace::{cassette::CassetteChat, wal};
+    let chat = providers::build_chat(cfg, seed)?;
+    Ok(match cfg.raw.chat.provider {
+        ChatProvider::Scripted => chat,
+        ChatProvider::Modelled | ChatProvider::Openai => {
+            let path = out.join(format!("chat-run{n}.wal"));
+            // Answers are served from the log; a call that failed is asked again.
+            let paid = wal::read_wal(&path)?.0.into_iter().filter(|e| e.answer.is_ok()).collect();
+            let logged: Arc<dyn ChatPort> = Arc::new(wal::WalChat::open(&path, chat)?);
+            Arc::new(CassetteChat::new(&[], Some(logged)).with_wal(paid))
+        }
+    })
 }
 
 /// The digest: configuration content, data, seed, the respondents asked,

@@ -294,32 +294,48 @@ fn a_live_model_gets_the_survey_schema_and_the_cost_first() {
     let (url, seen, server) = crate::trace::openai_server(stop.clone(), 0);
     let config = format!("[chat]\nprovider = \"openai\"\nmodel = \"loopback-model\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n");
     std::fs::write(dir.join("live.toml"), config).expect("write");
-    let o = sim(
-        &dir,
-        &[
-            "validate",
-            "--sample",
-            "10",
-            "--resamples",
-            "100",
-            "--config",
-            "live.toml",
-            "--yes",
-            "--json",
-            "--out",
-            "live",
-        ],
-    );
-    stop.store(true, Ordering::Relaxed);
-    let _ = server.join();
+    let args = [
+        "validate",
+        "--sample",
+        "10",
+        "--resamples",
+        "100",
+        "--config",
+        "live.toml",
+        "--yes",
+        "--json",
+        "--out",
+        "live",
+    ];
+    let o = sim(&dir, &args);
     let s = json(&o);
     assert!(stderr(&o).contains("live run: at least 60 chat calls to loopback-model"), "{}", stderr(&o));
     assert_eq!((s["calls"]["asked"].as_u64(), s["calls"]["failed"].as_u64()), (Some(60), Some(0)));
     assert_eq!(s["calls"]["estimated"], false);
-    let bodies: Vec<String> = seen.lock().iter().filter(|l| l.starts_with("BODY")).cloned().collect();
-    let survey: Vec<&String> = bodies.iter().filter(|b| b.contains("\"survey_answer\"")).collect();
+    let survey_bodies = || -> Vec<String> {
+        seen.lock().iter().filter(|l| l.starts_with("BODY") && l.contains("\"survey_answer\"")).cloned().collect()
+    };
+    let survey = survey_bodies();
     assert_eq!(survey.len(), 60, "every question with the survey schema (and one connection check besides)");
     assert!(survey.iter().all(|b| b.contains("Options:\\n1. ")), "the options are in the prompt");
+
+    // An interrupted validation (here: its summary removed) continues with
+    // the same command, buying no answer twice, to the same digest.
+    std::fs::remove_file(dir.join("live/summary.json")).expect("remove");
+    let again = sim(&dir, &args);
+    assert!(stderr(&again).contains("continuing the unfinished validation"), "{}", stderr(&again));
+    assert_eq!(json(&again)["digest"], s["digest"]);
+    assert_eq!(survey_bodies().len(), 60, "every answer came from the runs' logs");
+    let finished = sim(&dir, &args);
+    assert!(stderr(&finished).contains("already exists and is not empty"), "a finished validation is left alone");
+    std::fs::remove_file(dir.join("live/summary.json")).expect("remove");
+    let mut other = args.to_vec();
+    other.extend(["--seed", "8"]);
+    let refused = sim(&dir, &other);
+    let err = stderr(&refused);
+    assert!(err.contains("holds an unfinished validation of other inputs (anes96 seed 42, 10 respondents"), "{err}");
+    stop.store(true, Ordering::Relaxed);
+    let _ = server.join();
     let rows = rows(&dir.join("live"));
     assert!(rows.iter().all(|r| r[4] == "1" || r[4] == "2"), "the server's answers are recorded");
 }
