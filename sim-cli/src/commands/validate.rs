@@ -172,28 +172,7 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         Estimate { calls: asked, usd: (asked * per_call) as f64 / NANO_PER_USD as f64 }
     };
     preflight::confirm(&cfg, estimate, args.confirm_above_usd, args.yes)?;
-    let rt = runtime(args.threads)?;
-    let asked_all = rt.block_on(async {
-        preflight::probe(&cfg, providers::build_chat(&cfg, args.seed)?.as_ref()).await?;
-        let first =
-            ask::ask_all(&cfg, chat_port(&cfg, args.seed, &out, 1)?, &suite.survey, &respondents, "run 1 of 2").await;
-        let rerun = chat_port(&cfg, args.seed.wrapping_add(1), &out, 2)?;
-        let second = ask::ask_all(&cfg, rerun, &suite.survey, &respondents, "run 2 of 2").await;
-        anyhow::Ok([first, second])
-    });
-    let [first, second] = match asked_all {
-        Ok(runs) => runs,
-        Err(e) if !resumed => {
-            // Nothing was paid for but the connection check: leave no directory behind.
-            if std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0) <= 1 {
-                let _ = std::fs::remove_file(out.join(STARTED));
-                let _ = std::fs::remove_dir(&out);
-            }
-            return Err(e);
-        }
-        Err(e) => return Err(e),
-    };
-    drop(rt);
+    let [first, second] = ask_both(&cfg, &args, &suite.survey, &respondents, &out, resumed)?;
     let mut sources = vec![Source { name: "model (direct)".into(), answers: ask::direct(&suite.survey, &first) }];
     if ssr {
         sources
@@ -237,6 +216,32 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         print!("{}", page::text(&summary));
     }
     Ok(())
+}
+
+/// Both runs of the panel (at `--seed` and `--seed + 1`), after the live
+/// model's connection check; when that check fails on a new directory, the
+/// directory is removed again, since nothing was bought.
+fn ask_both(
+    cfg: &Config,
+    args: &ValidateArgs,
+    survey: &Survey,
+    respondents: &[survey::Respondent],
+    out: &Path,
+    resumed: bool,
+) -> Result<[Replies; 2]> {
+    let rt = runtime(args.threads)?;
+    let asked = rt.block_on(async {
+        preflight::probe(cfg, providers::build_chat(cfg, args.seed)?.as_ref()).await?;
+        let first = ask::ask_all(cfg, chat_port(cfg, args.seed, out, 1)?, survey, respondents, "run 1 of 2").await;
+        let rerun = chat_port(cfg, args.seed.wrapping_add(1), out, 2)?;
+        let second = ask::ask_all(cfg, rerun, survey, respondents, "run 2 of 2").await;
+        anyhow::Ok([first, second])
+    });
+    if asked.is_err() && !resumed && std::fs::read_dir(out).map(|d| d.count()).unwrap_or(0) <= 1 {
+        let _ = std::fs::remove_file(out.join(STARTED));
+        let _ = std::fs::remove_dir(out);
+    }
+    asked
 }
 
 /// The suite the arguments name: a built-in one, or the user's four files.
