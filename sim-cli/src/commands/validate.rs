@@ -51,7 +51,7 @@ pub struct ValidateArgs {
     /// The questions, their options and the subgroups (TOML).
     #[arg(long, value_name = "FILE", requires = "panel")]
     pub questions: Option<PathBuf>,
-    /// Subgroups to split figures by, replacing the survey's own (TOML of [[subgroup]] tables).
+    /// Subgroups to split figures by, replacing the survey's own (TOML of subgroup tables, as in --questions).
     #[arg(long, value_name = "FILE")]
     pub subgroups: Option<PathBuf>,
     /// Seed of the model's sampling, the subsample, the split, the baselines and the bootstrap.
@@ -60,10 +60,11 @@ pub struct ValidateArgs {
     /// Use a seeded subsample of this many respondents (at least 10). Default: all.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(10..))]
     pub sample: Option<u32>,
-    /// Configuration TOML: the chat model that answers, and for SSR ([intent] method = "ssr") the embedder.
+    /// Configuration TOML: the chat model that answers, and for SSR (intent method "ssr") the embedder.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Output directory. Default: a new directory runs/validate-<suite>-s<seed>. Never overwritten.
+    /// Output directory. Default: a new directory runs/validate-SUITE-sSEED. Never overwritten; an unfinished
+    /// validation there is continued.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Bootstrap resamples behind each interval.
