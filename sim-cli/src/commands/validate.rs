@@ -99,7 +99,8 @@ struct Calls {
     output_tokens: u64,
     /// What they cost, USD.
     cost_usd: f64,
-    /// The tokens are estimated (the scripted model), not reported.
+    /// Some tokens are estimated (the scripted model, or a server that
+    /// reported no usage), not reported.
     estimated: bool,
 }
 
@@ -198,7 +199,7 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         config_hash: cfg.content_hash().hex(),
         inputs: suite.inputs.hex(),
         panel: total,
-        calls: calls(&cfg, &[&first, &second]),
+        calls: calls(&[&first, &second]),
         scores,
         out: out.display().to_string(),
     };
@@ -397,10 +398,11 @@ fn digest(
     w.finish()
 }
 
-fn calls(cfg: &Config, runs: &[&Replies; 2]) -> Calls {
+fn calls(runs: &[&Replies; 2]) -> Calls {
     let mut spend = Spend::default();
-    let mut c = Calls { estimated: cfg.raw.chat.provider != engine::config::ChatProvider::Openai, ..Calls::default() };
+    let mut c = Calls::default();
     for a in runs.iter().flat_map(|r| r.iter().flatten()) {
+        c.estimated |= a.estimated;
         c.asked += 1;
         c.calls += u64::from(a.attempts);
         c.failed += u64::from(a.point.is_none());

@@ -52,6 +52,7 @@ fn a_scripted_validation_reproduces_its_digest_and_its_figures() {
     assert_eq!(a["digest"].as_str().map(str::len), Some(64));
     assert_eq!((a["respondents"].as_u64(), a["panel"].as_u64()), (Some(120), Some(944)));
     assert_eq!(a["calls"]["asked"], 120 * 3 * 2);
+    assert_eq!(a["calls"]["estimated"], true, "the scripted model's tokens are estimated");
     assert_eq!(
         std::fs::read(dir.join("a/summary.json")).ok(),
         std::fs::read(dir.join("b/summary.json")).ok().map(|mut s| {

@@ -23,6 +23,9 @@ pub struct Asked {
     pub attempts: u32,
     /// What every attempt was billed.
     pub spend: Spend,
+    /// Some attempt's tokens were estimated (the scripted model, or a
+    /// server that reported no usage), not reported.
+    pub estimated: bool,
 }
 
 /// Every reply of one run: `replies[q][r]`.
@@ -32,23 +35,28 @@ async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Qu
     let first = ChatRequest::new(model, ChatPurpose::Survey, prompt);
     let mut spend = Spend::default();
     let mut why = String::new();
+    let mut estimated = false;
     for attempt in 0..=retries {
         let request = first.attempt(attempt);
         match chat.complete(&request).await {
             Ok(reply) => {
                 spend.add(&reply.spend);
+                estimated |= reply.estimated;
                 match parse_survey(&to_lines(&reply.text), question.points()) {
-                    Ok(p) => return Asked { point: Some(p.answer), why: p.why, attempts: attempt + 1, spend },
+                    Ok(p) => {
+                        return Asked { point: Some(p.answer), why: p.why, attempts: attempt + 1, spend, estimated }
+                    }
                     Err(e) => why = format!("no valid answer after {} attempts: {e}", attempt + 1),
                 }
             }
             Err(e) => {
                 spend.add(&e.spend());
-                return Asked { point: None, why: format!("the chat model failed: {e}"), attempts: attempt + 1, spend };
+                let why = format!("the chat model failed: {e}");
+                return Asked { point: None, why, attempts: attempt + 1, spend, estimated };
             }
         }
     }
-    Asked { point: None, why, attempts: retries + 1, spend }
+    Asked { point: None, why, attempts: retries + 1, spend, estimated }
 }
 
 /// Asks every question of every respondent through `chat`, at most
