@@ -212,6 +212,7 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
     summary.cost.price_label = cfg.raw.prices.label.clone();
     summary.cost.embedding_price_label = cfg.embedding_price_label.as_str().into();
     summary.cost.chat_price_label = cfg.chat_price_label.as_str().into();
+    summary.cost.chat_cached_input_price = cfg.raw.prices.cached_input_description(&cfg.raw.chat.model);
     summary.cost.allocations_are_estimates = true;
     summary.intent_method = cfg.raw.intent.method;
     let semantic =

@@ -203,8 +203,14 @@ pub fn print_summary(s: &RunSummary) {
         m.promoted, m.expired, m.blocked, m.queued, m.clustered
     );
     let t = &s.tokens;
+    let cached = match t.chat_input_cached {
+        0 => String::new(),
+        n => {
+            format!(" ({} of them from the provider's prompt cache, {:.1}%)", thousands(n), 100.0 * s.chat.cached_share)
+        }
+    };
     println!(
-        "Tokens: {} chat in, {} chat out, {} embedding, {} total",
+        "Tokens: {} chat in{cached}, {} chat out, {} embedding, {} total",
         thousands(t.chat_input),
         thousands(t.chat_output),
         thousands(t.embedding),
@@ -212,10 +218,11 @@ pub fn print_summary(s: &RunSummary) {
     );
     let k = &s.cost;
     println!(
-        "Cost: ${:.6} provider total ({} nano-USD; chat {}, embedding {}); allocated to jobs {} nano-USD\n  {}; chat price {}, embedding price {}; per-job embedding shares are estimates",
+        "Cost: ${:.6} provider total ({} nano-USD; chat {}, embedding {}); allocated to jobs {} nano-USD\n  {}; chat price {}, embedding price {}; per-job embedding shares are estimates{}",
         k.provider_total_usd, thousands(k.provider_total_nano_usd), thousands(k.chat_nano_usd),
         thousands(k.embedding_nano_usd), thousands(k.allocated_total_nano_usd), k.price_label,
-        k.chat_price_label, k.embedding_price_label
+        k.chat_price_label, k.embedding_price_label,
+        if t.chat_input_cached > 0 { format!("\n  cached chat input is billed at {}", k.chat_cached_input_price) } else { String::new() }
     );
     let m = &s.timings_ms;
     println!(

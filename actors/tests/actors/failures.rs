@@ -22,7 +22,7 @@ impl EmbeddingPort for Inject {
     ) -> BoxFuture<'a, engine::embed::EmbedResult<EmbedBatch>> {
         let hit = self.role == Some(key.role) || self.needle.is_some_and(|n| texts.iter().any(|t| t.contains(n)));
         if hit {
-            let spend = Spend { input_tokens: 10, output_tokens: 0, nano_usd: 100 };
+            let spend = Spend { input_tokens: 10, nano_usd: 100, ..Spend::default() };
             let calls = vec![EmbedCall { texts: (0..texts.len() as u32).collect(), attempts: 1, spend }];
             return Box::pin(std::future::ready(Err(engine::embed::EmbedError::Provider {
                 cause: "injected outage".into(),

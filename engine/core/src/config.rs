@@ -482,7 +482,8 @@ impl RawConfig {
         let chat = self.prices.row(&self.chat.model, PricesSection::chat_default);
         Ok(Config {
             embedding_price: Price::from_usd_per_mtok(embedding.input_usd_per_mtok, 0.0),
-            chat_price: Price::from_usd_per_mtok(chat.input_usd_per_mtok, chat.output_usd_per_mtok),
+            chat_price: Price::from_usd_per_mtok(chat.input_usd_per_mtok, chat.output_usd_per_mtok)
+                .with_cached_usd_per_mtok(chat.cached_input_usd_per_mtok.unwrap_or(chat.input_usd_per_mtok)),
             embedding_price_label: embedding.label,
             chat_price_label: chat.label,
             raw: self,
@@ -666,7 +667,7 @@ impl RawConfig {
             }
         }
         for (model, row) in &p.models {
-            for v in [row.input_usd_per_mtok, row.output_usd_per_mtok] {
+            for v in [row.input_usd_per_mtok, row.output_usd_per_mtok, row.cached_input_usd_per_mtok.unwrap_or(0.0)] {
                 if !(v.is_finite() && (0.0..=1_000_000.0).contains(&v)) {
                     return Err(bad("prices.models", format!("{model:?}: must be between 0 and 1000000 USD, got {v}")));
                 }

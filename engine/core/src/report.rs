@@ -153,7 +153,7 @@ pub struct EmbeddingTotals {
 }
 
 /// Chat counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatTotals {
     /// Chat requests the engine made (a guardrail retry is a new request).
     pub requests: u64,
@@ -176,6 +176,11 @@ pub struct ChatTotals {
     pub retries: u64,
     /// Per endpoint of a live provider (URLs without credentials or query).
     pub endpoints: Vec<EndpointCount>,
+    /// The share of chat prompt tokens served from the providers' prompt
+    /// caches: `tokens.chat_input_cached / tokens.chat_input` (0 with no
+    /// prompt tokens).
+    #[serde(default)]
+    pub cached_share: f64,
 }
 
 pub use crate::chat::EndpointCount;
@@ -203,6 +208,10 @@ pub fn redact_url(url: &str) -> String {
 pub struct TokenTotals {
     /// Chat prompt tokens.
     pub chat_input: u64,
+    /// The part of them the providers served from their prompt caches
+    /// (reported by OpenAI, vLLM and llama.cpp's server; 0 otherwise).
+    #[serde(default)]
+    pub chat_input_cached: u64,
     /// Chat completion tokens.
     pub chat_output: u64,
     /// Embedding input tokens.
@@ -237,6 +246,10 @@ pub struct CostTotals {
     /// What the chat model's price is, likewise.
     #[serde(default)]
     pub chat_price_label: String,
+    /// What a chat prompt token served from the provider's cache costs:
+    /// the model's `cached_input_usd_per_mtok`, or the input price.
+    #[serde(default)]
+    pub chat_cached_input_price: String,
     /// Per-persona embedding shares are estimates, not provider charges.
     pub allocations_are_estimates: bool,
     /// What SSR cost on top of direct rating: the shares of the reaction
@@ -407,6 +420,7 @@ impl RunSummary {
                 self.chat.failures += u64::from(c.failed.is_some());
                 self.chat.estimated_usage += u64::from(c.estimated);
                 self.tokens.chat_input += c.spend.input_tokens;
+                self.tokens.chat_input_cached += c.spend.cached_input_tokens;
                 self.tokens.chat_output += c.spend.output_tokens;
                 self.cost.chat_nano_usd += c.spend.nano_usd;
             }
@@ -429,6 +443,10 @@ impl RunSummary {
         self.embedding.retrieval_port_invocations += retrieval.0.port_invocations;
         self.embedding.memory_port_invocations += memory.0.port_invocations;
         self.tokens.total = self.tokens.chat_input + self.tokens.chat_output + self.tokens.embedding;
+        self.chat.cached_share = match self.tokens.chat_input {
+            0 => 0.0,
+            n => self.tokens.chat_input_cached as f64 / n as f64,
+        };
         self.cost.provider_total_nano_usd = self.cost.chat_nano_usd + self.cost.embedding_nano_usd;
         self.cost.provider_total_usd = self.cost.provider_total_nano_usd as f64 / NANO_PER_USD as f64;
     }

@@ -41,7 +41,7 @@ impl ChatPort for FixedChat {
         let out = match next {
             Some(text) => Ok(ChatReply {
                 text,
-                spend: Spend { input_tokens: 1, output_tokens: 1, nano_usd: 2 },
+                spend: Spend { input_tokens: 1, output_tokens: 1, nano_usd: 2, ..Spend::default() },
                 estimated: false,
                 attempts: Vec::new(),
             }),

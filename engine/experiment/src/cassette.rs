@@ -7,7 +7,7 @@
 //! call. A miss is an error, never a live call.
 
 use engine::chat::{ChatAttempt, ChatPort, ChatReply, ChatRequest};
-use engine::cost::Spend;
+use engine::cost::{with_layout, Layout, Spend};
 use engine::digest::Digest;
 use engine::embed::{EmbedBatch, EmbedCall, EmbedKey, EmbeddingPort};
 use engine::error::{Error, Result};
@@ -21,8 +21,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The file format.
-pub const CASSETTE: Format = Format { magic: *b"SIMXCAS1", version: 1, what: "experiment cassette" };
+/// The file format. Version 2 (engine 0.6.0): a [`Spend`] holds the
+/// cached prompt tokens; a version 1 cassette is still read.
+pub const CASSETTE: Format = Format { magic: *b"SIMXCAS1", version: 2, what: "experiment cassette" };
 
 /// The cassette's name in an experiment's directory.
 pub const CASSETTE_FILE: &str = "cassette.bin";
@@ -188,8 +189,11 @@ pub struct Cassette {
 impl Cassette {
     /// Reads a cassette; damage is an error naming the file and frame.
     pub fn read(path: &Path) -> Result<Arc<Cassette>> {
-        let entries =
-            engine::store::frame::read_all(path, &CASSETTE, |f| engine::store::codec::decode::<Entry>(&f.payload))?;
+        let version = engine::store::frame::readable_version(path, &CASSETTE, 1);
+        let layout = if version >= 2 { Layout::Current } else { Layout::BeforeCached };
+        let entries = engine::store::frame::read_all(path, &Format { version, ..CASSETTE }, |f| {
+            with_layout(layout, || engine::store::codec::decode::<Entry>(&f.payload))
+        })?;
         let mut it = entries.into_iter();
         let Some(Entry::Header { engine_version, setup_json }) = it.next() else {
             return Err(Error::Format { file: path.display().to_string(), cause: "no cassette header".into() });

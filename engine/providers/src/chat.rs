@@ -50,10 +50,22 @@ pub struct UpstreamCall<'a> {
 pub struct UpstreamReply {
     /// The reply text.
     pub text: String,
-    /// Prompt and completion tokens from the reply's `usage`, if it had one.
-    pub usage: Option<(u64, u64)>,
+    /// Tokens from the reply's `usage`, if it had one.
+    pub usage: Option<TokenUsage>,
     /// The model id the server reported, if it did.
     pub model: Option<String>,
+}
+
+/// What a reply's `usage` reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TokenUsage {
+    /// Prompt tokens, cached ones included.
+    pub prompt: u64,
+    /// Completion tokens.
+    pub completion: u64,
+    /// The prompt tokens served from the server's prefix cache
+    /// (`prompt_tokens_details.cached_tokens`; 0 when not reported).
+    pub cached: u64,
 }
 
 /// An upstream chat service with one or more endpoints.
@@ -189,11 +201,14 @@ impl ChatClient {
                 ChatAttempt { attempt, endpoint: self.labels[endpoint].clone(), latency_ms, ..Default::default() };
             match result {
                 Ok(reply) => {
-                    let (input, output, estimated) = match reply.usage {
-                        Some((p, c)) => (p, c, false),
-                        None => (estimate_tokens(&request.prompt), estimate_tokens(&reply.text), true),
+                    let (usage, estimated) = match reply.usage {
+                        Some(u) => (u, false),
+                        None => {
+                            let prompt = estimate_tokens(&request.prompt);
+                            (TokenUsage { prompt, completion: estimate_tokens(&reply.text), cached: 0 }, true)
+                        }
                     };
-                    record.spend = self.price.bill(input, output);
+                    record.spend = self.price.bill_cached(usage.prompt, usage.cached, usage.completion);
                     record.model = reply.model;
                     spend.add(&record.spend);
                     self.billed.fetch_add(record.spend.nano_usd, Ordering::Relaxed);
@@ -388,6 +403,23 @@ struct Usage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    /// OpenAI, vLLM and llama.cpp's server put the cached part here.
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// The counts, when both prompt and completion tokens are given.
+    fn tokens(&self) -> Option<TokenUsage> {
+        let cached = self.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens).unwrap_or(0);
+        Some(TokenUsage { prompt: self.prompt_tokens?, completion: self.completion_tokens?, cached })
+    }
 }
 
 /// Advice for a server that rejects structured replies.
@@ -416,7 +448,7 @@ impl ChatUpstream for HttpChat {
                 crate::http::post_json(&self.client, url, self.key.as_deref(), &self.body(&call), response_format_hint)
                     .await?;
             let text = reply.choices.into_iter().next().and_then(|c| c.message.content).unwrap_or_default();
-            let usage = reply.usage.and_then(|u| Some((u.prompt_tokens?, u.completion_tokens?)));
+            let usage = reply.usage.as_ref().and_then(Usage::tokens);
             Ok(UpstreamReply { text, usage, model: reply.model })
         })
     }
@@ -474,7 +506,8 @@ impl ChatUpstream for ModelledChat {
             if let Some(kind) = crate::modelled::fault(&self.settings, &call.request.digest().0, call.attempt) {
                 return Err(ProviderError { kind, message: format!("modelled {kind:?}"), billed_tokens: None });
             }
-            let usage = Some((reply.spend.input_tokens, reply.spend.output_tokens));
+            let usage =
+                Some(TokenUsage { prompt: reply.spend.input_tokens, completion: reply.spend.output_tokens, cached: 0 });
             Ok(UpstreamReply { text: reply.text, usage, model: Some(call.request.model.clone()) })
         })
     }

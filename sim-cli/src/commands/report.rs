@@ -389,6 +389,14 @@ fn costs(h: &mut String, a: &Analysis) {
     kv_table(h, ("model", "USD"), c.by_model.iter().map(|(k, v)| (k.clone(), usd(*v))));
     h.push_str("<h3>Tokens</h3>");
     kv_table(h, ("tokens", "count"), c.tokens.iter().map(|(k, v)| (k.clone(), v.to_string())));
+    if let (Some(cached), Some(all)) = (c.tokens.get("chat input from the prompt cache"), c.tokens.get("chat input")) {
+        let share = 100.0 * *cached as f64 / (*all).max(1) as f64;
+        let _ = write!(
+            h,
+            "<p>The providers served {share:.1}% of the chat prompt tokens from their prompt caches, billed at {}.</p>",
+            esc(&c.cached_input_price)
+        );
+    }
     h.push_str("<h3>Embedding work</h3>");
     kv_table(h, ("", "count"), c.embedding.iter().map(|(k, v)| (k.clone(), v.to_string())));
     if c.ssr_nano_usd > 0 {

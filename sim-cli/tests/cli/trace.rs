@@ -263,7 +263,9 @@ fn chat_answer(request: &serde_json::Value, fail: bool) -> String {
     let body = serde_json::json!({
         "model": "loopback-model",
         "choices": [{"message": {"role": "assistant", "content": content.to_string()}}],
-        "usage": {"prompt_tokens": n / 4, "completion_tokens": 20},
+        // Like OpenAI, vLLM and llama.cpp's server: a share of the prompt
+        // came from the server's prefix cache.
+        "usage": {"prompt_tokens": n / 4, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": n / 8}},
     });
     respond("200 OK", body.to_string())
 }
@@ -271,6 +273,8 @@ fn chat_answer(request: &serde_json::Value, fail: bool) -> String {
 /// A panel against a live (loopback) chat model whose server fails every
 /// seventh call: the run completes through the retries, and `replay`
 /// reproduces it from the trace with no call and every digest matching.
+/// The server reports cached prompt tokens: they are billed at the model's
+/// cached price, summed in the summary, and kept in the trace.
 #[test]
 fn a_live_chat_run_with_faults_replays_with_no_call() {
     let dir = scratch("live-chat");
@@ -278,7 +282,8 @@ fn a_live_chat_run_with_faults_replays_with_no_call() {
     let (url, auth, server) = openai_server(stop.clone(), 7);
     let config = format!(
         "[chat]\nprovider = \"openai\"\nmodel = \"loopback-model\"\nbackoff_base_ms = 1\nbackoff_max_ms = 2\n\
-         [chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n"
+         [chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n\
+         [prices.models.loopback-model]\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 2.0\ncached_input_usd_per_mtok = 0.25\n"
     );
     std::fs::write(dir.join("live.toml"), config).expect("write");
     let out = sim(&dir, &["run", "--personas", "6", "--ticks", "3", "--config", "live.toml", "--out", "r", "--json"]);
@@ -300,6 +305,22 @@ fn a_live_chat_run_with_faults_replays_with_no_call() {
     assert_eq!(chat("attempts"), (chats - probe) as u64, "every attempt the server saw, bar the probe, is recorded");
     assert_eq!(chat("requests") + chat("retries"), chat("attempts"));
     assert_eq!(chat("failures"), 0, "every failure was retried away");
+    // 1 USD per million prompt tokens is 1,000 nano-USD a token, a cached
+    // one 250, a completion token 2,000.
+    let tokens = |k: &str| v["tokens"][k].as_u64().unwrap_or_else(|| panic!("tokens.{k} missing: {v}"));
+    let (input, cached, output) = (tokens("chat_input"), tokens("chat_input_cached"), tokens("chat_output"));
+    assert!(cached > 0 && cached < input, "{v}");
+    assert_eq!(v["cost"]["chat_nano_usd"].as_u64(), Some((input - cached) * 1_000 + cached * 250 + output * 2_000));
+    let share = v["chat"]["cached_share"].as_f64().expect("cached_share");
+    assert!((share - cached as f64 / input as f64).abs() < 1e-12, "{share}");
+    assert!(v["cost"]["chat_cached_input_price"].as_str().is_some_and(|p| p.starts_with("0.25 USD")), "{v}");
+    let report = sim(&dir, &["report", "r", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).expect("report json");
+    assert_eq!(
+        report["costs"]["tokens"]["chat input from the prompt cache"].as_u64(),
+        Some(cached),
+        "the trace keeps them"
+    );
     let replay = sim(&dir, &["replay", "r", "--json"]);
     stop.store(true, Ordering::Relaxed);
     let _ = server.join();

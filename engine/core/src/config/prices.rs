@@ -41,6 +41,11 @@ pub struct ModelPrice {
     /// What the price is. Default `configured`.
     #[serde(default = "configured")]
     pub label: PriceLabel,
+    /// USD per million input tokens the provider served from its prompt
+    /// cache (chat models that report `cached_tokens`). Default: the input
+    /// price, so that a cache hit is billed in full until a price is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_usd_per_mtok: Option<f64>,
 }
 
 fn configured() -> PriceLabel {
@@ -50,7 +55,12 @@ fn configured() -> PriceLabel {
 /// Rows every price table has unless a config overrides them: local models
 /// cost nothing.
 pub fn builtin_model_prices() -> BTreeMap<String, ModelPrice> {
-    let local = ModelPrice { input_usd_per_mtok: 0.0, output_usd_per_mtok: 0.0, label: PriceLabel::Local };
+    let local = ModelPrice {
+        input_usd_per_mtok: 0.0,
+        output_usd_per_mtok: 0.0,
+        label: PriceLabel::Local,
+        cached_input_usd_per_mtok: None,
+    };
     BTreeMap::from([(MINILM_MODEL.to_string(), local)])
 }
 
@@ -100,12 +110,22 @@ impl PricesSection {
         let (input, output) = default_row(self);
         let nominal = default_row(&PricesSection::default()) == (input, output);
         let label = if nominal { PriceLabel::Nominal } else { PriceLabel::Configured };
-        ModelPrice { input_usd_per_mtok: input, output_usd_per_mtok: output, label }
+        ModelPrice { input_usd_per_mtok: input, output_usd_per_mtok: output, label, cached_input_usd_per_mtok: None }
     }
 
     /// The embedding prices of the default row.
     pub fn embedding_default(&self) -> (f64, f64) {
         (self.embedding_usd_per_mtok, 0.0)
+    }
+
+    /// The chat model's price of cached input, as summaries and reports
+    /// state it: its own row's, or the input price when none is set.
+    pub fn cached_input_description(&self, model: &str) -> String {
+        let row = self.row(model, PricesSection::chat_default);
+        match row.cached_input_usd_per_mtok {
+            Some(usd) => format!("{usd} USD per million cached input tokens"),
+            None => "the input price (no cached_input_usd_per_mtok is set for this model)".into(),
+        }
     }
 
     /// The chat prices of the default row.

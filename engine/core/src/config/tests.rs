@@ -65,6 +65,18 @@ fn prices_are_per_model_with_labels() {
     assert_eq!((own.chat_price, own.chat_price_label), (Price::from_usd_per_mtok(1.0, 0.6), PriceLabel::Configured));
     let bad = RawConfig::from_toml("[prices.models.x]\ninput_usd_per_mtok = -1.0\n", "t").expect("parses");
     assert!(bad.resolve("t").expect_err("negative").to_string().contains("prices.models"));
+    // Cached input: its own price when the model's row gives one, else the
+    // input price; the config's hash is unchanged by the new key's absence.
+    let row = "[chat]\nprovider = \"openai\"\nmodel = \"m\"\n[chat.http]\nbase_url = \"http://127.0.0.1:1/v1\"\n[prices.models.m]\ninput_usd_per_mtok = 2.5\noutput_usd_per_mtok = 10.0\n";
+    let cached = cfg(&format!("{row}cached_input_usd_per_mtok = 1.25\n"));
+    assert_eq!(cached.chat_price, Price::from_usd_per_mtok(2.5, 10.0).with_cached_usd_per_mtok(1.25));
+    assert!(cached.raw.prices.cached_input_description("m").starts_with("1.25 USD per million"));
+    let plain = cfg(row);
+    assert_eq!(plain.chat_price.cached_input_nano_per_mtok, plain.chat_price.input_nano_per_mtok);
+    assert!(plain.raw.prices.cached_input_description("m").starts_with("the input price"));
+    assert!(!plain.to_toml().contains("cached_input"), "{}", plain.to_toml());
+    let bad = RawConfig::from_toml(&format!("{row}cached_input_usd_per_mtok = -1.0\n"), "t").expect("parses");
+    assert!(bad.resolve("t").expect_err("negative").to_string().contains("prices.models"));
 }
 
 #[test]

@@ -318,8 +318,10 @@ mod tests {
 
     #[test]
     fn batched_stage_conserves_spend_and_maps_vectors() {
-        let port =
-            LocalPort { batch_size: 2, price: Price { input_nano_per_mtok: 333_333_333, output_nano_per_mtok: 0 } };
+        let port = LocalPort {
+            batch_size: 2,
+            price: Price { input_nano_per_mtok: 333_333_333, output_nano_per_mtok: 0, cached_input_nano_per_mtok: 0 },
+        };
         let texts = ["the same text", "unique one", "the same text", "x", "a much longer text than the rest"];
         let plan = Plan::new(texts.iter().enumerate().map(|(i, t)| (i as u32, t.to_string())).collect());
         let r = block_on(embed_stage(&port, &key(), &plan, Strategy::Batched));
@@ -360,7 +362,7 @@ mod tests {
                 let n = 1 + s.below(carried.len());
                 let chunk: Vec<u32> = carried.drain(..n).collect();
                 let spend =
-                    Spend { input_tokens: s.below(500) as u64, output_tokens: 0, nano_usd: s.next_u64() % 1_000_000 };
+                    Spend { input_tokens: s.below(500) as u64, nano_usd: s.next_u64() % 1_000_000, ..Spend::default() };
                 calls.push(EmbedCall { texts: chunk, attempts: 1 + s.below(3) as u32, spend });
             }
             let mut out = BTreeMap::new();
@@ -395,7 +397,7 @@ mod tests {
             let call = |texts: Vec<u32>, attempts, nano_usd| EmbedCall {
                 texts,
                 attempts,
-                spend: Spend { input_tokens: nano_usd / 10, output_tokens: 0, nano_usd },
+                spend: Spend { input_tokens: nano_usd / 10, nano_usd, ..Spend::default() },
             };
             let calls = vec![call(vec![0, 1], 1, 1_000), call(vec![2], 3, 30_000), call(vec![3], 1, 500)];
             Box::pin(std::future::ready(Err(super::super::EmbedError::Provider {

@@ -169,6 +169,8 @@ pub struct Costs {
     pub price_kinds: BTreeMap<String, String>,
     /// What SSR's texts cost (part of the memory-embedding stage).
     pub ssr_nano_usd: u64,
+    /// What a chat prompt token served from the provider's cache costs.
+    pub cached_input_price: String,
 }
 
 /// Memory over one tick.
@@ -373,6 +375,7 @@ impl Builder {
         };
         let costs = Costs {
             price_label: raw.prices.label.clone(),
+            cached_input_price: raw.prices.cached_input_description(&raw.chat.model),
             price_kinds: BTreeMap::from([
                 ("chat".to_string(), config.chat_price_label.as_str().to_string()),
                 ("embedding".to_string(), config.embedding_price_label.as_str().to_string()),
@@ -562,6 +565,9 @@ impl Builder {
             *c.by_stage.entry(stage.into()).or_default() += spend.nano_usd;
         }
         *c.tokens.entry("chat input".into()).or_default() += s.chat.input_tokens;
+        if s.chat.cached_input_tokens > 0 {
+            *c.tokens.entry("chat input from the prompt cache".into()).or_default() += s.chat.cached_input_tokens;
+        }
         *c.tokens.entry("chat output".into()).or_default() += s.chat.output_tokens;
         let embedding = s.retrieval_embedding_estimate.input_tokens + s.memory_embedding_estimate.input_tokens;
         *c.tokens.entry("embedding input".into()).or_default() += embedding;

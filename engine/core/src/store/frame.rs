@@ -222,6 +222,21 @@ pub fn read_all<T, E: std::fmt::Display>(
     Ok(out)
 }
 
+/// The version of the `format` file at `path` when it is one this engine
+/// still reads (from `oldest` to the current one), so that its reader can
+/// decode the older layout; otherwise the current version, so that opening
+/// it reports the usual error. A missing or short file gives the current
+/// version too.
+pub fn readable_version(path: &Path, format: &Format, oldest: u32) -> u32 {
+    let mut pre = [0u8; PREAMBLE as usize];
+    let read = File::open(path).and_then(|mut f| f.read_exact(&mut pre));
+    let version = u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]);
+    match read.is_ok() && pre[..8] == format.magic && (oldest..=format.version).contains(&version) {
+        true => version,
+        false => format.version,
+    }
+}
+
 /// A payload too large for one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("a frame of {0} bytes exceeds the {MAX_FRAME}-byte limit")]

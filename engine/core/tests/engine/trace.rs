@@ -1,5 +1,6 @@
 use engine::config::Config;
 use engine::cost::Spend;
+use engine::cost::{with_layout, Layout};
 use engine::digest::DigestWriter;
 use engine::embed::{EmbedCall, EmbedRole, Strategy};
 use engine::error::Error;
@@ -282,27 +283,36 @@ fn parts_without_their_commit_are_a_tail_that_resume_cuts() {
     }
 }
 
-/// Formats 4 and 5 only added part frames and compression: a format 3
-/// trace (uncompressed) reads as it is, and a resume appends to it in its
-/// own format.
+/// Formats 4 and 5 added part frames and compression, format 6 the cached
+/// tokens of every spend: a format 3 trace (uncompressed, three-field
+/// spends) and a format 5 one (compressed) read as they are, and a resume
+/// appends to each in its own format.
 #[test]
-fn a_format_3_trace_still_reads_and_resumes_in_its_format() {
-    let mut h = header();
-    h.format_version = 3;
-    let mut bytes = engine::store::frame::Format { version: 3, ..engine::store::trace::TRACE }.preamble().to_vec();
-    for record in [Record::Header(Box::new(h.clone())), Record::Tick(Box::new(tick(1)))] {
-        engine::store::frame::push_frame(&mut bytes, &engine::store::codec::encode(&record).expect("encodes"))
-            .expect("frame");
-    }
-    let t = read(&bytes, false).expect("format 3 reads");
-    assert_eq!((&t.header, &t.ticks), (&h, &vec![tick(1)]));
-    let dir = std::env::temp_dir().join(format!("sim-format3-{}", std::process::id()));
+fn older_trace_formats_still_read_and_resume_in_their_format() {
+    let dir = std::env::temp_dir().join(format!("sim-old-formats-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("trace.bin");
-    std::fs::write(&path, &bytes).expect("write");
-    let mut w = TraceWriter::reopen(&path, t.valid_len, h.format_version).expect("reopen");
-    w.append(&Record::Tick(Box::new(tick(2)))).expect("append");
-    let t = read_trace_file(&path, false).expect("still format 3");
-    assert_eq!(t.ticks, vec![tick(1), tick(2)]);
+    for version in [3u32, 5] {
+        let mut h = header();
+        h.format_version = version;
+        let mut bytes = engine::store::frame::Format { version, ..engine::store::trace::TRACE }.preamble().to_vec();
+        with_layout(Layout::BeforeCached, || {
+            for record in [Record::Header(Box::new(h.clone())), Record::Tick(Box::new(tick(1)))] {
+                let payload = engine::store::codec::encode(&record).expect("encodes");
+                let payload = match version >= 5 {
+                    true => lz4_flex::block::compress_prepend_size(&payload),
+                    false => payload,
+                };
+                engine::store::frame::push_frame(&mut bytes, &payload).expect("frame");
+            }
+        });
+        let t = read(&bytes, false).unwrap_or_else(|e| panic!("format {version} reads: {e}"));
+        assert_eq!((&t.header, &t.ticks), (&h, &vec![tick(1)]));
+        let path = dir.join(format!("trace-{version}.bin"));
+        std::fs::write(&path, &bytes).expect("write");
+        let mut w = TraceWriter::reopen(&path, t.valid_len, h.format_version).expect("reopen");
+        w.append(&Record::Tick(Box::new(tick(2)))).expect("append");
+        let t = read_trace_file(&path, false).unwrap_or_else(|e| panic!("still format {version}: {e}"));
+        assert_eq!(t.ticks, vec![tick(1), tick(2)]);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// 1 nano-USD per prompt token, 2 per completion token.
-const PRICE: Price = Price { input_nano_per_mtok: 1_000_000, output_nano_per_mtok: 2_000_000 };
+const PRICE: Price =
+    Price { input_nano_per_mtok: 1_000_000, output_nano_per_mtok: 2_000_000, cached_input_nano_per_mtok: 1_000_000 };
 
 fn section(urls: &[&str], key_env: &str) -> ChatSection {
     let http = HttpSettings {
@@ -69,6 +70,28 @@ fn a_reply_is_billed_from_usage_and_the_request_asks_for_the_schema() {
         for needle in ["\"response_format\"", "\"json_schema\"", "\"intent\"", "\"seed\"", "\"max_tokens\":400"] {
             assert!(sent.contains(needle), "request lacks {needle}: {sent}");
         }
+    });
+}
+
+/// OpenAI, vLLM and llama.cpp's server report the prompt tokens their
+/// prefix cache served in `usage.prompt_tokens_details.cached_tokens`.
+#[test]
+fn cached_prompt_tokens_are_read_and_billed_at_the_cached_price() {
+    rt().block_on(async {
+        let body = completion(REPLY, true).replace(
+            "\"completion_tokens\": 5}",
+            "\"completion_tokens\": 5, \"prompt_tokens_details\": {\"cached_tokens\": 8}}",
+        );
+        let (url, _) = serve(vec![(200, "", body)]).await;
+        let clock = Arc::new(SimulatedSleeper::new());
+        let section = section(&[&url], "");
+        let price = Price { cached_input_nano_per_mtok: 500_000, ..PRICE };
+        let c = ChatClient::new(Arc::new(HttpChat::new(&section).expect("upstream")), &section, price, 7)
+            .with_clock(clock.clone());
+        let r = c.complete(&request()).await.expect("reply");
+        // 3 fresh prompt tokens at 1, 8 cached at 0.5 and 5 completion
+        // tokens at 2 nano-USD each.
+        assert_eq!((r.spend.input_tokens, r.spend.cached_input_tokens, r.spend.nano_usd), (11, 8, 3 + 4 + 10));
     });
 }
 

@@ -28,7 +28,8 @@ fn settings(batch: usize, max_tokens: u64, retries: u32) -> ClientSettings {
 }
 
 /// 1 nano-USD per token, so costs read as tokens.
-const PRICE: Price = Price { input_nano_per_mtok: 1_000_000, output_nano_per_mtok: 0 };
+const PRICE: Price =
+    Price { input_nano_per_mtok: 1_000_000, output_nano_per_mtok: 0, cached_input_nano_per_mtok: 1_000_000 };
 
 /// A provider that scripts failures per (first text, attempt) and records
 /// every request it sees.

@@ -66,7 +66,7 @@ fn client(url: &str, key_env: &str) -> InferenceClient {
         backoff_base_ms: 1,
         backoff_max_ms: 2,
     };
-    InferenceClient::new(provider, cs, Price { input_nano_per_mtok: 1_000_000, output_nano_per_mtok: 0 }, None, 0)
+    InferenceClient::new(provider, cs, Price::from_usd_per_mtok(0.001, 0.0), None, 0)
 }
 
 #[test]

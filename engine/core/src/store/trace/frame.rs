@@ -5,8 +5,10 @@
 //! whatever the panel size; readers reassemble it.
 
 use super::record::{
-    Bytes, Header, Record, RunEnd, TickCommit, TickFrame, TickPart, COMPRESSED_FROM, FORMAT_VERSION, OLDEST_READABLE,
+    spend_layout, Bytes, Header, Record, RunEnd, TickCommit, TickFrame, TickPart, COMPRESSED_FROM, FORMAT_VERSION,
+    OLDEST_READABLE,
 };
+use crate::cost::{with_layout, Layout};
 use crate::error::{Error, Result};
 use crate::store::frame::{Format, FrameReader, FrameWriter, Next, MAX_FRAME};
 use std::io::Read;
@@ -151,9 +153,13 @@ impl<R: Read> RecordReader<R> {
                 Next::End => return Ok(self.stop(None)),
             };
             let r = &self.frames;
+            let layout = spend_layout(self.version);
             let record: Record = match self.version >= COMPRESSED_FROM {
-                true => crate::store::codec::decode(&unpack(&f.payload).map_err(|e| r.corrupt(&f, e))?),
-                false => crate::store::codec::decode(&f.payload),
+                true => {
+                    let bytes = unpack(&f.payload).map_err(|e| r.corrupt(&f, e))?;
+                    with_layout(layout, || crate::store::codec::decode(&bytes))
+                }
+                false => with_layout(layout, || crate::store::codec::decode(&f.payload)),
             }
             .map_err(|e| r.corrupt(&f, e))?;
             if self.ended {
@@ -204,7 +210,7 @@ impl<R: Read> RecordReader<R> {
                         let cause = format!("commit frame {c:?} does not match the parts read ({read:?})");
                         return Err(r.corrupt(&f, cause));
                     }
-                    match crate::store::codec::decode_assembled::<Record>(&p.bytes) {
+                    match with_layout(layout, || crate::store::codec::decode_assembled::<Record>(&p.bytes)) {
                         Ok(Record::Tick(t)) if t.tick == c.tick => Record::Tick(t),
                         Ok(_) => {
                             return Err(r.corrupt(&f, format!("the parts of tick {} do not hold that tick", c.tick)))
@@ -404,6 +410,8 @@ struct Out {
     packed: Vec<u8>,
     /// Whether payloads are compressed (traces of format 5 on).
     compress: bool,
+    /// How a [`crate::cost::Spend`] is laid out (format 6 on: four fields).
+    layout: Layout,
 }
 
 impl Out {
@@ -429,7 +437,7 @@ impl TraceWriter {
         encode(path, &Record::Header(Box::new(header.clone())), &mut buf)?;
         let mut packed = Vec::new();
         let frames = FrameWriter::create(path, &TRACE, pack_into(path, &buf, &mut packed)?, false)?;
-        let out = Out { frames, packed, compress: true };
+        let out = Out { frames, packed, compress: true, layout: Layout::Current };
         Ok(TraceWriter { out, buf, scratch: Vec::new(), part_bytes: PART_BYTES })
     }
 
@@ -438,7 +446,8 @@ impl TraceWriter {
     /// follow the file's format.
     pub fn reopen(path: &Path, valid_len: u64, version: u32) -> Result<TraceWriter> {
         let frames = FrameWriter::reopen(path, valid_len)?;
-        let out = Out { frames, packed: Vec::new(), compress: version >= COMPRESSED_FROM };
+        let out =
+            Out { frames, packed: Vec::new(), compress: version >= COMPRESSED_FROM, layout: spend_layout(version) };
         Ok(TraceWriter { out, buf: Vec::new(), scratch: Vec::new(), part_bytes: PART_BYTES })
     }
 
@@ -462,6 +471,10 @@ impl TraceWriter {
     /// is encoded, so the writer holds one part of it at a time (and that
     /// part's frame while writing it); only its commit frame makes it count.
     pub fn append(&mut self, record: &Record) -> Result<u64> {
+        with_layout(self.out.layout, || self.append_in_layout(record))
+    }
+
+    fn append_in_layout(&mut self, record: &Record) -> Result<u64> {
         let tick = match record {
             Record::Tick(t) => t.tick,
             Record::Header(_) | Record::End(_) | Record::TickPart(_) | Record::TickCommit(_) => {

@@ -14,9 +14,23 @@ use std::sync::Arc;
 /// 0.4.0): a tick too large for one frame is written as [`TickPart`]
 /// frames closed by a [`TickCommit`]; everything else is as in version 3.
 /// Version 5 (engine 0.5.0): every frame's payload is LZ4-compressed
-/// ([`COMPRESSED_FROM`]); the records are as in version 4. This engine
-/// reads versions 3 to 5.
-pub const FORMAT_VERSION: u32 = 5;
+/// ([`COMPRESSED_FROM`]); the records are as in version 4. Version 6
+/// (engine 0.6.0): every [`crate::cost::Spend`] holds the cached prompt
+/// tokens as a fourth field ([`CACHED_FROM`]). This engine reads versions
+/// 3 to 6, and appends to an older trace in its own format.
+pub const FORMAT_VERSION: u32 = 6;
+
+/// From this format on, a [`crate::cost::Spend`] has four fields; before
+/// it, three (read and written through [`crate::cost::with_layout`]).
+pub const CACHED_FROM: u32 = 6;
+
+/// The layout of [`crate::cost::Spend`] in a trace of format `version`.
+pub fn spend_layout(version: u32) -> crate::cost::Layout {
+    match version >= CACHED_FROM {
+        true => crate::cost::Layout::Current,
+        false => crate::cost::Layout::BeforeCached,
+    }
+}
 
 /// From this format on, every frame's payload is LZ4-compressed (block
 /// format, uncompressed size prepended); see [`crate::store::trace::frame`].

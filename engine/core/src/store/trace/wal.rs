@@ -9,7 +9,7 @@
 //! (a kill during a write) is cut when the log is reopened.
 
 use crate::chat::{ChatAttempt, ChatError, ChatPort, ChatReply, ChatRequest};
-use crate::cost::Spend;
+use crate::cost::{with_layout, Layout, Spend};
 use crate::digest::Digest;
 use crate::error::{Error, Result};
 use crate::store::frame::{Format, FrameReader, FrameWriter, Next};
@@ -19,8 +19,17 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The container format of `chat.wal`.
-pub const CHAT_WAL: Format = Format { magic: *b"SIMCHWAL", version: 1, what: "chat write-ahead log" };
+/// The container format of `chat.wal`. Version 2 (engine 0.6.0): a
+/// [`Spend`] holds the cached prompt tokens; a version 1 log is still read,
+/// and appended to in its own layout.
+pub const CHAT_WAL: Format = Format { magic: *b"SIMCHWAL", version: 2, what: "chat write-ahead log" };
+
+/// The layout of [`Spend`] in the log at `path`, and its container format.
+fn layout(path: &Path) -> (Format, Layout) {
+    let version = crate::store::frame::readable_version(path, &CHAT_WAL, 1);
+    let layout = if version >= 2 { Layout::Current } else { Layout::BeforeCached };
+    (Format { version, ..CHAT_WAL }, layout)
+}
 
 /// One frame of the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,12 +62,14 @@ pub fn read_wal(path: &Path) -> Result<(Vec<WalEntry>, u64)> {
     }
     let file = std::fs::File::open(path).map_err(|e| Error::Io { file: path.display().to_string(), source: e })?;
     let len = file.metadata().map_err(|e| Error::Io { file: path.display().to_string(), source: e })?.len();
-    let mut r = FrameReader::new(std::io::BufReader::new(file), len, &path.display().to_string(), &CHAT_WAL)?;
+    let (format, layout) = layout(path);
+    let mut r = FrameReader::new(std::io::BufReader::new(file), len, &path.display().to_string(), &format)?;
     let mut out = Vec::new();
     loop {
         match r.read_next()? {
             Next::Frame(f) => {
-                match crate::store::codec::decode::<WalFrame>(&f.payload).map_err(|e| r.corrupt(&f, e))? {
+                let frame = with_layout(layout, || crate::store::codec::decode::<WalFrame>(&f.payload));
+                match frame.map_err(|e| r.corrupt(&f, e))? {
                     WalFrame::Start { .. } => {}
                     WalFrame::Call(entry) => out.push(entry),
                 }
@@ -74,12 +85,14 @@ pub struct WalChat {
     inner: Arc<dyn ChatPort>,
     path: PathBuf,
     frames: Mutex<FrameWriter>,
+    layout: Layout,
 }
 
 impl WalChat {
     /// Wraps `inner`, appending to the log at `path`: created when missing,
     /// otherwise reopened after its last complete frame (a torn tail is cut).
     pub fn open(path: &Path, inner: Arc<dyn ChatPort>) -> Result<WalChat> {
+        let layout = layout(path).1;
         let frames = if path.exists() {
             let (_, valid) = read_wal(path)?;
             FrameWriter::reopen(path, valid)?
@@ -88,11 +101,11 @@ impl WalChat {
             let payload = encode(path, &start)?;
             FrameWriter::create(path, &CHAT_WAL, &payload, false)?
         };
-        Ok(WalChat { inner, path: path.to_path_buf(), frames: Mutex::new(frames) })
+        Ok(WalChat { inner, path: path.to_path_buf(), frames: Mutex::new(frames), layout })
     }
 
     fn append(&self, entry: WalEntry) -> Result<()> {
-        let payload = encode(&self.path, &WalFrame::Call(entry))?;
+        let payload = with_layout(self.layout, || encode(&self.path, &WalFrame::Call(entry)))?;
         self.frames.lock().append(&payload).map(|_| ())
     }
 }
@@ -170,6 +183,40 @@ mod tests {
         let again = WalChat::open(&path, inner).expect("reopen");
         drop(again);
         assert_eq!(read_wal(&path).expect("read").0.len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A log written before cached tokens (version 1, three-field spends)
+    /// is read, and a resume appends to it in that layout.
+    #[test]
+    fn a_version_1_log_reads_and_is_appended_to_in_its_layout() {
+        let dir = std::env::temp_dir().join(format!("sim-wal1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("chat.wal");
+        let v1 = Format { version: 1, ..CHAT_WAL };
+        let old = ChatRequest::new("m", ChatPurpose::Probe, "old");
+        let spend = Spend { input_tokens: 9, output_tokens: 4, nano_usd: 17, cached_input_tokens: 0 };
+        let reply = ChatReply { text: "ANSWER: 2\nWHY: z".into(), spend, estimated: false, attempts: Vec::new() };
+        let mut bytes = v1.preamble().to_vec();
+        with_layout(Layout::BeforeCached, || {
+            for frame in [
+                WalFrame::Start { engine_version: "0.5.0".into() },
+                WalFrame::Call(WalEntry { request: old.digest(), answer: Ok(reply.clone()) }),
+            ] {
+                let payload = crate::store::codec::encode(&frame).expect("encodes");
+                crate::store::frame::push_frame(&mut bytes, &payload).expect("frame");
+            }
+        });
+        std::fs::write(&path, &bytes).expect("write");
+        let (entries, _) = read_wal(&path).expect("a version 1 log reads");
+        assert_eq!(entries[0].answer, Ok(reply));
+        let inner = Arc::new(FixedChat::default().with(ChatPurpose::Probe, &["ANSWER: 3\nWHY: x"]));
+        let wal = WalChat::open(&path, inner).expect("reopen");
+        let new = ChatRequest::new("m", ChatPurpose::Probe, "new");
+        block_on_ready(wal.complete(&new)).expect("reply");
+        let (entries, _) = read_wal(&path).expect("still one layout");
+        assert_eq!(entries.iter().map(|e| e.request).collect::<Vec<_>>(), vec![old.digest(), new.digest()]);
+        assert_eq!(std::fs::read(&path).expect("read")[8..12], 1u32.to_le_bytes(), "still version 1");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
