@@ -60,8 +60,8 @@ fn golden_digests_of_a_fixed_small_run() {
     );
 }
 
-const GOLDEN_DIGEST: &str = "837535eabff4e59ac1c9bc65526dfed5cd1ab69b14b0be0f362c0142e6186dc1";
-const GOLDEN_FULL_DIGEST: &str = "3e26854029ce2209c41b8633f78ce9971a823f76d7b04d7bb975e4165b9f2f0e";
+const GOLDEN_DIGEST: &str = "f6d8f3e8aa23270af6ffc6b88c4ac296b2853cd813d26071815553c055b2370f";
+const GOLDEN_FULL_DIGEST: &str = "8fc979b37f0c6af3fa91faac726d2bbf86f8c8e2379aa57d2bb3c511eb0a989a";
 
 /// The modelled chat provider with faults at 20% (429, 5xx and timeouts
 /// decided from request digest and attempt): the same digests at 1 and 4

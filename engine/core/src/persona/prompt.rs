@@ -3,12 +3,29 @@
 //! Prompts are plain text with labelled lines, so a real model can answer
 //! them and the scripted model can read the same facts back out of them
 //! (it sees nothing a real model would not).
+//!
+//! They are laid out for the prompt caches of the servers (vLLM, SGLang,
+//! llama.cpp's server, OpenAI): what repeats comes first and is
+//! byte-identical wherever it repeats. Every prompt opens with the
+//! persona's header (the same for the persona in every prompt). A
+//! reaction's reply format follows it (the same in every reaction), then
+//! what varies: the recalled memories in the order they were formed (so
+//! that memories recalled again keep their place and their bytes), then the
+//! stimulus. Probes and reflections keep their question and format last,
+//! after the memories they are about.
 
 use super::memory::MemoryRecord;
 use super::profile::Profile;
 use crate::scan::{push_fixed2, push_uint};
 use crate::scenario::Stimulus;
 use std::fmt::Write;
+
+/// The memories of `recalled` in the order they were formed.
+fn in_order<'a>(recalled: &[&'a MemoryRecord]) -> Vec<&'a MemoryRecord> {
+    let mut v = recalled.to_vec();
+    v.sort_by_key(|m| m.id.seq);
+    v
+}
 
 /// The persona block that opens every prompt. A persona given by data
 /// states its name and its row's traits, and nothing else.
@@ -50,13 +67,14 @@ fn memories_room(memories: &[&MemoryRecord]) -> usize {
     32 + memories.iter().map(|m| m.description.len() + 48).sum::<usize>()
 }
 
-/// The recalled-memories block.
+/// The recalled-memories block, oldest first (whatever order retrieval
+/// ranked them in).
 pub fn memories_block(out: &mut String, memories: &[&MemoryRecord]) {
     out.push_str("\nMemories you recall:\n");
     if memories.is_empty() {
         out.push_str("(none)\n");
     }
-    for m in memories {
+    for m in in_order(memories) {
         out.push_str("- [tick ");
         push_uint(out, u64::from(m.tick));
         out.push_str("] (sentiment ");
@@ -76,27 +94,31 @@ pub fn stimulus_block(out: &mut String, s: &Stimulus, exposure: u32) {
     out.push_str(" of this stimulus this tick\n");
 }
 
-/// The reaction prompt of one job.
+/// What a reaction asks for: after the header, before what varies, so that
+/// a server caches it with the header for the persona's every reaction.
+const REACTION_FORMAT: &str = "\nReact in character to the stimulus below. Reply exactly in this format:\n\
+     REACTION: <one or two sentences in your own voice>\n\
+     SENTIMENT: <number from -1 to 1>\n\
+     INTENT: <integer 1-5, how likely you are to buy>\n\
+     IMPORTANCE: <integer 1-10, how memorable this is to you>\n";
+
+/// The reaction prompt of one job: the header, what a reaction asks for,
+/// the recalled memories, then the stimulus.
 pub fn reaction_prompt(header: &str, memories: &[&MemoryRecord], stimulus: &Stimulus, exposure: u32) -> String {
     let room = header.len() + memories_room(memories) + stimulus.prompt_lines().len() + 320;
     let mut s = String::with_capacity(room);
     s.push_str(header);
+    s.push_str(REACTION_FORMAT);
     memories_block(&mut s, memories);
     stimulus_block(&mut s, stimulus, exposure);
-    s.push_str(
-        "\nReact in character. Reply exactly in this format:\n\
-         REACTION: <one or two sentences in your own voice>\n\
-         SENTIMENT: <number from -1 to 1>\n\
-         INTENT: <integer 1-5, how likely you are to buy>\n\
-         IMPORTANCE: <integer 1-10, how memorable this is to you>\n",
-    );
     s
 }
 
 /// The reflection prompt: the persona's recent memories plus what it just
 /// experienced.
 pub fn reflection_prompt(header: &str, recent: &[String], latest: &str, max_insights: usize) -> String {
-    let mut s = String::with_capacity(header.len() + 200 + recent.iter().map(|r| r.len() + 3).sum::<usize>());
+    let room = header.len() + 200 + recent.iter().map(|r| r.len() + 3).sum::<usize>();
+    let mut s = String::with_capacity(room);
     s.push_str(header);
     s.push_str("\nRecent experiences:\n");
     for r in recent {
@@ -128,7 +150,8 @@ pub fn probe_prompt(header: &str, memories: &[&MemoryRecord], question: &str) ->
 /// model reads) and the reply format.
 pub fn choice_prompt(header: &str, memories: &[&MemoryRecord], question: &str, options: &[String]) -> String {
     let room = options.iter().map(|o| o.len() + 6).sum::<usize>();
-    let mut s = String::with_capacity(header.len() + memories_room(memories) + question.len() + room + 128);
+    let room = header.len() + memories_room(memories) + question.len() + room + 128;
+    let mut s = String::with_capacity(room);
     s.push_str(header);
     memories_block(&mut s, memories);
     s.push_str("\nSurvey question: ");
@@ -144,4 +167,54 @@ pub fn choice_prompt(header: &str, memories: &[&MemoryRecord], question: &str, o
     push_uint(&mut s, options.len() as u64);
     s.push_str(">\nWHY: <one sentence>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SimTime;
+    use crate::persona::memory::{MemoryId, MemoryKind};
+
+    fn memory(seq: u32, text: &str) -> MemoryRecord {
+        MemoryRecord {
+            id: MemoryId { persona: 3, seq },
+            kind: MemoryKind::Observation,
+            description: text.into(),
+            importance: 5,
+            sentiment: 0.25,
+            tick: seq + 1,
+            created: SimTime(u64::from(seq) * 3600),
+            last_access: SimTime(u64::from(seq) * 3600),
+            sources: Vec::new(),
+            vector: None,
+        }
+    }
+
+    fn common_prefix(a: &str, b: &str) -> usize {
+        a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
+    }
+
+    /// What repeats comes first: two reactions of a persona share their
+    /// header and reply format whatever the stimulus, and memories recalled
+    /// again keep their place (oldest first) whatever retrieval ranked
+    /// them, so the next tick's prompt repeats the last one up to its newest
+    /// memory.
+    #[test]
+    fn a_persona_s_prompts_repeat_their_stable_part_first() {
+        let scenario = crate::scenario::Scenario::builtin("default").expect("built in");
+        let (a, b) = (&scenario.stimuli[0], &scenario.stimuli[1 % scenario.stimuli.len()]);
+        let header = "You are Ann Lee, 41, a nurse in Leeds. Likes walks.\n";
+        let (m0, m1, m2) = (memory(0, "saw a kettle ad"), memory(1, "bought tea"), memory(2, "liked the mug"));
+        let tick2 = reaction_prompt(header, &[&m1, &m0], a, 0);
+        let tick3 = reaction_prompt(header, &[&m2, &m0, &m1], b, 0);
+        let stable = header.len() + REACTION_FORMAT.len();
+        assert!(tick2.starts_with(header) && tick2[header.len()..].starts_with(REACTION_FORMAT));
+        let shared = common_prefix(&tick2, &tick3);
+        assert!(shared > stable, "the header, the format and the memories recalled again are shared");
+        assert!(tick3[..shared].contains("bought tea") && !tick3[..shared].contains("liked the mug"), "{tick3}");
+        assert!(tick2.find("saw a kettle").expect("m0") < tick2.find("bought tea").expect("m1"), "oldest first");
+        // A probe's question stays after the memories it is about.
+        let probe = probe_prompt(header, &[&m0], "Would you buy it?");
+        assert!(probe.starts_with(header) && probe.find("saw a kettle") < probe.find("Would you buy it?"));
+    }
 }
