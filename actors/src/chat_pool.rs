@@ -31,7 +31,17 @@ pub async fn converse_all(
     let slots: Vec<Option<Finished>> = std::iter::repeat_with(|| None).take(jobs).collect();
     let slots = Arc::new(parking_lot::Mutex::new(slots));
     let done = Arc::new(AtomicU64::new(done));
-    let workers = shared.config.raw.chat.concurrency.clamp(1, jobs.max(1));
+    // Through a Batch API every job talks at once: a round goes out when
+    // every conversation waits on it.
+    let workers = match shared.config.raw.chat.mode {
+        engine::config::ChatMode::Online => shared.config.raw.chat.concurrency.clamp(1, jobs.max(1)),
+        engine::config::ChatMode::Batch => jobs.max(1),
+    };
+    // Every job's conversation counts from the start, so that a round is
+    // never sent before each job has asked its first question.
+    for _ in 0..jobs {
+        shared.chat.conversation_started();
+    }
     let pool: Vec<_> = (0..workers)
         .map(|_| {
             let (shared, queue, slots, done) =
@@ -43,6 +53,7 @@ pub async fn converse_all(
                     let Some((i, mut p)) = next else { break };
                     let talk = converse(&*shared.chat, &p, &shared.config, &shared.scenario, tick);
                     let c = std::panic::AssertUnwindSafe(talk).catch_unwind().await;
+                    shared.chat.conversation_ended();
                     p.release_prompts();
                     slots.lock()[i] = Some((p, c.map_err(|panic| crate::persona::panic_message(&*panic))));
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;

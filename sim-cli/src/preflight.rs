@@ -48,7 +48,11 @@ pub fn estimate(cfg: &Config, scenario: &Scenario, traits: &Traits, seed: u64, p
             prepare(&state, &job, None, &ctx).ok()
         })
         .map_or(500, |p| estimate_tokens(&p.reaction.prompt));
-    let per_call = cfg.chat_price.bill(prompt_tokens, cfg.raw.chat.max_output_tokens).nano_usd;
+    let price = match cfg.raw.chat.mode {
+        engine::config::ChatMode::Online => cfg.chat_price,
+        engine::config::ChatMode::Batch => cfg.chat_batch_price,
+    };
+    let per_call = price.bill(prompt_tokens, cfg.raw.chat.max_output_tokens).nano_usd;
     Estimate { calls, usd: (calls * per_call) as f64 / NANO_PER_USD as f64 }
 }
 
@@ -61,8 +65,14 @@ pub fn confirm(cfg: &Config, estimate: impl FnOnce() -> Estimate, confirm_above_
         return Ok(());
     }
     let e = estimate();
+    let batch = match cfg.raw.chat.mode {
+        engine::config::ChatMode::Online => "",
+        engine::config::ChatMode::Batch => {
+            " (batch price); each round of a tick waits for its batch, up to the completion window"
+        }
+    };
     eprintln!(
-        "live run: at least {} chat calls to {}, about ${:.4} at its {} chat price",
+        "live run: at least {} chat calls to {}, about ${:.4} at its {} chat price{batch}",
         e.calls,
         cfg.raw.chat.model,
         e.usd,

@@ -32,6 +32,18 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     Ok(cfg)
 }
 
+/// Refuses `[chat] mode = "batch"` for a command that asks its questions
+/// one at a time (`validate`, `experiment`): only `run` gathers a round.
+pub fn refuse_batch_mode(cfg: &Config, command: &str) -> Result<()> {
+    if cfg.raw.chat.mode == engine::config::ChatMode::Batch {
+        bail!(
+            "{command} does not use the Batch API: [chat] mode = \"batch\" is for `sim-cli run`; \
+             set mode = \"online\" (or leave it out) for {command}"
+        );
+    }
+    Ok(())
+}
+
 /// A tokio runtime with `threads` workers (default: one per core).
 pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();

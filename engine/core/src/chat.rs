@@ -283,6 +283,39 @@ pub trait ChatPort: Send + Sync {
     fn activity(&self) -> Option<ChatActivity> {
         None
     }
+
+    /// A conversation (a job's requests, one after another) begins. A
+    /// batch port sends a round once every conversation under way waits on
+    /// it; other ports ignore this. Ports that wrap another pass it on.
+    fn conversation_started(&self) {}
+
+    /// A conversation has ended (see [`ChatPort::conversation_started`]).
+    fn conversation_ended(&self) {}
+
+    /// Gives a batch port the log its submissions are recorded in, and
+    /// the batches recorded there before (by a run being resumed), so that
+    /// it polls them rather than submitting their requests again. Other
+    /// ports ignore it; ports that wrap another pass it on.
+    fn attach_journal(&self, _journal: Arc<dyn BatchJournal>, _earlier: Vec<SubmittedBatch>) {}
+}
+
+/// A batch submitted to a provider's Batch API: its id, its input file and
+/// the requests it carries (by digest, as its `custom_id`s name them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmittedBatch {
+    /// The provider's batch id.
+    pub batch_id: String,
+    /// The uploaded input file's id.
+    pub input_file_id: String,
+    /// The requests in it.
+    pub requests: Vec<Digest>,
+}
+
+/// Where a batch port records each submission, durably, before it waits
+/// for the batch: the run's chat log.
+pub trait BatchJournal: Send + Sync {
+    /// Records `batch`; an error means it may be lost on a crash.
+    fn submitted(&self, batch: &SubmittedBatch) -> crate::Result<()>;
 }
 
 /// A chat transport's live counters.

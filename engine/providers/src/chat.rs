@@ -114,6 +114,14 @@ pub struct ChatClient {
     clock: Arc<dyn Sleeper>,
 }
 
+/// The seed sent to servers that honour one, from (run seed, request
+/// digest), so that a guardrail retry (another request) never resends the
+/// seed that produced the invalid reply. 53 bits: JSON numbers stay exact.
+pub(crate) fn server_seed(run_seed: u64, request: &engine::digest::Digest) -> u64 {
+    let seed = DigestWriter::new("chat server seed v1").u64(run_seed).digest(request).finish();
+    u64::from_le_bytes(seed.0[..8].try_into().unwrap_or_default()) >> 11
+}
+
 /// Consecutive failures that bench an endpoint, and for how long.
 const BENCH_AFTER: u32 = 3;
 const BENCH_FOR: Duration = Duration::from_secs(30);
@@ -180,8 +188,7 @@ impl ChatClient {
     /// One call through the retry layer.
     async fn send(&self, request: &ChatRequest) -> engine::chat::ChatResult<ChatReply> {
         let digest = request.digest();
-        let seed = DigestWriter::new("chat server seed v1").u64(self.seed).digest(&digest).finish();
-        let seed = u64::from_le_bytes(seed.0[..8].try_into().unwrap_or_default()) >> 11;
+        let seed = server_seed(self.seed, &digest);
         let estimate = estimate_tokens(&request.prompt) + self.section.max_output_tokens;
         let mut spend = Spend::default();
         let mut attempts = Vec::new();
@@ -284,9 +291,9 @@ impl ChatPort for ChatClient {
 /// read from the environment once, sent in the `Authorization` header, and
 /// never logged, traced or reported.
 pub struct HttpChat {
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
     urls: Vec<String>,
-    key: Option<String>,
+    pub(crate) key: Option<String>,
     temperature: f64,
     max_tokens: u64,
     structured: StructuredOutput,
@@ -347,7 +354,8 @@ impl HttpChat {
         })
     }
 
-    fn body(&self, call: &UpstreamCall<'_>) -> serde_json::Value {
+    /// The `/chat/completions` request body of `call`.
+    pub(crate) fn body(&self, call: &UpstreamCall<'_>) -> serde_json::Value {
         let r = call.request;
         let prompt = match self.structured {
             StructuredOutput::JsonSchema => r.prompt.to_string(),
@@ -384,6 +392,19 @@ struct Completion {
     choices: Vec<Choice>,
     #[serde(default)]
     usage: Option<Usage>,
+}
+
+impl Completion {
+    fn into_reply(self) -> UpstreamReply {
+        let usage = self.usage.as_ref().and_then(Usage::tokens);
+        let text = self.choices.into_iter().next().and_then(|c| c.message.content).unwrap_or_default();
+        UpstreamReply { text, usage, model: self.model }
+    }
+}
+
+/// A `/chat/completions` answer as a Batch API output line carries it.
+pub(crate) fn parse_completion(body: serde_json::Value) -> std::result::Result<UpstreamReply, String> {
+    serde_json::from_value::<Completion>(body).map(Completion::into_reply).map_err(|e| e.to_string())
 }
 
 #[derive(Deserialize)]
@@ -447,9 +468,7 @@ impl ChatUpstream for HttpChat {
             let reply: Completion =
                 crate::http::post_json(&self.client, url, self.key.as_deref(), &self.body(&call), response_format_hint)
                     .await?;
-            let text = reply.choices.into_iter().next().and_then(|c| c.message.content).unwrap_or_default();
-            let usage = reply.usage.as_ref().and_then(Usage::tokens);
-            Ok(UpstreamReply { text, usage, model: reply.model })
+            Ok(reply.into_reply())
         })
     }
 }
@@ -533,8 +552,13 @@ pub fn build_chat(cfg: &Config, seed: u64) -> Result<Arc<dyn ChatPort>> {
         ChatProvider::Openai => Arc::new(HttpChat::new(c)?),
     };
     let client = ChatClient::new(upstream, c, cfg.chat_price, seed);
-    Ok(Arc::new(match clock {
+    let client = match clock {
         Some(clock) => client.with_clock(clock),
         None => client,
-    }))
+    };
+    if c.mode == engine::config::ChatMode::Batch {
+        let batch = crate::batch::BatchChat::new(c, Arc::new(client), cfg.chat_batch_price, seed)?;
+        return Ok(Arc::new(batch));
+    }
+    Ok(Arc::new(client))
 }

@@ -127,12 +127,27 @@ pub(crate) async fn post_json<T: serde::de::DeserializeOwned>(
     body: &impl Serialize,
     hint: fn(u16, &str) -> Option<&'static str>,
 ) -> std::result::Result<T, ProviderError> {
-    let shown = engine::report::redact_url(url);
-    let fail = |kind, message: String| ProviderError { kind, message, billed_tokens: None };
     let mut r = client.post(url).json(body);
     if let Some(k) = key {
         r = r.bearer_auth(k);
     }
+    let resp = send(r, url, hint).await?;
+    resp.json().await.map_err(|e| ProviderError {
+        kind: FailureKind::Permanent,
+        message: format!("{}: unreadable reply: {}", engine::report::redact_url(url), e.without_url()),
+        billed_tokens: None,
+    })
+}
+
+/// Sends `r` (a request to `url`) and returns a 2xx answer; anything else
+/// is a classified [`ProviderError`], as [`post_json`] describes.
+pub(crate) async fn send(
+    r: reqwest::RequestBuilder,
+    url: &str,
+    hint: fn(u16, &str) -> Option<&'static str>,
+) -> std::result::Result<reqwest::Response, ProviderError> {
+    let shown = engine::report::redact_url(url);
+    let fail = |kind, message: String| ProviderError { kind, message, billed_tokens: None };
     let resp = match r.send().await {
         Ok(resp) => resp,
         Err(e) if e.is_timeout() => return Err(fail(FailureKind::Timeout, format!("{shown}: timed out"))),
@@ -154,7 +169,5 @@ pub(crate) async fn post_json<T: serde::de::DeserializeOwned>(
         }
         return Err(fail(FailureKind::from_status(status.as_u16(), retry_after), message));
     }
-    resp.json()
-        .await
-        .map_err(|e| fail(FailureKind::Permanent, format!("{shown}: unreadable reply: {}", e.without_url())))
+    Ok(resp)
 }

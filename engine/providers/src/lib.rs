@@ -28,6 +28,7 @@
 //! assert_eq!(batch.vectors[0].len(), 8);
 //! ```
 
+pub mod batch;
 pub mod cache;
 pub mod chat;
 pub mod client;

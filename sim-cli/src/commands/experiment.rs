@@ -411,6 +411,7 @@ fn fresh_plan(a: &ExperimentArgs) -> Result<Plan> {
         None => resolve_topics(&a.topics)?,
     };
     let mut cfg = crate::prelude::load_config(a.config.as_ref())?;
+    crate::prelude::refuse_batch_mode(&cfg, "experiment")?;
     let (model, judge) = models(a, &cfg)?;
     let (embedder, embedder_summary) = experiment_embedder(a, &mut cfg)?;
     let out = a.out.clone().unwrap_or_else(|| crate::output::fresh_dir(&format!("runs/experiment-s{}", a.seed)));

@@ -131,6 +131,7 @@ struct Summary {
 /// Runs `sim-cli validate`.
 pub fn validate(args: ValidateArgs) -> Result<()> {
     let cfg = load_config(args.config.as_ref())?;
+    crate::prelude::refuse_batch_mode(&cfg, "validate")?;
     let mut suite = load_suite(&args)?;
     if let Some(path) = &args.subgroups {
         let name = path.display().to_string();

@@ -8,6 +8,8 @@ mod run;
 mod bad_input;
 // Traces: replay, divergence, inspect, damage, parts, resume, no secrets.
 mod trace;
+// `[chat] mode = "batch"` against a loopback Batch API server: price, digest, failures, resume.
+mod batch;
 // `sim-cli soak` (the short campaign CI runs: determinism, kills, faults, full disk,
 // mutated inputs) and `sim-cli check-determinism`.
 mod soak;

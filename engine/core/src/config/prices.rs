@@ -46,6 +46,39 @@ pub struct ModelPrice {
     /// price, so that a cache hit is billed in full until a price is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_usd_per_mtok: Option<f64>,
+    /// The share of each price a Batch API call is billed
+    /// (`[chat] mode = "batch"`). Default 0.5, OpenAI's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_discount: Option<f64>,
+    /// USD per million input tokens of a batch call; default: the input
+    /// price times `batch_discount`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_input_usd_per_mtok: Option<f64>,
+    /// USD per million output tokens of a batch call; default: the output
+    /// price times `batch_discount`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_output_usd_per_mtok: Option<f64>,
+}
+
+/// OpenAI's Batch API price: half the online one.
+pub const DEFAULT_BATCH_DISCOUNT: f64 = 0.5;
+
+impl ModelPrice {
+    /// The price of one online call.
+    pub fn online(&self) -> crate::cost::Price {
+        crate::cost::Price::from_usd_per_mtok(self.input_usd_per_mtok, self.output_usd_per_mtok)
+            .with_cached_usd_per_mtok(self.cached_input_usd_per_mtok.unwrap_or(self.input_usd_per_mtok))
+    }
+
+    /// The price of one call through the Batch API: the explicit batch
+    /// prices, else the online ones times the discount (cached input too).
+    pub fn batch(&self) -> crate::cost::Price {
+        let d = self.batch_discount.unwrap_or(DEFAULT_BATCH_DISCOUNT);
+        let input = self.batch_input_usd_per_mtok.unwrap_or(self.input_usd_per_mtok * d);
+        let output = self.batch_output_usd_per_mtok.unwrap_or(self.output_usd_per_mtok * d);
+        let cached = self.cached_input_usd_per_mtok.unwrap_or(self.input_usd_per_mtok) * d;
+        crate::cost::Price::from_usd_per_mtok(input, output).with_cached_usd_per_mtok(cached)
+    }
 }
 
 fn configured() -> PriceLabel {
@@ -60,6 +93,9 @@ pub fn builtin_model_prices() -> BTreeMap<String, ModelPrice> {
         output_usd_per_mtok: 0.0,
         label: PriceLabel::Local,
         cached_input_usd_per_mtok: None,
+        batch_discount: None,
+        batch_input_usd_per_mtok: None,
+        batch_output_usd_per_mtok: None,
     };
     BTreeMap::from([(MINILM_MODEL.to_string(), local)])
 }
@@ -110,7 +146,15 @@ impl PricesSection {
         let (input, output) = default_row(self);
         let nominal = default_row(&PricesSection::default()) == (input, output);
         let label = if nominal { PriceLabel::Nominal } else { PriceLabel::Configured };
-        ModelPrice { input_usd_per_mtok: input, output_usd_per_mtok: output, label, cached_input_usd_per_mtok: None }
+        ModelPrice {
+            input_usd_per_mtok: input,
+            output_usd_per_mtok: output,
+            label,
+            cached_input_usd_per_mtok: None,
+            batch_discount: None,
+            batch_input_usd_per_mtok: None,
+            batch_output_usd_per_mtok: None,
+        }
     }
 
     /// The embedding prices of the default row.

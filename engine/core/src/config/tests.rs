@@ -1,4 +1,5 @@
 use super::*;
+use crate::embed::upstream::HttpSettings;
 
 #[test]
 fn empty_file_gives_defaults() {
@@ -144,4 +145,49 @@ fn a_written_chat_http_section_keeps_the_chat_defaults() {
     assert_eq!((embedding.read_timeout_ms, embedding.request_timeout_ms), (30_000, 60_000));
     let err = RawConfig::from_toml("[chat.http]\nread_timeout = 5\n", "t").err().map(|e| e.to_string());
     assert!(err.as_deref().is_some_and(|e| e.contains("read_timeout") && e.contains("t")), "{err:?}");
+}
+
+/// Batch mode: refused where no Batch API is (a scripted provider, several
+/// endpoints) and with settings past the API's limits; billed at half the
+/// online price unless the model's row says otherwise; never part of the
+/// content a digest starts from.
+#[test]
+fn batch_mode_is_checked_priced_and_not_content() {
+    let live = "[chat]\nprovider = \"openai\"\nmodel = \"m\"\n[chat.http]\nbase_url = \"http://127.0.0.1:1/v1\"\n";
+    let resolve = |text: &str| RawConfig::from_toml(text, "t").expect("parses").resolve("t");
+    let text = live.replace("model = \"m\"\n", "model = \"m\"\nmode = \"batch\"\n");
+    let batch = resolve(&text).expect("valid");
+    let online = resolve(live).expect("valid");
+    assert_eq!(batch.raw.chat.mode, ChatMode::Batch);
+    assert_eq!(batch.content_hash(), online.content_hash(), "the mode is not content");
+    assert_ne!(batch.hash(), online.hash(), "but it is part of the config");
+    let toml = online.to_toml();
+    assert!(!toml.lines().any(|l| l.starts_with("mode =")) && !toml.contains("[chat.batch]"), "{toml}");
+    // The default row and a row without batch prices: half of each price.
+    assert_eq!(online.chat_batch_price, Price::from_usd_per_mtok(0.075, 0.3).with_cached_usd_per_mtok(0.075));
+    let priced = resolve(&format!(
+        "{text}[prices.models.m]\ninput_usd_per_mtok = 2.0\noutput_usd_per_mtok = 8.0\nbatch_discount = 0.25\n"
+    ))
+    .expect("valid");
+    assert_eq!(priced.chat_batch_price, Price::from_usd_per_mtok(0.5, 2.0).with_cached_usd_per_mtok(0.5));
+    let explicit = resolve(&format!(
+        "{text}[prices.models.m]\ninput_usd_per_mtok = 2.0\nbatch_input_usd_per_mtok = 1.5\nbatch_output_usd_per_mtok = 0.0\n"
+    ))
+    .expect("valid");
+    assert_eq!(
+        (explicit.chat_batch_price.input_nano_per_mtok, explicit.chat_batch_price.output_nano_per_mtok),
+        (1_500_000_000, 0)
+    );
+    let refused = |text: &str, field: &str| {
+        let e = resolve(text).expect_err("refused").to_string();
+        assert!(e.contains(field), "{field}: {e}");
+    };
+    refused("[chat]\nmode = \"batch\"\n", "chat.mode");
+    refused(
+        &text.replace("base_url = \"http://127.0.0.1:1/v1\"", "base_urls = [\"http://a/v1\", \"http://b/v1\"]"),
+        "chat.http.base_urls",
+    );
+    refused(&format!("{text}[chat.batch]\nmax_lines = 50001\n"), "chat.batch.max_lines");
+    refused(&format!("{text}[chat.batch]\npoll_first_ms = 0\n"), "chat.batch.poll_first_ms");
+    refused(&format!("{text}[prices.models.m]\ninput_usd_per_mtok = 1.0\nbatch_discount = 1.5\n"), "batch_discount");
 }

@@ -204,6 +204,18 @@ impl ChatPort for CassetteChat {
     fn activity(&self) -> Option<crate::chat::ChatActivity> {
         self.live.as_ref().and_then(|l| l.activity())
     }
+
+    fn conversation_started(&self) {
+        if let Some(l) = &self.live {
+            l.conversation_started();
+        }
+    }
+
+    fn conversation_ended(&self) {
+        if let Some(l) = &self.live {
+            l.conversation_ended();
+        }
+    }
 }
 
 /// Embedding answers from a trace. The same request can be answered

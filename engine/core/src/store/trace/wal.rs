@@ -8,7 +8,7 @@
 //! the engine that wrote it, then one frame per answer. A torn final frame
 //! (a kill during a write) is cut when the log is reopened.
 
-use crate::chat::{ChatAttempt, ChatError, ChatPort, ChatReply, ChatRequest};
+use crate::chat::{BatchJournal, ChatAttempt, ChatError, ChatPort, ChatReply, ChatRequest, SubmittedBatch};
 use crate::cost::{with_layout, Layout, Spend};
 use crate::digest::Digest;
 use crate::error::{Error, Result};
@@ -41,6 +41,8 @@ enum WalFrame {
     },
     /// One answered call.
     Call(WalEntry),
+    /// A batch submitted to a Batch API, before its answers.
+    Batch(SubmittedBatch),
 }
 
 /// One answered call: the request digest and the reply, or the failure
@@ -57,14 +59,23 @@ pub struct WalEntry {
 /// final frame is left out. Returns them with the length of the complete
 /// frames (where appending continues).
 pub fn read_wal(path: &Path) -> Result<(Vec<WalEntry>, u64)> {
+    read_log(path).map(|(entries, _, valid)| (entries, valid))
+}
+
+/// The batches a log records as submitted, oldest first.
+pub fn read_wal_batches(path: &Path) -> Result<Vec<SubmittedBatch>> {
+    read_log(path).map(|(_, batches, _)| batches)
+}
+
+fn read_log(path: &Path) -> Result<(Vec<WalEntry>, Vec<SubmittedBatch>, u64)> {
     if !path.exists() {
-        return Ok((Vec::new(), 0));
+        return Ok((Vec::new(), Vec::new(), 0));
     }
     let file = std::fs::File::open(path).map_err(|e| Error::Io { file: path.display().to_string(), source: e })?;
     let len = file.metadata().map_err(|e| Error::Io { file: path.display().to_string(), source: e })?.len();
     let (format, layout) = layout(path);
     let mut r = FrameReader::new(std::io::BufReader::new(file), len, &path.display().to_string(), &format)?;
-    let mut out = Vec::new();
+    let (mut out, mut batches) = (Vec::new(), Vec::new());
     loop {
         match r.read_next()? {
             Next::Frame(f) => {
@@ -72,9 +83,10 @@ pub fn read_wal(path: &Path) -> Result<(Vec<WalEntry>, u64)> {
                 match frame.map_err(|e| r.corrupt(&f, e))? {
                     WalFrame::Start { .. } => {}
                     WalFrame::Call(entry) => out.push(entry),
+                    WalFrame::Batch(b) => batches.push(b),
                 }
             }
-            Next::Torn(_) | Next::End => return Ok((out, r.valid_len())),
+            Next::Torn(_) | Next::End => return Ok((out, batches, r.valid_len())),
         }
     }
 }
@@ -84,8 +96,22 @@ pub fn read_wal(path: &Path) -> Result<(Vec<WalEntry>, u64)> {
 pub struct WalChat {
     inner: Arc<dyn ChatPort>,
     path: PathBuf,
-    frames: Mutex<FrameWriter>,
+    frames: Arc<Mutex<FrameWriter>>,
     layout: Layout,
+}
+
+/// The log as a batch port's journal: it shares the log's writer.
+struct Journal {
+    path: PathBuf,
+    frames: Arc<Mutex<FrameWriter>>,
+    layout: Layout,
+}
+
+impl BatchJournal for Journal {
+    fn submitted(&self, batch: &SubmittedBatch) -> Result<()> {
+        let payload = with_layout(self.layout, || encode(&self.path, &WalFrame::Batch(batch.clone())))?;
+        self.frames.lock().append(&payload).map(|_| ())
+    }
 }
 
 impl WalChat {
@@ -101,7 +127,10 @@ impl WalChat {
             let payload = encode(path, &start)?;
             FrameWriter::create(path, &CHAT_WAL, &payload, false)?
         };
-        Ok(WalChat { inner, path: path.to_path_buf(), frames: Mutex::new(frames), layout })
+        let frames = Arc::new(Mutex::new(frames));
+        let journal = Journal { path: path.to_path_buf(), frames: Arc::clone(&frames), layout };
+        inner.attach_journal(Arc::new(journal), read_wal_batches(path)?);
+        Ok(WalChat { inner, path: path.to_path_buf(), frames, layout })
     }
 
     fn append(&self, entry: WalEntry) -> Result<()> {
@@ -145,6 +174,14 @@ impl ChatPort for WalChat {
 
     fn activity(&self) -> Option<crate::chat::ChatActivity> {
         self.inner.activity()
+    }
+
+    fn conversation_started(&self) {
+        self.inner.conversation_started();
+    }
+
+    fn conversation_ended(&self) {
+        self.inner.conversation_ended();
     }
 }
 
