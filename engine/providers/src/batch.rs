@@ -45,6 +45,9 @@ pub struct BatchChat {
 
 struct Inner {
     http: HttpChat,
+    /// For files and polls: connect and read timeouts, no overall one (an
+    /// input or output file may be 200 MB).
+    files: reqwest::Client,
     /// `…/v1`, without a trailing slash.
     base: String,
     online: Arc<ChatClient>,
@@ -79,10 +82,21 @@ impl BatchChat {
     /// environment, as for online calls.
     pub fn new(section: &ChatSection, online: Arc<ChatClient>, price: Price, seed: u64) -> engine::Result<BatchChat> {
         let http = HttpChat::new(section)?;
+        let h = &section.http;
+        let files = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(h.connect_timeout_ms))
+            .read_timeout(Duration::from_millis(h.read_timeout_ms))
+            .build()
+            .map_err(|e| engine::Error::Config {
+                source_name: "configuration".into(),
+                field: "chat.http".into(),
+                cause: format!("cannot build an HTTP client: {e}"),
+            })?;
         let base = section.http.endpoints().first().map(|b| b.trim_end_matches('/').to_string()).unwrap_or_default();
         Ok(BatchChat {
             inner: Arc::new(Inner {
                 http,
+                files,
                 base,
                 online,
                 price,
@@ -174,14 +188,12 @@ impl ChatPort for BatchChat {
     }
 }
 
-/// A copy of `result` for a second waiter on the same request.
-fn copy(result: &ChatResult<ChatReply>) -> ChatResult<ChatReply> {
+/// `result` for a second waiter on the same request: the same answer,
+/// with the bill left to the first.
+fn unbilled(result: &ChatResult<ChatReply>) -> ChatResult<ChatReply> {
     match result {
-        Ok(r) => Ok(r.clone()),
-        Err(ChatError::Provider { cause, spend, attempts }) => {
-            Err(ChatError::Provider { cause: cause.clone(), spend: *spend, attempts: attempts.clone() })
-        }
-        Err(e @ ChatError::Engine(_)) => Err(failure(e.to_string(), Vec::new())),
+        Ok(r) => Ok(ChatReply { spend: Spend::default(), attempts: Vec::new(), ..r.clone() }),
+        Err(e) => Err(failure(e.to_string(), Vec::new())),
     }
 }
 
@@ -222,7 +234,6 @@ struct FileObject {
 /// One line of an output or error file.
 #[derive(Debug, Deserialize)]
 struct OutputLine {
-    custom_id: String,
     #[serde(default)]
     response: Option<LineResponse>,
     #[serde(default)]
@@ -239,7 +250,11 @@ struct LineResponse {
 /// What became of one request of a batch.
 enum LineResult {
     Answered(ChatReply),
+    /// Its line failed (billed nothing).
     Failed(String),
+    /// The batch never answered it (expired, cancelled, failed as a whole,
+    /// or gone): a resumed run submits such requests again.
+    Unanswered(String),
 }
 
 impl Inner {
@@ -250,33 +265,47 @@ impl Inner {
         for (request, tx) in round {
             waiters.entry(request.digest()).or_insert_with(|| (request, Vec::new())).1.push(tx);
         }
-        let retries_only = waiters.values().all(|(r, _)| r.attempt > 0);
-        let results: Vec<(Digest, ChatResult<ChatReply>)> =
-            if retries_only && waiters.len() <= self.settings.direct_retries_at_most {
-                let online = &self.online;
-                let online = waiters.iter().map(|(d, (r, _))| async move { (*d, online.complete(r).await) });
-                futures::future::join_all(online).await
-            } else {
-                let requests: Vec<&ChatRequest> = waiters.values().map(|(r, _)| r).collect();
-                self.through_batches(&requests).await
-            };
+        // Requests a resumed run's log puts in a batch are polled there,
+        // never bought again online.
+        let (known, fresh): (Vec<&ChatRequest>, Vec<&ChatRequest>) = {
+            let earlier = self.earlier.lock();
+            waiters.values().map(|(r, _)| r).partition(|r| earlier.contains_key(&r.digest()))
+        };
+        let direct = !fresh.is_empty()
+            && fresh.len() <= self.settings.direct_retries_at_most
+            && fresh.iter().all(|r| r.attempt > 0);
+        let (online, batched) = match direct {
+            true => (fresh, known),
+            false => (Vec::new(), known.into_iter().chain(fresh).collect()),
+        };
+        let client = &self.online;
+        let online = online.into_iter().map(|r| async move { (r.digest(), client.complete(r).await) });
+        let (mut results, batched) =
+            futures::future::join(futures::future::join_all(online), self.through_batches(&batched)).await;
+        results.extend(batched);
         for (digest, result) in results {
-            if let Some((_, txs)) = waiters.remove(&digest) {
+            let Some((_, txs)) = waiters.remove(&digest) else { continue };
+            let mut txs = txs.into_iter();
+            if let Some(first) = txs.next() {
+                // Waiters on the same request share one answer, billed once.
                 for tx in txs {
-                    let _ = tx.send(copy(&result));
+                    let _ = tx.send(unbilled(&result));
                 }
+                let _ = first.send(result);
             }
         }
         // Anything left unanswered (not expected) fails rather than hangs.
-        for (_, (_, txs)) in waiters {
+        for (digest, (_, txs)) in waiters {
             for tx in txs {
-                let _ = tx.send(Err(failure("the batch ended without an answer to this request", Vec::new())));
+                let cause = format!("the batch port never answered request {}", &digest.hex()[..16]);
+                let _ = tx.send(Err(failure(cause, Vec::new())));
             }
         }
     }
 
     /// Submits what no earlier batch carries, then waits for every batch the
-    /// requests are in.
+    /// requests are in. Requests an earlier batch (of a run since killed)
+    /// never answered are submitted again, once.
     async fn through_batches(&self, requests: &[&ChatRequest]) -> Vec<(Digest, ChatResult<ChatReply>)> {
         let mut groups: BTreeMap<String, Vec<&ChatRequest>> = BTreeMap::new();
         let mut fresh = Vec::new();
@@ -290,6 +319,25 @@ impl Inner {
             }
         }
         let mut out = Vec::new();
+        let mut again = Vec::new();
+        for (reqs, results) in self.wait_all(groups).await {
+            for r in reqs {
+                match results.get(&r.digest()) {
+                    Some(LineResult::Unanswered(_)) | None => again.push(r),
+                    Some(result) => out.push((r.digest(), self.answer(r, Some(result)))),
+                }
+            }
+        }
+        if !again.is_empty() {
+            let mut earlier = self.earlier.lock();
+            for r in &again {
+                earlier.remove(&r.digest());
+            }
+            drop(earlier);
+            eprintln!("{} requests of batches recorded before were never answered: submitting them again", again.len());
+            fresh.extend(again);
+        }
+        let mut groups = BTreeMap::new();
         for chunk in self.chunks(&fresh) {
             match self.submit(&chunk).await {
                 Ok(id) => {
@@ -297,26 +345,37 @@ impl Inner {
                 }
                 Err(e) => {
                     let cause = format!("the batch could not be submitted: {}", e.message);
-                    let attempt = self.attempt(0, Some((e.kind.class(), e.message.clone())), Spend::default());
+                    let attempt = self.attempt(Some((e.kind.class(), e.message.clone())), Spend::default());
+                    self.failed_lines.fetch_add(chunk.len() as u64, Ordering::Relaxed);
                     out.extend(chunk.iter().map(|r| (r.digest(), Err(failure(cause.clone(), vec![attempt.clone()])))));
                 }
             }
         }
-        let waits = groups.iter().map(|(id, reqs)| self.collect(id, reqs));
-        for (reqs, results) in groups.values().zip(futures::future::join_all(waits).await) {
-            for r in reqs {
-                let result = match results.get(&r.digest()) {
-                    Some(LineResult::Answered(reply)) => Ok(reply.clone()),
-                    Some(LineResult::Failed(cause)) => {
-                        let attempt = self.attempt(0, Some((FailureClass::Permanent, cause.clone())), Spend::default());
-                        Err(failure(cause.clone(), vec![attempt]))
-                    }
-                    None => Err(failure("the batch port lost this request's line", Vec::new())),
-                };
-                out.push((r.digest(), result));
-            }
+        for (reqs, results) in self.wait_all(groups).await {
+            out.extend(reqs.iter().map(|r| (r.digest(), self.answer(r, results.get(&r.digest())))));
         }
         out
+    }
+
+    /// Waits for every batch of `groups` at once.
+    async fn wait_all<'r>(
+        &self,
+        groups: BTreeMap<String, Vec<&'r ChatRequest>>,
+    ) -> Vec<(Vec<&'r ChatRequest>, HashMap<Digest, LineResult>)> {
+        let waits = groups.iter().map(|(id, reqs)| self.collect(id, reqs));
+        let results = futures::future::join_all(waits).await;
+        groups.into_values().zip(results).collect()
+    }
+
+    /// The answer to `request` from what its batch said.
+    fn answer(&self, request: &ChatRequest, result: Option<&LineResult>) -> ChatResult<ChatReply> {
+        let cause = match result {
+            Some(LineResult::Answered(reply)) => return Ok(reply.clone()),
+            Some(LineResult::Failed(cause) | LineResult::Unanswered(cause)) => cause.clone(),
+            None => format!("no batch answered request {}", &request.digest().hex()[..16]),
+        };
+        let attempt = self.attempt(Some((FailureClass::Permanent, cause.clone())), Spend::default());
+        Err(failure(cause, vec![attempt]))
     }
 
     /// The JSONL line of `request`.
@@ -352,22 +411,28 @@ impl Inner {
     }
 
     /// Uploads and submits one file of lines, records the batch in the
-    /// log, and returns its id.
+    /// log, and returns its id. Creating the batch is retried only after a
+    /// 429: a timeout or a 5xx may have created it, and a second one would
+    /// be paid for twice.
     async fn submit(&self, requests: &[&ChatRequest]) -> Result<String, ProviderError> {
         let mut jsonl = String::new();
         for r in requests {
             jsonl.push_str(&self.line(r));
             jsonl.push('\n');
         }
-        let file: FileObject = self.retrying(|| self.upload(&jsonl)).await?;
+        let file: FileObject = self.retrying(|| self.upload(&jsonl), FailureKind::transient).await?;
         let body = serde_json::json!({
             "input_file_id": file.id,
             "endpoint": "/v1/chat/completions",
             "completion_window": self.settings.completion_window,
         });
         let url = format!("{}/batches", self.base);
+        let rate_limited = |k: FailureKind| matches!(k, FailureKind::RateLimited { .. });
         let batch: BatchObject = self
-            .retrying(|| crate::http::post_json(&self.http.client, &url, self.http.key.as_deref(), &body, no_hint))
+            .retrying(
+                || crate::http::post_json(&self.http.client, &url, self.http.key.as_deref(), &body, no_hint),
+                rate_limited,
+            )
             .await?;
         let submitted = SubmittedBatch {
             batch_id: batch.id.clone(),
@@ -376,7 +441,10 @@ impl Inner {
         };
         if let Some(j) = self.journal.lock().clone() {
             if let Err(e) = j.submitted(&submitted) {
-                eprintln!("batch {}: submitted, but not recorded in the chat log ({e}); a resume would submit its requests again", batch.id);
+                eprintln!(
+                    "batch {}: submitted, but not recorded in the chat log ({e}); a resume would submit its requests again",
+                    batch.id
+                );
             }
         }
         self.batches.fetch_add(1, Ordering::Relaxed);
@@ -403,8 +471,7 @@ impl Inner {
         body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
         let url = format!("{}/files", self.base);
         let r = self
-            .http
-            .client
+            .files
             .post(&url)
             .header(reqwest::header::CONTENT_TYPE, format!("multipart/form-data; boundary={boundary}"))
             .body(body);
@@ -420,11 +487,12 @@ impl Inner {
     }
 
     async fn get(&self, url: &str) -> Result<reqwest::Response, ProviderError> {
-        crate::http::send(self.authed(self.http.client.get(url)), url, no_hint).await
+        crate::http::send(self.authed(self.files.get(url)), url, no_hint).await
     }
 
-    /// Retries a transient failure of `f` with the chat transport's backoff.
-    async fn retrying<T, F, Fut>(&self, f: F) -> Result<T, ProviderError>
+    /// Retries a failure of `f` that `retry` accepts, up to the chat
+    /// transport's retries, doubling a half-second wait.
+    async fn retrying<T, F, Fut>(&self, f: F, retry: fn(FailureKind) -> bool) -> Result<T, ProviderError>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, ProviderError>>,
@@ -433,9 +501,8 @@ impl Inner {
         loop {
             match f().await {
                 Ok(v) => return Ok(v),
-                Err(e) if e.kind.transient() && attempt < self.max_retries => {
-                    let wait = Duration::from_millis(500u64 << attempt.min(6));
-                    self.clock.sleep(wait).await;
+                Err(e) if retry(e.kind) && attempt < self.max_retries => {
+                    self.clock.sleep(Duration::from_millis(500u64 << attempt.min(6))).await;
                     attempt += 1;
                 }
                 Err(e) => return Err(e),
@@ -443,25 +510,57 @@ impl Inner {
         }
     }
 
-    /// Polls batch `id` until it ends, then reads its files.
+    /// Retries a transient failure of `f` for as long as it lasts, waiting
+    /// as polls do (a batch runs for hours: a network outage must not throw
+    /// away what it ran). A permanent failure is returned.
+    async fn persisting<T, F, Fut>(&self, what: &str, f: F) -> Result<T, ProviderError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ProviderError>>,
+    {
+        let mut wait = Duration::from_millis(self.settings.poll_first_ms);
+        let mut said = false;
+        loop {
+            match f().await {
+                Ok(v) => return Ok(v),
+                Err(e) if e.kind.transient() => {
+                    if !said {
+                        eprintln!("{what}: {} (trying again until it answers)", e.message);
+                        said = true;
+                    }
+                    self.clock.sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_millis(self.settings.poll_max_ms));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Polls batch `id` until it ends, then reads its files, for the lines
+    /// of `requests`.
     async fn collect(&self, id: &str, requests: &[&ChatRequest]) -> HashMap<Digest, LineResult> {
         let started = self.clock.now();
         self.waiting.fetch_add(requests.len() as u64, Ordering::Relaxed);
-        let result = self.wait_and_read(id, started).await;
+        let asked: HashMap<Digest, &ChatRequest> = requests.iter().map(|r| (r.digest(), *r)).collect();
+        let result = self.wait_and_read(id, started, &asked).await;
         self.waiting.fetch_sub(requests.len() as u64, Ordering::Relaxed);
         let (status, mut map) = match result {
             Ok(found) => found,
             Err(cause) => {
-                (String::new(), requests.iter().map(|r| (r.digest(), LineResult::Failed(cause.clone()))).collect())
+                (String::new(), requests.iter().map(|r| (r.digest(), LineResult::Unanswered(cause.clone()))).collect())
             }
         };
         // Lines an expired or cancelled batch never ran fail, unbilled.
         for r in requests {
             map.entry(r.digest()).or_insert_with(|| {
-                self.failed_lines.fetch_add(1, Ordering::Relaxed);
-                LineResult::Failed(format!("batch {id} ended {status} without answering this request (not billed)"))
+                LineResult::Unanswered(format!(
+                    "batch {id} ended {status} without answering request {} (not billed)",
+                    &r.digest().hex()[..16]
+                ))
             });
         }
+        let failed = map.values().filter(|l| !matches!(l, LineResult::Answered(_))).count();
+        self.failed_lines.fetch_add(failed as u64, Ordering::Relaxed);
         map
     }
 
@@ -469,6 +568,7 @@ impl Inner {
         &self,
         id: &str,
         started: Duration,
+        asked: &HashMap<Digest, &ChatRequest>,
     ) -> Result<(String, HashMap<Digest, LineResult>), String> {
         let url = format!("{}/batches/{id}", self.base);
         let mut wait = Duration::from_millis(self.settings.poll_first_ms);
@@ -476,10 +576,9 @@ impl Inner {
         let batch = loop {
             self.clock.sleep(wait).await;
             wait = (wait * 2).min(Duration::from_millis(self.settings.poll_max_ms));
-            let b: BatchObject = match self.retrying(|| async { read_json(self.get(&url).await?, &url).await }).await {
-                Ok(b) => b,
-                Err(e) => return Err(format!("batch {id} could not be polled: {}", e.message)),
-            };
+            let what = format!("batch {id}");
+            let poll = self.persisting(&what, || async { read_json(self.get(&url).await?, &url).await });
+            let b: BatchObject = poll.await.map_err(|e| format!("batch {id} could not be polled: {}", e.message))?;
             let c = b.request_counts.as_ref();
             let line = format!(
                 "batch {id}: {} ({} of {} done, {} failed)",
@@ -492,9 +591,8 @@ impl Inner {
                 eprintln!("{line}");
                 last = line;
             }
-            match b.status.as_str() {
-                "completed" | "expired" | "cancelled" | "failed" => break b,
-                _ => {}
+            if matches!(b.status.as_str(), "completed" | "expired" | "cancelled" | "failed") {
+                break b;
             }
         };
         if batch.status == "failed" {
@@ -505,26 +603,30 @@ impl Inner {
         let mut out = HashMap::new();
         for file in [&batch.output_file_id, &batch.error_file_id].into_iter().flatten() {
             let url = format!("{}/files/{file}/content", self.base);
+            let read = || async { self.get(&url).await?.text().await.map_err(|e| server(&url, &e.to_string())) };
             let text = self
-                .retrying(|| async { self.get(&url).await?.text().await.map_err(|e| server(&url, &e.to_string())) })
+                .persisting(&format!("batch {id}: file {file}"), read)
                 .await
                 .map_err(|e| format!("batch {id}: its file {file} could not be read: {}", e.message))?;
-            for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                let parsed: OutputLine =
-                    serde_json::from_str(line).map_err(|e| format!("batch {id}: file {file} has a bad line: {e}"))?;
-                let Some(digest) = Digest::from_hex(&parsed.custom_id) else { continue };
-                out.insert(digest, self.line_result(id, parsed, latency_ms));
+            for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                let loose: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+                let Some(digest) = loose["custom_id"].as_str().and_then(Digest::from_hex) else { continue };
+                let Some(request) = asked.get(&digest) else { continue };
+                let result = match serde_json::from_value::<OutputLine>(loose) {
+                    Ok(parsed) => self.line_result(id, parsed, request, latency_ms),
+                    Err(e) => {
+                        LineResult::Failed(format!("batch {id}: line {} of file {file} is unreadable: {e}", n + 1))
+                    }
+                };
+                out.insert(digest, result);
             }
         }
         Ok((batch.status, out))
     }
 
-    /// What one output or error line says.
-    fn line_result(&self, id: &str, line: OutputLine, latency_ms: u64) -> LineResult {
-        let failed = |cause: String| {
-            self.failed_lines.fetch_add(1, Ordering::Relaxed);
-            LineResult::Failed(format!("batch {id}: {cause}"))
-        };
+    /// What one output or error line says about `request`.
+    fn line_result(&self, id: &str, line: OutputLine, request: &ChatRequest, latency_ms: u64) -> LineResult {
+        let failed = |cause: String| LineResult::Failed(format!("batch {id}: {cause}"));
         if let Some(e) = line.error.filter(|e| !e.is_null()) {
             return failed(format!("line failed: {e}"));
         }
@@ -536,24 +638,25 @@ impl Inner {
             Ok(r) => r,
             Err(e) => return failed(format!("unreadable completion: {e}")),
         };
+        // Without `usage`, estimated as online calls are.
         let (usage, estimated) = match reply.usage {
             Some(u) => (u, false),
             None => {
-                let u = crate::chat::TokenUsage { prompt: 0, completion: estimate_tokens(&reply.text), cached: 0 };
-                (u, true)
+                let (prompt, completion) = (estimate_tokens(&request.prompt), estimate_tokens(&reply.text));
+                (crate::chat::TokenUsage { prompt, completion, cached: 0 }, true)
             }
         };
         let spend = self.price.bill_cached(usage.prompt, usage.cached, usage.completion);
         self.billed.fetch_add(spend.nano_usd, Ordering::Relaxed);
-        let mut attempt = self.attempt(0, None, spend);
+        let mut attempt = self.attempt(None, spend);
         attempt.latency_ms = latency_ms;
         attempt.model = reply.model;
         LineResult::Answered(ChatReply { text: reply.text, spend, estimated, attempts: vec![attempt] })
     }
 
-    fn attempt(&self, attempt: u32, error: Option<(FailureClass, String)>, spend: Spend) -> ChatAttempt {
+    fn attempt(&self, error: Option<(FailureClass, String)>, spend: Spend) -> ChatAttempt {
         ChatAttempt {
-            attempt,
+            attempt: 0,
             endpoint: engine::report::redact_url(&format!("{}/batches", self.base)),
             model: None,
             error,

@@ -19,7 +19,7 @@ use crate::clock::{Sleeper, TokioSleeper};
 use crate::provider::{Backoff, FailureKind, ProviderError};
 use engine::chat::schema::{instruction, schema, schema_name};
 use engine::chat::{ChatAttempt, ChatError, ChatPort, ChatReply, ChatRequest, ScriptedPersonaModel};
-use engine::config::{ChatProvider, ChatSection, Config, StructuredOutput};
+use engine::config::{ChatSection, StructuredOutput};
 use engine::cost::{estimate_tokens, Price, Spend};
 use engine::digest::DigestWriter;
 use engine::embed::upstream::{HttpSettings, ModelledSettings};
@@ -530,35 +530,4 @@ impl ChatUpstream for ModelledChat {
             Ok(UpstreamReply { text: reply.text, usage, model: Some(call.request.model.clone()) })
         })
     }
-}
-
-/// The chat port `cfg.chat` names: the scripted persona model, or the
-/// client over the modelled or HTTP upstream. Fails when the HTTP key is
-/// missing or a URL is malformed. A live endpoint is built only when the
-/// configuration names it.
-pub fn build_chat(cfg: &Config, seed: u64) -> Result<Arc<dyn ChatPort>> {
-    let c = &cfg.raw.chat;
-    let scripted = ScriptedPersonaModel { seed, malformed_rate: c.malformed_rate, price: cfg.chat_price };
-    let clock = crate::modelled_clock(&c.modelled).filter(|_| c.provider == ChatProvider::Modelled);
-    let upstream: Arc<dyn ChatUpstream> = match c.provider {
-        ChatProvider::Scripted => return Ok(Arc::new(scripted)),
-        ChatProvider::Modelled => {
-            let modelled = ModelledChat::new(scripted, c.modelled.clone());
-            Arc::new(match &clock {
-                Some(clock) => modelled.with_clock(clock.clone()),
-                None => modelled,
-            })
-        }
-        ChatProvider::Openai => Arc::new(HttpChat::new(c)?),
-    };
-    let client = ChatClient::new(upstream, c, cfg.chat_price, seed);
-    let client = match clock {
-        Some(clock) => client.with_clock(clock),
-        None => client,
-    };
-    if c.mode == engine::config::ChatMode::Batch {
-        let batch = crate::batch::BatchChat::new(c, Arc::new(client), cfg.chat_batch_price, seed)?;
-        return Ok(Arc::new(batch));
-    }
-    Ok(Arc::new(client))
 }

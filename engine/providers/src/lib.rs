@@ -40,7 +40,7 @@ pub mod modelled;
 pub mod provider;
 
 pub use cache::TextCache;
-pub use chat::{build_chat, ChatClient};
+pub use chat::ChatClient;
 pub use client::InferenceClient;
 pub use http::HttpProvider;
 pub use local::LocalProvider;
@@ -50,6 +50,37 @@ pub use provider::EmbedProvider;
 
 use engine::config::{Config, Provider};
 use std::sync::Arc;
+
+/// The chat port `cfg.chat` names: the scripted persona model, or the
+/// client over the modelled or HTTP upstream. Fails when the HTTP key is
+/// missing or a URL is malformed. A live endpoint is built only when the
+/// configuration names it.
+pub fn build_chat(cfg: &Config, seed: u64) -> engine::Result<Arc<dyn engine::chat::ChatPort>> {
+    let c = &cfg.raw.chat;
+    let scripted = engine::chat::ScriptedPersonaModel { seed, malformed_rate: c.malformed_rate, price: cfg.chat_price };
+    let clock = modelled_clock(&c.modelled).filter(|_| c.provider == engine::config::ChatProvider::Modelled);
+    let upstream: Arc<dyn chat::ChatUpstream> = match c.provider {
+        engine::config::ChatProvider::Scripted => return Ok(Arc::new(scripted)),
+        engine::config::ChatProvider::Modelled => {
+            let modelled = chat::ModelledChat::new(scripted, c.modelled.clone());
+            Arc::new(match &clock {
+                Some(clock) => modelled.with_clock(clock.clone()),
+                None => modelled,
+            })
+        }
+        engine::config::ChatProvider::Openai => Arc::new(chat::HttpChat::new(c)?),
+    };
+    let client = chat::ChatClient::new(upstream, c, cfg.chat_price, seed);
+    let client = match clock {
+        Some(clock) => client.with_clock(clock),
+        None => client,
+    };
+    if c.mode == engine::config::ChatMode::Batch {
+        let batch = batch::BatchChat::new(c, Arc::new(client), cfg.chat_batch_price, seed)?;
+        return Ok(Arc::new(batch));
+    }
+    Ok(Arc::new(client))
+}
 
 /// The inference client over the provider `cfg.embedding` names, with its
 /// cache (in memory, or the cache file, loaded now). `seed` seeds the

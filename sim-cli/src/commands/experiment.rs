@@ -124,7 +124,9 @@ fn models(a: &ExperimentArgs, cfg: &engine::config::Config) -> Result<(AgentMode
     };
     let judge = match &a.judge_config {
         Some(path) => {
-            let j = agent_model(&crate::prelude::load_config(Some(path))?, path, a.seed)?;
+            let judge_cfg = crate::prelude::load_config(Some(path))?;
+            crate::prelude::refuse_batch_mode(&judge_cfg, "experiment --judge-config")?;
+            let j = agent_model(&judge_cfg, path, a.seed)?;
             if !j.live {
                 bail!(
                     "--judge-config {}: names no live model ([chat] provider = \"openai\"); without it the scripted rubric judge scores",

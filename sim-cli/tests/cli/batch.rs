@@ -129,43 +129,75 @@ fn failed_and_expired_lines_fail_their_jobs_alone() {
     }
 }
 
+/// Runs the panel in batch mode against a server whose batches take two
+/// seconds, and kills it once the first batch has been polled.
+fn killed_during_first_batch(dir: &Path) -> Server {
+    let s = server(dir, &["--hold", "2"]);
+    config(dir, "batch.toml", s.port, "batch");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+        .args(["run", "--personas", "12", "--ticks", "3", "--config", "batch.toml", "--out", "k", "--yes", "--json"])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sim-cli runs");
+    let start = Instant::now();
+    while seen(dir, "GET /v1/batches/batch_1") == 0 {
+        assert!(start.elapsed() < Duration::from_secs(60), "the first batch was never polled");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("kill");
+    let _ = child.wait();
+    assert_eq!(seen(dir, "POST /v1/batches"), 1, "killed while the first batch ran");
+    s
+}
+
+/// The digest, bill and batch count of the panel run uninterrupted.
+fn uninterrupted(dir: &Path) -> (serde_json::Value, usize) {
+    let s = server(dir, &[]);
+    config(dir, "batch.toml", s.port, "batch");
+    let v = run(dir, "batch.toml", "clean");
+    let batches = seen(dir, "POST /v1/batches");
+    std::fs::remove_file(dir.join("server.log")).expect("fresh log");
+    (v, batches)
+}
+
+fn resume(dir: &Path) -> serde_json::Value {
+    let resumed = sim(dir, &["run", "--resume", "k", "--json"]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    serde_json::from_slice(&resumed.stdout).expect("json")
+}
+
 /// A run killed after a batch was submitted and before it ended resumes by
 /// polling that batch: it is never submitted twice, and the run ends with
 /// the digest and the bill of an uninterrupted one.
 #[test]
 fn a_batch_run_killed_before_its_batch_ends_resumes_without_submitting_it_again() {
     let dir = scratch("batch-kill");
-    let clean = {
-        let s = server(&dir, &[]);
-        config(&dir, "batch.toml", s.port, "batch");
-        let v = run(&dir, "batch.toml", "clean");
-        (v, seen(&dir, "POST /v1/batches"))
-    };
+    let (clean, batches) = uninterrupted(&dir);
+    let _server = killed_during_first_batch(&dir);
+    let v = resume(&dir);
+    assert_eq!(seen(&dir, "POST /v1/batches"), batches, "no batch submitted twice");
+    assert_eq!(v["digest"], clean["digest"]);
+    assert_eq!(v["cost"]["chat_nano_usd"], clean["cost"]["chat_nano_usd"]);
+}
+
+/// When the batch a killed run was waiting for is gone by the time it
+/// resumes (here: the server lost it), its requests are submitted again
+/// and the run ends as an uninterrupted one would.
+#[test]
+fn a_batch_gone_while_the_run_was_down_is_submitted_again() {
+    let dir = scratch("batch-gone");
+    let (clean, batches) = uninterrupted(&dir);
+    let port = killed_during_first_batch(&dir).port.to_string();
     std::fs::remove_file(dir.join("server.log")).expect("fresh log");
-    // The batches now take at least two seconds.
-    let s = server(&dir, &["--hold", "2"]);
-    config(&dir, "batch.toml", s.port, "batch");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
-        .args(["run", "--personas", "12", "--ticks", "3", "--config", "batch.toml", "--out", "k", "--yes", "--json"])
-        .current_dir(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("sim-cli runs");
-    let start = Instant::now();
-    while seen(&dir, "GET /v1/batches/batch_1") == 0 {
-        assert!(start.elapsed() < Duration::from_secs(60), "the first batch was never polled");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().expect("kill");
-    let _ = child.wait();
-    assert_eq!(seen(&dir, "POST /v1/batches"), 1, "killed while the first batch ran");
-    let resumed = sim(&dir, &["run", "--resume", "k", "--json"]);
-    assert!(resumed.status.success(), "{}", stderr(&resumed));
-    let v: serde_json::Value = serde_json::from_slice(&resumed.stdout).expect("json");
-    assert_eq!(seen(&dir, "POST /v1/batches"), clean.1, "no batch submitted twice");
-    assert_eq!(v["digest"], clean.0["digest"]);
-    assert_eq!(v["cost"]["chat_nano_usd"], clean.0["cost"]["chat_nano_usd"]);
+    // A new server on the port the run recorded, knowing no batch.
+    let _server = server(&dir, &["--port", &port]);
+    let v = resume(&dir);
+    assert!(seen(&dir, "GET /v1/batches/batch_1") > 0, "the recorded batch was asked for first");
+    assert_eq!(seen(&dir, "POST /v1/batches"), batches, "then every round went out once");
+    assert_eq!(v["digest"], clean["digest"]);
+    assert_eq!(v["cost"]["chat_nano_usd"], clean["cost"]["chat_nano_usd"]);
 }
 
 /// Replies that fail the guardrails are asked again: a few retries alone go

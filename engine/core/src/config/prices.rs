@@ -71,12 +71,14 @@ impl ModelPrice {
     }
 
     /// The price of one call through the Batch API: the explicit batch
-    /// prices, else the online ones times the discount (cached input too).
+    /// prices, else the online ones times the discount. Cached input costs
+    /// its online price times the discount, or the batch input price when
+    /// the row sets no cached price (never more than fresh input).
     pub fn batch(&self) -> crate::cost::Price {
         let d = self.batch_discount.unwrap_or(DEFAULT_BATCH_DISCOUNT);
         let input = self.batch_input_usd_per_mtok.unwrap_or(self.input_usd_per_mtok * d);
         let output = self.batch_output_usd_per_mtok.unwrap_or(self.output_usd_per_mtok * d);
-        let cached = self.cached_input_usd_per_mtok.unwrap_or(self.input_usd_per_mtok) * d;
+        let cached = self.cached_input_usd_per_mtok.map_or(input, |c| (c * d).min(input));
         crate::cost::Price::from_usd_per_mtok(input, output).with_cached_usd_per_mtok(cached)
     }
 }
