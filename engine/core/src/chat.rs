@@ -63,6 +63,11 @@ pub struct ChatRequest {
     pub prompt: Arc<str>,
     /// 0 for the first try, then 1, 2... for guardrail retries.
     pub attempt: u32,
+    /// A survey question's number of options (2 to
+    /// [`schema::MAX_OPTIONS`]), which bounds the answer its schema allows;
+    /// 0 for other purposes. Not in the digest: the prompt lists the
+    /// options.
+    pub options: u8,
     prompt_digest: Digest,
     /// The request digest, and the attempt it was taken for.
     digest: (u32, Digest),
@@ -78,11 +83,19 @@ impl ChatRequest {
             purpose,
             prompt,
             attempt: 0,
+            options: 0,
             prompt_digest,
             digest: (0, Digest::default()),
         };
         request.digest = (0, request.compute_digest());
         request
+    }
+
+    /// The same request for a survey question of `options` options (see
+    /// [`ChatRequest::options`]).
+    pub fn with_options(mut self, options: u8) -> ChatRequest {
+        self.options = options;
+        self
     }
 
     /// The same request, as attempt `attempt`.

@@ -319,6 +319,14 @@ fn a_live_model_gets_the_survey_schema_and_the_cost_first() {
     let survey = survey_bodies();
     assert_eq!(survey.len(), 60, "every question with the survey schema (and one connection check besides)");
     assert!(survey.iter().all(|b| b.contains("Options:\\n1. ")), "the options are in the prompt");
+    // Each question's schema allows its own options: 7 for selfLR and PID,
+    // 2 for vote.
+    let maximum = |b: &String| {
+        let body: serde_json::Value = serde_json::from_str(b.trim_start_matches("BODY").trim()).expect("a JSON body");
+        body["response_format"]["json_schema"]["schema"]["properties"]["answer"]["maximum"].as_u64()
+    };
+    let counts = [7, 2].map(|k| survey.iter().filter(|b| maximum(b) == Some(k)).count());
+    assert_eq!(counts, [40, 20], "{}", survey[0]);
 
     // An interrupted validation (here: its summary removed) continues with
     // the same command, buying no answer twice, to the same digest.

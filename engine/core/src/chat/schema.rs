@@ -44,10 +44,21 @@ pub fn schema(purpose: ChatPurpose) -> Value {
         ChatPurpose::Probe => object(json!({"answer": int(1, 5), "why": string}), &["answer", "why"]),
         ChatPurpose::Agent => object(json!({"points": {"type": "array", "items": string, "minItems": 1}}), &["points"]),
         ChatPurpose::Judge => object(json!({"score": int(1, 5), "justification": string}), &["score", "justification"]),
-        // The schema is one per purpose, so it allows the largest scale;
-        // the survey parser holds each answer to its own question's options.
+        // The largest scale; `schema_for` narrows it to a request's own
+        // options, and the survey parser holds each answer to them.
         ChatPurpose::Survey => object(json!({"answer": int(1, MAX_OPTIONS), "why": string}), &["answer", "why"]),
     }
+}
+
+/// The JSON Schema of a reply to `request`: [`schema`] of its purpose,
+/// with a survey answer held to the request's own options when it names
+/// them (so a constrained server never offers option 9 of 7).
+pub fn schema_for(request: &super::ChatRequest) -> Value {
+    let mut s = schema(request.purpose);
+    if request.purpose == ChatPurpose::Survey && (2..=MAX_OPTIONS).contains(&request.options) {
+        s["properties"]["answer"]["maximum"] = json!(request.options);
+    }
+    s
 }
 
 /// The schema's name, as `response_format` wants one.
@@ -64,8 +75,8 @@ pub fn schema_name(purpose: ChatPurpose) -> &'static str {
 
 /// The instruction appended to a prompt when the server is not given the
 /// schema (`structured_output = "json_object"` or `"none"`).
-pub fn instruction(purpose: ChatPurpose) -> String {
-    format!("Answer with only one JSON object, no other text, matching this JSON Schema:\n{}", schema(purpose))
+pub fn instruction(request: &super::ChatRequest) -> String {
+    format!("Answer with only one JSON object, no other text, matching this JSON Schema:\n{}", schema_for(request))
 }
 
 /// The first JSON object in `text`, if any (a model may wrap it in words or
@@ -146,5 +157,10 @@ mod tests {
         assert_eq!(schema(ChatPurpose::Agent)["properties"]["points"]["items"]["minLength"], 10);
         assert_eq!(schema(ChatPurpose::Judge)["properties"]["justification"]["minLength"], 10);
         assert_eq!(schema(ChatPurpose::Survey)["properties"]["why"]["minLength"], 10);
+        // A survey request's schema allows its own options only.
+        let request = |options| super::super::ChatRequest::new("m", ChatPurpose::Survey, "q").with_options(options);
+        assert_eq!(schema_for(&request(7))["properties"]["answer"]["maximum"], 7);
+        assert_eq!(schema_for(&request(0))["properties"]["answer"]["maximum"], MAX_OPTIONS);
+        assert!(instruction(&request(2)).contains("\"maximum\":2"));
     }
 }

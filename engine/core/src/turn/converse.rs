@@ -157,7 +157,8 @@ pub async fn converse(
             None => (ChatPurpose::Probe, 5),
             Some(k) => (ChatPurpose::Survey, k),
         };
-        let request = ChatRequest::new(&chat.model, purpose, probe.prompt.as_str());
+        let request =
+            ChatRequest::new(&chat.model, purpose, probe.prompt.as_str()).with_options(probe.options.unwrap_or(0));
         for attempt in 0..=chat.max_guardrail_retries {
             let request = match attempt {
                 0 => std::borrow::Cow::Borrowed(&request),

@@ -32,7 +32,7 @@ pub struct Asked {
 pub type Replies = Vec<Vec<Asked>>;
 
 async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Question, retries: u32) -> Asked {
-    let first = ChatRequest::new(model, ChatPurpose::Survey, prompt);
+    let first = ChatRequest::new(model, ChatPurpose::Survey, prompt).with_options(question.points());
     let mut spend = Spend::default();
     let mut why = String::new();
     let mut estimated = false;
