@@ -47,12 +47,19 @@ pub struct TerminalProgress {
     ticks: u32,
     bar: ProgressBar,
     chat: OnceLock<Arc<dyn ChatPort>>,
+    /// The stage shown, for the refresher.
+    stage: Arc<std::sync::Mutex<String>>,
 }
 
 impl TerminalProgress {
     /// A reporter when stderr is a terminal; `None` when piped or quiet.
     pub fn new(ticks: u32) -> Option<Self> {
-        drawn().then(|| TerminalProgress { ticks, bar: bar(0, "setup"), chat: OnceLock::new() })
+        drawn().then(|| TerminalProgress {
+            ticks,
+            bar: bar(0, "setup"),
+            chat: OnceLock::new(),
+            stage: Arc::new(std::sync::Mutex::new(String::new())),
+        })
     }
 
     /// Clears the bar.
@@ -65,22 +72,47 @@ impl Progress for TerminalProgress {
     /// Shows `chat`'s requests in flight, retries and spend so far with the
     /// stages.
     fn watch_chat(&self, chat: Arc<dyn ChatPort>) {
-        let _ = self.chat.set(chat);
+        let _ = self.chat.set(Arc::clone(&chat));
+        // The transport changes between stage updates (a batch runs for
+        // hours): its line is refreshed twice a second until the bar ends.
+        let (bar, stage) = (self.bar.clone(), Arc::clone(&self.stage));
+        std::thread::spawn(move || {
+            while !bar.is_finished() {
+                std::thread::sleep(Duration::from_millis(500));
+                if let Some(a) = chat.activity() {
+                    let stage = stage.lock().map(|s| s.clone()).unwrap_or_default();
+                    bar.set_message(message(&stage, &a));
+                }
+            }
+        });
     }
 
     fn stage(&self, tick: u32, stage: &str, done: u64, total: u64) {
         let head = if tick == 0 { "setup".to_string() } else { format!("tick {tick}/{}", self.ticks) };
         self.bar.set_prefix(head);
+        if let Ok(mut s) = self.stage.lock() {
+            *s = stage.to_string();
+        }
         match self.chat.get().and_then(|c| c.activity()) {
-            Some(a) => self.bar.set_message(format!(
-                "{stage}: {} in flight, {} retries, ${:.4}",
-                a.in_flight,
-                a.retries,
-                a.billed_nano_usd as f64 / engine::cost::NANO_PER_USD as f64
-            )),
+            Some(a) => self.bar.set_message(message(stage, &a)),
             None => self.bar.set_message(stage.to_string()),
         }
         self.bar.set_length(total);
         self.bar.set_position(done);
+    }
+}
+
+/// `chat: 12 in flight, 3 retries, $0.0123`, or with batches under way
+/// `chat: 2 batches, 120 of 400 lines done, $0.0123`.
+fn message(stage: &str, a: &engine::chat::ChatActivity) -> String {
+    let usd = a.billed_nano_usd as f64 / engine::cost::NANO_PER_USD as f64;
+    match a.batches_waiting {
+        0 => format!("{stage}: {} in flight, {} retries, ${usd:.4}", a.in_flight, a.retries),
+        n => format!(
+            "{stage}: {n} batch{} under way, {} of {} lines done, ${usd:.4}",
+            if n == 1 { "" } else { "es" },
+            a.batch_lines.1,
+            a.batch_lines.0
+        ),
     }
 }

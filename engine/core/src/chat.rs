@@ -340,4 +340,8 @@ pub struct ChatActivity {
     pub retries: u64,
     /// Billed so far, nano-USD.
     pub billed_nano_usd: u64,
+    /// Batches submitted and not yet ended (batch mode).
+    pub batches_waiting: u64,
+    /// Their lines, and how many of them the provider says are done.
+    pub batch_lines: (u64, u64),
 }

@@ -66,6 +66,10 @@ struct Inner {
     failed_lines: AtomicU64,
     waiting: AtomicU64,
     billed: AtomicU64,
+    /// Per batch under way: its lines done and in all, as last polled.
+    polled: Mutex<HashMap<String, (u64, u64)>>,
+    /// Status lines go to stderr only when no progress bar shows them.
+    say: bool,
 }
 
 #[derive(Default)]
@@ -112,6 +116,8 @@ impl BatchChat {
                 failed_lines: AtomicU64::new(0),
                 waiting: AtomicU64::new(0),
                 billed: AtomicU64::new(0),
+                polled: Mutex::new(HashMap::new()),
+                say: !std::io::IsTerminal::is_terminal(&std::io::stderr()),
             }),
         })
     }
@@ -160,10 +166,14 @@ impl ChatPort for BatchChat {
 
     fn activity(&self) -> Option<engine::chat::ChatActivity> {
         let online = self.inner.online.activity().unwrap_or_default();
+        let polled = self.inner.polled.lock();
+        let (done, lines) = polled.values().fold((0, 0), |(d, t), (done, total)| (d + done, t + total));
         Some(engine::chat::ChatActivity {
             in_flight: self.inner.waiting.load(Ordering::Relaxed) + online.in_flight,
             retries: online.retries,
             billed_nano_usd: self.inner.billed.load(Ordering::Relaxed) + online.billed_nano_usd,
+            batches_waiting: polled.len() as u64,
+            batch_lines: (lines, done),
         })
     }
 
@@ -449,7 +459,10 @@ impl Inner {
         }
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.lines.fetch_add(requests.len() as u64, Ordering::Relaxed);
-        eprintln!("batch {}: submitted {} requests", batch.id, requests.len());
+        self.polled.lock().insert(batch.id.clone(), (0, requests.len() as u64));
+        if self.say {
+            eprintln!("batch {}: submitted {} requests", batch.id, requests.len());
+        }
         Ok(batch.id)
     }
 
@@ -544,6 +557,7 @@ impl Inner {
         let asked: HashMap<Digest, &ChatRequest> = requests.iter().map(|r| (r.digest(), *r)).collect();
         let result = self.wait_and_read(id, started, &asked).await;
         self.waiting.fetch_sub(requests.len() as u64, Ordering::Relaxed);
+        self.polled.lock().remove(id);
         let (status, mut map) = match result {
             Ok(found) => found,
             Err(cause) => {
@@ -580,6 +594,9 @@ impl Inner {
             let poll = self.persisting(&what, || async { read_json(self.get(&url).await?, &url).await });
             let b: BatchObject = poll.await.map_err(|e| format!("batch {id} could not be polled: {}", e.message))?;
             let c = b.request_counts.as_ref();
+            if let Some(c) = c {
+                self.polled.lock().insert(id.to_string(), (c.completed + c.failed, c.total));
+            }
             let line = format!(
                 "batch {id}: {} ({} of {} done, {} failed)",
                 b.status,
@@ -587,10 +604,10 @@ impl Inner {
                 c.map_or(0, |c| c.total),
                 c.map_or(0, |c| c.failed)
             );
-            if line != last {
+            if line != last && self.say {
                 eprintln!("{line}");
-                last = line;
             }
+            last = line;
             if matches!(b.status.as_str(), "completed" | "expired" | "cancelled" | "failed") {
                 break b;
             }

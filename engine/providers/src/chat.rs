@@ -272,6 +272,7 @@ impl ChatPort for ChatClient {
             in_flight: self.pending.load(Ordering::Relaxed) as u64,
             retries: self.retries.load(Ordering::Relaxed),
             billed_nano_usd: self.billed.load(Ordering::Relaxed),
+            ..Default::default()
         })
     }
 
