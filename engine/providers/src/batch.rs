@@ -377,13 +377,15 @@ impl Inner {
         groups.into_values().zip(results).collect()
     }
 
-    /// The answer to `request` from what its batch said.
+    /// The answer to `request` from what its batch said (a failure is
+    /// counted here, once, whichever batch it came from).
     fn answer(&self, request: &ChatRequest, result: Option<&LineResult>) -> ChatResult<ChatReply> {
         let cause = match result {
             Some(LineResult::Answered(reply)) => return Ok(reply.clone()),
             Some(LineResult::Failed(cause) | LineResult::Unanswered(cause)) => cause.clone(),
             None => format!("no batch answered request {}", &request.digest().hex()[..16]),
         };
+        self.failed_lines.fetch_add(1, Ordering::Relaxed);
         let attempt = self.attempt(Some((FailureClass::Permanent, cause.clone())), Spend::default());
         Err(failure(cause, vec![attempt]))
     }
@@ -541,7 +543,15 @@ impl Inner {
                         eprintln!("{what}: {} (trying again until it answers)", e.message);
                         said = true;
                     }
-                    self.clock.sleep(wait).await;
+                    // A 429's retry-after is honoured.
+                    let asked = match e.kind {
+                        FailureKind::RateLimited { retry_after_ms: Some(ms) } => Duration::from_millis(ms),
+                        FailureKind::RateLimited { retry_after_ms: None }
+                        | FailureKind::Server
+                        | FailureKind::Timeout
+                        | FailureKind::Permanent => Duration::ZERO,
+                    };
+                    self.clock.sleep(wait.max(asked)).await;
                     wait = (wait * 2).min(Duration::from_millis(self.settings.poll_max_ms));
                 }
                 Err(e) => return Err(e),
@@ -573,8 +583,6 @@ impl Inner {
                 ))
             });
         }
-        let failed = map.values().filter(|l| !matches!(l, LineResult::Answered(_))).count();
-        self.failed_lines.fetch_add(failed as u64, Ordering::Relaxed);
         map
     }
 

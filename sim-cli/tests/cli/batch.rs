@@ -122,6 +122,7 @@ fn failed_and_expired_lines_fail_their_jobs_alone() {
         let (ok, failed) = (v["jobs"]["ok"].as_u64().expect("ok"), v["jobs"]["failed"].as_u64().expect("failed"));
         assert!(ok > 0 && failed > 0, "{name}: {}", v["jobs"]);
         assert!(v["chat"]["failures"].as_u64().is_some_and(|n| n > 0), "{name}: {}", v["chat"]);
+        assert_eq!(v["chat"]["endpoints"][0]["failures"], v["chat"]["failures"], "each failed line counted once");
         let report = sim(&dir, &["report", "r", "--json"]);
         let report: serde_json::Value = serde_json::from_slice(&report.stdout).expect("report json");
         let causes = report["failures"].to_string();
