@@ -1,6 +1,7 @@
 //! Live chat through a Batch API (`[chat] mode = "batch"`): OpenAI's
-//! `/v1/files` and `/v1/batches`, which vLLM's and other servers' batch
-//! front ends copy. Every call is billed at the batch price.
+//! `/v1/files` and `/v1/batches` (whose JSONL lines vLLM's offline
+//! `run-batch` also reads and writes). Every call is billed at the batch
+//! price.
 //!
 //! The chat stage runs every job of its window at once and tells the port
 //! when each conversation begins and ends. A *round* goes out when every
