@@ -62,11 +62,8 @@ pub fn read_wal(path: &Path) -> Result<(Vec<WalEntry>, u64)> {
     read_log(path).map(|(entries, _, valid)| (entries, valid))
 }
 
-/// The batches a log records as submitted, oldest first.
-pub fn read_wal_batches(path: &Path) -> Result<Vec<SubmittedBatch>> {
-    read_log(path).map(|(_, batches, _)| batches)
-}
-
+/// The answers, the batches recorded as submitted (oldest first) and the
+/// length of the complete frames.
 fn read_log(path: &Path) -> Result<(Vec<WalEntry>, Vec<SubmittedBatch>, u64)> {
     if !path.exists() {
         return Ok((Vec::new(), Vec::new(), 0));
@@ -119,17 +116,17 @@ impl WalChat {
     /// otherwise reopened after its last complete frame (a torn tail is cut).
     pub fn open(path: &Path, inner: Arc<dyn ChatPort>) -> Result<WalChat> {
         let layout = layout(path).1;
-        let frames = if path.exists() {
-            let (_, valid) = read_wal(path)?;
-            FrameWriter::reopen(path, valid)?
+        let (frames, batches) = if path.exists() {
+            let (_, batches, valid) = read_log(path)?;
+            (FrameWriter::reopen(path, valid)?, batches)
         } else {
             let start = WalFrame::Start { engine_version: crate::store::trace::record::ENGINE_VERSION.to_string() };
             let payload = encode(path, &start)?;
-            FrameWriter::create(path, &CHAT_WAL, &payload, false)?
+            (FrameWriter::create(path, &CHAT_WAL, &payload, false)?, Vec::new())
         };
         let frames = Arc::new(Mutex::new(frames));
         let journal = Journal { path: path.to_path_buf(), frames: Arc::clone(&frames), layout };
-        inner.attach_journal(Arc::new(journal), read_wal_batches(path)?);
+        inner.attach_journal(Arc::new(journal), batches);
         Ok(WalChat { inner, path: path.to_path_buf(), frames, layout })
     }
 
