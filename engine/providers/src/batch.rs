@@ -349,8 +349,8 @@ impl Inner {
             fresh.extend(again);
         }
         let mut groups = BTreeMap::new();
-        for chunk in self.chunks(&fresh) {
-            match self.submit(&chunk).await {
+        for (chunk, jsonl) in self.chunks(&fresh) {
+            match self.submit(&chunk, &jsonl).await {
                 Ok(id) => {
                     groups.insert(id, chunk);
                 }
@@ -403,37 +403,30 @@ impl Inner {
         line.to_string()
     }
 
-    /// `requests` split at the line and byte limits.
-    fn chunks<'r>(&self, requests: &[&'r ChatRequest]) -> Vec<Vec<&'r ChatRequest>> {
-        let mut out: Vec<Vec<&ChatRequest>> = Vec::new();
-        let mut bytes = 0u64;
-        for r in requests {
-            let size = self.line(r).len() as u64 + 1;
-            let full =
-                out.last().is_none_or(|c| c.len() >= self.settings.max_lines || bytes + size > self.settings.max_bytes);
-            if full {
-                out.push(Vec::new());
-                bytes = 0;
-            }
-            bytes += size;
-            if let Some(c) = out.last_mut() {
-                c.push(r);
-            }
-        }
-        out
+    /// `requests` with their JSONL lines, split at the line and byte limits.
+    fn chunks<'r>(&self, requests: &[&'r ChatRequest]) -> Vec<(Vec<&'r ChatRequest>, String)> {
+        let lines: Vec<String> = requests.iter().map(|r| self.line(r)).collect();
+        let sizes: Vec<u64> = lines.iter().map(|l| l.len() as u64 + 1).collect();
+        let groups = engine::embed::upstream::split_greedy(&sizes, self.settings.max_lines, self.settings.max_bytes);
+        groups
+            .into_iter()
+            .map(|g| {
+                let mut jsonl = String::with_capacity(g.iter().map(|&i| sizes[i] as usize).sum());
+                for &i in &g {
+                    jsonl.push_str(&lines[i]);
+                    jsonl.push('\n');
+                }
+                (g.iter().map(|&i| requests[i]).collect(), jsonl)
+            })
+            .collect()
     }
 
-    /// Uploads and submits one file of lines, records the batch in the
+    /// Uploads and submits `jsonl` (the lines of `requests`), records the batch in the
     /// log, and returns its id. Creating the batch is retried only after a
     /// 429: a timeout or a 5xx may have created it, and a second one would
     /// be paid for twice.
-    async fn submit(&self, requests: &[&ChatRequest]) -> Result<String, ProviderError> {
-        let mut jsonl = String::new();
-        for r in requests {
-            jsonl.push_str(&self.line(r));
-            jsonl.push('\n');
-        }
-        let file: FileObject = self.retrying(|| self.upload(&jsonl), FailureKind::transient).await?;
+    async fn submit(&self, requests: &[&ChatRequest], jsonl: &str) -> Result<String, ProviderError> {
+        let file: FileObject = self.retrying(|| self.upload(jsonl), FailureKind::transient).await?;
         let body = serde_json::json!({
             "input_file_id": file.id,
             "endpoint": "/v1/chat/completions",

@@ -203,19 +203,26 @@ pub fn backoff_ms(attempt: u32, base_ms: u64, max_ms: u64, retry_after_ms: Optio
 /// Splits texts (by index, in order) into physical requests of at most
 /// `batch` texts and `max_tokens` estimated tokens.
 pub fn split_requests(texts: &[&str], batch: usize, max_tokens: u64) -> Vec<Vec<usize>> {
+    let sizes: Vec<u64> = texts.iter().map(|t| estimate_tokens(t).max(1)).collect();
+    split_greedy(&sizes, batch, max_tokens)
+}
+
+/// Splits items (by index, in order) into groups of at most `count` items
+/// whose sizes sum to at most `max_size`; an item larger than `max_size`
+/// goes alone. Embedding requests and Batch API files are cut this way.
+pub fn split_greedy(sizes: &[u64], count: usize, max_size: u64) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
-    let mut tokens = 0u64;
-    for (i, t) in texts.iter().enumerate() {
-        let need = estimate_tokens(t).max(1);
+    let mut total = 0u64;
+    for (i, &size) in sizes.iter().enumerate() {
         let start_new = match out.last() {
             None => true,
-            Some(cur) => cur.len() >= batch.max(1) || tokens + need > max_tokens,
+            Some(cur) => cur.len() >= count.max(1) || total + size > max_size,
         };
         if start_new {
             out.push(Vec::new());
-            tokens = 0;
+            total = 0;
         }
-        tokens += need;
+        total += size;
         if let Some(cur) = out.last_mut() {
             cur.push(i);
         }
