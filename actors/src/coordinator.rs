@@ -51,10 +51,31 @@ enum Slot {
     Gone,
 }
 
+/// Every persona of the panel (or of the shard), at rest or not: the
+/// compact store, indexed by persona index.
+struct Store {
+    /// The first persona index (0 unless the run is a shard).
+    first: u32,
+    slots: Vec<Slot>,
+}
+
+impl std::ops::Index<u32> for Store {
+    type Output = Slot;
+    fn index(&self, persona: u32) -> &Slot {
+        &self.slots[(persona - self.first) as usize]
+    }
+}
+
+impl std::ops::IndexMut<u32> for Store {
+    fn index_mut(&mut self, persona: u32) -> &mut Slot {
+        &mut self.slots[(persona - self.first) as usize]
+    }
+}
+
 /// The coordinator's mutable state.
 pub struct CoordinatorState {
     /// Every persona, by index: the compact store.
-    slots: Vec<Slot>,
+    slots: Store,
     /// The pool of hosts personas are activated on.
     hosts: Vec<ActorRef<PersonaMsg>>,
     /// The most personas active at once.
@@ -65,7 +86,9 @@ pub struct CoordinatorState {
 
 /// Start-up arguments.
 pub struct CoordinatorArgs {
-    /// Every persona's starting state, by persona index.
+    /// The index of the first persona (0 unless the run is a shard).
+    pub first: u32,
+    /// Every persona's starting state, by persona index from `first`.
     pub personas: Vec<Activation>,
     /// The persona hosts.
     pub hosts: Vec<ActorRef<PersonaMsg>>,
@@ -93,7 +116,7 @@ fn stage_span(name: &'static str) -> tracing::Span {
 /// ports.
 struct Hosts<'a> {
     coordinator: &'a TurnCoordinator,
-    slots: &'a mut [Slot],
+    slots: &'a mut Store,
     hosts: &'a mut Vec<ActorRef<PersonaMsg>>,
     window: usize,
     started: Instant,
@@ -119,7 +142,7 @@ impl Hosts<'_> {
             let hosts = self.hosts.len().min(window.len());
             if hosts == 0 {
                 for (k, (p, _)) in window {
-                    self.slots[p as usize] = Slot::Gone;
+                    self.slots[p] = Slot::Gone;
                     answers[k] = Some(Err(Gone("no persona host is left".into())));
                 }
                 continue;
@@ -133,13 +156,13 @@ impl Hosts<'_> {
                 let mut members = Vec::with_capacity(take);
                 let mut batch = Vec::with_capacity(take);
                 for (k, (p, input)) in window.by_ref().take(take) {
-                    match std::mem::replace(&mut self.slots[p as usize], Slot::Active) {
+                    match std::mem::replace(&mut self.slots[p], Slot::Active) {
                         Slot::Resting(activation) => {
                             members.push((k, p));
                             batch.push((activation, input));
                         }
                         other @ (Slot::Active | Slot::Gone) => {
-                            self.slots[p as usize] = other;
+                            self.slots[p] = other;
                             answers[k] = Some(Err(Gone("is not available".into())));
                         }
                     }
@@ -154,7 +177,7 @@ impl Hosts<'_> {
                 let Some(replies) = replies.filter(|a| a.len() == members.len()) else {
                     dead_hosts.push(h);
                     for (k, p) in members {
-                        self.slots[p as usize] = Slot::Gone;
+                        self.slots[p] = Slot::Gone;
                         answers[k] = Some(Err(Gone(format!("its host failed during tick {tick}"))));
                     }
                     continue;
@@ -162,12 +185,12 @@ impl Hosts<'_> {
                 for ((k, p), hosted) in members.into_iter().zip(replies) {
                     answers[k] = Some(match hosted {
                         Ok((activation, answer)) => {
-                            self.slots[p as usize] = Slot::Resting(activation);
+                            self.slots[p] = Slot::Resting(activation);
                             Ok(answer)
                         }
                         Err(panic) => {
                             tracing::warn!(persona = p, tick, %panic, "a persona's handler panicked; the rest of the panel continues");
-                            self.slots[p as usize] = Slot::Gone;
+                            self.slots[p] = Slot::Gone;
                             Err(Gone(format!("failed during tick {tick}")))
                         }
                     });
@@ -291,10 +314,10 @@ impl Actor for TurnCoordinator {
         args: CoordinatorArgs,
     ) -> Result<CoordinatorState, ActorProcessingErr> {
         Ok(CoordinatorState {
-            slots: args.personas.into_iter().map(Slot::Resting).collect(),
+            slots: Store { first: args.first, slots: args.personas.into_iter().map(Slot::Resting).collect() },
             hosts: args.hosts,
             window: args.window.max(1),
-            book: Book::new(args.genesis, args.interests),
+            book: Book::of_shard(args.genesis, args.first, args.interests),
         })
     }
 
@@ -311,7 +334,8 @@ impl Actor for TurnCoordinator {
                 let _ = reply.send(report);
             }
             TurnMsg::Snapshot { persona, reply } => {
-                let snapshot = match state.slots.get(persona as usize) {
+                let at = persona.checked_sub(state.slots.first).map(|i| i as usize);
+                let snapshot = match at.and_then(|i| state.slots.slots.get(i)) {
                     Some(Slot::Resting(activation)) => Some(PersonaState::clone(activation)),
                     Some(Slot::Active | Slot::Gone) | None => None,
                 };

@@ -31,6 +31,7 @@
 pub mod chat_pool;
 pub mod coordinator;
 pub mod error;
+pub mod merged;
 pub mod persona;
 pub mod progress;
 pub mod replay;

@@ -11,7 +11,7 @@ use engine::embed::EmbeddingPort;
 use engine::persona::profile::label;
 use engine::persona::Traits;
 use engine::scenario::Scenario;
-use engine::store::trace::{CassetteChat, CassetteEmbedder, Header, ReadTrace, TickFrame};
+use engine::store::trace::{CassetteChat, CassetteEmbedder, Header, ReadTrace, Split, TickFrame};
 use engine::turn::Outcome;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -241,6 +241,7 @@ pub fn spec_from_header(h: &Header) -> Result<RunSpec> {
         traits,
         seed: h.seed,
         personas: h.personas,
+        shard: None,
         ticks: h.ticks,
         planned_ticks: None,
         budget_nano_usd: h.budget_nano_usd,
@@ -319,13 +320,40 @@ async fn rerun_with(
     interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
     keep_states: bool,
     progress: Arc<dyn Progress>,
+    on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
+) -> Result<Rerun> {
+    match (&trace.split, live) {
+        (Some(Split::Merged { shards }), false) => {
+            crate::merged::rerun_merged(trace, *shards, keep_states, progress).await
+        }
+        (Some(Split::Merged { .. }), true) => Err(Error::InvalidInput {
+            what: "run",
+            cause: "a merged run cannot be resumed: resume its shards, then merge them again".into(),
+        }),
+        _ => rerun_one(trace, live, wal, interrupt, keep_states, progress, on_tick).await,
+    }
+}
+
+/// [`rerun_with`] for the trace of a whole panel or of one shard.
+pub(crate) async fn rerun_one(
+    trace: &ReadTrace,
+    live: bool,
+    wal: Option<&std::path::Path>,
+    interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
+    keep_states: bool,
+    progress: Arc<dyn Progress>,
     mut on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
     let mut spec = spec_from_header(&trace.header)?;
-    // Live ports exist only when resuming; replay never builds one.
+    if let Some(Split::Shard(s)) = &trace.split {
+        spec.shard = Some(*s);
+    }
+    // Live ports exist only when resuming; replay never builds one. A
+    // shard's get its share of the rate limits.
     let (live_embedder, live_chat) = match live {
         true => {
-            let (e, c) = default_ports(&spec.config, spec.seed)?;
+            let config = spec.shard.map_or_else(|| spec.config.clone(), |s| s.share_rates(&spec.config));
+            let (e, c) = default_ports(&config, spec.seed)?;
             (e, Some(c))
         }
         false => (None, None),

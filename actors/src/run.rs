@@ -14,6 +14,7 @@ use engine::persona::profile::draw;
 use engine::persona::{PersonaState, Traits};
 use engine::report::{EmbeddingTotals, RunSummary, StopReason, Stopped};
 use engine::scenario::Scenario;
+use engine::shard::Shard;
 use engine::store::trace::EmbedRecorder;
 use engine::turn::TickDigests;
 use ractor::concurrency::oneshot;
@@ -39,6 +40,10 @@ pub struct RunSpec {
     pub seed: u64,
     /// Panel size, 1 to [`MAX_PERSONAS`].
     pub personas: u32,
+    /// Run only this shard's personas ([`Shard::personas`]), with its
+    /// share of the budget; the caller gives the ports their share of the
+    /// rate limits ([`Shard::share_rates`]).
+    pub shard: Option<Shard>,
     /// Ticks, 1 to [`MAX_TICKS`].
     pub ticks: u32,
     /// The length the run was planned with, when only part of it runs (a
@@ -71,6 +76,7 @@ impl RunSpec {
             traits: Traits::builtin(),
             seed,
             personas,
+            shard: None,
             ticks,
             planned_ticks: None,
             budget_nano_usd: None,
@@ -126,7 +132,7 @@ pub async fn run(
     let outcome = drive(coordinator, &mut summary, &shared, &mut on_tick).await;
     let mut final_states = Vec::new();
     if let (Ok(()), true, Some(coordinator)) = (&outcome, keep_states, panel.coordinator()) {
-        for p in 0..shared.run.personas {
+        for p in shared.run.range.clone() {
             let (tx, rx) = oneshot();
             if coordinator.cast(TurnMsg::Snapshot { persona: p, reply: tx.into() }).is_err() {
                 break;
@@ -165,6 +171,12 @@ fn check_spec(spec: &RunSpec) -> Result<()> {
             });
         }
     }
+    if let Some(s) = spec.shard.filter(|s| s.count > spec.personas) {
+        return Err(Error::InvalidInput {
+            what: "shard",
+            cause: format!("{} shards for {} personas: every shard needs at least one persona", s.count, spec.personas),
+        });
+    }
     if spec.ticks == 0 || spec.ticks > MAX_TICKS {
         return Err(Error::InvalidInput {
             what: "ticks",
@@ -191,17 +203,24 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
     let (embedder, chat) = match (spec.embedder, spec.chat) {
         (Some(e), Some(c)) => (Some(e), c),
         (e, c) => {
+            let shared_rates = spec.shard.map(|s| s.share_rates(cfg));
+            let cfg = shared_rates.as_ref().unwrap_or(cfg);
             let (default_embedder, default_chat) = default_ports(cfg, spec.seed)?;
             (e.or(default_embedder), c.unwrap_or(default_chat))
         }
     };
-    let genesis = TickDigests::genesis(cfg, &spec.scenario.source_hash, spec.seed, spec.personas);
+    let mut genesis = TickDigests::genesis(cfg, &spec.scenario.source_hash, spec.seed, spec.personas);
+    let range = spec.shard.map_or(0..spec.personas, |s| s.personas(spec.personas));
+    if let Some(s) = spec.shard {
+        genesis = s.genesis(genesis);
+    }
     let mut summary = RunSummary {
         digest: genesis.digest,
         full_digest: genesis.full_digest,
         seed: spec.seed,
         scenario: spec.scenario.name.clone(),
-        personas: spec.personas,
+        personas: range.len() as u32,
+        shard: spec.shard,
         ticks: spec.ticks,
         embedding: EmbeddingTotals { strategy: spec.strategy, ..Default::default() },
         ..Default::default()
@@ -234,6 +253,7 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
         traits: spec.traits,
         seed: spec.seed,
         personas: spec.personas,
+        range,
         session_end_tick,
         embedder: recorder.clone().map(|r| r as Arc<dyn EmbeddingPort>),
         recorder,
@@ -243,7 +263,10 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
     let prepared = Prepared {
         run,
         ticks_asked: spec.ticks,
-        budget: spec.budget_nano_usd,
+        budget: match spec.shard {
+            Some(s) => spec.budget_nano_usd.map(|b| s.share(b)),
+            None => spec.budget_nano_usd,
+        },
         interrupt: spec.interrupt.clone(),
         replayed_ticks: spec.replayed_ticks,
     };
@@ -274,11 +297,12 @@ impl Panel {
             .await
             .map_err(|e| Error::Spawn { actor: "supervisor".into(), source: Box::new(e) })?;
         let mut panel = Panel { supervisor: Some(supervisor), hosts: Vec::new(), coordinator: None };
-        let mut interests = Vec::with_capacity(shared.personas as usize);
-        let mut personas = Vec::with_capacity(shared.personas as usize);
-        for id in 0..shared.personas {
-            if id % 65_536 == 0 {
-                progress.stage(0, "drawing personas", u64::from(id), u64::from(shared.personas));
+        let range = shared.range.clone();
+        let mut interests = Vec::with_capacity(range.len());
+        let mut personas = Vec::with_capacity(range.len());
+        for id in range.clone() {
+            if (id - range.start) % 65_536 == 0 {
+                progress.stage(0, "drawing personas", u64::from(id - range.start), range.len() as u64);
             }
             let profile = draw(&shared.config, &shared.traits, shared.seed, id)
                 .expect("check_spec matched the panel's rows to the personas; this is a bug");
@@ -300,7 +324,7 @@ impl Panel {
             }
         }
         let hosts = panel.hosts.iter().map(|(a, _)| a.clone()).collect();
-        let args = CoordinatorArgs { personas, hosts, window, interests, genesis };
+        let args = CoordinatorArgs { first: range.start, personas, hosts, window, interests, genesis };
         match Actor::spawn(None, TurnCoordinator { shared: Arc::clone(shared), progress }, args).await {
             Ok(c) => panel.coordinator = Some(c),
             Err(e) => {

@@ -20,6 +20,8 @@ pub struct RunShared {
     pub seed: u64,
     /// Panel size.
     pub personas: u32,
+    /// The personas this run holds: the whole panel, or a shard's range.
+    pub range: std::ops::Range<u32>,
     /// The tick that ends the session (consolidation queues working
     /// memories for promotion there).
     pub session_end_tick: u32,

@@ -34,6 +34,7 @@ impl TraceSink {
                         Record::End(_) => "the end of the run".to_string(),
                         Record::Header(_) => "the header".to_string(),
                         Record::TickPart(_) | Record::TickCommit(_) => "a tick part".to_string(),
+                        Record::Split(_) => "the shard record".to_string(),
                     };
                     writer.append(&record).map_err(|source| Error::TraceWrite { what, source })?;
                 }

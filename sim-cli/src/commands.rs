@@ -13,6 +13,7 @@ pub mod field;
 pub mod inspect;
 pub mod intent;
 pub mod memory;
+pub mod merge;
 pub mod replay;
 pub mod report;
 pub mod run;

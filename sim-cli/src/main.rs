@@ -8,7 +8,7 @@ mod prelude;
 mod progress;
 
 use clap::{Parser, Subcommand};
-use commands::{embed, export, inspect, intent, memory, replay, report, run, validate};
+use commands::{embed, export, inspect, intent, memory, merge, replay, report, run, validate};
 #[cfg(feature = "agents")]
 use commands::{experiment, field};
 use dev::{bench, check, soak};
@@ -40,6 +40,8 @@ enum Command {
     Run(run::RunArgs),
     /// Re-run a recorded run from its trace, with no model calls, and compare digests tick by tick.
     Replay(replay::ReplayArgs),
+    /// Join the shards of one panel (`run --shard I/N`) into one run with the unsharded digest.
+    Merge(merge::MergeArgs),
     /// Show a recorded run: its header, each tick, one tick or one persona over time.
     Inspect(inspect::InspectArgs),
     /// Memory consolidation in a recorded run: status, energy, promotions, health, inspect, predict, test memories, consolidate.
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Replay(args) => replay::replay(args),
+        Command::Merge(args) => merge::merge(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::Bench(cmd) => bench::bench(cmd),
         Command::Memory(cmd) => memory::memory(cmd),

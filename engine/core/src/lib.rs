@@ -54,6 +54,7 @@ pub mod report;
 pub mod rng;
 pub mod scan;
 pub mod scenario;
+pub mod shard;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

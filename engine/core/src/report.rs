@@ -329,8 +329,14 @@ pub struct RunSummary {
     pub seed: u64,
     /// Scenario name.
     pub scenario: String,
-    /// Panel size.
+    /// Panel size (a shard's: the personas it ran).
     pub personas: u32,
+    /// Which shard of a split panel this run is (`run --shard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::Shard>,
+    /// How many shards were merged into this run (`sim-cli merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_shards: Option<u32>,
     /// Ticks asked for.
     pub ticks: u32,
     /// Ticks committed.
@@ -442,6 +448,90 @@ impl RunSummary {
         }
         self.embedding.retrieval_port_invocations += retrieval.0.port_invocations;
         self.embedding.memory_port_invocations += memory.0.port_invocations;
+        self.totals();
+    }
+
+    /// The summary a merge of shards starts from: the run's identity, its
+    /// labels and notes from its first shard's summary, nothing counted.
+    /// The merge then adds each shard's part of every tick in shard order
+    /// ([`RunSummary::add_tick`] at no embedding cost, and
+    /// [`RunSummary::add_consolidation`]), and ends with
+    /// [`RunSummary::finish_merge`].
+    pub fn merge_base(first: &RunSummary, panel: u32, shards: u32, scenario: &crate::scenario::Scenario) -> RunSummary {
+        let mut s = RunSummary {
+            intent_method: first.intent_method,
+            notes: first.notes.clone(),
+            seed: first.seed,
+            scenario: first.scenario.clone(),
+            personas: panel,
+            merged_shards: Some(shards),
+            ticks: first.ticks,
+            embedding: EmbeddingTotals { strategy: first.embedding.strategy, ..Default::default() },
+            ..Default::default()
+        };
+        for p in scenario.probes.iter().filter(|p| !p.options.is_empty()) {
+            s.probes.insert(p.id.clone(), ProbeDistribution::with_points(p.points()));
+        }
+        let c = &first.cost;
+        s.cost.price_label = c.price_label.clone();
+        s.cost.embedding_price_label = c.embedding_price_label.clone();
+        s.cost.chat_price_label = c.chat_price_label.clone();
+        s.cost.chat_cached_input_price = c.chat_cached_input_price.clone();
+        s.cost.allocations_are_estimates = c.allocations_are_estimates;
+        s
+    }
+
+    /// Ends a merge of `shards` (their summaries, in shard order): `ticks`
+    /// committed, the final `digests`, the shards' embedding work, and the
+    /// first shard's stop, if any, with what the shards spent together
+    /// against the whole `budget`.
+    pub fn finish_merge(
+        &mut self,
+        ticks: u32,
+        digests: crate::turn::TickDigests,
+        shards: &[RunSummary],
+        budget: Option<u64>,
+    ) {
+        self.ticks_completed = ticks;
+        for s in shards {
+            self.add_shard_embedding(s);
+        }
+        self.digest = digests.digest;
+        self.full_digest = digests.full_digest;
+        self.stopped = shards.first().and_then(|s| s.stopped.clone()).map(|mut s| {
+            s.spent_nano_usd = self.cost.provider_total_nano_usd;
+            s.budget_nano_usd = budget.unwrap_or(0);
+            s
+        });
+    }
+
+    /// Adds a shard's embedding work (its counters, tokens and bill) and
+    /// its timings. A merge of shards folds their outcomes into the merged
+    /// summary with [`RunSummary::add_tick`] (in job order, at no
+    /// embedding cost), and takes the embedding stages, which no trace
+    /// records, from the shards' own summaries.
+    pub fn add_shard_embedding(&mut self, shard: &RunSummary) {
+        let (e, s) = (&mut self.embedding, &shard.embedding);
+        e.port_invocations += s.port_invocations;
+        e.truncated_texts += s.truncated_texts;
+        e.upstream_requests += s.upstream_requests;
+        e.texts_requested += s.texts_requested;
+        e.unique_texts_submitted += s.unique_texts_submitted;
+        e.cache_hits += s.cache_hits;
+        e.retrieval_port_invocations += s.retrieval_port_invocations;
+        e.memory_port_invocations += s.memory_port_invocations;
+        self.tokens.embedding += shard.tokens.embedding;
+        self.cost.embedding_nano_usd += shard.cost.embedding_nano_usd;
+        let (t, st) = (&mut self.timings_ms, &shard.timings_ms);
+        t.total += st.total;
+        t.preparation += st.preparation;
+        t.chat += st.chat;
+        t.memory_finalisation += st.memory_finalisation;
+        self.totals();
+    }
+
+    /// The totals that follow from the parts.
+    fn totals(&mut self) {
         self.tokens.total = self.tokens.chat_input + self.tokens.chat_output + self.tokens.embedding;
         self.chat.cached_share = match self.tokens.chat_input {
             0 => 0.0,

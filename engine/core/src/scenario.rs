@@ -411,9 +411,22 @@ impl Scenario {
         personas: u32,
         interests: impl Fn(u32) -> &'a [std::sync::Arc<str>],
     ) -> Vec<Job> {
+        self.jobs_of(seed, tick, 0..personas, interests)
+    }
+
+    /// The jobs of the personas in `personas` only (a shard of the panel),
+    /// numbered from 0 in the same order: each persona's jobs are those of
+    /// [`Scenario::jobs`], whatever the range.
+    pub fn jobs_of<'a>(
+        &self,
+        seed: u64,
+        tick: u32,
+        personas: std::ops::Range<u32>,
+        interests: impl Fn(u32) -> &'a [std::sync::Arc<str>],
+    ) -> Vec<Job> {
         let rules = self.rules(tick);
-        let mut jobs = Vec::with_capacity(personas as usize);
-        for p in 0..personas {
+        let mut jobs = Vec::with_capacity(personas.len());
+        for p in personas {
             for (r, rule) in rules.iter().enumerate() {
                 let included = match &rule.audience {
                     Audience::All => true,

@@ -189,18 +189,34 @@ pub struct Book {
     /// embedded them (all sets, in order).
     anchors: Option<Vec<Embedding>>,
     interests: Vec<Vec<Arc<str>>>,
+    /// The first persona index of the panel (of the shard) this book keeps.
+    first: u32,
 }
 
 impl Book {
     /// A panel before its first tick: `interests` by persona index.
     pub fn new(genesis: TickDigests, interests: Vec<Vec<Arc<str>>>) -> Book {
+        Book::of_shard(genesis, 0, interests)
+    }
+
+    /// The book of a shard: personas `first..` (as many as `interests`
+    /// has entries), whose jobs alone its ticks run
+    /// ([`crate::shard::Shard::personas`]). Vectors by persona are indexed
+    /// from `first`; persona indices everywhere else are the panel's.
+    pub fn of_shard(genesis: TickDigests, first: u32, interests: Vec<Vec<Arc<str>>>) -> Book {
         Book {
             digests: genesis,
             persona_digests: vec![Some(Digest::default()); interests.len()],
             gone: BTreeMap::new(),
             anchors: None,
             interests,
+            first,
         }
+    }
+
+    /// Where persona `persona` is in the vectors by persona.
+    fn slot(&self, persona: u32) -> usize {
+        (persona - self.first) as usize
     }
 
     /// Why `persona` is gone, if it is.
@@ -216,7 +232,8 @@ impl Book {
             fail(o, stage, reason.clone());
         }
         self.gone.insert(persona, reason);
-        self.persona_digests[persona as usize] = None;
+        let slot = self.slot(persona);
+        self.persona_digests[slot] = None;
     }
 }
 
@@ -347,8 +364,8 @@ impl TickWork {
     /// The tick's jobs, in job order, each with a bare outcome.
     pub fn begin(spec: &TickSpec<'_>, book: &Book, tick: u32) -> TickWork {
         let now = Clock::with_hours_per_tick(spec.cfg.raw.run.hours_per_tick).at(tick);
-        let personas = book.interests.len() as u32;
-        let jobs = spec.scenario.jobs(spec.seed, tick, personas, |p| &book.interests[p as usize]);
+        let personas = book.first..book.first + book.interests.len() as u32;
+        let jobs = spec.scenario.jobs_of(spec.seed, tick, personas, |p| &book.interests[book.slot(p)]);
         let outcomes = jobs
             .iter()
             .map(|j| {
@@ -642,7 +659,8 @@ impl TickWork {
         let commits = ask(book, self, Stage::Commit, due, |b| dispatch.commit(b)).await;
         for (g, applied) in commits {
             let p = self.groups[g].0;
-            book.persona_digests[p as usize] = Some(applied.digest);
+            let slot = book.slot(p);
+            book.persona_digests[slot] = Some(applied.digest);
             for (i, ids) in committed[g].iter().zip(applied.ids) {
                 self.outcomes[*i].memories = ids;
             }

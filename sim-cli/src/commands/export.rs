@@ -138,7 +138,7 @@ fn outcomes(args: &OutcomesArgs) -> Result<()> {
                     }
                 }
             }
-            Record::Tick(_) | Record::End(_) | Record::TickPart(_) | Record::TickCommit(_) => {}
+            Record::Tick(_) | Record::End(_) | Record::TickPart(_) | Record::TickCommit(_) | Record::Split(_) => {}
         }
     }
     match &mut out {

@@ -14,8 +14,9 @@ use engine::persona::profile::DEFAULT_TRAITS;
 use engine::persona::Traits;
 use engine::report::RunSummary;
 use engine::scenario::{Scenario, BUILTIN};
+use engine::shard::Shard;
 use engine::store::trace::frame::read_trace_file;
-use engine::store::trace::{Header, Record, RunEnd, TraceWriter};
+use engine::store::trace::{Header, Record, RunEnd, Split, TraceWriter};
 use engine::turn::TickDigests;
 use std::path::Path;
 use std::path::PathBuf;
@@ -63,7 +64,9 @@ impl OutcomesFile {
     sim-cli run --scenario launch-day             a built-in scenario (see `sim-cli scenarios`)\n  \
     sim-cli run --scenario my.toml --config c.toml --out runs/study-1\n  \
     sim-cli run --config live.toml                a live chat model (docs/GUIDE.md, live models)\n  \
-    sim-cli run --resume runs/study-1             continue a killed or interrupted run\n\n\
+    sim-cli run --resume runs/study-1             continue a killed or interrupted run\n  \
+    sim-cli run --personas 100000 --shard auto/16 one shard of 16 (index from JOB_COMPLETION_INDEX or\n  \
+                                                  SLURM_ARRAY_TASK_ID); `sim-cli merge` joins them\n\n\
     The same --seed gives the same digests at any --threads. Ctrl-C stops at the next tick\n\
     boundary (a second Ctrl-C at once); the run stays resumable with --resume.")]
 pub struct RunArgs {
@@ -118,8 +121,15 @@ pub struct RunArgs {
     pub yes: bool,
     /// Continue the killed, interrupted or stopped run in DIR from its last committed tick (its trace
     /// holds every other setting). A finished run is left unchanged.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy", "outcomes", "panel"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy", "outcomes", "panel", "shard"])]
     pub resume: Option<PathBuf>,
+    /// Run shard I of N: a contiguous 1/N of the panel's personas, each with the same outcomes as in
+    /// the whole run. `auto/N` takes I from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs), then
+    /// SLURM_ARRAY_TASK_ID (Slurm arrays). The shard gets 1/N of --budget-usd and of the configured
+    /// rate limits. Default --out: runs/NAME/shard-000I-of-000N. The same command on an unfinished
+    /// shard directory resumes it; on a finished one it does nothing. `sim-cli merge` joins the shards.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
     #[command(flatten)]
     pub hooks: TraceHooks,
 }
@@ -250,15 +260,39 @@ pub fn run(args: RunArgs) -> Result<()> {
         .with_strategy(strategy)
         .with_scenario(&loaded.origin, &loaded.source)
         .with_traits(DEFAULT_TRAITS);
+    let shard = match &args.shard {
+        Some(text) => Some(shard_of(text, personas)?),
+        None => None,
+    };
+    let out_dir = match (shard, &args.out) {
+        (Some(s), None) => Some(PathBuf::from(format!(
+            "runs/{}-s{}-{personas}x{}/{}",
+            loaded.scenario.name,
+            args.seed,
+            args.ticks,
+            s.dir_name()
+        ))),
+        (_, out) => out.clone(),
+    };
+    if let (Some(s), Some(dir)) = (shard, &out_dir) {
+        if dir.join("trace.bin").exists() {
+            // A retried pod or array task runs the same command again.
+            same_shard(dir, &header, s)?;
+            return resume(dir, args.threads, args.json, args.hooks);
+        }
+    }
     // The ports are built before anything is written: a missing key or an
     // unreadable cache file stops the run here, with nothing left behind.
-    let (embedder, chat) = actors::run::default_ports(&config, args.seed)?;
+    // A shard's ports get its share of the rate limits.
+    let port_config = shard.map(|s| s.share_rates(&config));
+    let (embedder, chat) = actors::run::default_ports(port_config.as_ref().unwrap_or(&config), args.seed)?;
+    let ran = shard.map_or(personas, |s| s.personas(personas).len() as u32);
     let estimate =
-        || crate::preflight::estimate(&config, &loaded.scenario, &Traits::builtin(), args.seed, personas, args.ticks);
+        || crate::preflight::estimate(&config, &loaded.scenario, &Traits::builtin(), args.seed, ran, args.ticks);
     crate::preflight::confirm(&config, estimate, args.confirm_above_usd, args.yes)?;
     let runtime = runtime(args.threads)?;
     runtime.block_on(crate::preflight::probe(&config, chat.as_ref()))?;
-    let out = OutputDir::create(args.out.as_deref(), &loaded.scenario.name, args.seed, personas, args.ticks)?;
+    let out = OutputDir::create(out_dir.as_deref(), &loaded.scenario.name, args.seed, personas, args.ticks)?;
     let interrupt = interrupt_on_ctrl_c(&runtime, out.path())?;
     out.write_config(&config)?;
     // Live answers are logged as they are paid for, so a resume never buys
@@ -270,6 +304,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
     };
     let mut trace = TraceSink::new(args.hooks.apply(out.create_trace(&header)?));
+    if let Some(s) = shard {
+        trace.send(Record::Split(Split::Shard(s))).map_err(|e| stopped_by(e, out.path()))?;
+    }
     let (terminal, progress) = progress(args.ticks);
     let spec = RunSpec {
         config,
@@ -277,6 +314,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         traits: Traits::builtin(),
         seed: args.seed,
         personas,
+        shard,
         ticks: args.ticks,
         planned_ticks: None,
         budget_nano_usd,
@@ -286,7 +324,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         interrupt: Some(interrupt),
         replayed_ticks: 0,
     };
-    let mut writer = out.outcome_writer(args.outcomes.writes(personas, args.ticks))?;
+    let mut writer = out.outcome_writer(args.outcomes.writes(ran, args.ticks))?;
     let result = runtime.block_on(actors::run::run(spec, progress, false, |report| {
         writer.write_tick(&report)?;
         trace.send(Record::Tick(Box::new(report.into_frame())))
@@ -297,6 +335,55 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut summary = result.map_err(|e| stopped_by(e, out.path()))?.summary;
     summary.out_dir = out.path().display().to_string();
     close(trace, out, &summary, args.json)
+}
+
+/// The shard `--shard TEXT` names for a panel of `personas`, saying where
+/// an `auto` index came from.
+fn shard_of(text: &str, personas: u32) -> Result<Shard> {
+    let (shard, from) = Shard::parse(text, |v| std::env::var(v).ok()).map_err(|e| anyhow::anyhow!("--shard {e}"))?;
+    if shard.count > personas {
+        bail!("--shard {text}: {} shards for {personas} personas; every shard needs at least one persona", shard.count);
+    }
+    let range = shard.personas(personas);
+    let from = from.map(|v| format!(", index from {v}")).unwrap_or_default();
+    eprintln!("{shard}{from}: personas {} to {} of {personas}", range.start, range.end - 1);
+    Ok(shard)
+}
+
+/// Checks that the run in `dir` is shard `shard` of the run `header`
+/// describes, before a shard command resumes it.
+fn same_shard(dir: &Path, header: &Header, shard: Shard) -> Result<()> {
+    let path = dir.join("trace.bin");
+    let mut records = engine::store::trace::frame::open_records(&path)?;
+    let mut recorded = None;
+    let mut split = None;
+    for _ in 0..2 {
+        match records.next_record()? {
+            Some(Record::Header(h)) => recorded = Some(h),
+            Some(Record::Split(s)) => split = Some(s),
+            _ => break,
+        }
+    }
+    let Some(h) = recorded else { bail!("{}: the trace has no header", path.display()) };
+    let differs = [
+        (h.config_hash != header.config_hash, "configuration"),
+        (h.scenario_hash != header.scenario_hash, "scenario"),
+        (h.seed != header.seed, "seed"),
+        (h.personas != header.personas, "panel size"),
+        (h.ticks != header.ticks, "ticks"),
+        (h.budget_nano_usd != header.budget_nano_usd, "budget"),
+        (h.strategy != header.strategy, "embedding strategy"),
+        (split != Some(Split::Shard(shard)), "shard"),
+    ];
+    let what: Vec<&str> = differs.iter().filter(|(d, _)| *d).map(|(_, w)| *w).collect();
+    if !what.is_empty() {
+        bail!(
+            "{} holds another run (its {} differ from this command's); a run is never overwritten: choose another --out",
+            dir.display(),
+            what.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// A run that failed mid-way keeps what it committed: the error says so,

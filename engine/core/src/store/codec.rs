@@ -67,6 +67,12 @@ pub fn encode_native_to<T: bincode::Encode + ?Sized, W: std::io::Write>(
     bincode::encode_into_std_write(value, out, config()).map(|_| ()).map_err(CodecError::Encode)
 }
 
+/// Decodes the next value of a stream of encodings laid end to end (as
+/// [`encode_native_to`] writes them one after another).
+pub fn decode_from<T: DeserializeOwned, R: std::io::Read>(r: &mut R) -> Result<T, CodecError> {
+    bincode::serde::decode_from_std_read(r, config()).map_err(CodecError::Decode)
+}
+
 /// Decodes a value that must fill `bytes` exactly.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     decode_with(bytes, config())

@@ -7,7 +7,8 @@
 //! config, scenario and trait sources, seed, sizes), then one
 //! [`record::TickFrame`] per committed tick, and a [`record::RunEnd`] when
 //! the run finished. A tick is committed once its frame is written and
-//! synced.
+//! synced. A shard's trace and a merged one (format 7) also say how the
+//! panel is split ([`record::Split`]).
 //!
 //! [`cassette`] serves model answers back from a trace keyed by request
 //! digest, so replay and resume make no model calls.
@@ -16,8 +17,9 @@ pub mod audit;
 pub mod cassette;
 pub mod frame;
 pub mod record;
+pub mod spill;
 pub mod wal;
 
 pub use cassette::{CassetteChat, CassetteEmbedder, EmbedRecorder};
 pub use frame::{read_trace, read_trace_file, ReadTrace, Torn, TraceWriter, TRACE};
-pub use record::{EmbedExchange, Header, MemoryEvent, Record, RunEnd, TickFrame};
+pub use record::{EmbedExchange, Header, MemoryEvent, Record, RunEnd, Split, TickFrame};

@@ -275,24 +275,79 @@ impl TickDigests {
         personas: &[Option<Digest>],
         embedding: &[(StageStats, &[EmbedCall])],
     ) -> TickDigests {
+        let mut c = ContentChain::new(self, tick, outcomes.len() as u32);
+        outcomes.iter().for_each(|o| c.outcome(o));
+        c.personas(personas.len() as u32);
+        personas.iter().for_each(|p| c.persona(p.as_ref()));
+        let digest = c.finish();
+        let mut f = FullChain::new(self, &digest);
+        outcomes.iter().for_each(|o| f.outcome(o));
+        TickDigests { digest, full_digest: f.stages(embedding) }
+    }
+}
+
+/// A tick's content digest ([`TickDigests::digest`]), fed a value at a
+/// time: the outcomes in job order, then every persona's state digest in
+/// persona order. A merge of shards feeds it from the shards in turn, and
+/// gets the digest the whole panel's run chains.
+pub struct ContentChain(DigestWriter);
+
+impl ContentChain {
+    /// The content digest of tick `tick`, with `outcomes` outcomes, after
+    /// `prev`.
+    pub fn new(prev: &TickDigests, tick: u32, outcomes: u32) -> ContentChain {
         let mut w = DigestWriter::new("tick v1");
-        w.digest(&self.digest).u32(tick).u32(outcomes.len() as u32);
-        for o in outcomes {
-            o.write_content(&mut w);
-        }
-        w.u32(personas.len() as u32);
-        for p in personas {
-            match p {
-                Some(d) => w.u8(1).digest(d),
-                None => w.u8(0),
-            };
-        }
-        let digest = w.finish();
+        w.digest(&prev.digest).u32(tick).u32(outcomes);
+        ContentChain(w)
+    }
+
+    /// The next outcome.
+    pub fn outcome(&mut self, o: &Outcome) {
+        o.write_content(&mut self.0);
+    }
+
+    /// After the outcomes: how many personas follow.
+    pub fn personas(&mut self, n: u32) {
+        self.0.u32(n);
+    }
+
+    /// The next persona's state digest (`None`: it is gone).
+    pub fn persona(&mut self, d: Option<&Digest>) {
+        match d {
+            Some(d) => self.0.u8(1).digest(d),
+            None => self.0.u8(0),
+        };
+    }
+
+    /// The digest.
+    pub fn finish(self) -> Digest {
+        self.0.finish()
+    }
+}
+
+/// A tick's full digest ([`TickDigests::full_digest`]): the content
+/// digest, every outcome's costs in job order, then the embedding stages
+/// (a run) or the shards' own full digests (a merge).
+pub struct FullChain(DigestWriter);
+
+impl FullChain {
+    /// The full digest of the tick whose content digest is `digest`, after
+    /// `prev`.
+    pub fn new(prev: &TickDigests, digest: &Digest) -> FullChain {
         let mut f = DigestWriter::new("tick full v1");
-        f.digest(&self.full_digest).digest(&digest);
-        for o in outcomes {
-            o.write_costs(&mut f);
-        }
+        f.digest(&prev.full_digest).digest(digest);
+        FullChain(f)
+    }
+
+    /// The next outcome's costs.
+    pub fn outcome(&mut self, o: &Outcome) {
+        o.write_costs(&mut self.0);
+    }
+
+    /// A run's tick ends with its embedding stages: their counters and
+    /// physical calls.
+    pub fn stages(mut self, embedding: &[(StageStats, &[EmbedCall])]) -> Digest {
+        let f = &mut self.0;
         f.u32(embedding.len() as u32);
         for (stats, calls) in embedding {
             f.u64(stats.port_invocations).u64(stats.upstream_requests).u64(stats.texts_requested);
@@ -306,7 +361,18 @@ impl TickDigests {
                 f.u64(c.spend.input_tokens).u64(c.spend.output_tokens).u64(c.spend.nano_usd);
             }
         }
-        TickDigests { digest, full_digest: f.finish() }
+        self.0.finish()
+    }
+
+    /// A merged tick ends with each shard's own full digest after it, in
+    /// shard order: they cover the shards' embedding stages, which no
+    /// trace records.
+    pub fn shards(mut self, full: impl IntoIterator<Item = Digest>) -> Digest {
+        self.0.str("merged shards v1");
+        for d in full {
+            self.0.digest(&d);
+        }
+        self.0.finish()
     }
 }
 

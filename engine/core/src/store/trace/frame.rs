@@ -5,8 +5,8 @@
 //! whatever the panel size; readers reassemble it.
 
 use super::record::{
-    spend_layout, Bytes, Header, Record, RunEnd, TickCommit, TickFrame, TickPart, COMPRESSED_FROM, FORMAT_VERSION,
-    OLDEST_READABLE,
+    spend_layout, Bytes, Header, Record, RunEnd, Split, TickCommit, TickFrame, TickPart, COMPRESSED_FROM,
+    FORMAT_VERSION, OLDEST_READABLE,
 };
 use crate::cost::{with_layout, Layout};
 use crate::error::{Error, Result};
@@ -35,6 +35,11 @@ pub struct ReadTrace {
     pub ticks: Vec<TickFrame>,
     /// Present when the run finished.
     pub end: Option<RunEnd>,
+    /// A shard's trace: `Split::Shard`; a merged one: `Split::Merged`.
+    pub split: Option<Split>,
+    /// A merged trace's split of each tick, shard by shard (empty for any
+    /// other trace).
+    pub tick_splits: Vec<Vec<super::record::ShardTick>>,
     /// Length of the committed frames, where appending continues.
     pub valid_len: u64,
     /// What follows the committed frames (only when reading leniently).
@@ -109,6 +114,8 @@ pub struct RecordReader<R> {
     pending: Option<Pending>,
     committed: u64,
     tail: Option<Tail>,
+    /// Whether the trace is a merge of shards.
+    merged: bool,
 }
 
 /// The source of a [`RecordReader`]: the preamble it has read, then the rest.
@@ -138,6 +145,7 @@ impl<R: Read> RecordReader<Source<R>> {
             pending: None,
             committed: crate::store::frame::PREAMBLE,
             tail: None,
+            merged: false,
         })
     }
 }
@@ -222,6 +230,23 @@ impl<R: Read> RecordReader<R> {
                     self.ended = true;
                     Record::End(e)
                 }
+                (Record::Split(s @ (Split::Shard(_) | Split::Merged { .. })), 1) => {
+                    self.merged = matches!(s, Split::Merged { .. });
+                    Record::Split(s)
+                }
+                (Record::Split(Split::Tick { tick, shards }), _) if self.merged => {
+                    if tick != expected {
+                        return Err(
+                            r.corrupt(&f, format!("the split of tick {tick} where tick {expected} was expected"))
+                        );
+                    }
+                    Record::Split(Split::Tick { tick, shards })
+                }
+                (Record::Split(_), _) => {
+                    return Err(
+                        r.corrupt(&f, "a shard record out of place (it follows the header, or precedes a merged tick)")
+                    )
+                }
             };
             if let Record::Tick(_) = record {
                 self.ticks += 1;
@@ -266,11 +291,14 @@ fn read_all<R: Read>(mut r: RecordReader<R>, file: &str, lenient: bool) -> Resul
     let mut header = None;
     let mut ticks = Vec::new();
     let mut end = None;
+    let (mut split, mut tick_splits) = (None, Vec::new());
     while let Some(record) = r.next_record()? {
         match record {
             Record::Header(h) => header = Some(*h),
             Record::Tick(t) => ticks.push(*t),
             Record::End(e) => end = Some(e),
+            Record::Split(Split::Tick { shards, .. }) => tick_splits.push(shards),
+            Record::Split(s @ (Split::Shard(_) | Split::Merged { .. })) => split = Some(s),
             // The record reader assembles parts and never returns them.
             Record::TickPart(_) | Record::TickCommit(_) => {}
         }
@@ -282,7 +310,10 @@ fn read_all<R: Read>(mut r: RecordReader<R>, file: &str, lenient: bool) -> Resul
     let Some(header) = header else {
         return Err(Error::Format { file: file.to_string(), cause: "the trace has no complete header frame".into() });
     };
-    Ok(ReadTrace { header, ticks, end, valid_len: r.committed_len(), tail })
+    // A tick split written without its tick (a merge stopped between the
+    // two) is not kept.
+    tick_splits.truncate(ticks.len());
+    Ok(ReadTrace { header, ticks, end, split, tick_splits, valid_len: r.committed_len(), tail })
 }
 
 /// Reads as many bytes as `buf` holds, or fewer at the end of the input.
@@ -317,6 +348,63 @@ fn older_format(pre: &[u8], r: impl Read, len: u64, file: &str, version: u32) ->
     }
 }
 
+/// What [`outline`] reads of a trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outline {
+    /// The header.
+    pub header: Header,
+    /// The shard record after it, if any.
+    pub split: Option<Split>,
+    /// Committed ticks.
+    pub ticks: u32,
+    /// The end frame, when the run finished.
+    pub end: Option<RunEnd>,
+}
+
+/// A trace's header, shard record, committed tick count and end frame,
+/// read without decoding a tick: every frame is checked and unpacked, but
+/// only the small records are decoded. For checking many shards before a
+/// merge reads them.
+pub fn outline(path: &Path) -> Result<Outline> {
+    // The variant positions of `Record` (its encoding starts with one).
+    const TICK: u8 = 1;
+    const PART: u8 = 3;
+    const COMMIT: u8 = 4;
+    let mut r = open_records(path)?;
+    let (mut header, mut split, mut ticks, mut end) = (None, None, 0, None);
+    loop {
+        let f = match r.frames.read_next()? {
+            Next::Frame(f) => f,
+            Next::Torn(_) | Next::End => break,
+        };
+        let bytes = match r.version >= COMPRESSED_FROM {
+            true => unpack(&f.payload).map_err(|e| r.frames.corrupt(&f, e))?,
+            false => f.payload.clone(),
+        };
+        match bytes.first().copied() {
+            Some(TICK | COMMIT) => ticks += 1,
+            Some(PART) => {}
+            _ => {
+                let record: Record = with_layout(spend_layout(r.version), || crate::store::codec::decode(&bytes))
+                    .map_err(|e| r.frames.corrupt(&f, e))?;
+                match record {
+                    Record::Header(h) => header = Some(*h),
+                    Record::Split(s @ (Split::Shard(_) | Split::Merged { .. })) => split = Some(s),
+                    Record::End(e) => end = Some(e),
+                    Record::Tick(_) | Record::TickPart(_) | Record::TickCommit(_) | Record::Split(_) => {}
+                }
+            }
+        }
+    }
+    let Some(header) = header else {
+        return Err(Error::Format {
+            file: path.display().to_string(),
+            cause: "the trace has no complete header frame".into(),
+        });
+    };
+    Ok(Outline { header, split, ticks, end })
+}
+
 /// Reads a trace file.
 pub fn read_trace_file(path: &Path, lenient: bool) -> Result<ReadTrace> {
     read_all(open_records(path)?, &path.display().to_string(), lenient)
@@ -324,9 +412,18 @@ pub fn read_trace_file(path: &Path, lenient: bool) -> Result<ReadTrace> {
 
 /// Opens the trace at `path` for reading record by record.
 pub fn open_records(path: &Path) -> Result<RecordReader<Source<std::io::BufReader<std::fs::File>>>> {
+    open_records_buffered(path, 1 << 20)
+}
+
+/// [`open_records`] with a read buffer of `capacity` bytes (a merge holds
+/// one reader per shard).
+pub fn open_records_buffered(
+    path: &Path,
+    capacity: usize,
+) -> Result<RecordReader<Source<std::io::BufReader<std::fs::File>>>> {
     let file = std::fs::File::open(path).map_err(|e| Error::Io { file: path.display().to_string(), source: e })?;
     let len = file.metadata().map_err(|e| Error::Io { file: path.display().to_string(), source: e })?.len();
-    RecordReader::new(std::io::BufReader::with_capacity(1 << 20, file), len, &path.display().to_string())
+    RecordReader::new(std::io::BufReader::with_capacity(capacity, file), len, &path.display().to_string())
 }
 
 /// The most a frame's payload unpacks to: four parts' worth. The writer
@@ -477,11 +574,23 @@ impl TraceWriter {
     fn append_in_layout(&mut self, record: &Record) -> Result<u64> {
         let tick = match record {
             Record::Tick(t) => t.tick,
-            Record::Header(_) | Record::End(_) | Record::TickPart(_) | Record::TickCommit(_) => {
+            Record::Header(_) | Record::End(_) | Record::TickPart(_) | Record::TickCommit(_) | Record::Split(_) => {
                 encode(self.out.frames.path(), record, &mut self.buf)?;
                 return self.out.put(&self.buf, true);
             }
         };
+        self.append_tick_in_layout(tick, record)
+    }
+
+    /// Appends tick `tick` from `value`, whose encoding must be that of a
+    /// `Record::Tick` (a merge streams one this way, from files, rather
+    /// than hold it): in parts when it is large, as [`TraceWriter::append`]
+    /// writes any tick. Readers check what it holds.
+    pub fn append_tick_encoded(&mut self, tick: u32, value: &impl bincode::Encode) -> Result<u64> {
+        with_layout(self.out.layout, || self.append_tick_in_layout(tick, value))
+    }
+
+    fn append_tick_in_layout(&mut self, tick: u32, record: &impl bincode::Encode) -> Result<u64> {
         let start = self.out.frames.len();
         self.buf.clear();
         let mut parts = Parts {

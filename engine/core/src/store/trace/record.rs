@@ -16,9 +16,12 @@ use std::sync::Arc;
 /// Version 5 (engine 0.5.0): every frame's payload is LZ4-compressed
 /// ([`COMPRESSED_FROM`]); the records are as in version 4. Version 6
 /// (engine 0.6.0): every [`crate::cost::Spend`] holds the cached prompt
-/// tokens as a fourth field ([`CACHED_FROM`]). This engine reads versions
-/// 3 to 6, and appends to an older trace in its own format.
-pub const FORMAT_VERSION: u32 = 6;
+/// tokens as a fourth field ([`CACHED_FROM`]). Version 7 (engine 0.7.0):
+/// a shard's trace, and a merge of shards, say so in a [`Split`] record
+/// after the header; a merged tick is preceded by its split by shard.
+/// Traces of a whole panel are as in version 6. This engine reads
+/// versions 3 to 7, and appends to an older trace in its own format.
+pub const FORMAT_VERSION: u32 = 7;
 
 /// From this format on, a [`crate::cost::Spend`] has four fields; before
 /// it, three (read and written through [`crate::cost::with_layout`]).
@@ -392,6 +395,44 @@ pub enum Record {
     TickPart(TickPart),
     /// The frame that commits a tick written in parts (format 4).
     TickCommit(TickCommit),
+    /// How the run's panel is split into shards (format 7).
+    Split(Split),
+}
+
+/// What a trace says about a panel split into shards (format 7): a shard's
+/// trace, and a merged one, has a `Shard` or `Merged` record right after
+/// its header; each tick of a merged trace is preceded by its `Tick`
+/// record. A whole panel's trace has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
+pub enum Split {
+    /// This run is one shard of the panel its header describes: it ran
+    /// [`crate::shard::Shard::personas`] only.
+    Shard(crate::shard::Shard),
+    /// This run merges this many shards (`sim-cli merge`): its ticks hold
+    /// every persona, in order, with the shards' own embedding
+    /// invocations and costs.
+    Merged {
+        /// How many.
+        shards: u32,
+    },
+    /// A merged tick's split, shard by shard in order: how many of its
+    /// embedding invocations each shard made (they follow each other in
+    /// the frame), and the shard's own digests after the tick.
+    Tick {
+        /// The tick.
+        tick: u32,
+        /// One entry per shard.
+        shards: Vec<ShardTick>,
+    },
+}
+
+/// One shard's part of a merged tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
+pub struct ShardTick {
+    /// The embedding invocations it made.
+    pub embeddings: u32,
+    /// Its own digests after the tick.
+    pub digests: TickDigests,
 }
 
 /// Why a run stopped before its last tick.
