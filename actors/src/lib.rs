@@ -31,7 +31,6 @@
 pub mod chat_pool;
 pub mod coordinator;
 pub mod error;
-pub mod merged;
 pub mod persona;
 pub mod progress;
 pub mod replay;

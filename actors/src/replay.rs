@@ -16,6 +16,9 @@ use engine::turn::Outcome;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+mod merged;
+pub use merged::shard_view;
+
 /// The first place a re-run differs from its trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Divergence {
@@ -323,9 +326,7 @@ async fn rerun_with(
     on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
     match (&trace.split, live) {
-        (Some(Split::Merged { shards }), false) => {
-            crate::merged::rerun_merged(trace, *shards, keep_states, progress).await
-        }
+        (Some(Split::Merged { shards }), false) => merged::rerun_merged(trace, *shards, keep_states, progress).await,
         (Some(Split::Merged { .. }), true) => Err(Error::InvalidInput {
             what: "run",
             cause: "a merged run cannot be resumed: resume its shards, then merge them again".into(),

@@ -79,12 +79,14 @@ async fn coordinator(fakes: &[Fake], dead_host: bool) -> (TurnCoordinator, Coord
     let slots = (0..fakes.len() as u32)
         .map(|id| Slot::Resting(Box::new(PersonaState::new(engine::persona::generate(&traits, 1, id)))))
         .collect();
+    let slots = Store { first: 0, slots };
     let shared = RunShared {
         config,
         scenario: Scenario::builtin("default").expect("built in"),
         traits,
         seed: 1,
         personas: fakes.len() as u32,
+        range: 0..fakes.len() as u32,
         session_end_tick: 1,
         embedder: Some(embedder),
         recorder: None,

@@ -31,6 +31,11 @@ use std::ops::Range;
 /// Jobs, then Slurm job arrays.
 pub const INDEX_VARIABLES: [&str; 2] = ["JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID"];
 
+/// Why a shard is not valid: a message naming the text and the cause.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ShardError(pub String);
+
 /// The most shards a panel is split into.
 pub const MAX_SHARDS: u32 = 9999;
 
@@ -51,12 +56,13 @@ impl std::fmt::Display for Shard {
 
 impl Shard {
     /// Shard `index` of `count`, or why not.
-    pub fn new(index: u32, count: u32) -> Result<Shard, String> {
+    pub fn new(index: u32, count: u32) -> Result<Shard, ShardError> {
         if count == 0 || count > MAX_SHARDS {
-            return Err(format!("the shard count must be 1 to {MAX_SHARDS}, got {count}"));
+            return Err(ShardError(format!("the shard count must be 1 to {MAX_SHARDS}, got {count}")));
         }
         if index >= count {
-            return Err(format!("the shard index must be 0 to {} for {count} shards, got {index}", count - 1));
+            let why = format!("the shard index must be 0 to {} for {count} shards, got {index}", count - 1);
+            return Err(ShardError(why));
         }
         Ok(Shard { index, count })
     }
@@ -64,7 +70,14 @@ impl Shard {
     /// Parses `I/N`, or `auto/N` with the index from the first of
     /// [`INDEX_VARIABLES`] that `env` has; returns the shard and the
     /// variable it read, if any.
-    pub fn parse(text: &str, env: impl Fn(&str) -> Option<String>) -> Result<(Shard, Option<&'static str>), String> {
+    pub fn parse(
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<(Shard, Option<&'static str>), ShardError> {
+        Shard::parse_text(text, env).map_err(ShardError)
+    }
+
+    fn parse_text(text: &str, env: impl Fn(&str) -> Option<String>) -> Result<(Shard, Option<&'static str>), String> {
         let Some((index, count)) = text.split_once('/') else {
             return Err(format!("{text:?}: expected I/N (such as 3/16) or auto/N"));
         };
@@ -89,7 +102,7 @@ impl Shard {
                 (i.parse().map_err(|_| format!("{text:?}: the shard index {i:?} is not a whole number or auto"))?, None)
             }
         };
-        Shard::new(index, count).map(|s| (s, from)).map_err(|e| format!("{text:?}: {e}"))
+        Shard::new(index, count).map(|s| (s, from)).map_err(|e| format!("{text:?}: {}", e.0))
     }
 
     /// The persona indices this shard runs out of a panel of `panel`:
@@ -161,15 +174,16 @@ mod tests {
     #[test]
     fn bad_shards_are_named() {
         let none = |_: &str| None;
-        assert!(Shard::parse("4/4", none).unwrap_err().contains("0 to 3"));
-        assert!(Shard::parse("0/0", none).unwrap_err().contains("1 to 9999"));
-        assert!(Shard::parse("x/4", none).unwrap_err().contains("\"x\""));
-        assert!(Shard::parse("3", none).unwrap_err().contains("I/N"));
-        let e = Shard::parse("auto/4", none).unwrap_err();
+        let err = |t: &str| Shard::parse(t, none).unwrap_err().0;
+        assert!(err("4/4").contains("0 to 3"));
+        assert!(err("0/0").contains("1 to 9999"));
+        assert!(err("x/4").contains("\"x\""));
+        assert!(err("3").contains("I/N"));
+        let e = err("auto/4");
         assert!(e.contains("JOB_COMPLETION_INDEX") && e.contains("SLURM_ARRAY_TASK_ID"), "{e}");
         let slurm = |v: &str| (v == "SLURM_ARRAY_TASK_ID").then(|| "2".to_string());
         assert_eq!(Shard::parse("auto/4", slurm).unwrap(), (Shard { index: 2, count: 4 }, Some("SLURM_ARRAY_TASK_ID")));
         let bad = |v: &str| (v == "SLURM_ARRAY_TASK_ID").then(|| "two".to_string());
-        assert!(Shard::parse("auto/4", bad).unwrap_err().contains("SLURM_ARRAY_TASK_ID=\"two\""));
+        assert!(Shard::parse("auto/4", bad).unwrap_err().0.contains("SLURM_ARRAY_TASK_ID=\"two\""));
     }
 }

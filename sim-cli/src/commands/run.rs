@@ -378,7 +378,7 @@ fn same_shard(dir: &Path, header: &Header, shard: Shard) -> Result<()> {
     let what: Vec<&str> = differs.iter().filter(|(d, _)| *d).map(|(_, w)| *w).collect();
     if !what.is_empty() {
         bail!(
-            "{} holds another run (its {} differ from this command's); a run is never overwritten: choose another --out",
+            "{} holds another run (it differs from this command in: {}); a run is never overwritten: choose another --out",
             dir.display(),
             what.join(", ")
         );

@@ -15,13 +15,16 @@
 //! - **disk**: a disk that fills up mid-run: a clear error, a valid prefix,
 //!   and a resume that matches;
 //! - **inputs**: seeded mutations of scenarios, configs and memory
-//!   operations: each is a named error or valid, never a panic.
+//!   operations: each is a named error or valid, never a panic;
+//! - **shards**: per seed, a panel in 1 to 8 shards, one shard killed and
+//!   its command run again, then `merge`: the unsharded run's digest.
 //!
 //! A failure prints the command that reproduces it.
 
 mod inputs;
 mod kills;
 mod runs;
+mod shards;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -43,6 +46,8 @@ pub enum Campaign {
     Disk,
     /// Mutated scenarios, configs and memory operations.
     Inputs,
+    /// Panels in shards, a shard killed, merged.
+    Shards,
 }
 
 /// Options of `sim-cli soak`.
@@ -53,7 +58,7 @@ pub enum Campaign {
     when any check failed, with the command that reproduces each failure.\n\n\
     Examples:\n  \
     sim-cli soak                                         the short campaign (as CI runs it)\n  \
-    sim-cli soak --seeds 200 --kills 100 --faults 0.1,0.2,0.3 --fault-seeds 10 --mutations 10000\n  \
+    sim-cli soak --seeds 200 --kills 100 --faults 0.1,0.2,0.3 --fault-seeds 10 --mutations 10000 --shard-seeds 200\n  \
     (the full campaign)\n  \
     sim-cli soak --only kills --kills 20 --first-seed 7   one campaign, other seeds"
 )]
@@ -70,6 +75,9 @@ pub struct SoakArgs {
     /// Seeds per fault rate (each: faults on embeddings, on chat, on both, and on both under a budget).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub fault_seeds: u32,
+    /// Panels of the shards campaign (each split into 1 to 8 shards, one shard killed).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub shard_seeds: u32,
     /// Mutated inputs of the input campaign.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
     pub mutations: u32,
@@ -127,6 +135,9 @@ pub struct Report {
     /// Input campaign.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inputs: Option<inputs::InputReport>,
+    /// Shards campaign.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<shards::ShardsReport>,
     /// Every failed check.
     pub failures: Vec<Failure>,
     /// Wall time.
@@ -233,7 +244,8 @@ pub fn soak(a: SoakArgs) -> Result<()> {
     std::fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
     let started = Instant::now();
     let on = |c: Campaign| a.only.is_empty() || a.only.contains(&c);
-    let campaigns = [Campaign::Determinism, Campaign::Kills, Campaign::Faults, Campaign::Disk, Campaign::Inputs];
+    let campaigns =
+        [Campaign::Determinism, Campaign::Kills, Campaign::Faults, Campaign::Disk, Campaign::Inputs, Campaign::Shards];
     let total = campaigns.iter().filter(|c| on(**c)).count().max(1) as f64;
     let share = a.minutes.map(|m| Duration::from_secs_f64(m * 60.0 / total));
     let mut s = Soak { exe, scratch: scratch.clone(), deadline: None, failures: Vec::new() };
@@ -247,6 +259,9 @@ pub fn soak(a: SoakArgs) -> Result<()> {
             Campaign::Faults => report.faults = Some(runs::faults(&mut s, a.first_seed, &a.faults, a.fault_seeds)?),
             Campaign::Disk => report.disk = Some(kills::disk(&mut s, a.first_seed)?),
             Campaign::Inputs => report.inputs = Some(inputs::inputs(&mut s, a.first_seed, a.mutations)?),
+            Campaign::Shards => {
+                report.shards = Some(shards::shards(&mut s, a.first_seed, a.shard_seeds, a.kill_personas)?);
+            }
         }
     }
     report.failures = std::mem::take(&mut s.failures);
@@ -317,6 +332,13 @@ fn print_report(r: &Report) {
             i.mutated, i.errors, i.valid, i.ran, i.panics
         );
         row("inputs", what, i.panics == 0 && !failed("inputs"));
+    }
+    if let Some(s) = &r.shards {
+        let what = format!(
+            "{} panels in {} shards, {} kills ({} mid-run): {} merged digests differ",
+            s.seeds, s.shards, s.kills, s.mid_run, s.mismatches
+        );
+        row("shards", what, !failed("shards"));
     }
     for f in &r.failures {
         println!("\nFAILED ({}): {}\n  reproduce: {}", f.campaign, f.what, f.reproduce);

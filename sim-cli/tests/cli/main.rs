@@ -13,6 +13,8 @@ mod batch;
 // `sim-cli soak` (the short campaign CI runs: determinism, kills, faults, full disk,
 // mutated inputs) and `sim-cli check-determinism`.
 mod soak;
+// A panel in shards (`run --shard`, `merge`): the unsharded digest, refusals, the k8s and Slurm examples.
+mod shards;
 // Memory commands on a recorded run.
 mod memory;
 // `sim-cli field`: simulate, replay, stats, bench.

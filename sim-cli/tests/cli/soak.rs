@@ -26,6 +26,13 @@ fn the_short_soak_passes_every_campaign() {
     let i = &v["inputs"];
     assert_eq!((i["mutated"].as_u64(), i["panics"].as_u64()), (Some(2000), Some(0)));
     assert!(i["errors"].as_u64() > Some(0) && i["ran"].as_u64() > Some(0), "{i}");
+    let sh = &v["shards"];
+    assert_eq!(
+        (sh["seeds"].as_u64(), sh["kills"].as_u64(), sh["mismatches"].as_u64()),
+        (Some(3), Some(3), Some(0)),
+        "{sh}"
+    );
+    assert!(sh["shards"].as_u64() >= Some(3), "{sh}");
     assert!(!dir.join("s").exists(), "a passing soak deletes its scratch directory");
 }
 

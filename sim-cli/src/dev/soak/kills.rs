@@ -73,7 +73,7 @@ fn wait_for(limit: Duration, cond: impl Fn() -> bool) -> bool {
 
 /// When a kill lands.
 #[derive(Debug, Clone, Copy)]
-enum Moment {
+pub(super) enum Moment {
     /// This long after the trace appeared.
     After(Duration),
     /// As soon as the trace has grown this many times (plus one) since it
@@ -92,7 +92,7 @@ impl std::fmt::Display for Moment {
 
 /// Starts `a`, waits for the trace to exist, then kills it at `moment`.
 /// Returns false when the process had already exited.
-fn kill_at(s: &Soak, a: &[String], trace: &Path, moment: Moment) -> Result<bool> {
+pub(super) fn kill_at(s: &Soak, a: &[String], trace: &Path, moment: Moment) -> Result<bool> {
     let mut child = s.command(a).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn()?;
     wait_for(Duration::from_secs(120), || trace.exists());
     match moment {

@@ -4,9 +4,9 @@
 //! the merged digests are recomputed from the frames. No answer is asked
 //! of a model: a shard's invocations are the ones its part holds.
 
+use super::{rerun_one, CassetteCounts, Divergence, Rerun};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use crate::replay::{rerun_one, CassetteCounts, Divergence, Rerun};
 use crate::run::RunResult;
 use engine::report::RunSummary;
 use engine::scenario::Scenario;
@@ -103,7 +103,7 @@ pub(crate) async fn rerun_merged(
     let mut summaries = Vec::with_capacity(count as usize);
     let mut matched = u32::MAX;
     for index in 0..count {
-        let shard = Shard::new(index, count).map_err(bad)?;
+        let shard = Shard::new(index, count).map_err(|e| bad(e.0))?;
         let view = shard_view(trace, shard)?;
         let r = rerun_one(&view, false, None, None, keep_states, Arc::clone(&progress), |_, _| Ok(())).await?;
         cassette.hits += r.cassette.hits;
