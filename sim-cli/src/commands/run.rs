@@ -260,20 +260,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         .with_strategy(strategy)
         .with_scenario(&loaded.origin, &loaded.source)
         .with_traits(DEFAULT_TRAITS);
-    let shard = match &args.shard {
-        Some(text) => Some(shard_of(text, personas)?),
-        None => None,
-    };
-    let out_dir = match (shard, &args.out) {
-        (Some(s), None) => Some(PathBuf::from(format!(
-            "runs/{}-s{}-{personas}x{}/{}",
-            loaded.scenario.name,
-            args.seed,
-            args.ticks,
-            s.dir_name()
-        ))),
-        (_, out) => out.clone(),
-    };
+    let (shard, out_dir) = shard_and_out(&args, &loaded.scenario.name, personas)?;
     if let (Some(s), Some(dir)) = (shard, &out_dir) {
         if dir.join("trace.bin").exists() {
             // A retried pod or array task runs the same command again.
@@ -335,6 +322,24 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut summary = result.map_err(|e| stopped_by(e, out.path()))?.summary;
     summary.out_dir = out.path().display().to_string();
     close(trace, out, &summary, args.json)
+}
+
+/// The shard `--shard` names, if any, and the run directory: `--out`, or
+/// for a shard without it, `runs/NAME/shard-000I-of-000N`, the same on
+/// every retry.
+fn shard_and_out(args: &RunArgs, scenario: &str, personas: u32) -> Result<(Option<Shard>, Option<PathBuf>)> {
+    let shard = match &args.shard {
+        Some(text) => Some(shard_of(text, personas)?),
+        None => None,
+    };
+    let out = match (shard, &args.out) {
+        (Some(s), None) => {
+            let run = format!("runs/{scenario}-s{}-{personas}x{}", args.seed, args.ticks);
+            Some(PathBuf::from(run).join(s.dir_name()))
+        }
+        (_, out) => out.clone(),
+    };
+    Ok((shard, out))
 }
 
 /// The shard `--shard TEXT` names for a panel of `personas`, saying where

@@ -180,6 +180,11 @@ pub fn scale(args: &ScaleArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
+    print_report(&report);
+    Ok(())
+}
+
+fn print_report(report: &Report) {
     println!("Scale: {} ticks, seed {}, threads {}", report.ticks, report.seed, thread_label(report.threads));
     println!(
         "  {:>9} {:>7} {:>8} {:>10} {:>7} {:>12} {:>9} {:>11} {:>10} {:>12}",
@@ -233,7 +238,6 @@ pub fn scale(args: &ScaleArgs) -> Result<()> {
             &m.digest[..m.digest.len().min(12)]
         );
     }
-    Ok(())
 }
 
 /// Runs this command again as `--measure-one N` (with `extra`) and reads its row.

@@ -372,11 +372,8 @@ pub fn outline(path: &Path) -> Result<Outline> {
     const COMMIT: u8 = 4;
     let mut r = open_records(path)?;
     let (mut header, mut split, mut ticks, mut end) = (None, None, 0, None);
-    loop {
-        let f = match r.frames.read_next()? {
-            Next::Frame(f) => f,
-            Next::Torn(_) | Next::End => break,
-        };
+    // A torn tail ends it, as it ends any reading.
+    while let Next::Frame(f) = r.frames.read_next()? {
         let bytes = match r.version >= COMPRESSED_FROM {
             true => unpack(&f.payload).map_err(|e| r.frames.corrupt(&f, e))?,
             false => f.payload.clone(),
