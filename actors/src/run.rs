@@ -23,8 +23,10 @@ use ractor::{Actor, ActorRef};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The largest panel a run accepts.
+/// The most personas one run (or one shard) holds.
 pub const MAX_PERSONAS: u32 = 1_000_000;
+/// The largest panel, split into shards of at most [`MAX_PERSONAS`] each.
+pub const MAX_PANEL: u32 = 100_000_000;
 /// The most ticks a run accepts.
 pub const MAX_TICKS: u32 = 100_000;
 
@@ -38,7 +40,7 @@ pub struct RunSpec {
     pub traits: Traits,
     /// Seed.
     pub seed: u64,
-    /// Panel size, 1 to [`MAX_PERSONAS`].
+    /// Panel size, 1 to [`MAX_PERSONAS`] (to [`MAX_PANEL`] in shards).
     pub personas: u32,
     /// Run only this shard's personas ([`Shard::personas`]), with its
     /// share of the budget; the caller gives the ports their share of the
@@ -152,11 +154,19 @@ pub async fn run(
 }
 
 fn check_spec(spec: &RunSpec) -> Result<()> {
-    if spec.personas == 0 || spec.personas > MAX_PERSONAS {
-        return Err(Error::InvalidInput {
-            what: "personas",
-            cause: format!("must be between 1 and {MAX_PERSONAS}, got {}", spec.personas),
-        });
+    let held = spec.shard.map_or(spec.personas, |s| s.personas(spec.personas).len() as u32);
+    if spec.personas == 0 || spec.personas > MAX_PANEL || held > MAX_PERSONAS {
+        let cause = match spec.shard {
+            None => format!(
+                "must be between 1 and {MAX_PERSONAS} (a larger panel, up to {MAX_PANEL}, runs in shards of at most {MAX_PERSONAS}), got {}",
+                spec.personas
+            ),
+            Some(s) => format!(
+                "a panel of {} in {} shards has {held} personas in a shard; a panel has at most {MAX_PANEL}, a shard at most {MAX_PERSONAS}",
+                spec.personas, s.count
+            ),
+        };
+        return Err(Error::InvalidInput { what: "personas", cause });
     }
     if let Some(panel) = &spec.config.raw.panel {
         if panel.rows.len() != spec.personas as usize {

@@ -172,6 +172,23 @@ mod tests {
     }
 
     #[test]
+    fn a_shard_takes_its_share_of_the_rate_limits() {
+        let mut c = crate::config::Config::defaults();
+        c.raw.chat.requests_per_minute = 10;
+        c.raw.chat.tokens_per_minute = 1_000_001;
+        let shares: Vec<(u32, u64, u32)> = (0..4)
+            .map(|i| {
+                let s = Shard::new(i, 4).unwrap().share_rates(&c);
+                (s.raw.chat.requests_per_minute, s.raw.chat.tokens_per_minute, s.raw.embedding.requests_per_minute)
+            })
+            .collect();
+        // 10 = 3 + 3 + 2 + 2; unlimited (0) stays unlimited.
+        assert_eq!(shares, [(3, 250_001, 0), (3, 250_000, 0), (2, 250_000, 0), (2, 250_000, 0)]);
+        c.raw.chat.requests_per_minute = 2;
+        assert_eq!(Shard::new(3, 4).unwrap().share_rates(&c).raw.chat.requests_per_minute, 1, "never below 1");
+    }
+
+    #[test]
     fn bad_shards_are_named() {
         let none = |_: &str| None;
         let err = |t: &str| Shard::parse(t, none).unwrap_err().0;

@@ -10,7 +10,7 @@ use engine::persona::profile::label;
 use engine::persona::MemoryKind;
 use engine::report::Distribution;
 use engine::store::trace::frame::read_trace_file;
-use engine::store::trace::{ReadTrace, TickFrame};
+use engine::store::trace::{ReadTrace, Split, TickFrame};
 use engine::turn::Status;
 use engine::turn::{ProbeAnswer, ReflectionResult, Stage};
 use serde::Serialize;
@@ -70,6 +70,20 @@ struct HeaderView<'a> {
     embedding_model_id: Option<String>,
     /// The chat model.
     chat_model: String,
+    /// A shard's trace: which shard, and its personas (`first..end`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<ShardView>,
+    /// A merged trace: how many shards it joins.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    merged_shards: Option<u32>,
+}
+
+#[derive(Debug, Serialize)]
+struct ShardView {
+    index: u32,
+    count: u32,
+    first_persona: u32,
+    end_persona: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -256,6 +270,17 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
         embedding_model: config.raw.embedding.model.clone(),
         embedding_model_id: Some(config.raw.embedding.minilm.weights_sha256.clone()).filter(|s| !s.is_empty()),
         chat_model: config.raw.chat.model.clone(),
+        shard: match &read.split {
+            Some(Split::Shard(s)) => {
+                let r = s.personas(h.personas);
+                Some(ShardView { index: s.index, count: s.count, first_persona: r.start, end_persona: r.end })
+            }
+            _ => None,
+        },
+        merged_shards: match &read.split {
+            Some(Split::Merged { shards }) => Some(*shards),
+            _ => None,
+        },
     };
     let tick_detail = match args.tick {
         None => None,
@@ -290,6 +315,13 @@ fn print_text(v: &Inspected<'_>) {
         "  format {} (engine {}), seed {}, {} personas, {} of {} ticks recorded, {}",
         h.format_version, h.engine_version, h.seed, h.personas, h.ticks_recorded, h.ticks, h.status
     );
+    if let Some(s) = &h.shard {
+        let (first, last) = (label(s.first_persona), label(s.end_persona.saturating_sub(1)));
+        println!("  shard {} of {}: personas {first} to {last} of the panel's {}", s.index, s.count, h.personas);
+    }
+    if let Some(n) = h.merged_shards {
+        println!("  merged from {n} shards (`sim-cli merge`)");
+    }
     let short = |s: &str| s.get(..16).unwrap_or(s).to_string();
     println!("  scenario {} ({}), config {}", h.scenario, short(h.scenario_hash), short(&h.config_hash.hex()));
     let id = h.embedding_model_id.as_deref().map(|id| format!(" (weights SHA-256 {})", short(id))).unwrap_or_default();

@@ -61,7 +61,16 @@ pub fn merge(args: MergeArgs) -> Result<()> {
     std::fs::create_dir_all(&spill).with_context(|| format!("cannot create {}", spill.display()))?;
     let merged = write(&inputs, &config, out.path(), &spill);
     let _ = std::fs::remove_dir_all(&spill);
-    let mut summary = merged?;
+    let mut summary = match merged {
+        Ok(s) => s,
+        Err(e) => {
+            // The shards are untouched; a half-written merge is not kept.
+            let _ = std::fs::remove_file(out.path().join("trace.bin"));
+            let _ = std::fs::remove_file(out.path().join("config.toml"));
+            let kept = "the shards are untouched and nothing is kept in the output directory";
+            return Err(e.context(format!("the merge into {} failed; {kept}", out.path().display())));
+        }
+    };
     summary.out_dir = out.path().display().to_string();
     out.write_summary(&summary)?;
     if args.json {

@@ -3,7 +3,7 @@
 use crate::output::{print_summary, OutputDir, AUTO_OUTCOMES_MAX_TURNS, OUTCOMES_FILE};
 use crate::prelude::{load_config, progress, runtime, trace_path};
 use actors::replay::rerun;
-use actors::run::{RunSpec, MAX_PERSONAS, MAX_TICKS};
+use actors::run::{RunSpec, MAX_PANEL, MAX_PERSONAS, MAX_TICKS};
 use actors::sink::TraceSink;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -70,9 +70,9 @@ impl OutcomesFile {
     The same --seed gives the same digests at any --threads. Ctrl-C stops at the next tick\n\
     boundary (a second Ctrl-C at once); the run stays resumable with --resume.")]
 pub struct RunArgs {
-    /// Personas in the panel (1 to 1,000,000). Default 50; with --panel, every row (or a seeded
-    /// subsample of this many rows).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PERSONAS)))]
+    /// Personas in the panel (1 to 1,000,000; up to 100,000,000 in shards of at most 1,000,000).
+    /// Default 50; with --panel, every row (or a seeded subsample of this many rows).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_PANEL)))]
     pub personas: Option<u32>,
     /// Personas given by data: one per row of this CSV file, stated in the row's own traits (see
     /// docs/GUIDE.md, "Panels from data"). Needs --panel-map.
@@ -246,6 +246,12 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         _ => args.personas.unwrap_or(DEFAULT_PERSONAS),
     };
+    if args.shard.is_none() && personas > MAX_PERSONAS {
+        let at_least = personas.div_ceil(MAX_PERSONAS);
+        bail!(
+            "--personas {personas}: one run holds at most {MAX_PERSONAS} personas; split the panel into at least {at_least} shards (--shard I/N, then `sim-cli merge`)"
+        );
+    }
     let loaded = load_scenario(&args.scenario)?;
     for warning in loaded.scenario.check_run(&loaded.origin, args.ticks, &Traits::builtin().interests)? {
         eprintln!("warning: {warning}");
@@ -350,6 +356,14 @@ fn shard_of(text: &str, personas: u32) -> Result<Shard> {
         bail!("--shard {text}: {} shards for {personas} personas; every shard needs at least one persona", shard.count);
     }
     let range = shard.personas(personas);
+    if range.len() > MAX_PERSONAS as usize {
+        let at_least = personas.div_ceil(MAX_PERSONAS);
+        bail!(
+            "--shard {text}: a shard of {personas} personas in {} holds {}; a shard holds at most {MAX_PERSONAS} (use at least {at_least} shards)",
+            shard.count,
+            range.len()
+        );
+    }
     let from = from.map(|v| format!(", index from {v}")).unwrap_or_default();
     eprintln!("{shard}{from}: personas {} to {} of {personas}", range.start, range.end - 1);
     Ok(shard)

@@ -95,6 +95,9 @@ struct Row {
     trace_bytes_per_turn: f64,
     output_bytes: u64,
     output_bytes_per_turn: f64,
+    /// Unique texts the run's embedding stages submitted.
+    #[serde(default)]
+    unique_texts: u64,
     digest: String,
 }
 
@@ -111,6 +114,8 @@ struct MergeRow {
     cpu_seconds: f64,
     peak_rss_bytes: u64,
     merged_bytes: u64,
+    /// Unique texts the shards submitted together (dedup across shards is lost).
+    unique_texts: u64,
     digest: String,
     /// The merged digest is the unsharded run's (`None`: no unsharded run measured).
     same_digest: Option<bool>,
@@ -217,8 +222,8 @@ fn print_report(report: &Report) {
     }
     if !report.merges.is_empty() {
         println!(
-            "  merges:\n  {:>9} {:>7} {:>8} {:>7} {:>9} {:>10}  digest",
-            "personas", "shards", "wall s", "CPU s", "peak RSS", "merged MB"
+            "  merges:\n  {:>9} {:>7} {:>8} {:>7} {:>9} {:>10} {:>12}  digest",
+            "personas", "shards", "wall s", "CPU s", "peak RSS", "merged MB", "unique texts"
         );
     }
     for m in &report.merges {
@@ -228,13 +233,14 @@ fn print_report(report: &Report) {
             None => "(no unsharded run to compare)",
         };
         println!(
-            "  {:>9} {:>7} {:>8.2} {:>7.2} {:>9} {:>10.1}  {}… {same}",
+            "  {:>9} {:>7} {:>8.2} {:>7.2} {:>9} {:>10.1} {:>12}  {}… {same}",
             m.personas,
             m.shards,
             m.wall_seconds,
             m.cpu_seconds,
             gib(m.peak_rss_bytes),
             m.merged_bytes as f64 / 1e6,
+            m.unique_texts,
             &m.digest[..m.digest.len().min(12)]
         );
     }
@@ -294,6 +300,7 @@ fn measure_merge(k: u32, dir: &Path) -> Result<MergeRow> {
         cpu_seconds: seconds(usage.user_time()) + seconds(usage.system_time()),
         peak_rss_bytes: u64::try_from(usage.max_rss()).unwrap_or(0) * 1024,
         merged_bytes: dir_bytes(&merged)?,
+        unique_texts: summary["embedding"]["unique_texts_submitted"].as_u64().unwrap_or(0),
         digest: summary["digest"].as_str().unwrap_or_default().to_string(),
         same_digest: None,
     })
@@ -364,6 +371,7 @@ fn measure_one(args: &ScaleArgs, personas: u32, scratch: &Path) -> Result<Row> {
             trace_bytes_per_turn: trace_bytes as f64 / turns as f64,
             output_bytes,
             output_bytes_per_turn: output_bytes as f64 / turns as f64,
+            unique_texts: summary["embedding"]["unique_texts_submitted"].as_u64().unwrap_or(0),
             digest: summary["digest"].as_str().unwrap_or_default().to_string(),
         })
     })();

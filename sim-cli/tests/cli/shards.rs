@@ -57,13 +57,17 @@ fn merged_shards_give_the_unsharded_digest() {
             args.extend(["--config", &faults_file]);
         }
         let whole = json(&sim(&case, &[&args[..], &["--out", "whole", "--json"]].concat()));
+        let mut paid = 0;
         for i in 0..n {
             let s = json(&shard(&case, &args, i, n));
             assert_eq!(s["shard"]["index"], i, "{s}");
             assert_ne!(s["digest"], whole["digest"], "a shard's digest is its own");
+            paid += s["cost"]["provider_total_nano_usd"].as_u64().expect("cost");
         }
         let merged = json(&merge(&case, n));
         let at = case.display().to_string();
+        assert_eq!(merged["cost"]["provider_total_nano_usd"], paid, "the shards' bills, summed: {at}");
+        assert_eq!(merged["cost"]["allocated_total_nano_usd"], paid, "allocated to the jobs that caused them: {at}");
         assert_eq!(merged["digest"], whole["digest"], "{at}");
         assert_eq!(merged["jobs"], whole["jobs"], "{at}");
         assert_eq!(merged["intent"], whole["intent"], "{at}");
@@ -141,6 +145,11 @@ fn a_killed_shard_resumes_and_merges_to_the_same_digest() {
     let again = shard(&dir, &args, 1, 2);
     assert!(stderr(&again).contains("resuming after tick 1 of 3"), "{}", stderr(&again));
     json(&again);
+    let replay = json(&sim(&dir, &["replay", "shard-1", "--json"]));
+    assert_eq!((replay["provider_calls"].as_u64(), replay["ticks_matched"].as_u64()), (Some(0), Some(3)));
+    let inspect = sim(&dir, &["inspect", "shard-1"]);
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(text.contains("shard 1 of 2: personas p-00010 to p-00019 of the panel's 20"), "{text}");
     assert_eq!(digest(&merge(&dir, 2)), expected);
     let finished = shard(&dir, &args, 0, 2);
     assert!(stderr(&finished).contains("already finished"), "{}", stderr(&finished));
@@ -179,6 +188,15 @@ fn a_bad_set_of_shards_is_refused_by_name() {
     );
     refused(&["shard-0", "whole"], "whole: not a shard");
     refused(&["shard-0", "nowhere"], "nowhere: no trace here");
+    let big = sim(&dir, &["run", "--personas", "2500000", "--out", "big"]);
+    assert!(stderr(&big).contains("split the panel into at least 3 shards"), "{}", stderr(&big));
+    let big = sim(&dir, &["run", "--personas", "2500000", "--shard", "0/2", "--out", "big"]);
+    assert!(
+        stderr(&big).contains("holds 1250000; a shard holds at most 1000000 (use at least 3 shards)"),
+        "{}",
+        stderr(&big)
+    );
+    assert!(!dir.join("big").exists(), "nothing is written");
 
     // Budgets: each shard gets a third. At 0.00045 USD every shard spends
     // its share in tick 1; at 0.0006 USD one does in tick 1, two in tick 2.
@@ -285,7 +303,9 @@ fn the_kubernetes_and_slurm_examples_run_as_processes() {
             .collect();
         for c in children {
             let out = c.wait_with_output().expect("wait");
-            assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{name}: {err}");
+            assert!(err.contains(&format!("index from {variable}")), "auto says where the index came from: {err}");
         }
         let merged = shell(&dir, &merge[0], None).output().expect("merge");
         assert!(merged.status.success(), "{name}: {}", stderr(&merged));
