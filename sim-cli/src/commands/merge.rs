@@ -181,6 +181,13 @@ fn shard_summary(dir: &Path, outline: &Outline) -> Result<RunSummary> {
         );
     };
     let path = dir.join("summary.json");
+    if !path.exists() {
+        bail!(
+            "{}: finished, but its summary.json is missing (it was stopped as it ended); run its command again (or `sim-cli run --resume {}`) to write it",
+            dir.display(),
+            dir.display()
+        );
+    }
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let summary: RunSummary =
         serde_json::from_str(&text).with_context(|| format!("{}: not a run summary", path.display()))?;

@@ -468,6 +468,12 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool, hooks: TraceHooks) -> Re
         eprintln!("{}: the run already finished; nothing to resume", path.display());
         let mut summary = rerun.result.summary;
         summary.out_dir = run_dir.display().to_string();
+        // A run killed between its end frame and its summary finished
+        // without one: it is written now (merge needs a shard's).
+        if !run_dir.join("summary.json").exists() {
+            OutputDir::existing(&run_dir).write_summary(&summary)?;
+            eprintln!("{}: summary.json was missing; written from the trace", run_dir.display());
+        }
         return finish(&summary, json);
     }
     // A live model is checked before the trace is touched, as for a new run.

@@ -25,8 +25,13 @@ fn shard(dir: &Path, args: &[&str], i: u32, n: u32) -> Output {
 
 /// Merges `dir/shard-0..n` into `dir/merged`.
 fn merge(dir: &Path, n: u32) -> Output {
+    merge_into(dir, n, "merged")
+}
+
+/// Merges `dir/shard-0..n` into `dir/OUT`.
+fn merge_into(dir: &Path, n: u32, out: &str) -> Output {
     let dirs: Vec<String> = (0..n).rev().map(|i| format!("shard-{i}")).collect();
-    let mut args = vec!["merge", "--out", "merged", "--json"];
+    let mut args = vec!["merge", "--out", out, "--json"];
     args.extend(dirs.iter().map(String::as_str));
     sim(dir, &args)
 }
@@ -151,8 +156,17 @@ fn a_killed_shard_resumes_and_merges_to_the_same_digest() {
     let text = String::from_utf8_lossy(&inspect.stdout);
     assert!(text.contains("shard 1 of 2: personas p-00010 to p-00019 of the panel's 20"), "{text}");
     assert_eq!(digest(&merge(&dir, 2)), expected);
+    // Killed between its end frame and its summary: the command again
+    // writes the summary, and touches nothing else.
+    std::fs::remove_file(dir.join("shard-0/summary.json")).expect("remove");
+    let trace = std::fs::read(dir.join("shard-0/trace.bin")).expect("trace");
+    let refused = merge(&dir, 2);
+    assert!(stderr(&refused).contains("shard-0: finished, but its summary.json is missing"), "{}", stderr(&refused));
     let finished = shard(&dir, &args, 0, 2);
     assert!(stderr(&finished).contains("already finished"), "{}", stderr(&finished));
+    assert!(stderr(&finished).contains("summary.json was missing; written from the trace"), "{}", stderr(&finished));
+    assert_eq!(std::fs::read(dir.join("shard-0/trace.bin")).expect("trace"), trace);
+    assert_eq!(digest(&merge_into(&dir, 2, "merged-again")), expected);
     let other =
         sim(&dir, &["run", "--personas", "20", "--ticks", "3", "--seed", "5", "--shard", "0/2", "--out", "shard-0"]);
     assert!(!other.status.success());
