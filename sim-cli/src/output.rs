@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use engine::config::Config;
 use engine::report::RunSummary;
 use engine::scenario::{Scenario, BUILTIN};
-use engine::store::trace::{Header, TraceWriter};
+use engine::store::trace::{Header, Split, TraceWriter};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -68,9 +68,10 @@ impl OutputDir {
         OutputDir { path: path.to_path_buf() }
     }
 
-    /// Creates `trace.bin` with its header.
-    pub fn create_trace(&self, header: &Header) -> Result<TraceWriter> {
-        Ok(TraceWriter::create(&self.path.join("trace.bin"), header)?)
+    /// Creates `trace.bin` with its header (and a shard's or a merge's
+    /// split record, in the same write).
+    pub fn create_trace(&self, header: &Header, split: Option<&Split>) -> Result<TraceWriter> {
+        Ok(TraceWriter::create_split(&self.path.join("trace.bin"), header, split)?)
     }
 
     /// The directory.
@@ -85,11 +86,12 @@ impl OutputDir {
         std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))
     }
 
-    /// Writes `summary.json`.
+    /// Writes `summary.json`, atomically: a run killed as it writes it
+    /// leaves the old file or none, never a part.
     pub fn write_summary(&self, summary: &RunSummary) -> Result<()> {
         let p = self.path.join("summary.json");
         let text = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
-        std::fs::write(&p, text + "\n").with_context(|| format!("cannot write {}", p.display()))
+        Ok(engine::store::frame::write_atomic(&p, (text + "\n").as_bytes())?)
     }
 
     /// Opens `outcomes.jsonl`, one JSON outcome per line, written per tick,

@@ -181,18 +181,18 @@ fn shard_summary(dir: &Path, outline: &Outline) -> Result<RunSummary> {
         );
     };
     let path = dir.join("summary.json");
-    if !path.exists() {
-        bail!(
-            "{}: finished, but its summary.json is missing (it was stopped as it ended); run its command again (or `sim-cli run --resume {}`) to write it",
-            dir.display(),
-            dir.display()
-        );
-    }
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let again = format!("run its command again (or `sim-cli run --resume {}`) to write it", dir.display());
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("{}: finished, but its summary.json is missing (it was stopped as it ended); {again}", dir.display())
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
     let summary: RunSummary =
-        serde_json::from_str(&text).with_context(|| format!("{}: not a run summary", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{}: not a run summary; {again}", path.display()))?;
     if summary.digest != end.digests.digest || summary.full_digest != end.digests.full_digest {
-        bail!("{}: its digests are not its trace's; it belongs to another run", path.display());
+        bail!("{}: its digests are not its trace's (it belongs to another run); {again}", path.display());
     }
     Ok(summary)
 }
@@ -201,8 +201,7 @@ fn shard_summary(dir: &Path, outline: &Outline) -> Result<RunSummary> {
 fn write(inputs: &[Input], config: &engine::config::Config, dir: &Path, spill: &Path) -> Result<RunSummary> {
     let header: &Header = &inputs[0].outline.header;
     let n = inputs.len() as u32;
-    let mut trace = TraceWriter::create(&dir.join("trace.bin"), header)?;
-    trace.append(&Record::Split(Split::Merged { shards: n }))?;
+    let mut trace = TraceWriter::create_split(&dir.join("trace.bin"), header, Some(&Split::Merged { shards: n }))?;
     let mut readers = Vec::with_capacity(inputs.len());
     for i in inputs {
         let mut r = open_records_buffered(&i.trace, 64 << 10)?;

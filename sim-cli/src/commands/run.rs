@@ -273,6 +273,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             same_shard(dir, &header, s)?;
             return resume(dir, args.threads, args.json, args.hooks);
         }
+        clear_unstarted(dir)?;
     }
     // The ports are built before anything is written: a missing key or an
     // unreadable cache file stops the run here, with nothing left behind.
@@ -296,10 +297,8 @@ pub fn run(args: RunArgs) -> Result<()> {
             std::sync::Arc::new(engine::store::trace::wal::WalChat::open(&out.path().join(CHAT_WAL_FILE), chat)?)
         }
     };
-    let mut trace = TraceSink::new(args.hooks.apply(out.create_trace(&header)?));
-    if let Some(s) = shard {
-        trace.send(Record::Split(Split::Shard(s))).map_err(|e| stopped_by(e, out.path()))?;
-    }
+    let split = shard.map(Split::Shard);
+    let mut trace = TraceSink::new(args.hooks.apply(out.create_trace(&header, split.as_ref())?));
     let (terminal, progress) = progress(args.ticks);
     let spec = RunSpec {
         config,
@@ -367,6 +366,35 @@ fn shard_of(text: &str, personas: u32) -> Result<Shard> {
     let from = from.map(|v| format!(", index from {v}")).unwrap_or_default();
     eprintln!("{shard}{from}: personas {} to {} of {personas}", range.start, range.end - 1);
     Ok(shard)
+}
+
+/// A shard stopped before its trace existed left at most its
+/// `config.toml` and a chat log with no answer in it: nothing was paid
+/// for, so a retry clears them and starts. Anything else stays, and the
+/// directory is refused as any non-empty one is.
+fn clear_unstarted(dir: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    let mut ours = Vec::new();
+    for e in entries {
+        let path = e?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let unpaid = match name {
+            "config.toml" => true,
+            CHAT_WAL_FILE => engine::store::trace::wal::read_wal(&path).is_ok_and(|(answers, _)| answers.is_empty()),
+            _ => false,
+        };
+        if !unpaid {
+            return Ok(());
+        }
+        ours.push(path);
+    }
+    for p in &ours {
+        std::fs::remove_file(p).with_context(|| format!("cannot clear {}", p.display()))?;
+    }
+    if !ours.is_empty() {
+        eprintln!("{}: a start that never reached its first frame; starting again", dir.display());
+    }
+    Ok(())
 }
 
 /// Checks that the run in `dir` is shard `shard` of the run `header`
@@ -470,9 +498,11 @@ fn resume(dir: &Path, threads: Option<u32>, json: bool, hooks: TraceHooks) -> Re
         summary.out_dir = run_dir.display().to_string();
         // A run killed between its end frame and its summary finished
         // without one: it is written now (merge needs a shard's).
-        if !run_dir.join("summary.json").exists() {
+        let kept = std::fs::read_to_string(run_dir.join("summary.json")).ok();
+        let kept = kept.and_then(|t| serde_json::from_str::<RunSummary>(&t).ok());
+        if kept.is_none_or(|k| (k.digest, k.full_digest) != (summary.digest, summary.full_digest)) {
             OutputDir::existing(&run_dir).write_summary(&summary)?;
-            eprintln!("{}: summary.json was missing; written from the trace", run_dir.display());
+            eprintln!("{}: summary.json was missing or not this run's; written from the trace", run_dir.display());
         }
         return finish(&summary, json);
     }

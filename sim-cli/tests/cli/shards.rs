@@ -164,9 +164,19 @@ fn a_killed_shard_resumes_and_merges_to_the_same_digest() {
     assert!(stderr(&refused).contains("shard-0: finished, but its summary.json is missing"), "{}", stderr(&refused));
     let finished = shard(&dir, &args, 0, 2);
     assert!(stderr(&finished).contains("already finished"), "{}", stderr(&finished));
-    assert!(stderr(&finished).contains("summary.json was missing; written from the trace"), "{}", stderr(&finished));
+    assert!(
+        stderr(&finished).contains("summary.json was missing or not this run's; written from the trace"),
+        "{}",
+        stderr(&finished)
+    );
     assert_eq!(std::fs::read(dir.join("shard-0/trace.bin")).expect("trace"), trace);
     assert_eq!(digest(&merge_into(&dir, 2, "merged-again")), expected);
+    // Stopped before its trace existed: its config alone is there.
+    std::fs::create_dir_all(dir.join("early")).expect("dir");
+    std::fs::write(dir.join("early/config.toml"), "# written before the trace\n").expect("write");
+    let early = sim(&dir, &[&args[..], &["--shard", "1/2", "--out", "early", "--json"]].concat());
+    assert!(stderr(&early).contains("a start that never reached its first frame"), "{}", stderr(&early));
+    assert_eq!(json(&early)["digest"], json(&sim(&dir, &["replay", "shard-1", "--json"]))["digest"]);
     let other =
         sim(&dir, &["run", "--personas", "20", "--ticks", "3", "--seed", "5", "--shard", "0/2", "--out", "shard-0"]);
     assert!(!other.status.success());

@@ -313,6 +313,12 @@ impl FrameWriter {
     /// always has a complete first frame. An existing file is replaced only
     /// when `replace` is set; otherwise it is an error.
     pub fn create(path: &Path, format: &Format, first: &[u8], replace: bool) -> Result<FrameWriter> {
+        FrameWriter::create_with(path, format, &[first], replace)
+    }
+
+    /// [`FrameWriter::create`] with several first frames, all durable
+    /// before the file appears: a file that exists has every one of them.
+    pub fn create_with(path: &Path, format: &Format, first: &[&[u8]], replace: bool) -> Result<FrameWriter> {
         if !replace && path.exists() {
             return Err(Error::Io {
                 file: path.display().to_string(),
@@ -323,8 +329,10 @@ impl FrameWriter {
             });
         }
         let mut bytes = format.preamble().to_vec();
-        push_frame(&mut bytes, first)
-            .map_err(|e| Error::Format { file: path.display().to_string(), cause: e.to_string() })?;
+        for frame in first {
+            push_frame(&mut bytes, frame)
+                .map_err(|e| Error::Format { file: path.display().to_string(), cause: e.to_string() })?;
+        }
         write_atomic(path, &bytes)?;
         let file = OpenOptions::new().append(true).open(path).map_err(|e| io(path, e))?;
         Ok(FrameWriter { file, path: path.to_path_buf(), len: bytes.len() as u64, limit: None })

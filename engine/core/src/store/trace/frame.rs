@@ -527,10 +527,24 @@ impl TraceWriter {
     /// only once the header is durable, so a trace that exists always has a
     /// complete header. An existing trace is never overwritten.
     pub fn create(path: &Path, header: &Header) -> Result<TraceWriter> {
+        TraceWriter::create_split(path, header, None)
+    }
+
+    /// [`TraceWriter::create`] for a shard or a merge of shards: the
+    /// header and the `split` record after it appear together, so a trace
+    /// that exists always says whether it is a shard.
+    pub fn create_split(path: &Path, header: &Header, split: Option<&Split>) -> Result<TraceWriter> {
         let mut buf = Vec::with_capacity(4096);
         encode(path, &Record::Header(Box::new(header.clone())), &mut buf)?;
         let mut packed = Vec::new();
-        let frames = FrameWriter::create(path, &TRACE, pack_into(path, &buf, &mut packed)?, false)?;
+        let first = pack_into(path, &buf, &mut packed)?.to_vec();
+        let mut frames = vec![first];
+        if let Some(s) = split {
+            encode(path, &Record::Split(s.clone()), &mut buf)?;
+            frames.push(pack_into(path, &buf, &mut packed)?.to_vec());
+        }
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let frames = FrameWriter::create_with(path, &TRACE, &refs, false)?;
         let out = Out { frames, packed, compress: true, layout: Layout::Current };
         Ok(TraceWriter { out, buf, scratch: Vec::new(), part_bytes: PART_BYTES })
     }
