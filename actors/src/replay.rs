@@ -196,6 +196,7 @@ pub fn first_divergence(a: &std::path::Path, b: &std::path::Path, names: (&str, 
                     return Ok(Some(Divergence { tick: 0, persona: None, what }));
                 }
             }
+            (Some(Record::Split(x)), Some(Record::Split(y))) if x == y => {}
             (Some(Record::Tick(x)), Some(Record::Tick(y))) => {
                 last = x.tick;
                 if let Some(d) = compare_ticks((&*x).into(), (&*y).into(), names) {
@@ -293,7 +294,7 @@ pub async fn rerun(
     progress: Arc<dyn Progress>,
     on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
-    rerun_with(trace, live, None, None, false, progress, on_tick).await
+    rerun_with(trace, How { live, ..How::default() }, progress, on_tick).await
 }
 
 /// Resumes a run from its trace: the committed ticks are re-run from the
@@ -307,44 +308,57 @@ pub async fn resume(
     progress: Arc<dyn Progress>,
     on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
-    rerun_with(trace, true, Some(wal), interrupt, false, progress, on_tick).await
+    rerun_with(trace, How { live: true, wal: Some(wal), interrupt, keep_states: false }, progress, on_tick).await
 }
 
 /// Replays a trace and returns the final persona states with it (for
 /// commands that show state, such as `sim-cli memory`).
 pub async fn replay_states(trace: &ReadTrace, progress: Arc<dyn Progress>) -> Result<Rerun> {
-    rerun_with(trace, false, None, None, true, progress, |_, _| Ok(())).await
+    rerun_with(trace, How { keep_states: true, ..How::default() }, progress, |_, _| Ok(())).await
 }
 
+/// How a trace is re-run.
+#[derive(Default)]
+pub(crate) struct How<'a> {
+    /// Ticks after the recorded ones run on live ports (resume).
+    live: bool,
+    /// The run's chat write-ahead log, when resuming a live chat run.
+    wal: Option<&'a std::path::Path>,
+    /// Stops the run at the next tick boundary when set.
+    interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Return the final persona states.
+    keep_states: bool,
+}
+
+/// Re-runs `trace` as `how` says. A merged trace is re-run shard by shard
+/// (replay only; `on_tick` then sees nothing, as no tick of the merged run
+/// is re-run whole).
 async fn rerun_with(
     trace: &ReadTrace,
-    live: bool,
-    wal: Option<&std::path::Path>,
-    interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
-    keep_states: bool,
+    how: How<'_>,
     progress: Arc<dyn Progress>,
     on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
-    match (&trace.split, live) {
-        (Some(Split::Merged { shards }), false) => merged::rerun_merged(trace, *shards, keep_states, progress).await,
+    match (&trace.split, how.live) {
+        (Some(Split::Merged { shards }), false) => {
+            merged::rerun_merged(trace, *shards, how.keep_states, progress).await
+        }
         (Some(Split::Merged { .. }), true) => Err(Error::InvalidInput {
             what: "run",
             cause: "a merged run cannot be resumed: resume its shards, then merge them again".into(),
         }),
-        _ => rerun_one(trace, live, wal, interrupt, keep_states, progress, on_tick).await,
+        _ => rerun_one(trace, how, progress, on_tick).await,
     }
 }
 
 /// [`rerun_with`] for the trace of a whole panel or of one shard.
 pub(crate) async fn rerun_one(
     trace: &ReadTrace,
-    live: bool,
-    wal: Option<&std::path::Path>,
-    interrupt: Option<Arc<std::sync::atomic::AtomicBool>>,
-    keep_states: bool,
+    how: How<'_>,
     progress: Arc<dyn Progress>,
     mut on_tick: impl FnMut(TickReport, Option<&TickFrame>) -> Result<()>,
 ) -> Result<Rerun> {
+    let How { live, wal, interrupt, keep_states } = how;
     let mut spec = spec_from_header(&trace.header)?;
     if let Some(Split::Shard(s)) = &trace.split {
         spec.shard = Some(*s);

@@ -4,7 +4,7 @@
 //! the merged digests are recomputed from the frames. No answer is asked
 //! of a model: a shard's invocations are the ones its part holds.
 
-use super::{rerun_one, CassetteCounts, Divergence, Rerun};
+use super::{rerun_one, CassetteCounts, Divergence, How, Rerun};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::run::RunResult;
@@ -105,7 +105,8 @@ pub(crate) async fn rerun_merged(
     for index in 0..count {
         let shard = Shard::new(index, count).map_err(|e| bad(e.0))?;
         let view = shard_view(trace, shard)?;
-        let r = rerun_one(&view, false, None, None, keep_states, Arc::clone(&progress), |_, _| Ok(())).await?;
+        let how = How { keep_states, ..How::default() };
+        let r = rerun_one(&view, how, Arc::clone(&progress), |_, _| Ok(())).await?;
         cassette.hits += r.cassette.hits;
         cassette.misses += r.cassette.misses;
         cassette.provider_calls += r.cassette.provider_calls;
