@@ -36,8 +36,9 @@ pub const INDEX_VARIABLES: [&str; 2] = ["JOB_COMPLETION_INDEX", "SLURM_ARRAY_TAS
 #[error("{0}")]
 pub struct ShardError(pub String);
 
-/// The most shards a panel is split into.
-pub const MAX_SHARDS: u32 = 9999;
+/// The most shards a panel is split into: `merge` holds every shard's
+/// trace open at once, and a process commonly may open 1,024 files.
+pub const MAX_SHARDS: u32 = 1000;
 
 /// Shard `index` (from 0) of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode)]
@@ -193,7 +194,7 @@ mod tests {
         let none = |_: &str| None;
         let err = |t: &str| Shard::parse(t, none).unwrap_err().0;
         assert!(err("4/4").contains("0 to 3"));
-        assert!(err("0/0").contains("1 to 9999"));
+        assert!(err("0/0").contains("1 to 1000"));
         assert!(err("x/4").contains("\"x\""));
         assert!(err("3").contains("I/N"));
         let e = err("auto/4");
