@@ -55,6 +55,10 @@ pub fn merge(args: MergeArgs) -> Result<()> {
     let inputs = check(&args.shards)?;
     let header = &inputs[0].outline.header;
     let config = header.config(&inputs[0].trace.display().to_string())?;
+    if let Some(done) = earlier_merge(&args.out, header)? {
+        eprintln!("{}: these shards are already merged there; nothing to do", args.out.display());
+        return finish(&done, args.json, inputs.len(), header.personas, &args.out);
+    }
     let out = OutputDir::create(Some(&args.out), "", 0, 0, 0)?;
     out.write_config(&config)?;
     let spill = out.path().join(".merge");
@@ -73,13 +77,46 @@ pub fn merge(args: MergeArgs) -> Result<()> {
     };
     summary.out_dir = out.path().display().to_string();
     out.write_summary(&summary)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary).context("cannot encode the summary")?);
+    finish(&summary, args.json, inputs.len(), header.personas, out.path())
+}
+
+fn finish(summary: &RunSummary, json: bool, shards: usize, personas: u32, out: &Path) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(summary).context("cannot encode the summary")?);
     } else {
-        println!("Merged {} shards of {} personas into {}.", inputs.len(), header.personas, out.path().display());
-        print_summary(&summary);
+        println!("Merged {shards} shards of {personas} personas into {}.", out.display());
+        print_summary(summary);
     }
     Ok(())
+}
+
+/// What `out` holds from an earlier merge of the same run: a finished
+/// merge gives its summary (a retried merge step has nothing to do); an
+/// unfinished one (the merge was killed) is cleared, so that the merge
+/// starts again; anything else is left for [`OutputDir::create`] to judge.
+fn earlier_merge(out: &Path, header: &engine::store::trace::Header) -> Result<Option<RunSummary>> {
+    let trace = out.join("trace.bin");
+    if !trace.exists() {
+        return Ok(None);
+    }
+    let Ok(earlier) = outline(&trace) else { return Ok(None) };
+    let h = &earlier.header;
+    let same = (h.config_hash, h.seed, h.personas, h.ticks, &h.scenario_hash)
+        == (header.config_hash, header.seed, header.personas, header.ticks, &header.scenario_hash);
+    if !same || !matches!(earlier.split, Some(Split::Merged { .. })) {
+        return Ok(None);
+    }
+    if let Some(end) = &earlier.end {
+        let kept = std::fs::read_to_string(out.join("summary.json")).ok();
+        let kept = kept.and_then(|t| serde_json::from_str::<RunSummary>(&t).ok());
+        return Ok(kept.filter(|k| k.digest == end.digests.digest));
+    }
+    for name in ["trace.bin", "config.toml", "summary.json"] {
+        let _ = std::fs::remove_file(out.join(name));
+    }
+    let _ = std::fs::remove_dir_all(out.join(".merge"));
+    eprintln!("{}: an earlier merge of these shards stopped before its end; merging again", out.display());
+    Ok(None)
 }
 
 /// Reads and checks every shard: one run, every index once, each

@@ -78,6 +78,15 @@ fn merged_shards_give_the_unsharded_digest() {
         assert_eq!(merged["intent"], whole["intent"], "{at}");
         assert_eq!(merged["tokens"]["chat_input"], whole["tokens"]["chat_input"], "{at}");
         assert_eq!(merged["merged_shards"], n, "{at}");
+        // A retried merge step: nothing to do once finished; a killed one
+        // (its trace cut before the end) merges again.
+        assert_eq!(json(&merge(&case, n))["digest"], whole["digest"]);
+        let trace = case.join("merged/trace.bin");
+        let bytes = std::fs::read(&trace).expect("merged trace");
+        std::fs::write(&trace, &bytes[..bytes.len() / 2]).expect("cut");
+        let again = merge(&case, n);
+        assert!(stderr(&again).contains("stopped before its end; merging again"), "{}", stderr(&again));
+        assert_eq!(json(&again)["digest"], whole["digest"]);
         if faults {
             assert!(merged["jobs"]["failed"].as_u64().is_some_and(|f| f > 0), "the fault fired: {merged}");
         }
