@@ -13,7 +13,7 @@ mod batch;
 // `sim-cli soak` (the short campaign CI runs: determinism, kills, faults, full disk,
 // mutated inputs) and `sim-cli check-determinism`.
 mod soak;
-// A panel in shards (`run --shard`, `merge`): the unsharded digest, refusals, the k8s and Slurm examples.
+// A panel in shards (`run --shard`, `merge`): the unsharded digest, refusals, the k8s and Slurm examples, `bench scale --shards`.
 mod shards;
 // Memory commands on a recorded run.
 mod memory;

@@ -355,3 +355,29 @@ fn the_kubernetes_and_slurm_examples_run_as_processes() {
         assert_eq!(summary(&format!("{merged_dir}/summary.json")), summary("whole/summary.json"), "{name}");
     }
 }
+
+/// `bench scale --shards`: each shard measured in its own child, then the
+/// merge; the merged digest is checked against the unsharded run's, and
+/// no run directory is left behind.
+#[test]
+fn bench_scale_measures_each_shard_and_the_merge() {
+    let dir = scratch("shards-bench");
+    let out = sim(
+        &dir,
+        &["bench", "scale", "--personas", "40", "--shards", "1,2", "--ticks", "2", "--scratch", ".", "--json"],
+    );
+    let v = json(&out);
+    let rows = v["results"].as_array().expect("results");
+    let shape: Vec<(u64, Option<u64>)> =
+        rows.iter().map(|r| (r["shards"].as_u64().expect("shards"), r["shard"].as_u64())).collect();
+    assert_eq!(shape, [(1, None), (2, Some(0)), (2, Some(1))]);
+    let turns = |r: &serde_json::Value| r["persona_turns"].as_u64().expect("turns");
+    assert_eq!(turns(&rows[1]) + turns(&rows[2]), turns(&rows[0]), "the shards share the panel's jobs");
+    assert!(rows.iter().all(|r| r["peak_rss_bytes"].as_u64() > Some(1 << 20)), "{rows:?}");
+    let m = &v["merges"][0];
+    assert_eq!((m["shards"].as_u64(), m["same_digest"].as_bool()), (Some(2), Some(true)), "{m}");
+    assert_eq!(m["digest"], rows[0]["digest"]);
+    assert!(m["peak_rss_bytes"].as_u64() > Some(1 << 20) && m["cpu_seconds"].as_f64() > Some(0.0), "{m}");
+    let left: Vec<_> = std::fs::read_dir(&dir).expect("dir").filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    assert!(left.iter().all(|n| !n.to_string_lossy().starts_with("sim-bench-scale")), "{left:?}");
+}
