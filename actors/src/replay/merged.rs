@@ -12,7 +12,7 @@ use engine::report::RunSummary;
 use engine::scenario::Scenario;
 use engine::shard::Shard;
 use engine::store::trace::{ReadTrace, RunEnd, Split, TickFrame};
-use engine::turn::{ContentChain, FullChain, TickDigests};
+use engine::turn::TickDigests;
 use std::sync::Arc;
 
 /// Shard `shard`'s part of the merged trace `trace`, as the shard's own
@@ -128,14 +128,8 @@ pub(crate) async fn rerun_merged(
     let mut summary = RunSummary::merge_base(&summaries[0], h.personas, count, &scenario);
     let mut divergence = None;
     for (frame, split) in trace.ticks.iter().zip(&trace.tick_splits) {
-        let mut c = ContentChain::new(&prev, frame.tick, frame.outcomes.len() as u32);
-        frame.outcomes.iter().for_each(|o| c.outcome(o));
-        c.personas(frame.persona_digests.len() as u32);
-        frame.persona_digests.iter().for_each(|p| c.persona(p.as_ref()));
-        let digest = c.finish();
-        let mut f = FullChain::new(&prev, &digest);
-        frame.outcomes.iter().for_each(|o| f.outcome(o));
-        let digests = TickDigests { digest, full_digest: f.shards(split.iter().map(|s| s.digests.full_digest)) };
+        let shards = split.iter().map(|s| s.digests.full_digest);
+        let digests = prev.chain_merged(frame.tick, &frame.outcomes, &frame.persona_digests, shards);
         if digests != frame.digests {
             let what = "the merged digests are not those of the shards' ticks put together".into();
             divergence = Some(Divergence { tick: frame.tick, persona: None, what });

@@ -100,9 +100,7 @@ fn earlier_merge(out: &Path, header: &engine::store::trace::Header) -> Result<Op
         return Ok(None);
     }
     let Ok(earlier) = outline(&trace) else { return Ok(None) };
-    let h = &earlier.header;
-    let same = (h.config_hash, h.seed, h.personas, h.ticks, &h.scenario_hash)
-        == (header.config_hash, header.seed, header.personas, header.ticks, &header.scenario_hash);
+    let same = earlier.header.differences(header).is_empty();
     if !same || !matches!(earlier.split, Some(Split::Merged { .. })) {
         return Ok(None);
     }

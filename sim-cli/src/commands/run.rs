@@ -412,17 +412,10 @@ fn same_shard(dir: &Path, header: &Header, shard: Shard) -> Result<()> {
         }
     }
     let Some(h) = recorded else { bail!("{}: the trace has no header", path.display()) };
-    let differs = [
-        (h.config_hash != header.config_hash, "configuration"),
-        (h.scenario_hash != header.scenario_hash, "scenario"),
-        (h.seed != header.seed, "seed"),
-        (h.personas != header.personas, "panel size"),
-        (h.ticks != header.ticks, "ticks"),
-        (h.budget_nano_usd != header.budget_nano_usd, "budget"),
-        (h.strategy != header.strategy, "embedding strategy"),
-        (split != Some(Split::Shard(shard)), "shard"),
-    ];
-    let what: Vec<&str> = differs.iter().filter(|(d, _)| *d).map(|(_, w)| *w).collect();
+    let mut what = h.differences(header);
+    if split != Some(Split::Shard(shard)) {
+        what.push("shard");
+    }
     if !what.is_empty() {
         bail!(
             "{} holds another run (it differs from this command in: {}); a run is never overwritten: choose another --out",

@@ -275,6 +275,27 @@ impl TickDigests {
         personas: &[Option<Digest>],
         embedding: &[(StageStats, &[EmbedCall])],
     ) -> TickDigests {
+        let f = self.content(tick, outcomes, personas);
+        TickDigests { digest: f.1, full_digest: f.0.stages(embedding) }
+    }
+
+    /// Chains a merged tick (`sim-cli merge`): its content as
+    /// [`TickDigests::chain`] hashes it, then `shards`, each shard's own
+    /// full digest after the tick, in shard order.
+    pub fn chain_merged(
+        &self,
+        tick: u32,
+        outcomes: &[Outcome],
+        personas: &[Option<Digest>],
+        shards: impl IntoIterator<Item = Digest>,
+    ) -> TickDigests {
+        let f = self.content(tick, outcomes, personas);
+        TickDigests { digest: f.1, full_digest: f.0.shards(shards) }
+    }
+
+    /// The content digest of a tick, and its full digest fed up to the
+    /// embedding stages (or the shards).
+    fn content(&self, tick: u32, outcomes: &[Outcome], personas: &[Option<Digest>]) -> (FullChain, Digest) {
         let mut c = ContentChain::new(self, tick, outcomes.len() as u32);
         outcomes.iter().for_each(|o| c.outcome(o));
         c.personas(personas.len() as u32);
@@ -282,7 +303,7 @@ impl TickDigests {
         let digest = c.finish();
         let mut f = FullChain::new(self, &digest);
         outcomes.iter().for_each(|o| f.outcome(o));
-        TickDigests { digest, full_digest: f.stages(embedding) }
+        (f, digest)
     }
 }
 

@@ -134,6 +134,26 @@ impl Header {
         self
     }
 
+    /// What makes `other` a different run from this one, by name
+    /// (configuration, scenario, trait table, seed, panel size, ticks,
+    /// budget, embedding strategy); empty when they record the same run.
+    pub fn differences(&self, other: &Header) -> Vec<&'static str> {
+        let (a, b) = (self, other);
+        [
+            (a.config_hash != b.config_hash, "configuration"),
+            (a.scenario_hash != b.scenario_hash, "scenario"),
+            (a.traits_hash != b.traits_hash, "trait table"),
+            (a.seed != b.seed, "seed"),
+            (a.personas != b.personas, "panel size"),
+            (a.ticks != b.ticks, "ticks"),
+            (a.budget_nano_usd != b.budget_nano_usd, "budget"),
+            (a.strategy != b.strategy, "embedding strategy"),
+        ]
+        .into_iter()
+        .filter_map(|(differs, what)| differs.then_some(what))
+        .collect()
+    }
+
     /// The recorded configuration, resolved by this engine. When it no
     /// longer resolves to the recorded hash (new settings, changed
     /// defaults, another digest encoding since it was recorded), the error
