@@ -15,20 +15,22 @@ use std::sync::Arc;
 
 /// The configuration in `path` (the embedded defaults without one),
 /// resolved, with the identity of the models it names (the MiniLM weights'
-/// SHA-256, which loads the model). A relative `[embedding.minilm]
-/// model_dir` is relative to the file's directory.
+/// SHA-256, which loads the model; a GGUF file's SHA-256). A relative
+/// `[embedding.minilm] model_dir` or `[chat.gguf] model_file` is relative
+/// to the file's directory.
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     let Some(path) = path else { return Ok(Config::defaults()) };
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {name}"))?;
     let mut raw = RawConfig::from_toml(&text, &name)?;
-    let dir = &mut raw.embedding.minilm.model_dir;
-    if !dir.is_empty() && std::path::Path::new(dir.as_str()).is_relative() {
-        let base = path.parent().unwrap_or(std::path::Path::new("."));
-        *dir = base.join(dir.as_str()).display().to_string();
+    let base = path.parent().unwrap_or(std::path::Path::new("."));
+    for file in [&mut raw.embedding.minilm.model_dir, &mut raw.chat.gguf.model_file] {
+        if !file.is_empty() && std::path::Path::new(file.as_str()).is_relative() {
+            *file = base.join(file.as_str()).display().to_string();
+        }
     }
     let mut cfg = raw.resolve(&name)?;
-    providers::identify_models(&mut cfg).with_context(|| format!("config {name}: [embedding.minilm]"))?;
+    providers::identify_models(&mut cfg).with_context(|| format!("config {name}"))?;
     Ok(cfg)
 }
 

@@ -17,8 +17,8 @@ mod prices;
 
 pub use crate::intent::{IntentMethod, IntentSection};
 pub use batch::{BatchSettings, ChatMode, MAX_BATCH_BYTES, MAX_BATCH_LINES};
-pub use chat::{is_scripted_model, ChatProvider, ChatSection, StructuredOutput};
-pub use prices::{builtin_model_prices, ModelPrice, PriceLabel, PricesSection};
+pub use chat::{is_scripted_model, ChatProvider, ChatSection, GgufLayout, GgufSettings, StructuredOutput};
+pub use prices::{builtin_model_prices, local_price, ModelPrice, PriceLabel, PricesSection};
 
 /// Simulated-time settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -376,7 +376,10 @@ impl RawConfig {
             return Err(Error::Config { source_name: source_name.to_string(), field: field.to_string(), cause });
         }
         let embedding = self.prices.row(&self.embedding.model, PricesSection::embedding_default);
-        let chat = self.prices.row(&self.chat.model, PricesSection::chat_default);
+        let chat = match (self.chat.provider, self.prices.models.get(&self.chat.model)) {
+            (ChatProvider::Gguf, None) => prices::local_price(),
+            _ => self.prices.row(&self.chat.model, PricesSection::chat_default),
+        };
         Ok(Config {
             embedding_price: Price::from_usd_per_mtok(embedding.input_usd_per_mtok, 0.0),
             chat_price: chat.online(),
@@ -586,6 +589,7 @@ impl Config {
     pub fn hash(&self) -> Digest {
         let mut raw = self.raw.clone();
         raw.embedding.minilm.model_dir.clear();
+        raw.chat.gguf.model_file.clear();
         raw.run.max_active_personas = DEFAULT_MAX_ACTIVE_PERSONAS;
         let text = toml::to_string(&raw).expect("a resolved config serialises; this is a bug");
         DigestWriter::new(CONFIG_HASH_DOMAIN).str(&text).finish()
@@ -602,7 +606,8 @@ impl Config {
     /// model's directory (its weights' SHA-256 stays), how chat requests
     /// are sent (concurrency, per-minute limits, transport retries and
     /// backoff, the endpoints and their timeouts, the modelled provider's
-    /// latency and faults), prices and the panel's file name. They change costs, timing and request grouping, never
+    /// latency and faults), the GGUF model's file (its SHA-256 stays), its
+    /// prefix cache and worker count, prices and the panel's file name. They change costs, timing and request grouping, never
     /// what a persona sees or says.
     pub fn content(&self) -> RawConfig {
         let mut c = self.raw.clone();
@@ -632,6 +637,9 @@ impl Config {
         c.chat.modelled = chat.modelled;
         c.chat.mode = chat.mode;
         c.chat.batch = chat.batch;
+        c.chat.gguf.model_file.clear();
+        c.chat.gguf.prefix_cache_mib = chat.gguf.prefix_cache_mib;
+        c.chat.gguf.workers = chat.gguf.workers;
         c.prices = PricesSection::default();
         // Where the panel was read from is not what it holds.
         if let Some(panel) = &mut c.panel {

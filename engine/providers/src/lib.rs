@@ -33,6 +33,7 @@ pub mod cache;
 pub mod chat;
 pub mod client;
 pub mod clock;
+pub mod gguf;
 pub mod http;
 pub mod local;
 pub mod minilm;
@@ -69,6 +70,9 @@ pub fn build_chat(cfg: &Config, seed: u64) -> engine::Result<Arc<dyn engine::cha
             })
         }
         engine::config::ChatProvider::Openai => Arc::new(chat::HttpChat::new(c)?),
+        engine::config::ChatProvider::Gguf => {
+            Arc::new(Arc::new(gguf::GgufChat::new(gguf::load_configured(&c.gguf)?, c)))
+        }
     };
     let client = chat::ChatClient::new(upstream, c, cfg.chat_price, seed);
     let client = match clock {
@@ -128,12 +132,18 @@ pub(crate) fn modelled_clock(settings: &engine::embed::upstream::ModelledSetting
 /// Completes a configuration with the identity of the models it names, so
 /// that its hash and a trace's header say which model ran: for `minilm`,
 /// the SHA-256 of the weights (the model is loaded now, once per process
-/// and directory). Refuses weights other than the ones the config records.
+/// and directory); for a `gguf` chat model, the file's SHA-256 (loaded
+/// likewise). Refuses weights other than the ones the config records.
 pub fn identify_models(cfg: &mut Config) -> engine::Result<()> {
     let e = &mut cfg.raw.embedding;
     if e.provider == Provider::Minilm {
         let model = minilm::load_configured(&e.minilm)?;
         e.minilm.weights_sha256 = model.weights_sha256().to_string();
+    }
+    let c = &mut cfg.raw.chat;
+    if c.provider == engine::config::ChatProvider::Gguf {
+        let model = gguf::load_configured(&c.gguf)?;
+        c.gguf.sha256 = model.sha256().to_string();
     }
     Ok(())
 }

@@ -107,7 +107,7 @@ fn agent_model(cfg: &engine::config::Config, path: &Path, seed: u64) -> Result<A
             "--config {}: chat.provider = \"modelled\" serves persona replies; the experiment runs the scripted agent model or a live one (\"openai\")",
             path.display()
         ),
-        engine::config::ChatProvider::Openai => Ok(AgentModel {
+        engine::config::ChatProvider::Openai | engine::config::ChatProvider::Gguf => Ok(AgentModel {
             chat: Some(providers::build_chat(cfg, seed)?),
             name: cfg.raw.chat.model.clone(),
             live: true,

@@ -293,7 +293,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     // them again.
     let chat: std::sync::Arc<dyn engine::chat::ChatPort> = match config.raw.chat.provider {
         engine::config::ChatProvider::Scripted => chat,
-        engine::config::ChatProvider::Modelled | engine::config::ChatProvider::Openai => {
+        engine::config::ChatProvider::Modelled
+        | engine::config::ChatProvider::Openai
+        | engine::config::ChatProvider::Gguf => {
             std::sync::Arc::new(engine::store::trace::wal::WalChat::open(&out.path().join(CHAT_WAL_FILE), chat)?)
         }
     };

@@ -350,7 +350,7 @@ fn chat_port(cfg: &Config, seed: u64, out: &Path, n: u32) -> Result<Arc<dyn Chat
     let chat = providers::build_chat(cfg, seed)?;
     Ok(match cfg.raw.chat.provider {
         ChatProvider::Scripted => chat,
-        ChatProvider::Modelled | ChatProvider::Openai => {
+        ChatProvider::Modelled | ChatProvider::Openai | ChatProvider::Gguf => {
             let path = out.join(format!("chat-run{n}.wal"));
             // Answers are served from the log; a call that failed is asked again.
             let paid = wal::read_wal(&path)?.0.into_iter().filter(|e| e.answer.is_ok()).collect();

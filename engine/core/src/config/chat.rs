@@ -57,6 +57,74 @@ pub struct ChatSection {
     /// `[chat.batch]`: how batches are submitted and polled.
     #[serde(skip_serializing_if = "BatchSettings::is_default")]
     pub batch: BatchSettings,
+    /// `[chat.gguf]`: the local model of the `gguf` provider.
+    #[serde(skip_serializing_if = "GgufSettings::is_unset")]
+    pub gguf: GgufSettings,
+}
+
+/// How the `gguf` provider lays out a reply that has free text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GgufLayout {
+    /// The whole reply is decoded under its JSON Schema, first token to last.
+    Schema,
+    /// The free text (a reaction, a reason, an insight, a point) is written
+    /// first, as plain text in answer to the prompt; the JSON object is then
+    /// decoded under its schema with that text in place, so only the
+    /// numbers are chosen under the constraint.
+    #[default]
+    FreeText,
+}
+
+/// Settings of the `gguf` provider: a chat model in a GGUF file, run on the
+/// CPU with candle, every reply decoded under its purpose's JSON Schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GgufSettings {
+    /// The `.gguf` file (`bash scripts/fetch-smollm2` fetches one). In a
+    /// config file, a relative path is relative to the file's directory.
+    /// Stays out of [`crate::config::Config::hash`]: the SHA-256 names the
+    /// model.
+    pub model_file: String,
+    /// SHA-256 of the file, in hex. When given, another file is refused;
+    /// when empty it is filled at load and recorded in the trace header.
+    pub sha256: String,
+    /// Nucleus sampling: the smallest set of tokens whose probabilities
+    /// reach this mass is sampled from. Default 0.95; 1 samples from all.
+    /// `[chat] temperature = 0` is greedy whatever this says.
+    pub top_p: f64,
+    /// How a reply with free text is decoded. Default
+    /// [`GgufLayout::FreeText`].
+    pub layout: GgufLayout,
+    /// Memory for the key/value caches of prompt prefixes (a persona's
+    /// header and instructions), in MiB; 0 turns the cache off. Default
+    /// 512. Replies are the same bytes with or without it.
+    pub prefix_cache_mib: u64,
+    /// Requests decoded at once, each on its own copy of the model's state
+    /// (the weights are shared). Default 1; the model's matrix products use
+    /// all cores on their own.
+    pub workers: usize,
+}
+
+impl Default for GgufSettings {
+    fn default() -> Self {
+        GgufSettings {
+            model_file: String::new(),
+            sha256: String::new(),
+            top_p: 0.95,
+            layout: GgufLayout::FreeText,
+            prefix_cache_mib: 512,
+            workers: 1,
+        }
+    }
+}
+
+impl GgufSettings {
+    /// Whether nothing differs from the defaults (the section is then left
+    /// out of the canonical form, so configs without it hash as before).
+    pub fn is_unset(&self) -> bool {
+        *self == GgufSettings::default()
+    }
 }
 
 /// Who answers chat requests.
@@ -72,6 +140,19 @@ pub enum ChatProvider {
     /// An OpenAI-compatible `/chat/completions` endpoint (OpenAI, vLLM,
     /// llama.cpp's server, Ollama) or a fleet of them; see `[chat.http]`.
     Openai,
+    /// A chat model in a local GGUF file, run on the CPU; see `[chat.gguf]`.
+    Gguf,
+}
+
+impl ChatProvider {
+    /// Whether replies come from a real model (a server or a local file),
+    /// not from the scripted models.
+    pub fn is_real(self) -> bool {
+        match self {
+            ChatProvider::Openai | ChatProvider::Gguf => true,
+            ChatProvider::Scripted | ChatProvider::Modelled => false,
+        }
+    }
 }
 
 /// How a live model is asked for structured replies.
@@ -88,6 +169,27 @@ pub enum StructuredOutput {
     /// the first JSON object in the reply is parsed (for servers that
     /// reject `response_format`).
     None,
+}
+
+impl GgufSettings {
+    /// The first setting that is out of range, and why.
+    fn problem(&self) -> Option<(&'static str, String)> {
+        if self.model_file.trim().is_empty() {
+            let cause = "the gguf provider needs the model's file; `bash scripts/fetch-smollm2` fetches SmolLM2-135M-Instruct into models/";
+            return Some(("chat.gguf.model_file", cause.into()));
+        }
+        if !(self.top_p.is_finite() && self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Some(("chat.gguf.top_p", format!("must be in (0, 1], got {}", self.top_p)));
+        }
+        if !(self.sha256.is_empty() || (self.sha256.len() == 64 && self.sha256.bytes().all(|b| b.is_ascii_hexdigit())))
+        {
+            return Some(("chat.gguf.sha256", format!("must be 64 hex digits, got {:?}", self.sha256)));
+        }
+        if !(1..=64).contains(&self.workers) {
+            return Some(("chat.gguf.workers", format!("must be between 1 and 64, got {}", self.workers)));
+        }
+        None
+    }
 }
 
 /// Whether a chat model name is one of the embedded scripted models.
@@ -116,6 +218,7 @@ impl Default for ChatSection {
             modelled: ModelledSettings::default(),
             mode: ChatMode::Online,
             batch: BatchSettings::default(),
+            gguf: GgufSettings::default(),
         }
     }
 }
@@ -134,8 +237,12 @@ impl RawConfig {
             return Err(bad("chat.model", "must not be empty".into()));
         }
         match (c.provider, is_scripted_model(&c.model)) {
-            (ChatProvider::Openai, true) => {
-                let cause = format!("{:?} is a scripted model; the openai provider needs a real model name", c.model);
+            (ChatProvider::Openai | ChatProvider::Gguf, true) => {
+                let cause = format!(
+                    "{:?} is a scripted model; the {} provider needs a real model name",
+                    c.model,
+                    if c.provider == ChatProvider::Gguf { "gguf" } else { "openai" }
+                );
                 return Err(bad("chat.model", cause));
             }
             (ChatProvider::Scripted | ChatProvider::Modelled, false) => {
@@ -145,7 +252,13 @@ impl RawConfig {
                 );
                 return Err(bad("chat.model", cause));
             }
-            (ChatProvider::Openai, false) | (ChatProvider::Scripted | ChatProvider::Modelled, true) => {}
+            (ChatProvider::Openai | ChatProvider::Gguf, false)
+            | (ChatProvider::Scripted | ChatProvider::Modelled, true) => {}
+        }
+        if c.provider == ChatProvider::Gguf {
+            if let Some((field, cause)) = c.gguf.problem() {
+                return Err(bad(field, cause));
+            }
         }
         if c.provider == ChatProvider::Openai && c.http.endpoints().iter().all(|u| u.trim().is_empty()) {
             return Err(bad("chat.http.base_url", "the openai provider needs a base URL (or base_urls)".into()));

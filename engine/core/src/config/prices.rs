@@ -90,7 +90,14 @@ fn configured() -> PriceLabel {
 /// Rows every price table has unless a config overrides them: local models
 /// cost nothing.
 pub fn builtin_model_prices() -> BTreeMap<String, ModelPrice> {
-    let local = ModelPrice {
+    BTreeMap::from([(MINILM_MODEL.to_string(), local_price())])
+}
+
+/// The price of a model run on this machine: 0 USD, labelled `local`
+/// (MiniLM, and any chat model of the `gguf` provider without a row of
+/// its own).
+pub fn local_price() -> ModelPrice {
+    ModelPrice {
         input_usd_per_mtok: 0.0,
         output_usd_per_mtok: 0.0,
         label: PriceLabel::Local,
@@ -98,8 +105,7 @@ pub fn builtin_model_prices() -> BTreeMap<String, ModelPrice> {
         batch_discount: None,
         batch_input_usd_per_mtok: None,
         batch_output_usd_per_mtok: None,
-    };
-    BTreeMap::from([(MINILM_MODEL.to_string(), local)])
+    }
 }
 
 /// The price table: a default row (the top-level keys) and rows per model

@@ -20,6 +20,17 @@ use crate::scan::{push_fixed2, push_uint};
 use crate::scenario::Stimulus;
 use std::fmt::Write;
 
+/// Where the stable part of a persona prompt ends, in bytes: the persona's
+/// header and, for a reaction, its reply format; everything a persona's
+/// every prompt of that kind repeats byte for byte. It ends where the
+/// recalled memories (reactions, probes, survey questions) or the recent
+/// experiences (reflections) begin; a prompt with neither (an agent's) has
+/// no stable prefix here, 0. A local model keeps the key/value state of
+/// this prefix for the persona's next call.
+pub fn stable_prefix_len(prompt: &str) -> usize {
+    ["\nMemories you recall:\n", "\nRecent experiences:\n"].iter().filter_map(|m| prompt.find(m)).min().unwrap_or(0)
+}
+
 /// The memories of `recalled` in the order they were formed.
 fn in_order<'a>(recalled: &[&'a MemoryRecord]) -> Vec<&'a MemoryRecord> {
     let mut v = recalled.to_vec();

@@ -358,6 +358,7 @@ impl Builder {
             crate::config::ChatProvider::Scripted => "scripted",
             crate::config::ChatProvider::Modelled => "modelled",
             crate::config::ChatProvider::Openai => "live",
+            crate::config::ChatProvider::Gguf => "local",
         };
         let overview = Overview {
             personas: header.personas,

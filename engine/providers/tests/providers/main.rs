@@ -13,3 +13,5 @@ mod http;
 mod chat;
 // The local MiniLM model: an independent reference, exactness, refused directories.
 mod minilm;
+// The local GGUF chat model (SmolLM2-135M): tokenizer, constrained decoding, seeded sampling, the prefix cache.
+mod gguf;

@@ -1,0 +1,120 @@
+//! The prefix cache: the model's key/value state after a prompt's stable
+//! prefix (the chat template's opening, the persona's header, a reaction's
+//! instructions), kept so that a persona's next call starts from it.
+//!
+//! Entries live in a `DashMap` shared by the decoding workers, keyed by
+//! the digest of the prefix's tokens, and are bounded in bytes: a persona's
+//! prefix is a few hundred tokens, and each token holds a key and a value
+//! per layer (46 KB a token for SmolLM2-135M, about 12 MB a prefix). When
+//! an insertion would pass the bound, the oldest entries go first.
+//!
+//! A reply never depends on the cache: a prompt is always run as its prefix
+//! and then the rest, in two forward passes, whether the prefix's state
+//! comes from here or is computed afresh, so the arithmetic is the same
+//! (the tests check the bytes).
+
+use candle_transformers::models::quantized_llama::ModelWeights;
+use dashmap::DashMap;
+use engine::digest::Digest;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One cached prefix: the model with its key/value state after the prefix
+/// (the weights are shared with every other copy).
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The model, positioned after the prefix.
+    pub state: ModelWeights,
+    /// The bytes its key/value tensors take.
+    pub bytes: u64,
+}
+
+/// The bounded cache and its counters.
+#[derive(Debug)]
+pub struct PrefixCache {
+    entries: DashMap<Digest, Arc<Entry>>,
+    /// Insertion order, for eviction, and the bytes held.
+    order: Mutex<(VecDeque<Digest>, u64)>,
+    limit: u64,
+    /// Lookups that found their prefix.
+    pub hits: AtomicU64,
+    /// Lookups that did not.
+    pub misses: AtomicU64,
+    /// Prompt tokens served from the cache.
+    pub tokens_saved: AtomicU64,
+}
+
+impl PrefixCache {
+    /// A cache holding at most `limit_bytes` of key/value state (0: none).
+    pub fn new(limit_bytes: u64) -> PrefixCache {
+        PrefixCache {
+            entries: DashMap::new(),
+            order: Mutex::new((VecDeque::new(), 0)),
+            limit: limit_bytes,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            tokens_saved: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether it keeps anything.
+    pub fn enabled(&self) -> bool {
+        self.limit > 0
+    }
+
+    /// The state after the prefix `key` of `tokens` tokens, if kept.
+    pub fn get(&self, key: &Digest, tokens: usize) -> Option<Arc<Entry>> {
+        if !self.enabled() {
+            return None;
+        }
+        let found = self.entries.get(key).map(|e| e.value().clone());
+        match &found {
+            Some(_) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                self.tokens_saved.fetch_add(tokens as u64, Ordering::Relaxed);
+            }
+            None => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        found
+    }
+
+    /// Keeps `entry` under `key`, evicting the oldest entries to stay
+    /// within the bound; an entry larger than the bound is not kept.
+    pub fn put(&self, key: Digest, entry: Entry) {
+        if !self.enabled() || entry.bytes > self.limit {
+            return;
+        }
+        let mut order = self.order.lock();
+        if self.entries.contains_key(&key) {
+            return;
+        }
+        while order.1 + entry.bytes > self.limit {
+            let Some(old) = order.0.pop_front() else { break };
+            if let Some((_, gone)) = self.entries.remove(&old) {
+                order.1 -= gone.bytes;
+            }
+        }
+        order.1 += entry.bytes;
+        order.0.push_back(key);
+        self.entries.insert(key, Arc::new(entry));
+    }
+
+    /// Bytes held now.
+    pub fn bytes(&self) -> u64 {
+        self.order.lock().1
+    }
+
+    /// Entries held now.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}

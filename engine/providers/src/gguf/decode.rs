@@ -1,0 +1,413 @@
+//! One reply: the prompt through the model (its stable prefix, then the
+//! rest), then token by token, each step masked by llguidance to the tokens
+//! the reply's JSON Schema allows there, and sampled with a seeded stream.
+
+use super::cache::{Entry, PrefixCache};
+use super::vocab::Vocab;
+use candle_core::{Device, Tensor};
+use candle_transformers::models::quantized_llama::ModelWeights;
+use engine::chat::schema::{instruction, schema_for};
+use engine::chat::ChatRequest;
+use engine::config::GgufLayout;
+use engine::digest::{Digest, DigestWriter};
+use engine::rng::Stream;
+use llguidance::api::TopLevelGrammar;
+use llguidance::{Matcher, ParserFactory};
+use serde_json::{json, Value};
+use toktrie::{SimpleVob, TokenId};
+
+/// The longest free text a schema lets the model write in one field
+/// (characters): a reaction is a sentence or two, and a model that never
+/// closes its string would otherwise run to the token limit.
+pub const MAX_TEXT_CHARS: u64 = 240;
+
+/// The most items a schema lets the model write in a list (insights,
+/// points): a small model otherwise repeats itself to the token limit.
+pub const MAX_ITEMS: u64 = 3;
+
+/// What decoding needs besides the request: the model, its vocabulary, the
+/// grammar compiler, the prefix cache and the settings.
+pub struct Decoder<'a> {
+    /// The model with no state.
+    pub base: &'a ModelWeights,
+    /// Its vocabulary.
+    pub vocab: &'a Vocab,
+    /// llguidance's grammar compiler over the vocabulary.
+    pub factory: &'a ParserFactory,
+    /// The prefix cache.
+    pub cache: &'a PrefixCache,
+    /// The model file's SHA-256 (keys the cache).
+    pub model_sha256: &'a str,
+    /// Bytes of key/value state per token.
+    pub kv_bytes_per_token: u64,
+    /// Sampling temperature (0: greedy).
+    pub temperature: f64,
+    /// Nucleus mass.
+    pub top_p: f64,
+    /// Most tokens generated per phase.
+    pub max_tokens: usize,
+    /// The reply's layout.
+    pub layout: GgufLayout,
+    /// [`free_mask`] of the vocabulary.
+    pub free: &'a SimpleVob,
+}
+
+/// A reply and its real token counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    /// The reply (a JSON object unless the token limit cut it).
+    pub text: String,
+    /// Tokens run through the model as prompt.
+    pub prompt_tokens: u64,
+    /// Of those, tokens whose state came from the prefix cache.
+    pub cached_tokens: u64,
+    /// Tokens generated.
+    pub completion_tokens: u64,
+}
+
+/// The JSON Schema as decoded: the request's own schema, with free text
+/// bounded at [`MAX_TEXT_CHARS`], lists at [`MAX_ITEMS`], and llguidance told to allow no
+/// whitespace between tokens beyond `", "` and `": "`.
+pub fn grammar_schema(request: &ChatRequest) -> Value {
+    let mut schema = bounded_schema(request);
+    // The free-text field first, so that a written answer can be put in
+    // place before the numbers are chosen.
+    if let (Some(field), Some(Value::Object(props))) = (free_field(&schema), schema.get("properties").cloned()) {
+        let mut ordered = serde_json::Map::new();
+        if let Some(v) = props.get(&field) {
+            ordered.insert(field.clone(), v.clone());
+        }
+        for (k, v) in props {
+            if k != field {
+                ordered.insert(k, v);
+            }
+        }
+        schema["properties"] = Value::Object(ordered);
+    }
+    schema
+}
+
+/// The reply's one free-text field at the top level (a reaction, a
+/// probe's reason, a judge's justification), if it has exactly one.
+pub fn free_field(schema: &Value) -> Option<String> {
+    let props = schema.get("properties")?.as_object()?;
+    let mut strings = props.iter().filter(|(_, v)| v.get("type") == Some(&json!("string")));
+    let (name, _) = strings.next()?;
+    strings.next().is_none().then(|| name.clone())
+}
+
+fn bounded_schema(request: &ChatRequest) -> Value {
+    fn bound(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                if map.get("type") == Some(&json!("string")) && !map.contains_key("maxLength") {
+                    map.insert("maxLength".into(), json!(MAX_TEXT_CHARS));
+                }
+                if map.get("type") == Some(&json!("array")) && !map.contains_key("maxItems") {
+                    map.insert("maxItems".into(), json!(MAX_ITEMS));
+                }
+                map.values_mut().for_each(bound);
+            }
+            Value::Array(items) => items.iter_mut().for_each(bound),
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
+        }
+    }
+    let mut schema = schema_for(request);
+    bound(&mut schema);
+    schema["x-guidance"] = json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "});
+    schema
+}
+
+/// Most tokens of the free-text layout's first turn: about
+/// [`MAX_TEXT_CHARS`] characters of English.
+const FREE_TOKENS: usize = 64;
+
+/// The second turn of the free-text layout.
+const AS_JSON: &str = "Now give that same answer as one JSON object.";
+
+/// The model's answer for `field` in its own words: the rest of the line
+/// after the field's label (`REACTION:`, `WHY:`) when it wrote one, else its
+/// first line; bounded to [`MAX_TEXT_CHARS`] characters. `None` when that
+/// is shorter than the schema's minimum.
+fn own_words(free: &str, field: &str) -> Option<String> {
+    let label = format!("{}:", field.to_ascii_uppercase());
+    let line = free
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(&label))
+        .or_else(|| free.lines().map(str::trim).find(|l| !l.is_empty()))?;
+    let text: String = line.trim().chars().filter(|c| !c.is_control()).take(MAX_TEXT_CHARS as usize).collect();
+    let text = text.trim().to_string();
+    (text.chars().count() >= engine::chat::schema::MIN_TEXT_CHARS).then_some(text)
+}
+
+/// Tokens a draw considers at most: the nucleus is taken from the most
+/// likely 64 allowed tokens (llama.cpp's default is 40).
+const TOP_K: usize = 64;
+
+/// Seeded sampling over the allowed tokens.
+struct Sampler {
+    temperature: f64,
+    top_p: f64,
+    stream: Stream,
+}
+
+impl Sampler {
+    /// The next token: the most likely allowed one when greedy (the lowest
+    /// id on a tie), else a draw from the nucleus of the allowed tokens'
+    /// tempered distribution, ordered by probability then id.
+    fn pick(&mut self, logits: &[f32], allowed: &SimpleVob) -> Option<TokenId> {
+        let mut best: Option<(TokenId, f32)> = None;
+        let mut candidates: Vec<(TokenId, f32)> = Vec::new();
+        allowed.iter_set_entries(|i| {
+            if let Some(&l) = logits.get(i) {
+                if l.is_finite() {
+                    candidates.push((i as TokenId, l));
+                    if best.is_none_or(|(_, b)| l > b) {
+                        best = Some((i as TokenId, l));
+                    }
+                }
+            }
+        });
+        let (top, max) = best?;
+        if self.temperature <= 0.0 || candidates.len() == 1 {
+            return Some(top);
+        }
+        // The most likely TOP_K first (by logit, then id); the nucleus is
+        // taken from them.
+        let by_logit = |a: &(TokenId, f32), b: &(TokenId, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if candidates.len() > TOP_K {
+            candidates.select_nth_unstable_by(TOP_K - 1, by_logit);
+            candidates.truncate(TOP_K);
+        }
+        candidates.sort_unstable_by(by_logit);
+        let weighted: Vec<(TokenId, f64)> =
+            candidates.iter().map(|&(t, l)| (t, ((f64::from(l) - f64::from(max)) / self.temperature).exp())).collect();
+        let mut weighted = weighted;
+        let total: f64 = weighted.iter().map(|w| w.1).sum();
+        let mut mass = 0.0;
+        let mut keep = weighted.len();
+        for (i, w) in weighted.iter().enumerate() {
+            mass += w.1;
+            if mass >= self.top_p * total {
+                keep = i + 1;
+                break;
+            }
+        }
+        weighted.truncate(keep);
+        let kept: f64 = weighted.iter().map(|w| w.1).sum();
+        let mut draw = self.stream.unit() * kept;
+        for (t, w) in &weighted {
+            if draw < *w {
+                return Some(*t);
+            }
+            draw -= w;
+        }
+        weighted.last().map(|w| w.0)
+    }
+}
+
+fn model_err(e: candle_core::Error) -> String {
+    format!("the model failed: {e}")
+}
+
+/// The next-token logits after running `tokens` at position `pos`.
+fn forward(state: &mut ModelWeights, tokens: &[TokenId], pos: usize) -> Result<Vec<f32>, String> {
+    let input = Tensor::new(tokens, &Device::Cpu).and_then(|t| t.unsqueeze(0)).map_err(model_err)?;
+    let logits = state.forward(&input, pos).map_err(model_err)?;
+    logits.squeeze(0).and_then(|l| l.to_dtype(candle_core::DType::F32)).and_then(|l| l.to_vec1()).map_err(model_err)
+}
+
+/// A conversation being decoded: the model's state, where it stands, and
+/// the counts so far.
+struct Session {
+    state: ModelWeights,
+    pos: usize,
+    logits: Vec<f32>,
+    counts: Decoded,
+}
+
+impl Decoder<'_> {
+    /// The reply to `request`, sampled with `seed`.
+    pub fn reply(&self, request: &ChatRequest, seed: u64) -> Result<Decoded, String> {
+        let key = DigestWriter::new("gguf sampling v1").u64(seed).finish();
+        let mut sampler = Sampler { temperature: self.temperature, top_p: self.top_p, stream: Stream::from_key(key.0) };
+        let schema = grammar_schema(request);
+        let field = match self.layout {
+            GgufLayout::FreeText => free_field(&schema),
+            GgufLayout::Schema => None,
+        };
+        let asked = match field {
+            // The prompt as it is: it asks for its answer in its own words.
+            Some(_) => request.prompt.to_string(),
+            None => format!("{}\n{}", request.prompt, instruction(request)),
+        };
+        let prompt: &str = &asked;
+        let rendered = self.vocab.chat(&[("user", prompt)])?;
+        let stable = engine::persona::prompt::stable_prefix_len(prompt);
+        let prefix_end = rendered.find(prompt).map_or(0, |at| at + stable);
+        let mut session = self.start(&rendered, &rendered[..prefix_end])?;
+        let Some(field) = field else {
+            let out = self.generate(&mut session, &mut sampler, Some(&schema), "")?;
+            session.counts.text = self.vocab.decode(&out);
+            return Ok(session.counts);
+        };
+        // The answer in the model's own words, then a second turn asking
+        // for it as JSON, its text put in place and only the rest decoded
+        // under the schema.
+        let free = self.generate(&mut session, &mut sampler, None, "")?;
+        let free_text = self.vocab.decode(&free);
+        let both = self.vocab.chat(&[("user", prompt), ("assistant", &free_text), ("user", AS_JSON)])?;
+        let said = format!("{rendered}{free_text}");
+        match both.strip_prefix(&said) {
+            Some(rest) => {
+                // The state holds the prompt and the answer: only the new
+                // turn is run.
+                let tokens = self.vocab.encode(rest);
+                session.logits = forward(&mut session.state, &tokens, session.pos)?;
+                session.pos += tokens.len();
+                session.counts.prompt_tokens += tokens.len() as u64;
+            }
+            None => {
+                let counts = session.counts.clone();
+                session = self.start(&both, &both[..prefix_end])?;
+                session.counts.prompt_tokens += counts.prompt_tokens;
+                session.counts.cached_tokens += counts.cached_tokens;
+                session.counts.completion_tokens += counts.completion_tokens;
+            }
+        }
+        let forced = match own_words(&free_text, &field) {
+            Some(text) => format!("{{{}: {}, ", json!(field), json!(text)),
+            None => String::new(),
+        };
+        let out = self.generate(&mut session, &mut sampler, Some(&schema), &forced)?;
+        session.counts.text = format!("{forced}{}", self.vocab.decode(&out));
+        Ok(session.counts)
+    }
+
+    /// The model's state after `text`, run as `prefix` (from the cache when
+    /// kept) and then the rest, always in those two passes.
+    fn start(&self, text: &str, prefix: &str) -> Result<Session, String> {
+        let tokens = self.vocab.encode(text);
+        let head = self.vocab.encode(prefix);
+        // The prefix ends where its own tokens stop matching the whole
+        // text's (a token may straddle the boundary), and leaves at least
+        // one token for the second pass.
+        let n = head.iter().zip(&tokens).take_while(|(a, b)| a == b).count().min(tokens.len().saturating_sub(1));
+        let mut counts = Decoded { prompt_tokens: tokens.len() as u64, ..Decoded::default() };
+        let mut state = match n {
+            0 => self.base.clone(),
+            _ => {
+                let key = self.prefix_key(&tokens[..n]);
+                match self.cache.get(&key, n) {
+                    Some(entry) => {
+                        counts.cached_tokens = n as u64;
+                        entry.state.clone()
+                    }
+                    None => {
+                        let mut fresh = self.base.clone();
+                        forward(&mut fresh, &tokens[..n], 0)?;
+                        let bytes = n as u64 * self.kv_bytes_per_token;
+                        self.cache.put(key, Entry { state: fresh.clone(), bytes });
+                        fresh
+                    }
+                }
+            }
+        };
+        let logits = forward(&mut state, &tokens[n..], n)?;
+        Ok(Session { state, pos: tokens.len(), logits, counts })
+    }
+
+    fn prefix_key(&self, tokens: &[TokenId]) -> Digest {
+        let mut w = DigestWriter::new("gguf prefix v1");
+        w.str(self.model_sha256).u64(tokens.len() as u64);
+        for t in tokens {
+            w.u32(*t);
+        }
+        w.finish()
+    }
+
+    /// Tokens generated until the end of the turn or the token limit: under
+    /// the JSON Schema of `constrained` when given, else any text (the
+    /// special tokens other than the end of turn are never sampled).
+    fn generate(
+        &self,
+        session: &mut Session,
+        sampler: &mut Sampler,
+        constrained: Option<&Value>,
+        forced: &str,
+    ) -> Result<Vec<TokenId>, String> {
+        let mut matcher = match constrained {
+            Some(schema) => {
+                let grammar = TopLevelGrammar::from_json_schema(schema.clone());
+                let parser = self.factory.create_parser(grammar).map_err(|e| format!("the reply's schema: {e}"))?;
+                Some(Matcher::new(Ok(parser)))
+            }
+            None => None,
+        };
+        if !forced.is_empty() {
+            // Text put in place: the grammar checks it, the model reads it.
+            let tokens = self.vocab.encode(forced);
+            if let Some(m) = &mut matcher {
+                m.consume_tokens(&tokens).map_err(|e| format!("constrained decoding of {forced:?}: {e}"))?;
+            }
+            session.logits = forward(&mut session.state, &tokens, session.pos)?;
+            session.pos += tokens.len();
+            session.counts.prompt_tokens += tokens.len() as u64;
+        }
+        let mut out = Vec::new();
+        loop {
+            let computed;
+            let mask = match &mut matcher {
+                Some(m) => {
+                    computed = m.compute_mask().map_err(|e| format!("constrained decoding: {e}"))?;
+                    &computed
+                }
+                None => self.free,
+            };
+            let Some(token) = sampler.pick(&session.logits, mask) else {
+                return Err("constrained decoding left no token to choose".into());
+            };
+            if let Some(m) = &mut matcher {
+                m.consume_token(token).map_err(|e| format!("constrained decoding: {e}"))?;
+            }
+            session.counts.completion_tokens += 1;
+            if token == self.vocab.eos {
+                break;
+            }
+            out.push(token);
+            let limit = if matcher.is_some() { self.max_tokens } else { self.max_tokens.min(FREE_TOKENS) };
+            if out.len() >= limit || matcher.as_ref().is_some_and(Matcher::is_stopped) {
+                break;
+            }
+            // Free text ends with its first line that says something: the
+            // answer's own words (the rest would be its numbers in words).
+            if matcher.is_none() && self.vocab.env().tok_trie().token(token).contains(&b'\n') {
+                let text = self.vocab.decode(&out);
+                if text.lines().any(|l| l.trim().chars().count() >= engine::chat::schema::MIN_TEXT_CHARS) {
+                    break;
+                }
+            }
+            session.logits = forward(&mut session.state, &[token], session.pos)?;
+            session.pos += 1;
+        }
+        Ok(out)
+    }
+}
+
+/// Every ordinary token and the end of turn: what free text may use.
+pub fn free_mask(vocab: &Vocab) -> SimpleVob {
+    let trie = vocab.env().tok_trie();
+    let mut mask = trie.alloc_token_set();
+    for t in 0..vocab.size as TokenId {
+        if t == vocab.eos || !trie.is_special_token(t) {
+            mask.allow_token(t);
+        }
+    }
+    mask
+}
+
+impl Default for Decoded {
+    fn default() -> Self {
+        Decoded { text: String::new(), prompt_tokens: 0, cached_tokens: 0, completion_tokens: 0 }
+    }
+}

@@ -1,0 +1,177 @@
+//! A GGUF model's tokenizer and chat template, from its own metadata
+//! (`tokenizer.ggml.*`, `tokenizer.chat_template`): there is no hub to
+//! fetch a `tokenizer.json` from, and none is needed.
+//!
+//! The vocabulary is byte-level BPE (`tokenizer.ggml.model = "gpt2"`, the
+//! Llama 3, SmolLM and Qwen families). It is rebuilt as a Hugging Face
+//! tokenizer (vocabulary, merges, the byte-level pre-tokenizer with digits
+//! split one by one, as SmolLM's own `tokenizer.json` has it) and, for
+//! constrained decoding, as llguidance's token trie over every token's
+//! bytes. Control tokens (`<|im_start|>`, `<|im_end|>`) are special in
+//! both: the template's markers become single tokens, and a model's text
+//! can never spell one.
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use serde_json::json;
+use std::sync::Arc;
+use toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
+
+/// `tokenizer.ggml.token_type` of a control token.
+const CONTROL: i32 = 3;
+
+/// The tokenizer, its trie and the chat template.
+pub struct Vocab {
+    tokenizer: tokenizers::Tokenizer,
+    env: TokEnv,
+    template: String,
+    /// The token that ends a reply (the template's end of turn).
+    pub eos: TokenId,
+    /// Tokens in the vocabulary.
+    pub size: usize,
+}
+
+impl std::fmt::Debug for Vocab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vocab").field("size", &self.size).field("eos", &self.eos).finish_non_exhaustive()
+    }
+}
+
+fn strings(content: &Content, key: &str) -> Result<Vec<String>, String> {
+    let value = content.metadata.get(key).ok_or_else(|| format!("its metadata has no {key}"))?;
+    let items = value.to_vec().map_err(|e| format!("{key} is not a list ({e})"))?;
+    items.iter().map(|v| v.to_string().cloned().map_err(|e| format!("{key} holds a non-string ({e})"))).collect()
+}
+
+fn number(content: &Content, key: &str) -> Option<u32> {
+    content.metadata.get(key).and_then(|v| v.to_u32().ok())
+}
+
+/// The special tokens a chat model ends its turn with, in the order tried.
+const END_OF_TURN: [&str; 3] = ["<|im_end|>", "<|eot_id|>", "<end_of_turn>"];
+
+impl Vocab {
+    /// Reads the vocabulary and the chat template from a GGUF file's
+    /// metadata. Refuses a tokenizer other than byte-level BPE and a model
+    /// without a chat template, saying which.
+    pub fn from_gguf(content: &Content) -> Result<Vocab, String> {
+        let kind = content.metadata.get("tokenizer.ggml.model").and_then(|v| v.to_string().ok().cloned());
+        if kind.as_deref() != Some("gpt2") {
+            return Err(format!(
+                "its tokenizer is {kind:?}; this provider reads byte-level BPE vocabularies (\"gpt2\": SmolLM2, Llama 3, Qwen)"
+            ));
+        }
+        let tokens = strings(content, "tokenizer.ggml.tokens")?;
+        let merges = strings(content, "tokenizer.ggml.merges")?;
+        let types: Vec<i32> = match content.metadata.get("tokenizer.ggml.token_type") {
+            Some(Value::Array(items)) => items.iter().map(|v| v.to_i32().unwrap_or(1)).collect(),
+            Some(_) | None => vec![1; tokens.len()],
+        };
+        let template = match content.metadata.get("tokenizer.chat_template") {
+            Some(v) => v.to_string().map_err(|e| format!("tokenizer.chat_template is not text ({e})"))?.clone(),
+            None => return Err("its metadata has no tokenizer.chat_template: it is not a chat model".into()),
+        };
+        let vocab: serde_json::Map<String, serde_json::Value> =
+            tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
+        let added: Vec<serde_json::Value> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| types.get(*i) == Some(&CONTROL))
+            .map(|(i, t)| {
+                json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
+                       "normalized": false, "special": true})
+            })
+            .collect();
+        let byte_level =
+            json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
+        let spec = json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": added,
+            "normalizer": null,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Digits", "individual_digits": true},
+                byte_level,
+            ]},
+            "post_processor": null,
+            "decoder": byte_level,
+            "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                      "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                      "vocab": vocab, "merges": merges},
+        });
+        let tokenizer: tokenizers::Tokenizer =
+            spec.to_string().parse().map_err(|e| format!("its vocabulary does not make a tokenizer ({e})"))?;
+        let mut words = llguidance::token_bytes_from_tokenizer_json(&spec)
+            .map_err(|e| format!("its vocabulary does not make a token trie ({e})"))?;
+        for (i, t) in tokens.iter().enumerate() {
+            if types.get(i) == Some(&CONTROL) {
+                // llguidance's spelling of a special token: 0xff, then its name.
+                words[i] = [&[TokTrie::SPECIAL_TOKEN_MARKER][..], t.as_bytes()].concat();
+            }
+        }
+        let id = |name: &str| tokens.iter().position(|t| t == name).map(|i| i as TokenId);
+        let eos = END_OF_TURN
+            .iter()
+            .find_map(|t| id(t))
+            .or_else(|| number(content, "tokenizer.ggml.eos_token_id"))
+            .ok_or("its metadata names no end-of-turn token")?;
+        let mut info = TokRxInfo::new(tokens.len() as u32, eos);
+        info.tok_bos = number(content, "tokenizer.ggml.bos_token_id");
+        let trie = TokTrie::from(&info, &words);
+        let env: TokEnv = Arc::new(Env { trie, tokenizer: tokenizer.clone() });
+        Ok(Vocab { tokenizer, env, template, eos, size: tokens.len() })
+    }
+
+    /// llguidance's view of the vocabulary.
+    pub fn env(&self) -> &TokEnv {
+        &self.env
+    }
+
+    /// The token ids of `text`, special markers included.
+    pub fn encode(&self, text: &str) -> Vec<TokenId> {
+        self.tokenizer.encode_fast(text, false).map(|e| e.get_ids().to_vec()).unwrap_or_default()
+    }
+
+    /// The text of `tokens` (special tokens left out).
+    pub fn decode(&self, tokens: &[TokenId]) -> String {
+        String::from_utf8_lossy(&self.env.tok_trie().decode(tokens)).into_owned()
+    }
+
+    /// The conversation `messages` ((role, content) pairs) in the model's own
+    /// chat template, ending with the opening of the assistant's turn.
+    pub fn chat(&self, messages: &[(&str, &str)]) -> Result<String, String> {
+        let mut env = minijinja::Environment::new();
+        env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+        });
+        env.add_template("chat", &self.template).map_err(|e| format!("its chat template does not parse ({e})"))?;
+        let messages: Vec<serde_json::Value> =
+            messages.iter().map(|(role, content)| json!({"role": role, "content": content})).collect();
+        let template = env.get_template("chat").map_err(|e| e.to_string())?;
+        template
+            .render(minijinja::context! {
+                messages => messages,
+                add_generation_prompt => true,
+                bos_token => "",
+                eos_token => "",
+            })
+            .map_err(|e| format!("its chat template failed ({e})"))
+    }
+}
+
+/// The tokenizer environment llguidance asks for.
+struct Env {
+    trie: TokTrie,
+    tokenizer: tokenizers::Tokenizer,
+}
+
+impl TokenizerEnv for Env {
+    fn tok_trie(&self) -> &TokTrie {
+        &self.trie
+    }
+
+    fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
+        let text = String::from_utf8_lossy(s);
+        self.tokenizer.encode_fast(text.as_ref(), false).map(|e| e.get_ids().to_vec()).unwrap_or_default()
+    }
+}
