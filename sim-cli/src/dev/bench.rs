@@ -30,7 +30,10 @@ pub enum BenchCommand {
 #[derive(Debug, Args)]
 #[command(after_help = "Runs the panel twice against the modelled chat provider (the scripted replies behind\n\
     a fixed latency per call): once one call at a time, once with --concurrency calls in flight.\n\
-    Reports persona-turns per second and the ratio.")]
+    Reports persona-turns per second and the ratio. With --config FILE naming a local model\n\
+    (provider \"gguf\"), runs the panel on it instead: a single uncached stream, then the config's\n\
+    prefix cache and workers; prompt and generation tokens per second, and the two digests.\n\n\
+    Example: sim-cli bench chat --config fixtures/configs/smollm2.toml --personas 5 --ticks 2")]
 pub struct ChatBenchArgs {
     /// Personas.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -50,6 +53,14 @@ pub struct ChatBenchArgs {
     /// Print the report as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// A local-model config (`[chat] provider = "gguf"`, e.g.
+    /// fixtures/configs/smollm2.toml): runs the panel on the model instead,
+    /// once as a single stream with no prefix cache and once as configured,
+    /// and reports prompt and generation tokens per second. Give a small
+    /// panel (`--personas 5 --ticks 2`): a 135M model makes a few replies a
+    /// second.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// One concurrency of `bench chat`.
@@ -75,6 +86,9 @@ struct ChatReport {
 }
 
 fn bench_chat(args: &ChatBenchArgs) -> Result<()> {
+    if let Some(path) = &args.config {
+        return super::bench_model::bench_model(args, path);
+    }
     if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
         anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);
     }

@@ -35,3 +35,5 @@ mod validate;
 // The user guide's command list (docs/GUIDE.md) against `--help`, and its minimal scenario.
 #[cfg(feature = "agents")]
 mod readme;
+// A real language model offline: SmolLM2-135M on every shipped local-model config, replay without it, thread counts.
+mod gguf;

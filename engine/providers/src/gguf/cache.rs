@@ -74,6 +74,7 @@ impl PrefixCache {
             Some(_) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 self.tokens_saved.fetch_add(tokens as u64, Ordering::Relaxed);
+                super::count_cache_hit(tokens);
             }
             None => {
                 self.misses.fetch_add(1, Ordering::Relaxed);

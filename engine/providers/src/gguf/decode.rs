@@ -66,10 +66,11 @@ pub struct Decoded {
 }
 
 /// The JSON Schema as decoded: the request's own schema, with free text
-/// bounded at [`MAX_TEXT_CHARS`], lists at [`MAX_ITEMS`], and llguidance told to allow no
+/// bounded (at most [`MAX_TEXT_CHARS`], less when the reply's fields must
+/// share `max_tokens`), lists at [`MAX_ITEMS`], and llguidance told to allow no
 /// whitespace between tokens beyond `", "` and `": "`.
-pub fn grammar_schema(request: &ChatRequest) -> Value {
-    let mut schema = bounded_schema(request);
+pub fn grammar_schema(request: &ChatRequest, max_tokens: usize) -> Value {
+    let mut schema = bounded_schema(request, max_tokens);
     // The free-text field first, so that a written answer can be put in
     // place before the numbers are chosen.
     if let (Some(field), Some(Value::Object(props))) = (free_field(&schema), schema.get("properties").cloned()) {
@@ -96,31 +97,46 @@ pub fn free_field(schema: &Value) -> Option<String> {
     strings.next().is_none().then(|| name.clone())
 }
 
-fn bounded_schema(request: &ChatRequest) -> Value {
-    fn bound(v: &mut Value) {
+fn bounded_schema(request: &ChatRequest, max_tokens: usize) -> Value {
+    /// The free-text fields a reply can hold, lists at their longest.
+    fn slots(v: &Value) -> u64 {
+        match v.get("type").and_then(Value::as_str) {
+            Some("string") => 1,
+            Some("array") => MAX_ITEMS * v.get("items").map_or(0, slots),
+            Some("object") => v.get("properties").and_then(Value::as_object).map_or(0, |p| p.values().map(slots).sum()),
+            Some(_) | None => 0,
+        }
+    }
+    fn bound(v: &mut Value, chars: u64) {
         match v {
             Value::Object(map) => {
                 if map.get("type") == Some(&json!("string")) && !map.contains_key("maxLength") {
-                    map.insert("maxLength".into(), json!(MAX_TEXT_CHARS));
+                    map.insert("maxLength".into(), json!(chars));
                 }
                 if map.get("type") == Some(&json!("array")) && !map.contains_key("maxItems") {
                     map.insert("maxItems".into(), json!(MAX_ITEMS));
                 }
-                map.values_mut().for_each(bound);
+                map.values_mut().for_each(|v| bound(v, chars));
             }
-            Value::Array(items) => items.iter_mut().for_each(bound),
+            Value::Array(items) => items.iter_mut().for_each(|v| bound(v, chars)),
             Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
         }
     }
     let mut schema = schema_for(request);
-    bound(&mut schema);
+    // A token spells at least one byte, so ASCII text of this many
+    // characters in every field, with 24 tokens a field for its key and
+    // number, fits in the token limit: the reply always closes.
+    let n = slots(&schema).max(1);
+    let room = (max_tokens as u64).saturating_sub(24 * n) / n;
+    let min = engine::chat::schema::MIN_TEXT_CHARS as u64;
+    bound(&mut schema, room.clamp(min, MAX_TEXT_CHARS));
     schema["x-guidance"] = json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "});
     schema
 }
 
 /// Most tokens of the free-text layout's first turn: about
 /// [`MAX_TEXT_CHARS`] characters of English.
-const FREE_TOKENS: usize = 64;
+const FREE_TOKENS: usize = 48;
 
 /// The second turn of the free-text layout.
 const AS_JSON: &str = "Now give that same answer as one JSON object.";
@@ -211,10 +227,19 @@ fn model_err(e: candle_core::Error) -> String {
 }
 
 /// The next-token logits after running `tokens` at position `pos`.
+/// Counted in [`super::throughput`]: several tokens at once as prompt,
+/// one as generation.
 fn forward(state: &mut ModelWeights, tokens: &[TokenId], pos: usize) -> Result<Vec<f32>, String> {
+    let started = std::time::Instant::now();
     let input = Tensor::new(tokens, &Device::Cpu).and_then(|t| t.unsqueeze(0)).map_err(model_err)?;
     let logits = state.forward(&input, pos).map_err(model_err)?;
-    logits.squeeze(0).and_then(|l| l.to_dtype(candle_core::DType::F32)).and_then(|l| l.to_vec1()).map_err(model_err)
+    let logits = logits
+        .squeeze(0)
+        .and_then(|l| l.to_dtype(candle_core::DType::F32))
+        .and_then(|l| l.to_vec1())
+        .map_err(model_err);
+    super::count_forward(tokens.len(), started.elapsed());
+    logits
 }
 
 /// A conversation being decoded: the model's state, where it stands, and
@@ -231,7 +256,7 @@ impl Decoder<'_> {
     pub fn reply(&self, request: &ChatRequest, seed: u64) -> Result<Decoded, String> {
         let key = DigestWriter::new("gguf sampling v1").u64(seed).finish();
         let mut sampler = Sampler { temperature: self.temperature, top_p: self.top_p, stream: Stream::from_key(key.0) };
-        let schema = grammar_schema(request);
+        let schema = grammar_schema(request, self.max_tokens);
         let field = match self.layout {
             GgufLayout::FreeText => free_field(&schema),
             GgufLayout::Schema => None,

@@ -1,0 +1,195 @@
+//! A real language model offline, end to end: every local-model config
+//! shipped in `fixtures/configs/` runs a tiny panel on SmolLM2-135M-Instruct
+//! (every job ok, every reply within its schema, real reactions), replays
+//! with the model file gone, and gives the same digest at one and two
+//! threads. Needs the models that `bash scripts/fetch-smollm2` and `bash
+//! scripts/fetch-minilm` fetch (the test command runs both first).
+
+use crate::support::{scratch, sim, stderr};
+use engine::chat::schema::schema;
+use engine::chat::ChatPurpose;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn json(out: &std::process::Output) -> Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout).expect("json on stdout")
+}
+
+/// The shipped configs whose chat provider is `gguf`.
+fn local_model_configs() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(root().join("fixtures/configs"))
+        .expect("fixtures/configs")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            let value: toml::Value = toml::from_str(&text).unwrap_or(toml::Value::Integer(0));
+            value.get("chat").and_then(|c| c.get("provider")).and_then(toml::Value::as_str) == Some("gguf")
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// A copy of `config` in `dir` whose model file is a copy of the shipped
+/// one in `dir` (so a test can take it away), with `workers` decoding at
+/// once; other relative paths are made absolute.
+fn with_own_model(config: &Path, dir: &Path, workers: u64) -> (PathBuf, PathBuf) {
+    let base = config.parent().expect("dir");
+    let mut value: toml::Value = toml::from_str(&std::fs::read_to_string(config).expect("config")).expect("toml");
+    let gguf = value["chat"]["gguf"].as_table_mut().expect("[chat.gguf]");
+    let shipped = base.join(gguf["model_file"].as_str().expect("model_file"));
+    let copy = dir.join("model.gguf");
+    std::fs::copy(&shipped, &copy)
+        .unwrap_or_else(|e| panic!("{}: {e} (run bash scripts/fetch-smollm2)", shipped.display()));
+    gguf.insert("model_file".into(), copy.display().to_string().into());
+    gguf.insert("workers".into(), toml::Value::Integer(workers as i64));
+    if let Some(m) = value.get_mut("embedding").and_then(|e| e.get_mut("minilm")).and_then(|m| m.as_table_mut()) {
+        let d = base.join(m["model_dir"].as_str().expect("model_dir"));
+        m.insert("model_dir".into(), d.display().to_string().into());
+    }
+    let path = dir.join("config.toml");
+    std::fs::write(&path, toml::to_string(&value).expect("toml")).expect("write");
+    (path, copy)
+}
+
+/// `value` against the subset of JSON Schema the reply schemas use: object
+/// (properties, required, no others), array (minItems), string (minLength),
+/// integer and number (minimum, maximum). The first breach, if any.
+fn breach(value: &Value, schema: &Value, at: &str) -> Option<String> {
+    let num = |k: &str| schema.get(k).and_then(Value::as_f64);
+    match schema["type"].as_str() {
+        Some("object") => {
+            let Value::Object(map) = value else { return Some(format!("{at} is not an object")) };
+            let props = schema["properties"].as_object()?;
+            if let Some(k) = map.keys().find(|k| !props.contains_key(*k)) {
+                return Some(format!("{at}.{k} is not in the schema"));
+            }
+            for r in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                if !map.contains_key(r) {
+                    return Some(format!("{at}.{r} is missing"));
+                }
+            }
+            map.iter().find_map(|(k, v)| breach(v, &props[k], &format!("{at}.{k}")))
+        }
+        Some("array") => {
+            let Value::Array(items) = value else { return Some(format!("{at} is not an array")) };
+            if (items.len() as f64) < num("minItems").unwrap_or(0.0) {
+                return Some(format!("{at} has too few items"));
+            }
+            items.iter().enumerate().find_map(|(i, v)| breach(v, &schema["items"], &format!("{at}[{i}]")))
+        }
+        Some("string") => match value.as_str() {
+            Some(s) if (s.chars().count() as f64) >= num("minLength").unwrap_or(0.0) => None,
+            Some(_) | None => Some(format!("{at} = {value} is not a string of the least length")),
+        },
+        Some(kind @ ("integer" | "number")) => {
+            let x = value.as_f64()?;
+            let whole = kind == "number" || value.is_i64() || value.is_u64();
+            let inside = num("minimum").is_none_or(|lo| x >= lo) && num("maximum").is_none_or(|hi| x <= hi);
+            (!(whole && inside)).then(|| format!("{at} = {value} is out of range"))
+        }
+        other => Some(format!("{at}: unexpected schema type {other:?}")),
+    }
+}
+
+fn purpose(name: &str) -> ChatPurpose {
+    match name {
+        "Reaction" => ChatPurpose::Reaction,
+        "Reflection" => ChatPurpose::Reflection,
+        "Probe" => ChatPurpose::Probe,
+        other => panic!("a persona panel made a {other} call"),
+    }
+}
+
+fn outcomes(dir: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join("outcomes.jsonl")).expect("outcomes.jsonl");
+    text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
+}
+
+fn reactions(outcomes: &[Value]) -> Vec<(u64, u64, String)> {
+    outcomes
+        .iter()
+        .filter_map(|o| {
+            let text = o["reaction"]["text"].as_str()?;
+            Some((o["tick"].as_u64()?, o["persona"].as_u64()?, text.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_shipped_local_model_config_runs_a_tiny_panel_on_the_real_model() {
+    let configs = local_model_configs();
+    assert!(!configs.is_empty(), "fixtures/configs ships a gguf config");
+    let dir = scratch("gguf-panel");
+    let scripted = json(&sim(&dir, &["run", "--personas", "5", "--ticks", "3", "--out", "scripted", "--json"]));
+    assert_eq!(scripted["jobs"]["ok"], 15);
+    let scripted: BTreeSet<String> = reactions(&outcomes(&dir.join("scripted"))).into_iter().map(|r| r.2).collect();
+    for (n, config) in configs.iter().enumerate() {
+        let own = dir.join(format!("c{n}"));
+        std::fs::create_dir_all(&own).expect("dir");
+        let (cfg, model) = with_own_model(config, &own, 1);
+        let out = format!("c{n}/run");
+        let args = ["run", "--config", cfg.to_str().expect("utf-8"), "--personas", "5", "--ticks", "3"];
+        let summary = json(&sim(&dir, &[&args[..], &["--out", &out, "--json"]].concat()));
+        let name = config.display();
+        assert_eq!((summary["jobs"]["total"].as_u64(), summary["jobs"]["ok"].as_u64()), (Some(15), Some(15)), "{name}");
+        assert_eq!(summary["cost"]["chat_price_label"], "local", "{name}");
+        let all = outcomes(&dir.join(&out));
+        let mut calls = 0;
+        for call in all.iter().flat_map(|o| o["chat_calls"].as_array().into_iter().flatten()) {
+            let reply: Value = serde_json::from_str(call["reply"].as_str().expect("reply")).unwrap_or_else(|e| {
+                panic!("{name}: a reply that is not JSON ({e}): {}", call["reply"]);
+            });
+            let schema = schema(purpose(call["purpose"].as_str().expect("purpose")));
+            assert_eq!(breach(&reply, &schema, "reply"), None, "{name}: {reply}");
+            calls += 1;
+        }
+        assert!(calls >= 20, "{name}: every reaction and probe made a call ({calls})");
+        let reacted = reactions(&all);
+        assert_eq!(reacted.len(), 15, "{name}");
+        assert!(reacted.iter().all(|r| r.2.chars().count() >= 10), "{name}: {reacted:?}");
+        let first: BTreeSet<&str> = reacted.iter().filter(|r| r.0 == 1).map(|r| r.2.as_str()).collect();
+        assert!(first.len() >= 4, "{name}: at least 4 of 5 personas react differently: {first:?}");
+        assert!(reacted.iter().all(|r| !scripted.contains(&r.2)), "{name}: a reply is the scripted model's");
+        let probes = summary["probes"].to_string();
+        assert!(probes.contains("recommend"), "{name}: the probe ran: {probes}");
+
+        // Replay needs no model: the file is gone.
+        std::fs::remove_file(&model).expect("remove the model");
+        let replay = json(&sim(&dir, &["replay", &out, "--json"]));
+        assert_eq!((replay["complete"].as_bool(), replay["ticks_matched"].as_u64()), (Some(true), Some(3)), "{replay}");
+        assert_eq!(replay["digest"], summary["digest"], "{name}");
+    }
+}
+
+#[test]
+fn a_local_model_panel_has_the_same_digest_at_one_and_two_threads() {
+    let dir = scratch("gguf-threads");
+    let config = &local_model_configs()[0];
+    let (cfg, _) = with_own_model(config, &dir, 2);
+    let cfg = cfg.to_str().expect("utf-8");
+    let run = |threads: &str| {
+        let out = format!("t{threads}");
+        let args = ["run", "--config", cfg, "--personas", "1", "--ticks", "2", "--threads", threads, "--out", &out];
+        json(&sim(&dir, &[&args[..], &["--json"]].concat()))
+    };
+    let one = run("1");
+    let two = run("2");
+    assert_eq!(one["jobs"]["ok"], 2);
+    assert_eq!(
+        (one["digest"].as_str(), one["full_digest"].as_str()),
+        (two["digest"].as_str(), two["full_digest"].as_str())
+    );
+    let corrupt = dir.join("model.gguf");
+    std::fs::write(&corrupt, b"GGUF but nothing else").expect("write");
+    let out = sim(&dir, &["run", "--config", cfg, "--personas", "1", "--ticks", "1", "--out", "bad"]);
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains("model.gguf") && err.contains("fetch-smollm2"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
