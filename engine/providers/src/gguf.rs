@@ -237,9 +237,10 @@ fn requantize(
     let mut tensors = Vec::with_capacity(names.len());
     for name in &names {
         let t = content.tensor(file, name, &Device::Cpu)?;
-        let t = match t.dtype() {
-            GgmlDType::Q4_1 => QTensor::quantize(&t.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?,
-            _ => t,
+        let t = if t.dtype() == GgmlDType::Q4_1 {
+            QTensor::quantize(&t.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?
+        } else {
+            t
         };
         tensors.push(t);
     }

@@ -53,7 +53,7 @@ pub struct Decoder<'a> {
 }
 
 /// A reply and its real token counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Decoded {
     /// The reply (a JSON object unless the token limit cut it).
     pub text: String,
@@ -429,10 +429,4 @@ pub fn free_mask(vocab: &Vocab) -> SimpleVob {
         }
     }
     mask
-}
-
-impl Default for Decoded {
-    fn default() -> Self {
-        Decoded { text: String::new(), prompt_tokens: 0, cached_tokens: 0, completion_tokens: 0 }
-    }
 }

@@ -52,9 +52,7 @@ Exposure: 1 of this stimulus this tick
 }
 
 fn section(cache_mib: u64) -> ChatSection {
-    let mut s = ChatSection::default();
-    s.temperature = 0.7;
-    s.max_output_tokens = 400;
+    let mut s = ChatSection { temperature: 0.7, max_output_tokens: 400, ..Default::default() };
     s.gguf.prefix_cache_mib = cache_mib;
     s
 }
