@@ -69,8 +69,9 @@ pub struct ExperimentArgs {
     /// Tokio worker threads. Results do not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
-    /// A config: its `[chat]` section may name a live model (`provider = "openai"`) the three agents run
-    /// on; its `[embedding]` section names the embedder every vector comes from (e.g. `provider = "minilm"`).
+    /// A config: its `[chat]` section may name a live model (`provider = "openai"`) or a local one
+    /// (`"gguf"`) the three agents run on; its `[embedding]` section names the embedder every vector
+    /// comes from (e.g. `provider = "minilm"`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Run even when a neural or hosted embedder fails `sim-cli embed check`.

@@ -5,7 +5,7 @@
 //! Entries live in a `DashMap` shared by the decoding workers, keyed by
 //! the digest of the prefix's tokens, and are bounded in bytes: a persona's
 //! prefix is a few hundred tokens, and each token holds a key and a value
-//! per layer (46 KB a token for SmolLM2-135M, about 12 MB a prefix). When
+//! per layer (46 KB a token for SmolLM2-135M, about 8 MB a persona's prefix). When
 //! an insertion would pass the bound, the oldest entries go first.
 //!
 //! A reply never depends on the cache: a prompt is always run as its prefix

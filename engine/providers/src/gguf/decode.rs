@@ -142,16 +142,17 @@ const FREE_TOKENS: usize = 48;
 const AS_JSON: &str = "Now give that same answer as one JSON object.";
 
 /// The model's answer for `field` in its own words: the rest of the line
-/// after the field's label (`REACTION:`, `WHY:`) when it wrote one, else its
-/// first line; bounded to [`MAX_TEXT_CHARS`] characters. `None` when that
-/// is shorter than the schema's minimum.
-fn own_words(free: &str, field: &str) -> Option<String> {
-    let label = format!("{}:", field.to_ascii_uppercase());
-    let line = free
-        .lines()
-        .find_map(|l| l.trim_start().strip_prefix(&label))
-        .or_else(|| free.lines().map(str::trim).find(|l| !l.is_empty()))?;
-    let text: String = line.trim().chars().filter(|c| !c.is_control()).take(MAX_TEXT_CHARS as usize).collect();
+/// after the field's label (`REACTION:`, `Why:`, in any case) when it wrote
+/// one, else its first line; at most `max_chars` characters (the field's
+/// `maxLength`). `None` when that is shorter than the schema's minimum.
+fn own_words(free: &str, field: &str, max_chars: usize) -> Option<String> {
+    let label = format!("{field}:");
+    let labelled = |l: &str| {
+        let l = l.trim_start();
+        l.get(..label.len()).filter(|p| p.eq_ignore_ascii_case(&label)).map(|_| &l[label.len()..])
+    };
+    let line = free.lines().find_map(labelled).or_else(|| free.lines().map(str::trim).find(|l| !l.is_empty()))?;
+    let text: String = line.trim().chars().filter(|c| !c.is_control()).take(max_chars).collect();
     let text = text.trim().to_string();
     (text.chars().count() >= engine::chat::schema::MIN_TEXT_CHARS).then_some(text)
 }
@@ -300,7 +301,8 @@ impl Decoder<'_> {
                 session.counts.completion_tokens += counts.completion_tokens;
             }
         }
-        let forced = match own_words(&free_text, &field) {
+        let max_chars = schema["properties"][&field]["maxLength"].as_u64().unwrap_or(MAX_TEXT_CHARS) as usize;
+        let forced = match own_words(&free_text, &field, max_chars) {
             Some(text) => format!("{{{}: {}, ", json!(field), json!(text)),
             None => String::new(),
         };
@@ -429,4 +431,26 @@ pub fn free_mask(vocab: &Vocab) -> SimpleVob {
         }
     }
     mask
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own_words;
+
+    #[test]
+    fn the_own_words_are_the_labelled_line_or_the_first_one() {
+        let free = "Sure!\nReaction: I like the grip, but $129 is steep.\nSENTIMENT: 0.2\n";
+        assert_eq!(own_words(free, "reaction", 240).as_deref(), Some("I like the grip, but $129 is steep."));
+        assert_eq!(
+            own_words("  Too pricey for a mug, honestly.\nINTENT: 2", "why", 240).as_deref(),
+            Some("Too pricey for a mug, honestly.")
+        );
+        assert_eq!(own_words("REACTION: meh", "reaction", 240), None, "shorter than 10 characters");
+        assert_eq!(
+            own_words("WHY: a very long reason indeed", "why", 12).as_deref(),
+            Some("a very long"),
+            "held to maxLength"
+        );
+        assert_eq!(own_words("", "why", 240), None);
+    }
 }
