@@ -36,4 +36,6 @@ mod validate;
 #[cfg(feature = "agents")]
 mod readme;
 // A real language model offline: SmolLM2-135M on every shipped local-model config, replay without it, thread counts.
+// Run once, in the full build: the slim build's `run` is the same code, and the model takes minutes.
+#[cfg(feature = "agents")]
 mod gguf;

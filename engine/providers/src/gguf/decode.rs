@@ -146,12 +146,13 @@ const AS_JSON: &str = "Now give that same answer as one JSON object.";
 /// one, else its first line; at most `max_chars` characters (the field's
 /// `maxLength`). `None` when that is shorter than the schema's minimum.
 fn own_words(free: &str, field: &str, max_chars: usize) -> Option<String> {
+    fn after<'a>(line: &'a str, label: &str) -> Option<&'a str> {
+        let line = line.trim_start();
+        line.get(..label.len()).filter(|p| p.eq_ignore_ascii_case(label)).map(|_| &line[label.len()..])
+    }
     let label = format!("{field}:");
-    let labelled = |l: &str| {
-        let l = l.trim_start();
-        l.get(..label.len()).filter(|p| p.eq_ignore_ascii_case(&label)).map(|_| &l[label.len()..])
-    };
-    let line = free.lines().find_map(labelled).or_else(|| free.lines().map(str::trim).find(|l| !l.is_empty()))?;
+    let labelled = free.lines().find_map(|l| after(l, &label));
+    let line = labelled.or_else(|| free.lines().map(str::trim).find(|l| !l.is_empty()))?;
     let text: String = line.trim().chars().filter(|c| !c.is_control()).take(max_chars).collect();
     let text = text.trim().to_string();
     (text.chars().count() >= engine::chat::schema::MIN_TEXT_CHARS).then_some(text)
