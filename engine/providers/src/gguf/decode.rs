@@ -255,7 +255,11 @@ struct Session {
 
 impl Decoder<'_> {
     /// The reply to `request`, sampled with `seed`.
-    pub fn reply(&self, request: &ChatRequest, seed: u64) -> Result<Decoded, String> {
+    pub fn reply(&self, request: &ChatRequest, seed: u64) -> Result<Decoded, super::GgufError> {
+        self.decode(request, seed).map_err(super::GgufError::Decode)
+    }
+
+    fn decode(&self, request: &ChatRequest, seed: u64) -> Result<Decoded, String> {
         let key = DigestWriter::new("gguf sampling v1").u64(seed).finish();
         let mut sampler = Sampler { temperature: self.temperature, top_p: self.top_p, stream: Stream::from_key(key.0) };
         let schema = grammar_schema(request, self.max_tokens);
@@ -269,7 +273,7 @@ impl Decoder<'_> {
             None => format!("{}\n{}", request.prompt, instruction(request)),
         };
         let prompt: &str = &asked;
-        let rendered = self.vocab.chat(&[("user", prompt)])?;
+        let rendered = self.vocab.chat(&[("user", prompt)]).map_err(|e| e.to_string())?;
         let stable = engine::persona::prompt::stable_prefix_len(prompt);
         let prefix_end = rendered.find(prompt).map_or(0, |at| at + stable);
         let mut session = self.start(&rendered, &rendered[..prefix_end])?;
@@ -283,7 +287,10 @@ impl Decoder<'_> {
         // under the schema.
         let free = self.generate(&mut session, &mut sampler, None, "")?;
         let free_text = self.vocab.decode(&free);
-        let both = self.vocab.chat(&[("user", prompt), ("assistant", &free_text), ("user", AS_JSON)])?;
+        let both = self
+            .vocab
+            .chat(&[("user", prompt), ("assistant", &free_text), ("user", AS_JSON)])
+            .map_err(|e| e.to_string())?;
         let said = format!("{rendered}{free_text}");
         match both.strip_prefix(&said) {
             Some(rest) => {

@@ -53,7 +53,11 @@ impl Vocab {
     /// Reads the vocabulary and the chat template from a GGUF file's
     /// metadata. Refuses a tokenizer other than byte-level BPE and a model
     /// without a chat template, saying which.
-    pub fn from_gguf(content: &Content) -> Result<Vocab, String> {
+    pub fn from_gguf(content: &Content) -> Result<Vocab, super::GgufError> {
+        Self::read(content).map_err(super::GgufError::File)
+    }
+
+    fn read(content: &Content) -> Result<Vocab, String> {
         let kind = content.metadata.get("tokenizer.ggml.model").and_then(|v| v.to_string().ok().cloned());
         if kind.as_deref() != Some("gpt2") {
             return Err(format!(
@@ -139,7 +143,11 @@ impl Vocab {
 
     /// The conversation `messages` ((role, content) pairs) in the model's own
     /// chat template, ending with the opening of the assistant's turn.
-    pub fn chat(&self, messages: &[(&str, &str)]) -> Result<String, String> {
+    pub fn chat(&self, messages: &[(&str, &str)]) -> Result<String, super::GgufError> {
+        self.render(messages).map_err(super::GgufError::File)
+    }
+
+    fn render(&self, messages: &[(&str, &str)]) -> Result<String, String> {
         let mut env = minijinja::Environment::new();
         env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
             Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))

@@ -3,7 +3,7 @@
 //! in one process: prompt and generation tokens per second, what the
 //! prefix cache served, and the two digests (the cache changes no byte).
 
-use super::bench::ChatBenchArgs;
+use super::ChatBenchArgs;
 use crate::prelude::{load_config, runtime};
 use actors::progress::Silent;
 use actors::run::{run, RunSpec};
