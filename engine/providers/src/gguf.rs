@@ -156,6 +156,15 @@ pub fn file_sha256(path: &Path) -> Result<String> {
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// Refuses a file whose SHA-256 is not the one a config records (none
+/// recorded: any).
+fn check_sha256(path: &Path, got: &str, want: &str) -> Result<()> {
+    if want.is_empty() || want.eq_ignore_ascii_case(got) {
+        return Ok(());
+    }
+    Err(damaged(path, format!("has SHA-256 {got}, but the config records {want}: another model, or a damaged copy")))
+}
+
 fn metadata_u32(content: &gguf_file::Content, key: &str) -> Option<usize> {
     content.metadata.get(key).and_then(|v| v.to_u32().ok()).map(|v| v as usize)
 }
@@ -167,12 +176,7 @@ impl GgufModel {
     /// names the file and says how to fetch the right one.
     pub fn load(path: &Path, want_sha256: &str) -> Result<GgufModel> {
         let sha256 = file_sha256(path)?;
-        if !want_sha256.is_empty() && !want_sha256.eq_ignore_ascii_case(&sha256) {
-            return Err(damaged(
-                path,
-                format!("has SHA-256 {sha256}, but the config records {want_sha256}: another model, or a damaged copy"),
-            ));
-        }
+        check_sha256(path, &sha256, want_sha256)?;
         let mut file = std::fs::File::open(path).map_err(|e| damaged(path, format!("cannot read it ({e})")))?;
         let content = gguf_file::Content::read(&mut file)
             .map_err(|e| damaged(path, format!("is not a GGUF model file ({e})")))?;
@@ -282,13 +286,7 @@ pub fn load_configured(settings: &GgufSettings) -> Result<Arc<GgufModel>> {
             loaded.lock().entry(path.clone()).or_insert(m).clone()
         }
     };
-    let want = settings.sha256.as_str();
-    if !want.is_empty() && !want.eq_ignore_ascii_case(model.sha256()) {
-        return Err(damaged(
-            &path,
-            format!("has SHA-256 {}, but the config records {want}: another model, or a damaged copy", model.sha256()),
-        ));
-    }
+    check_sha256(&path, model.sha256(), &settings.sha256)?;
     Ok(model)
 }
 

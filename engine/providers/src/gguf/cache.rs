@@ -18,7 +18,6 @@ use dashmap::DashMap;
 use engine::digest::Digest;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// One cached prefix: the model with its key/value state after the prefix
@@ -31,32 +30,19 @@ pub struct Entry {
     pub bytes: u64,
 }
 
-/// The bounded cache and its counters.
+/// The bounded cache.
 #[derive(Debug)]
 pub struct PrefixCache {
     entries: DashMap<Digest, Arc<Entry>>,
     /// Insertion order, for eviction, and the bytes held.
     order: Mutex<(VecDeque<Digest>, u64)>,
     limit: u64,
-    /// Lookups that found their prefix.
-    pub hits: AtomicU64,
-    /// Lookups that did not.
-    pub misses: AtomicU64,
-    /// Prompt tokens served from the cache.
-    pub tokens_saved: AtomicU64,
 }
 
 impl PrefixCache {
     /// A cache holding at most `limit_bytes` of key/value state (0: none).
     pub fn new(limit_bytes: u64) -> PrefixCache {
-        PrefixCache {
-            entries: DashMap::new(),
-            order: Mutex::new((VecDeque::new(), 0)),
-            limit: limit_bytes,
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            tokens_saved: AtomicU64::new(0),
-        }
+        PrefixCache { entries: DashMap::new(), order: Mutex::new((VecDeque::new(), 0)), limit: limit_bytes }
     }
 
     /// Whether it keeps anything.
@@ -64,21 +50,15 @@ impl PrefixCache {
         self.limit > 0
     }
 
-    /// The state after the prefix `key` of `tokens` tokens, if kept.
+    /// The state after the prefix `key` of `tokens` tokens, if kept (a hit
+    /// is counted in [`super::throughput`]).
     pub fn get(&self, key: &Digest, tokens: usize) -> Option<Arc<Entry>> {
         if !self.enabled() {
             return None;
         }
         let found = self.entries.get(key).map(|e| e.value().clone());
-        match &found {
-            Some(_) => {
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                self.tokens_saved.fetch_add(tokens as u64, Ordering::Relaxed);
-                super::count_cache_hit(tokens);
-            }
-            None => {
-                self.misses.fetch_add(1, Ordering::Relaxed);
-            }
+        if found.is_some() {
+            super::count_cache_hit(tokens);
         }
         found
     }
