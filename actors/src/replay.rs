@@ -365,6 +365,11 @@ pub(crate) async fn rerun_one(
     }
     // Live ports exist only when resuming; replay never builds one. A
     // shard's get its share of the rate limits.
+    if live {
+        // A run resumed on another machine computes at that machine's
+        // kernel level: every level gives the same bits.
+        spec.config.raw.chat.gguf.kernel = engine::config::GgufKernel::Auto;
+    }
     let (live_embedder, live_chat) = match live {
         true => {
             let config = spec.shard.map_or_else(|| spec.config.clone(), |s| s.share_rates(&spec.config));

@@ -244,6 +244,14 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
     summary.cost.chat_cached_input_price = cfg.raw.prices.cached_input_description(&cfg.raw.chat.model);
     summary.cost.allocations_are_estimates = true;
     summary.intent_method = cfg.raw.intent.method;
+    if cfg.raw.chat.provider == engine::config::ChatProvider::Gguf {
+        use engine::config::GgufKernel;
+        let level = match cfg.raw.chat.gguf.kernel {
+            GgufKernel::Auto => providers::gguf::Level::detect().name(),
+            recorded @ (GgufKernel::Avx2 | GgufKernel::Portable) => recorded.name(),
+        };
+        summary.gguf_kernel = Some(level.to_string());
+    }
     let semantic =
         matches!(cfg.raw.embedding.provider, engine::config::Provider::Minilm | engine::config::Provider::Openai);
     if semantic && !cfg.raw.intent.ssr() {

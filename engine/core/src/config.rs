@@ -17,7 +17,7 @@ mod prices;
 
 pub use crate::intent::{IntentMethod, IntentSection};
 pub use batch::{BatchSettings, ChatMode, MAX_BATCH_BYTES, MAX_BATCH_LINES};
-pub use chat::{is_scripted_model, ChatProvider, ChatSection, GgufLayout, GgufSettings, StructuredOutput};
+pub use chat::{is_scripted_model, ChatProvider, ChatSection, GgufKernel, GgufLayout, GgufSettings, StructuredOutput};
 pub use prices::{builtin_model_prices, local_price, ModelPrice, PriceLabel, PricesSection};
 
 /// Simulated-time settings.
@@ -585,11 +585,13 @@ impl Config {
 
     /// Hash of the canonical form; identifies the configuration of a run.
     /// The model's directory stays out (the weights' SHA-256 names the
-    /// model, wherever it lies), and so does `run.max_active_personas`.
+    /// model, wherever it lies), and so do `run.max_active_personas` and the
+    /// GGUF kernel level (every level gives the same bits).
     pub fn hash(&self) -> Digest {
         let mut raw = self.raw.clone();
         raw.embedding.minilm.model_dir.clear();
         raw.chat.gguf.model_file.clear();
+        raw.chat.gguf.kernel = chat::GgufKernel::Auto;
         raw.run.max_active_personas = DEFAULT_MAX_ACTIVE_PERSONAS;
         let text = toml::to_string(&raw).expect("a resolved config serialises; this is a bug");
         DigestWriter::new(CONFIG_HASH_DOMAIN).str(&text).finish()
@@ -607,7 +609,7 @@ impl Config {
     /// are sent (concurrency, per-minute limits, transport retries and
     /// backoff, the endpoints and their timeouts, the modelled provider's
     /// latency and faults), the GGUF model's file (its SHA-256 stays), its
-    /// prefix cache and worker count, prices and the panel's file name. They change costs, timing and request grouping, never
+    /// prefix cache, worker count and kernel level, prices and the panel's file name. They change costs, timing and request grouping, never
     /// what a persona sees or says.
     pub fn content(&self) -> RawConfig {
         let mut c = self.raw.clone();
@@ -640,6 +642,7 @@ impl Config {
         c.chat.gguf.model_file.clear();
         c.chat.gguf.prefix_cache_mib = chat.gguf.prefix_cache_mib;
         c.chat.gguf.workers = chat.gguf.workers;
+        c.chat.gguf.kernel = chat.gguf.kernel;
         c.prices = PricesSection::default();
         // Where the panel was read from is not what it holds.
         if let Some(panel) = &mut c.panel {

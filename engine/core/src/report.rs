@@ -320,6 +320,10 @@ pub struct RunSummary {
     /// How purchase intent was measured: `direct`, `ssr` or `both`.
     #[serde(default)]
     pub intent_method: crate::config::IntentMethod,
+    /// The kernel level a `gguf` chat model computed at (`avx2`,
+    /// `portable`); every level gives the same bits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gguf_kernel: Option<String>,
     /// One-line suggestions about the run's settings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,

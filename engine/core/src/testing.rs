@@ -271,3 +271,49 @@ impl crate::tick::Dispatch for Sequential {
         self.embedder.as_ref().map(|r| r.take()).unwrap_or_default()
     }
 }
+
+/// `value` against the subset of JSON Schema the reply schemas use
+/// ([`crate::chat::schema`]): object (properties, required, no others),
+/// array (minItems, maxItems), string (minLength, maxLength), integer and
+/// number (minimum, maximum). The first breach, if any, named by its path
+/// from `at`.
+pub fn schema_breach(value: &serde_json::Value, schema: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    let num = |k: &str| schema.get(k).and_then(Value::as_f64);
+    let within = |n: usize, lo: &str, hi: &str| {
+        num(lo).is_none_or(|lo| n as f64 >= lo) && num(hi).is_none_or(|hi| n as f64 <= hi)
+    };
+    match schema["type"].as_str() {
+        Some("object") => {
+            let Value::Object(map) = value else { return Some(format!("{at} is not an object")) };
+            let Some(props) = schema["properties"].as_object() else { return Some(format!("{at}: no properties")) };
+            if let Some(k) = map.keys().find(|k| !props.contains_key(*k)) {
+                return Some(format!("{at}.{k} is not in the schema"));
+            }
+            for r in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                if !map.contains_key(r) {
+                    return Some(format!("{at}.{r} is missing"));
+                }
+            }
+            map.iter().find_map(|(k, v)| schema_breach(v, &props[k], &format!("{at}.{k}")))
+        }
+        Some("array") => {
+            let Value::Array(items) = value else { return Some(format!("{at} is not an array")) };
+            if !within(items.len(), "minItems", "maxItems") {
+                return Some(format!("{at} has {} items, outside the schema's bounds", items.len()));
+            }
+            items.iter().enumerate().find_map(|(i, v)| schema_breach(v, &schema["items"], &format!("{at}[{i}]")))
+        }
+        Some("string") => match value.as_str() {
+            Some(s) if within(s.chars().count(), "minLength", "maxLength") => None,
+            Some(_) | None => Some(format!("{at} = {value} is not a string of the schema's length")),
+        },
+        Some(kind @ ("integer" | "number")) => {
+            let Some(x) = value.as_f64() else { return Some(format!("{at} = {value} is not a number")) };
+            let whole = kind == "number" || value.is_i64() || value.is_u64();
+            let inside = num("minimum").is_none_or(|lo| x >= lo) && num("maximum").is_none_or(|hi| x <= hi);
+            (!(whole && inside)).then(|| format!("{at} = {value} is out of range"))
+        }
+        other => Some(format!("{at}: unexpected schema type {other:?}")),
+    }
+}

@@ -1,5 +1,5 @@
-//! In-place row writes into the FAISS flat storage: one of the project's
-//! two `unsafe` blocks (the other sets OpenMP's thread count, in
+//! In-place row writes into the FAISS flat storage: one of the
+//! project's audited `unsafe` blocks (another sets OpenMP's thread count, in
 //! [`crate::threads`]), and the guard around it.
 //!
 //! The `faiss` crate offers no safe way to change a stored vector: removing

@@ -1,7 +1,8 @@
 //! The `gguf` chat provider: a chat model in a local GGUF file (SmolLM2,
 //! any Llama-family model with a byte-level BPE vocabulary and a chat
-//! template), run on the CPU with candle's quantized Llama, every reply
-//! decoded under its purpose's JSON Schema by llguidance.
+//! template), run on the CPU on the project's own forward pass
+//! ([`llama`], [`kernel`]), every reply decoded under its purpose's JSON
+//! Schema by llguidance.
 //!
 //! - **Identity.** The file is known by its SHA-256, checked against
 //!   `[chat.gguf] sha256` when the config gives one and recorded in the
@@ -10,19 +11,23 @@
 //! - **Tokens.** The tokenizer and the chat template come from the file's
 //!   own metadata ([`vocab`]). Prompt and reply token counts are the real
 //!   tokenizer's; the price is the `local` row (0 USD).
-//! - **Replies.** [`decode`]: constrained to the schema, so every reply
-//!   parses and every number is in range; sampled at `[chat] temperature`
-//!   and `[chat.gguf] top_p` from a stream seeded by the request's server
-//!   seed (run seed and request digest), greedy at temperature 0. The same
-//!   request gets the same bytes whatever else runs.
+//! - **The same bits everywhere.** Every operation of the forward pass is
+//!   defined once, in a fixed order, by the project ([`kernel`]); the
+//!   kernel level (`[chat.gguf] kernel`: AVX2 and FMA, or portable) changes
+//!   speed, never bits. No dependency chooses a kernel by CPU or by
+//!   environment variable. The level that ran is recorded in the trace
+//!   header's configuration and in the summary.
+//! - **Replies.** [`decode`]: constrained to the schema, so every number is
+//!   in range, and always closed ([`close`]), so every reply parses;
+//!   sampled at `[chat] temperature` and `[chat.gguf] top_p` from a stream
+//!   seeded by the request's server seed (run seed and request digest),
+//!   greedy at temperature 0. The same request gets the same bytes
+//!   whatever else runs.
 //! - **Threads.** Requests run on tokio's blocking pool, at most
-//!   `[chat.gguf] workers` at once, each on its own copy of the model's
-//!   state; the matrix products use candle's own thread pool, whatever
-//!   `--threads` gives tokio. Concurrent requests are not batched into one
-//!   forward pass: candle's quantized Llama takes one position for the whole
-//!   batch and no padding mask, so prompts of different lengths cannot
-//!   share a pass, and padding would change the length of the reductions
-//!   (and so a reply's bits) with the batch's composition.
+//!   `[chat.gguf] workers` at once, each with its own key/value cache; the
+//!   matrix products and attention use rayon's pool, whatever `--threads`
+//!   gives tokio. Each output is computed whole by one task, so the thread
+//!   count changes no bits.
 //! - **Prefix cache.** [`cache`]: the key/value state after a prompt's
 //!   stable prefix, shared by the workers and bounded in bytes.
 //!
@@ -30,18 +35,22 @@
 //! scripts/fetch-smollm2` puts SmolLM2-135M-Instruct in `models/`.
 
 pub mod cache;
+pub mod close;
 pub mod decode;
+pub mod kernel;
+pub mod llama;
+pub mod tensor;
 pub mod vocab;
 
 use crate::chat::{ChatUpstream, TokenUsage, UpstreamCall, UpstreamReply};
 use crate::provider::{FailureKind, ProviderError};
 use cache::PrefixCache;
 use candle_core::quantized::gguf_file;
-use candle_core::Device;
-use candle_transformers::models::quantized_llama::ModelWeights;
-use engine::config::{ChatSection, GgufSettings};
+use engine::config::{ChatSection, GgufKernel, GgufSettings};
 use engine::error::{Error, Result};
 use engine::BoxFuture;
+pub use kernel::Level;
+use llama::Llama;
 use llguidance::ParserFactory;
 use sha2::{Digest as _, Sha256};
 use std::io::Read;
@@ -66,9 +75,13 @@ pub struct Throughput {
     pub cache_hits: u64,
     /// Prompt tokens served from prefix caches.
     pub cached_tokens: u64,
+    /// Constrained replies ended by the budget's close ([`close`]).
+    pub closes: u64,
+    /// Strings closed at their room in tokens.
+    pub string_closes: u64,
 }
 
-static COUNTERS: [std::sync::atomic::AtomicU64; 6] = [const { std::sync::atomic::AtomicU64::new(0) }; 6];
+static COUNTERS: [std::sync::atomic::AtomicU64; 8] = [const { std::sync::atomic::AtomicU64::new(0) }; 8];
 
 fn count(i: usize, v: u64) {
     COUNTERS[i].fetch_add(v, std::sync::atomic::Ordering::Relaxed);
@@ -90,6 +103,26 @@ pub(crate) fn count_cache_hit(tokens: usize) {
     count(5, tokens as u64);
 }
 
+impl Throughput {
+    /// The work done since `before` (an earlier reading).
+    pub fn since(&self, before: &Throughput) -> Throughput {
+        Throughput {
+            prompt_tokens: self.prompt_tokens - before.prompt_tokens,
+            prompt_ns: self.prompt_ns - before.prompt_ns,
+            generated_tokens: self.generated_tokens - before.generated_tokens,
+            generate_ns: self.generate_ns - before.generate_ns,
+            cache_hits: self.cache_hits - before.cache_hits,
+            cached_tokens: self.cached_tokens - before.cached_tokens,
+            closes: self.closes - before.closes,
+            string_closes: self.string_closes - before.string_closes,
+        }
+    }
+}
+
+pub(crate) fn count_close(whole: bool) {
+    count(if whole { 6 } else { 7 }, 1);
+}
+
 /// [`Throughput`] so far in this process (take two and subtract for a span).
 pub fn throughput() -> Throughput {
     let get = |i: usize| COUNTERS[i].load(std::sync::atomic::Ordering::Relaxed);
@@ -100,6 +133,8 @@ pub fn throughput() -> Throughput {
         generate_ns: get(3),
         cache_hits: get(4),
         cached_tokens: get(5),
+        closes: get(6),
+        string_closes: get(7),
     }
 }
 
@@ -121,7 +156,7 @@ const HOW_TO_FETCH: &str =
 
 /// A loaded GGUF chat model.
 pub struct GgufModel {
-    base: ModelWeights,
+    llama: Llama,
     vocab: Vocab,
     factory: ParserFactory,
     sha256: String,
@@ -129,6 +164,7 @@ pub struct GgufModel {
     kv_bytes_per_token: u64,
     layers: usize,
     free: toktrie::SimpleVob,
+    closer: close::Closer,
 }
 
 impl std::fmt::Debug for GgufModel {
@@ -165,16 +201,13 @@ fn check_sha256(path: &Path, got: &str, want: &str) -> Result<()> {
     Err(damaged(path, format!("has SHA-256 {got}, but the config records {want}: another model, or a damaged copy")))
 }
 
-fn metadata_u32(content: &gguf_file::Content, key: &str) -> Option<usize> {
-    content.metadata.get(key).and_then(|v| v.to_u32().ok()).map(|v| v as usize)
-}
-
 impl GgufModel {
-    /// Loads the model in `path`. Refuses a file that cannot be read, is not
-    /// GGUF, is cut short or damaged, holds no Llama-family chat model, or
-    /// (when `want_sha256` is not empty) has another SHA-256; the error
-    /// names the file and says how to fetch the right one.
-    pub fn load(path: &Path, want_sha256: &str) -> Result<GgufModel> {
+    /// Loads the model in `path`, to compute at `level`. Refuses a file that
+    /// cannot be read, is not GGUF, is cut short or damaged, holds no
+    /// Llama-family chat model, or (when `want_sha256` is not empty) has
+    /// another SHA-256; the error names the file and says how to fetch the
+    /// right one.
+    pub fn load(path: &Path, want_sha256: &str, level: Level) -> Result<GgufModel> {
         let sha256 = file_sha256(path)?;
         check_sha256(path, &sha256, want_sha256)?;
         let mut file = std::fs::File::open(path).map_err(|e| damaged(path, format!("cannot read it ({e})")))?;
@@ -192,22 +225,31 @@ impl GgufModel {
             .get("general.name")
             .and_then(|v| v.to_string().ok().cloned())
             .unwrap_or_else(|| "gguf".into());
-        let layers = metadata_u32(&content, "llama.block_count").unwrap_or(0);
-        let heads = metadata_u32(&content, "llama.attention.head_count").unwrap_or(1).max(1);
-        let kv_heads = metadata_u32(&content, "llama.attention.head_count_kv").unwrap_or(heads);
-        let width = metadata_u32(&content, "llama.embedding_length").unwrap_or(0);
-        // A key and a value per layer, per key/value head, in f32.
-        let kv_bytes_per_token = (2 * layers * kv_heads * (width / heads) * 4) as u64;
         let vocab = Vocab::from_gguf(&content).map_err(|cause| damaged(path, cause))?;
-        let (content, mut data) =
-            requantize(&content, &mut file).map_err(|e| damaged(path, format!("its tensors cannot be read ({e})")))?;
-        let base = ModelWeights::from_gguf(content, &mut data, &Device::Cpu)
-            .map_err(|e| damaged(path, format!("its tensors cannot be read ({e})")))?;
+        let llama = Llama::load(&content, &mut file, level).map_err(|cause| damaged(path, cause))?;
+        if llama.hp.vocab != vocab.size {
+            let cause = format!("its vocabulary has {} tokens but its embedding {}", vocab.size, llama.hp.vocab);
+            return Err(damaged(path, cause));
+        }
+        let layers = llama.hp.layers;
+        // A key and a value per layer, per key/value head, in f32.
+        let kv_bytes_per_token = llama.hp.kv_bytes_per_token();
         let mut factory = ParserFactory::new_simple(vocab.env())
             .map_err(|e| damaged(path, format!("its vocabulary does not suit constrained decoding ({e})")))?;
         factory.quiet();
         let free = decode::free_mask(&vocab);
-        Ok(GgufModel { base, vocab, factory, sha256, name, kv_bytes_per_token, layers, free })
+        let closer = close::Closer::new(vocab.env().tok_trie());
+        Ok(GgufModel { llama, vocab, factory, sha256, name, kv_bytes_per_token, layers, free, closer })
+    }
+
+    /// The forward pass.
+    pub fn llama(&self) -> &Llama {
+        &self.llama
+    }
+
+    /// The kernel level it computes at.
+    pub fn level(&self) -> Level {
+        self.llama.level()
     }
 
     /// The file's SHA-256, in hex.
@@ -236,54 +278,45 @@ impl GgufModel {
     }
 }
 
-/// The file's tensors with every `Q4_1` tensor requantized to `Q8_0`, as
-/// a GGUF image in memory. candle's CPU kernels have AVX2 paths for `Q8_0`
-/// (chosen at run time) and only a scalar one for `Q4_1`: generation runs
-/// about three times faster. Both formats keep blocks of 32 weights; a
-/// `Q4_1` block holds 16 levels, which `Q8_0`'s 255 keep to within 1/254 of
-/// the block's largest weight (about an eighth of a `Q4_1` step).
-fn requantize(
-    content: &gguf_file::Content,
-    file: &mut std::fs::File,
-) -> candle_core::Result<(gguf_file::Content, std::io::Cursor<Vec<u8>>)> {
-    use candle_core::quantized::{GgmlDType, QTensor};
-    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
-    names.sort();
-    let mut tensors = Vec::with_capacity(names.len());
-    for name in &names {
-        let t = content.tensor(file, name, &Device::Cpu)?;
-        let t = if t.dtype() == GgmlDType::Q4_1 {
-            QTensor::quantize(&t.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?
-        } else {
-            t
-        };
-        tensors.push(t);
+/// Loaded models, by file and kernel level.
+type Loaded = std::collections::HashMap<(PathBuf, Level), Arc<GgufModel>>;
+
+static LOADED: std::sync::OnceLock<parking_lot::Mutex<Loaded>> = std::sync::OnceLock::new();
+
+/// The kernel level `kernel` asks for on this CPU: `auto` is the fastest
+/// it runs; a level it cannot run is refused by name.
+pub fn level_for(kernel: GgufKernel) -> Result<Level> {
+    let level = match kernel {
+        GgufKernel::Auto => return Ok(Level::detect()),
+        GgufKernel::Avx2 => Level::Avx2,
+        GgufKernel::Portable => Level::Portable,
+    };
+    if !level.available() {
+        return Err(Error::Config {
+            source_name: "[chat.gguf]".into(),
+            field: "chat.gguf.kernel".into(),
+            cause: format!(
+                "{:?}: this CPU lacks AVX2 or FMA; use \"auto\" or \"portable\" (every level gives the same bits)",
+                kernel.name()
+            ),
+        });
     }
-    let mut keys: Vec<&String> = content.metadata.keys().collect();
-    keys.sort();
-    let metadata: Vec<(&str, &gguf_file::Value)> = keys.iter().map(|k| (k.as_str(), &content.metadata[*k])).collect();
-    let named: Vec<(&str, &QTensor)> = names.iter().map(|n| n.as_str()).zip(&tensors).collect();
-    let mut image = std::io::Cursor::new(Vec::new());
-    gguf_file::write(&mut image, &metadata, &named)?;
-    image.set_position(0);
-    let requantized = gguf_file::Content::read(&mut image)?;
-    Ok((requantized, image))
+    Ok(level)
 }
 
-static LOADED: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashMap<PathBuf, Arc<GgufModel>>>> =
-    std::sync::OnceLock::new();
-
-/// The model in `settings.model_file`, loaded once per process and file,
-/// refused when the config records another SHA-256.
+/// The model in `settings.model_file` at the level `settings.kernel` asks
+/// for, loaded once per process, file and level; refused when the config
+/// records another SHA-256.
 pub fn load_configured(settings: &GgufSettings) -> Result<Arc<GgufModel>> {
     let path = PathBuf::from(&settings.model_file);
+    let level = level_for(settings.kernel)?;
     let loaded = LOADED.get_or_init(Default::default);
-    let kept = loaded.lock().get(&path).cloned();
+    let kept = loaded.lock().get(&(path.clone(), level)).cloned();
     let model = match kept {
         Some(m) => m,
         None => {
-            let m = Arc::new(GgufModel::load(&path, "")?);
-            loaded.lock().entry(path.clone()).or_insert(m).clone()
+            let m = Arc::new(GgufModel::load(&path, "", level)?);
+            loaded.lock().entry((path.clone(), level)).or_insert(m).clone()
         }
     };
     check_sha256(&path, model.sha256(), &settings.sha256)?;
@@ -333,7 +366,7 @@ impl GgufChat {
     ) -> std::result::Result<decode::Decoded, GgufError> {
         let m = &self.model;
         let decoder = decode::Decoder {
-            base: &m.base,
+            model: &m.llama,
             vocab: &m.vocab,
             factory: &m.factory,
             cache: &self.cache,
@@ -344,6 +377,7 @@ impl GgufChat {
             max_tokens: self.max_tokens,
             layout: self.settings.layout,
             free: &m.free,
+            closer: &m.closer,
         };
         decoder.reply(request, seed)
     }

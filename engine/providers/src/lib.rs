@@ -133,7 +133,8 @@ pub(crate) fn modelled_clock(settings: &engine::embed::upstream::ModelledSetting
 /// that its hash and a trace's header say which model ran: for `minilm`,
 /// the SHA-256 of the weights (the model is loaded now, once per process
 /// and directory); for a `gguf` chat model, the file's SHA-256 (loaded
-/// likewise). Refuses weights other than the ones the config records.
+/// likewise) and the kernel level it computes at. Refuses weights other
+/// than the ones the config records.
 pub fn identify_models(cfg: &mut Config) -> engine::Result<()> {
     let e = &mut cfg.raw.embedding;
     if e.provider == Provider::Minilm {
@@ -144,6 +145,11 @@ pub fn identify_models(cfg: &mut Config) -> engine::Result<()> {
     if c.provider == engine::config::ChatProvider::Gguf {
         let model = gguf::load_configured(&c.gguf)?;
         c.gguf.sha256 = model.sha256().to_string();
+        // The level that runs, for the trace header (`auto` resolved).
+        c.gguf.kernel = match model.level() {
+            gguf::Level::Avx2 => engine::config::GgufKernel::Avx2,
+            gguf::Level::Portable => engine::config::GgufKernel::Portable,
+        };
     }
     Ok(())
 }

@@ -70,6 +70,12 @@ struct HeaderView<'a> {
     embedding_model_id: Option<String>,
     /// The chat model.
     chat_model: String,
+    /// A `gguf` chat model's file (its SHA-256) and the kernel level the
+    /// run computed at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chat_model_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gguf_kernel: Option<&'static str>,
     /// A shard's trace: which shard, and its personas (`first..end`).
     #[serde(skip_serializing_if = "Option::is_none")]
     shard: Option<ShardView>,
@@ -270,6 +276,9 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
         embedding_model: config.raw.embedding.model.clone(),
         embedding_model_id: Some(config.raw.embedding.minilm.weights_sha256.clone()).filter(|s| !s.is_empty()),
         chat_model: config.raw.chat.model.clone(),
+        chat_model_id: Some(config.raw.chat.gguf.sha256.clone()).filter(|s| !s.is_empty()),
+        gguf_kernel: (config.raw.chat.provider == engine::config::ChatProvider::Gguf)
+            .then(|| config.raw.chat.gguf.kernel.name()),
         shard: match &read.split {
             Some(Split::Shard(s)) => {
                 let r = s.personas(h.personas);
@@ -326,6 +335,9 @@ fn print_text(v: &Inspected<'_>) {
     println!("  scenario {} ({}), config {}", h.scenario, short(h.scenario_hash), short(&h.config_hash.hex()));
     let id = h.embedding_model_id.as_deref().map(|id| format!(" (weights SHA-256 {})", short(id))).unwrap_or_default();
     println!("  embedding model {}{id}, chat model {}", h.embedding_model, h.chat_model);
+    if let (Some(sha), Some(kernel)) = (&h.chat_model_id, h.gguf_kernel) {
+        println!("  chat model file SHA-256 {}, computed on the {kernel} kernels", short(sha));
+    }
     println!(
         "\n  {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8} {:>14}  digest",
         "tick", "jobs", "ok", "failed", "refused", "chat", "embed", "memories", "nano-USD"

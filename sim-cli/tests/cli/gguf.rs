@@ -8,6 +8,7 @@
 use crate::support::{scratch, sim, stderr};
 use engine::chat::schema::schema;
 use engine::chat::ChatPurpose;
+use engine::testing::schema_breach as breach;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -56,46 +57,6 @@ fn with_own_model(config: &Path, dir: &Path, workers: u64) -> (PathBuf, PathBuf)
     let path = dir.join("config.toml");
     std::fs::write(&path, toml::to_string(&value).expect("toml")).expect("write");
     (path, copy)
-}
-
-/// `value` against the subset of JSON Schema the reply schemas use: object
-/// (properties, required, no others), array (minItems), string (minLength),
-/// integer and number (minimum, maximum). The first breach, if any.
-fn breach(value: &Value, schema: &Value, at: &str) -> Option<String> {
-    let num = |k: &str| schema.get(k).and_then(Value::as_f64);
-    match schema["type"].as_str() {
-        Some("object") => {
-            let Value::Object(map) = value else { return Some(format!("{at} is not an object")) };
-            let props = schema["properties"].as_object()?;
-            if let Some(k) = map.keys().find(|k| !props.contains_key(*k)) {
-                return Some(format!("{at}.{k} is not in the schema"));
-            }
-            for r in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
-                if !map.contains_key(r) {
-                    return Some(format!("{at}.{r} is missing"));
-                }
-            }
-            map.iter().find_map(|(k, v)| breach(v, &props[k], &format!("{at}.{k}")))
-        }
-        Some("array") => {
-            let Value::Array(items) = value else { return Some(format!("{at} is not an array")) };
-            if (items.len() as f64) < num("minItems").unwrap_or(0.0) {
-                return Some(format!("{at} has too few items"));
-            }
-            items.iter().enumerate().find_map(|(i, v)| breach(v, &schema["items"], &format!("{at}[{i}]")))
-        }
-        Some("string") => match value.as_str() {
-            Some(s) if (s.chars().count() as f64) >= num("minLength").unwrap_or(0.0) => None,
-            Some(_) | None => Some(format!("{at} = {value} is not a string of the least length")),
-        },
-        Some(kind @ ("integer" | "number")) => {
-            let x = value.as_f64()?;
-            let whole = kind == "number" || value.is_i64() || value.is_u64();
-            let inside = num("minimum").is_none_or(|lo| x >= lo) && num("maximum").is_none_or(|hi| x <= hi);
-            (!(whole && inside)).then(|| format!("{at} = {value} is out of range"))
-        }
-        other => Some(format!("{at}: unexpected schema type {other:?}")),
-    }
 }
 
 fn purpose(name: &str) -> ChatPurpose {
@@ -192,4 +153,54 @@ fn a_local_model_panel_has_the_same_digest_at_one_and_two_threads() {
     let err = stderr(&out);
     assert!(!out.status.success() && err.contains("model.gguf") && err.contains("fetch-smollm2"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// The digest of a 2-persona, 1-tick run of the shipped SmolLM2 config on
+/// the hashed embedder, seed 42: the local model's arithmetic, pinned. A
+/// change of kernel, decoding or sampling that moves it is seen here (and
+/// goes in the CHANGELOG).
+const GOLDEN_DIGEST: &str = "b0e05cc1189ab97c31f5ca0f3d79820660021122f55d91bb019c59d2439b79b3";
+
+/// One run, one digest, on every kernel level this CPU runs (forced through
+/// `[chat.gguf] kernel`), with the environment variables candle's kernels
+/// read set or not, at one and two threads; and it is the golden digest.
+#[test]
+fn a_local_model_run_has_one_digest_on_every_kernel_level() {
+    let dir = scratch("gguf-kernels");
+    let config = &local_model_configs()[0];
+    let base = config.parent().expect("dir");
+    let mut value: toml::Value = toml::from_str(&std::fs::read_to_string(config).expect("config")).expect("toml");
+    let gguf = value["chat"]["gguf"].as_table_mut().expect("[chat.gguf]");
+    let model = base.join(gguf["model_file"].as_str().expect("model_file"));
+    gguf.insert("model_file".into(), model.display().to_string().into());
+    // The hashed embedder: the digest pins the chat model's arithmetic alone.
+    value.as_table_mut().expect("table").remove("embedding");
+    let mut levels = vec!["auto", "portable"];
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        levels.push("avx2");
+    }
+    let mut digests = Vec::new();
+    for (i, level) in levels.iter().enumerate() {
+        value["chat"]["gguf"].as_table_mut().expect("gguf").insert("kernel".into(), level.to_string().into());
+        let cfg = dir.join(format!("{level}.toml"));
+        std::fs::write(&cfg, toml::to_string(&value).expect("toml")).expect("write");
+        let out = format!("run-{level}");
+        let threads = if i % 2 == 0 { "2" } else { "1" };
+        let args = ["run", "--config", cfg.to_str().expect("utf-8"), "--personas", "2", "--ticks", "1", "--out", &out];
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sim-cli"));
+        command.args(args).args(["--threads", threads, "--json"]).current_dir(&dir);
+        if *level == "avx2" {
+            command.env("MISTRALRS_FORCE_AVX2", "1").env("MISTRALRS_FORCE_AVXVNNI", "1");
+        }
+        let summary = json(&command.output().expect("sim-cli runs"));
+        assert_eq!(summary["jobs"]["ok"], 2, "{level}");
+        let ran = summary["gguf_kernel"].as_str().expect("the summary names the kernel level").to_string();
+        assert!(*level == "auto" || ran == *level, "{level} ran as {ran}");
+        let inspect = sim(&dir, &["inspect", &out]);
+        assert!(String::from_utf8_lossy(&inspect.stdout).contains(&format!("computed on the {ran} kernels")));
+        digests.push((level.to_string(), summary["digest"].as_str().expect("digest").to_string()));
+    }
+    for (level, digest) in &digests {
+        assert_eq!(digest, GOLDEN_DIGEST, "{level}: the golden digest ({digests:?})");
+    }
 }

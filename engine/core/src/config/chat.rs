@@ -76,8 +76,43 @@ pub enum GgufLayout {
     FreeText,
 }
 
+/// Which compiled form of the `gguf` provider's kernels runs. Every level
+/// computes the same bits (the provider's `kernel` module defines each
+/// operation once, in a fixed order); the choice changes speed only, so it
+/// stays out of the digests and the config hash.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GgufKernel {
+    /// The fastest level this CPU runs, chosen when the model loads; the
+    /// level chosen is what a run's trace header records.
+    #[default]
+    Auto,
+    /// AVX2 and FMA (x86-64-v3); refused on a CPU without them.
+    Avx2,
+    /// The baseline CPU: no vector extension beyond the target's default.
+    /// Slower; the same bits.
+    Portable,
+}
+
+impl GgufKernel {
+    /// Whether the level is left to the machine.
+    pub fn is_auto(&self) -> bool {
+        *self == GgufKernel::Auto
+    }
+
+    /// Its name in configs and summaries.
+    pub fn name(self) -> &'static str {
+        match self {
+            GgufKernel::Auto => "auto",
+            GgufKernel::Avx2 => "avx2",
+            GgufKernel::Portable => "portable",
+        }
+    }
+}
+
 /// Settings of the `gguf` provider: a chat model in a GGUF file, run on the
-/// CPU with candle, every reply decoded under its purpose's JSON Schema.
+/// CPU on the project's own kernels, every reply decoded under its
+/// purpose's JSON Schema.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GgufSettings {
@@ -104,6 +139,10 @@ pub struct GgufSettings {
     /// (the weights are shared). Default 1; the model's matrix products use
     /// all cores on their own.
     pub workers: usize,
+    /// Which compiled form of the kernels runs. Default
+    /// [`GgufKernel::Auto`]. Operational: every level gives the same bits.
+    #[serde(skip_serializing_if = "GgufKernel::is_auto")]
+    pub kernel: GgufKernel,
 }
 
 impl Default for GgufSettings {
@@ -115,6 +154,7 @@ impl Default for GgufSettings {
             layout: GgufLayout::FreeText,
             prefix_cache_mib: 512,
             workers: 1,
+            kernel: GgufKernel::Auto,
         }
     }
 }

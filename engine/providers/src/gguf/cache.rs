@@ -13,19 +13,18 @@
 //! comes from here or is computed afresh, so the arithmetic is the same
 //! (the tests check the bytes).
 
-use candle_transformers::models::quantized_llama::ModelWeights;
+use super::llama::Sequence;
 use dashmap::DashMap;
 use engine::digest::Digest;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// One cached prefix: the model with its key/value state after the prefix
-/// (the weights are shared with every other copy).
+/// One cached prefix: its key/value cache.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    /// The model, positioned after the prefix.
-    pub state: ModelWeights,
+    /// The key/value cache after the prefix.
+    pub state: Sequence,
     /// The bytes its key/value tensors take.
     pub bytes: u64,
 }

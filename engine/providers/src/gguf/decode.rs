@@ -1,11 +1,12 @@
 //! One reply: the prompt through the model (its stable prefix, then the
 //! rest), then token by token, each step masked by llguidance to the tokens
 //! the reply's JSON Schema allows there, and sampled with a seeded stream.
+//! A reply under a grammar always closes ([`super::close`]).
 
 use super::cache::{Entry, PrefixCache};
+use super::close::{Closer, Track, HORIZON};
+use super::llama::{Llama, Sequence};
 use super::vocab::Vocab;
-use candle_core::{Device, Tensor};
-use candle_transformers::models::quantized_llama::ModelWeights;
 use engine::chat::schema::{instruction, schema_for};
 use engine::chat::ChatRequest;
 use engine::config::GgufLayout;
@@ -28,8 +29,8 @@ pub const MAX_ITEMS: u64 = 3;
 /// What decoding needs besides the request: the model, its vocabulary, the
 /// grammar compiler, the prefix cache and the settings.
 pub struct Decoder<'a> {
-    /// The model with no state.
-    pub base: &'a ModelWeights,
+    /// The model.
+    pub model: &'a Llama,
     /// Its vocabulary.
     pub vocab: &'a Vocab,
     /// llguidance's grammar compiler over the vocabulary.
@@ -50,6 +51,8 @@ pub struct Decoder<'a> {
     pub layout: GgufLayout,
     /// [`free_mask`] of the vocabulary.
     pub free: &'a SimpleVob,
+    /// The close of a constrained reply.
+    pub closer: &'a Closer,
 }
 
 /// A reply and its real token counts.
@@ -97,8 +100,9 @@ pub fn free_field(schema: &Value) -> Option<String> {
     strings.next().is_none().then(|| name.clone())
 }
 
-fn bounded_schema(request: &ChatRequest, max_tokens: usize) -> Value {
-    /// The free-text fields a reply can hold, lists at their longest.
+/// The free-text fields a reply can hold (lists at their longest), and the
+/// room each gets.
+fn text_slots(schema: &Value, max_tokens: usize) -> (u64, u64) {
     fn slots(v: &Value) -> u64 {
         match v.get("type").and_then(Value::as_str) {
             Some("string") => 1,
@@ -107,6 +111,13 @@ fn bounded_schema(request: &ChatRequest, max_tokens: usize) -> Value {
             Some(_) | None => 0,
         }
     }
+    let n = slots(schema).max(1);
+    let room = (max_tokens as u64).saturating_sub(24 * n) / n;
+    let min = engine::chat::schema::MIN_TEXT_CHARS as u64;
+    (n, room.clamp(min, MAX_TEXT_CHARS))
+}
+
+fn bounded_schema(request: &ChatRequest, max_tokens: usize) -> Value {
     fn bound(v: &mut Value, chars: u64) {
         match v {
             Value::Object(map) => {
@@ -123,13 +134,11 @@ fn bounded_schema(request: &ChatRequest, max_tokens: usize) -> Value {
         }
     }
     let mut schema = schema_for(request);
-    // A token spells at least one byte, so ASCII text of this many
-    // characters in every field, with 24 tokens a field for its key and
-    // number, fits in the token limit: the reply always closes.
-    let n = slots(&schema).max(1);
-    let room = (max_tokens as u64).saturating_sub(24 * n) / n;
-    let min = engine::chat::schema::MIN_TEXT_CHARS as u64;
-    bound(&mut schema, room.clamp(min, MAX_TEXT_CHARS));
+    // Each field gets this many characters, and as many tokens (a string
+    // that takes them is closed): with 24 tokens a field for its key and
+    // number, the fields share the token limit.
+    let (_, room) = text_slots(&schema, max_tokens);
+    bound(&mut schema, room);
     schema["x-guidance"] = json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "});
     schema
 }
@@ -224,31 +233,20 @@ impl Sampler {
     }
 }
 
-fn model_err(e: candle_core::Error) -> String {
-    format!("the model failed: {e}")
-}
-
-/// The next-token logits after running `tokens` at position `pos`.
-/// Counted in [`super::throughput`]: several tokens at once as prompt,
-/// one as generation.
-fn forward(state: &mut ModelWeights, tokens: &[TokenId], pos: usize) -> Result<Vec<f32>, String> {
+/// The next-token logits after running `tokens` on `seq`. Counted in
+/// [`super::throughput`]: several tokens at once as prompt, one as
+/// generation.
+fn forward(model: &Llama, seq: &mut Sequence, tokens: &[TokenId]) -> Result<Vec<f32>, String> {
     let started = std::time::Instant::now();
-    let input = Tensor::new(tokens, &Device::Cpu).and_then(|t| t.unsqueeze(0)).map_err(model_err)?;
-    let logits = state.forward(&input, pos).map_err(model_err)?;
-    let logits = logits
-        .squeeze(0)
-        .and_then(|l| l.to_dtype(candle_core::DType::F32))
-        .and_then(|l| l.to_vec1())
-        .map_err(model_err);
+    let logits = model.forward_one(seq, tokens).map_err(|e| format!("the model failed: {e}"));
     super::count_forward(tokens.len(), started.elapsed());
     logits
 }
 
-/// A conversation being decoded: the model's state, where it stands, and
-/// the counts so far.
+/// A conversation being decoded: its key/value cache, the next-token
+/// logits, and the counts so far.
 struct Session {
-    state: ModelWeights,
-    pos: usize,
+    seq: Sequence,
     logits: Vec<f32>,
     counts: Decoded,
 }
@@ -297,8 +295,7 @@ impl Decoder<'_> {
                 // The state holds the prompt and the answer: only the new
                 // turn is run.
                 let tokens = self.vocab.encode(rest);
-                session.logits = forward(&mut session.state, &tokens, session.pos)?;
-                session.pos += tokens.len();
+                session.logits = forward(self.model, &mut session.seq, &tokens)?;
                 session.counts.prompt_tokens += tokens.len() as u64;
             }
             None => {
@@ -329,8 +326,8 @@ impl Decoder<'_> {
         // one token for the second pass.
         let n = head.iter().zip(&tokens).take_while(|(a, b)| a == b).count().min(tokens.len().saturating_sub(1));
         let mut counts = Decoded { prompt_tokens: tokens.len() as u64, ..Decoded::default() };
-        let mut state = match n {
-            0 => self.base.clone(),
+        let mut seq = match n {
+            0 => self.model.sequence(),
             _ => {
                 let key = self.prefix_key(&tokens[..n]);
                 match self.cache.get(&key, n) {
@@ -339,8 +336,8 @@ impl Decoder<'_> {
                         entry.state.clone()
                     }
                     None => {
-                        let mut fresh = self.base.clone();
-                        forward(&mut fresh, &tokens[..n], 0)?;
+                        let mut fresh = self.model.sequence();
+                        forward(self.model, &mut fresh, &tokens[..n])?;
                         let bytes = n as u64 * self.kv_bytes_per_token;
                         self.cache.put(key, Entry { state: fresh.clone(), bytes });
                         fresh
@@ -348,8 +345,9 @@ impl Decoder<'_> {
                 }
             }
         };
-        let logits = forward(&mut state, &tokens[n..], n)?;
-        Ok(Session { state, pos: tokens.len(), logits, counts })
+        seq.reserve(tokens.len() - n + self.max_tokens + 64, self.model.hp.kv_width());
+        let logits = forward(self.model, &mut seq, &tokens[n..])?;
+        Ok(Session { seq, logits, counts })
     }
 
     fn prefix_key(&self, tokens: &[TokenId]) -> Digest {
@@ -363,7 +361,10 @@ impl Decoder<'_> {
 
     /// Tokens generated until the end of the turn or the token limit: under
     /// the JSON Schema of `constrained` when given, else any text (the
-    /// special tokens other than the end of turn are never sampled).
+    /// special tokens other than the end of turn are never sampled). A
+    /// constrained reply always closes: its strings are held to their room
+    /// in tokens, and the budget keeps room for the close
+    /// ([`super::close`]).
     fn generate(
         &self,
         session: &mut Session,
@@ -371,6 +372,7 @@ impl Decoder<'_> {
         constrained: Option<&Value>,
         forced: &str,
     ) -> Result<Vec<TokenId>, String> {
+        let trie = self.vocab.env().tok_trie();
         let mut matcher = match constrained {
             Some(schema) => {
                 let grammar = TopLevelGrammar::from_json_schema(schema.clone());
@@ -379,18 +381,50 @@ impl Decoder<'_> {
             }
             None => None,
         };
+        let mut track = Track::default();
         if !forced.is_empty() {
             // Text put in place: the grammar checks it, the model reads it.
             let tokens = self.vocab.encode(forced);
             if let Some(m) = &mut matcher {
                 m.consume_tokens(&tokens).map_err(|e| format!("constrained decoding of {forced:?}: {e}"))?;
             }
-            session.logits = forward(&mut session.state, &tokens, session.pos)?;
-            session.pos += tokens.len();
+            tokens.iter().for_each(|t| track.push(trie.token(*t)));
+            session.logits = forward(self.model, &mut session.seq, &tokens)?;
             session.counts.prompt_tokens += tokens.len() as u64;
         }
+        let room = constrained.map_or(usize::MAX, string_room);
+        let limit = if matcher.is_some() { self.max_tokens } else { self.max_tokens.min(FREE_TOKENS) };
         let mut out = Vec::new();
         loop {
+            let mut near_end = None;
+            if let Some(m) = &mut matcher {
+                if track.in_string && track.string_tokens >= room {
+                    // A string at its room in tokens is closed here, and
+                    // decoding goes on after it.
+                    let closing = self.closer.close_string(m, track, trie)?;
+                    closing.iter().for_each(|t| track.push(trie.token(*t)));
+                    session.counts.completion_tokens += closing.len() as u64;
+                    super::count_close(false);
+                    out.extend_from_slice(&closing);
+                    if m.is_stopped() {
+                        break;
+                    }
+                    session.logits = forward(self.model, &mut session.seq, &closing)?;
+                    continue;
+                }
+                let left = limit.saturating_sub(out.len());
+                if left <= HORIZON {
+                    let closing = self.closer.close(m, track, trie)?;
+                    if closing.len() >= left {
+                        // No room for a sampled token and its close (or,
+                        // from the first token, the limit is below the
+                        // shortest reply the schema allows).
+                        self.finish_with(m, session, &mut out, closing)?;
+                        break;
+                    }
+                    near_end = Some(closing);
+                }
+            }
             let computed;
             let mask = match &mut matcher {
                 Some(m) => {
@@ -402,6 +436,19 @@ impl Decoder<'_> {
             let Some(token) = sampler.pick(&session.logits, mask) else {
                 return Err("constrained decoding left no token to choose".into());
             };
+            if let (Some(m), Some(closing)) = (&mut matcher, near_end.take()) {
+                // Near the limit, a token is taken only if the reply can
+                // still close after it within the limit; else it closes now.
+                let mut after = m.deep_clone();
+                after.consume_token(token).map_err(|e| format!("constrained decoding: {e}"))?;
+                let mut then = track;
+                then.push(trie.token(token));
+                let left = limit.saturating_sub(out.len());
+                if token != self.vocab.eos && 1 + self.closer.close(&after, then, trie)?.len() > left {
+                    self.finish_with(m, session, &mut out, closing)?;
+                    break;
+                }
+            }
             if let Some(m) = &mut matcher {
                 m.consume_token(token).map_err(|e| format!("constrained decoding: {e}"))?;
             }
@@ -410,23 +457,55 @@ impl Decoder<'_> {
                 break;
             }
             out.push(token);
-            let limit = if matcher.is_some() { self.max_tokens } else { self.max_tokens.min(FREE_TOKENS) };
-            if out.len() >= limit || matcher.as_ref().is_some_and(Matcher::is_stopped) {
+            track.push(trie.token(token));
+            if matcher.as_ref().is_some_and(Matcher::is_stopped) || (matcher.is_none() && out.len() >= limit) {
                 break;
             }
             // Free text ends with its first line that says something: the
             // answer's own words (the rest would be its numbers in words).
-            if matcher.is_none() && self.vocab.env().tok_trie().token(token).contains(&b'\n') {
+            if matcher.is_none() && trie.token(token).contains(&b'\n') {
                 let text = self.vocab.decode(&out);
                 if text.lines().any(|l| l.trim().chars().count() >= engine::chat::schema::MIN_TEXT_CHARS) {
                     break;
                 }
             }
-            session.logits = forward(&mut session.state, &[token], session.pos)?;
-            session.pos += 1;
+            session.logits = forward(self.model, &mut session.seq, &[token])?;
         }
         Ok(out)
     }
+}
+
+impl Decoder<'_> {
+    /// Ends a constrained reply with `closing` (the grammar's close from
+    /// `m`'s state), counted as generated tokens.
+    fn finish_with(
+        &self,
+        m: &mut Matcher,
+        session: &mut Session,
+        out: &mut Vec<TokenId>,
+        closing: Vec<TokenId>,
+    ) -> Result<(), String> {
+        m.consume_tokens(&closing).map_err(|e| format!("closing the reply: {e}"))?;
+        session.counts.completion_tokens += closing.len() as u64;
+        super::count_close(true);
+        out.extend(closing);
+        Ok(())
+    }
+}
+
+/// The room of a bounded schema's free-text fields: their `maxLength`.
+fn string_room(schema: &Value) -> usize {
+    fn least(v: &Value) -> Option<u64> {
+        match v {
+            Value::Object(map) => {
+                let here = map.get("maxLength").and_then(Value::as_u64);
+                map.values().filter_map(least).chain(here).min()
+            }
+            Value::Array(items) => items.iter().filter_map(least).min(),
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => None,
+        }
+    }
+    least(schema).unwrap_or(MAX_TEXT_CHARS) as usize
 }
 
 /// Every ordinary token and the end of turn: what free text may use.

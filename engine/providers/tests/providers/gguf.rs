@@ -4,12 +4,15 @@
 //! model that `bash scripts/fetch-smollm2` fetches (the test command runs it
 //! first). The whole pipeline on it is tested in sim-cli's `gguf` tests.
 
+use candle_core::quantized::gguf_file;
+use candle_core::Device;
 use engine::chat::schema::to_lines;
 use engine::chat::{ChatPurpose, ChatRequest};
 use engine::config::ChatSection;
+use engine::config::{GgufKernel, GgufLayout, GgufSettings};
 use engine::persona::prompt::{probe_prompt, reflection_prompt, stable_prefix_len};
 use engine::persona::reply::{parse_insights, parse_probe, parse_reaction};
-use providers::gguf::{load_configured, GgufChat, GgufModel};
+use providers::gguf::{load_configured, GgufChat, GgufModel, Level};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -136,19 +139,185 @@ fn a_damaged_or_wrong_model_file_is_refused_by_name() {
 
     let not_gguf = dir.join("notes.gguf");
     std::fs::write(&not_gguf, b"just some text, not a model").expect("write");
-    let e = GgufModel::load(&not_gguf, "").expect_err("not GGUF").to_string();
+    let e = GgufModel::load(&not_gguf, "", providers::gguf::Level::detect()).expect_err("not GGUF").to_string();
     assert!(e.contains("notes.gguf") && e.contains("not a GGUF model file") && e.contains("fetch-smollm2"), "{e}");
 
     let cut = dir.join("cut.gguf");
     std::fs::write(&cut, &bytes[..bytes.len() / 3]).expect("write");
-    let e = GgufModel::load(&cut, "").expect_err("cut short").to_string();
+    let e = GgufModel::load(&cut, "", providers::gguf::Level::detect()).expect_err("cut short").to_string();
     assert!(e.contains("cut.gguf") && e.contains("tensors cannot be read"), "{e}");
 
-    let e = GgufModel::load(&model_file(), &"0".repeat(64)).expect_err("other hash").to_string();
+    let e = GgufModel::load(&model_file(), &"0".repeat(64), providers::gguf::Level::detect())
+        .expect_err("other hash")
+        .to_string();
     assert!(e.contains("b179c9523d0e6a0f") && e.contains(&"0".repeat(64)) && e.contains("another model"), "{e}");
 
     let missing = dir.join("absent.gguf");
-    let e = GgufModel::load(&missing, "").expect_err("missing").to_string();
+    let e = GgufModel::load(&missing, "", providers::gguf::Level::detect()).expect_err("missing").to_string();
     assert!(e.contains("absent.gguf") && e.contains("cannot read it"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The project's forward pass against an independent implementation:
+/// candle's quantized Llama, on the same weights requantized to `Q8_0` by
+/// candle's own code. The two round activations differently and sum in
+/// other orders (candle's own single-row and many-row kernels differ by up
+/// to 0.73 in a logit on this prompt), so along a continuation that
+/// follows candle's most likely token the logits must agree to that noise:
+/// cosine above 0.995, no logit off by 2.5, and candle's choice within 1.0
+/// of our most likely logit.
+#[test]
+fn the_forward_pass_agrees_with_candles_quantized_llama() {
+    use candle_core::Tensor;
+    use candle_transformers::models::quantized_llama::ModelWeights;
+    let m = model();
+    let text = m.vocab().chat(&[("user", "Name three fruits that are red, and say why you like them.")]).expect("chat");
+    let mut tokens = m.vocab().encode(&text);
+    let mut file = std::fs::File::open(model_file()).expect("model");
+    let content = gguf_file::Content::read(&mut file).expect("gguf");
+    let (content, mut image) = requantize(&content, &mut file).unwrap();
+    let mut theirs = ModelWeights::from_gguf(content, &mut image, &Device::Cpu).expect("candle's model");
+    let mut seq = m.llama().sequence();
+    let top = |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, x)| (i, *x)).unwrap();
+    let mut fed = 0;
+    for step in 0..8 {
+        let new = &tokens[fed..];
+        let ours = m.llama().forward_one(&mut seq, new).expect("ours");
+        let input = Tensor::new(new, &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("input");
+        let reference: Vec<f32> =
+            theirs.forward(&input, fed).and_then(|l| l.squeeze(0)).and_then(|l| l.to_vec1()).expect("candle's forward");
+        fed = tokens.len();
+        let dot: f64 = ours.iter().zip(&reference).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+        let norm = |v: &[f32]| v.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+        let cos = dot / (norm(&ours) * norm(&reference));
+        let (theirs_best, _) = top(&reference);
+        let (_, ours_max) = top(&ours);
+        let diff = ours.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(
+            cos > 0.995 && diff < 2.5,
+            "step {step}: logits agree with candle's (cosine {cos}, largest gap {diff})"
+        );
+        assert!(
+            ours[theirs_best] >= ours_max - 1.0,
+            "step {step}: candle's most likely token {theirs_best} is {} here, the best {ours_max}",
+            ours[theirs_best]
+        );
+        tokens.push(theirs_best as u32);
+    }
+}
+
+/// The file's tensors with every `Q4_1` tensor requantized to `Q8_0` by
+/// candle's own quantizer, as a GGUF image in memory: the reference model
+/// of the agreement test, on the weights the provider computes with.
+fn requantize(
+    content: &candle_core::quantized::gguf_file::Content,
+    file: &mut std::fs::File,
+) -> candle_core::Result<(candle_core::quantized::gguf_file::Content, std::io::Cursor<Vec<u8>>)> {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    let mut tensors = Vec::with_capacity(names.len());
+    for name in &names {
+        let t = content.tensor(file, name, &Device::Cpu)?;
+        let t = if t.dtype() == GgmlDType::Q4_1 {
+            QTensor::quantize(&t.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?
+        } else {
+            t
+        };
+        tensors.push(t);
+    }
+    let mut keys: Vec<&String> = content.metadata.keys().collect();
+    keys.sort();
+    let metadata: Vec<(&str, &gguf_file::Value)> = keys.iter().map(|k| (k.as_str(), &content.metadata[*k])).collect();
+    let named: Vec<(&str, &QTensor)> = names.iter().map(|n| n.as_str()).zip(&tensors).collect();
+    let mut image = std::io::Cursor::new(Vec::new());
+    gguf_file::write(&mut image, &metadata, &named)?;
+    image.set_position(0);
+    let requantized = gguf_file::Content::read(&mut image)?;
+    Ok((requantized, image))
+}
+
+fn chat_at(level: Level, max_tokens: u64, layout: GgufLayout) -> GgufChat {
+    let kernel = match level {
+        Level::Avx2 => GgufKernel::Avx2,
+        Level::Portable => GgufKernel::Portable,
+    };
+    let settings = GgufSettings { model_file: model_file().display().to_string(), kernel, ..Default::default() };
+    let m = load_configured(&settings).expect("the model");
+    assert_eq!(m.level(), level);
+    let mut s = section(64);
+    s.max_output_tokens = max_tokens;
+    s.gguf.layout = layout;
+    GgufChat::new(m, &s)
+}
+
+/// A request of each purpose, with a short prompt (the close does not
+/// depend on what is asked).
+fn requests() -> Vec<ChatRequest> {
+    let m = "SmolLM2-135M-Instruct";
+    [
+        (ChatPurpose::Reaction, "React to a $129 trail shoe."),
+        (ChatPurpose::Probe, "Would you recommend the shoe?"),
+        (ChatPurpose::Reflection, "What have you learned about shoes?"),
+        (ChatPurpose::Agent, "List facts about solar panels."),
+        (ChatPurpose::Judge, "Score this report: solar is cheap."),
+        (ChatPurpose::Survey, "Rate your health, 1 to 7."),
+    ]
+    .into_iter()
+    .map(|(purpose, prompt)| ChatRequest::new(m, purpose, prompt).with_options(7))
+    .collect()
+}
+
+/// Every kernel level this CPU runs gives the same logits, bit for bit,
+/// and so the same replies and token counts.
+#[test]
+fn every_kernel_level_gives_the_same_bits() {
+    let levels: Vec<Level> = [Level::Avx2, Level::Portable].into_iter().filter(|l| l.available()).collect();
+    let tokens = model().vocab().encode("<|im_start|>user\nWhat is a trail shoe?<|im_end|>\n");
+    let mut logits = Vec::new();
+    let mut replies = Vec::new();
+    for &level in &levels {
+        let chat = chat_at(level, 60, GgufLayout::FreeText);
+        let llama = load_configured(&GgufSettings {
+            model_file: model_file().display().to_string(),
+            kernel: if level == Level::Avx2 { GgufKernel::Avx2 } else { GgufKernel::Portable },
+            ..Default::default()
+        })
+        .expect("model");
+        let mut seq = llama.llama().sequence();
+        let l = llama.llama().forward_one(&mut seq, &tokens).expect("forward");
+        logits.push(l.iter().map(|x| x.to_bits()).collect::<Vec<u32>>());
+        let request = ChatRequest::new("SmolLM2-135M-Instruct", ChatPurpose::Reaction, reaction_prompt());
+        replies.push(chat.decode(&request, 21).expect("decode"));
+    }
+    for (i, level) in levels.iter().enumerate().skip(1) {
+        assert!(logits[i] == logits[0], "{level:?} logits differ from {:?}'s", levels[0]);
+        assert_eq!(replies[i], replies[0], "{level:?} reply");
+    }
+    assert!(levels.contains(&Level::Portable));
+}
+
+/// A reply under its grammar always parses and fits its schema, however
+/// small the token limit: the budget keeps room for the close. With room
+/// for the shortest reply it stays within the limit.
+#[test]
+fn a_tiny_token_limit_still_gives_replies_that_parse_and_fit_their_schema() {
+    let before = providers::gguf::throughput();
+    for layout in [GgufLayout::FreeText, GgufLayout::Schema] {
+        for limit in [1u64, 40] {
+            let chat = chat_at(Level::detect(), limit, layout);
+            for request in requests() {
+                let d = chat.decode(&request, 3).expect("decode");
+                let what = format!("{:?} at {limit} tokens, {layout:?}", request.purpose);
+                let reply: serde_json::Value =
+                    serde_json::from_str(&d.text).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", d.text));
+                let schema = providers::gguf::decode::grammar_schema(&request, limit as usize);
+                assert_eq!(engine::testing::schema_breach(&reply, &schema, "reply"), None, "{what}: {reply}");
+                if limit == 40 && layout == GgufLayout::Schema {
+                    assert!(d.completion_tokens <= limit, "{what}: {} tokens", d.completion_tokens);
+                }
+            }
+        }
+    }
+    assert!(providers::gguf::throughput().since(&before).closes > 0, "the close ran");
 }

@@ -10,7 +10,7 @@ use actors::run::{run, RunSpec};
 use anyhow::{bail, Result};
 use engine::config::{ChatProvider, Config};
 use engine::digest::Digest;
-use providers::gguf::{throughput, Throughput};
+use providers::gguf::throughput;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
@@ -67,14 +67,7 @@ fn measure(config: Config, setting: &str, args: &ChatBenchArgs) -> Result<ModelR
     let s = rt.block_on(run(spec, Arc::new(Silent), false, |_| Ok(())))?.summary;
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
     let after = throughput();
-    let d = Throughput {
-        prompt_tokens: after.prompt_tokens - before.prompt_tokens,
-        prompt_ns: after.prompt_ns - before.prompt_ns,
-        generated_tokens: after.generated_tokens - before.generated_tokens,
-        generate_ns: after.generate_ns - before.generate_ns,
-        cache_hits: after.cache_hits - before.cache_hits,
-        cached_tokens: after.cached_tokens - before.cached_tokens,
-    };
+    let d = after.since(&before);
     Ok(ModelRow {
         setting: setting.into(),
         workers: g.workers,

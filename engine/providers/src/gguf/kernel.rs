@@ -1,0 +1,627 @@
+//! The arithmetic of the GGUF model's forward pass, owned by the project so
+//! that a reply's bits are the same on every machine, at every thread count
+//! and in every batch.
+//!
+//! - **One definition per operation.** Each operation is defined by plain
+//!   Rust arithmetic in a fixed order: every `f32` multiply and add rounds
+//!   once, as IEEE 754 says. There is no fused multiply-add anywhere (the
+//!   baseline CPU has none, and emulating one costs more than it gives).
+//!   Rust never reassociates or contracts floating-point code, so the same
+//!   source gives the same bits whether the compiler emits scalar or vector
+//!   instructions.
+//! - **Levels.** [`Level::Avx2`] compiles the same bodies with AVX2 and FMA
+//!   enabled (wider vectors; and the matrix product with hand-written AVX2,
+//!   see `kernel/avx2.rs`); [`Level::Portable`] compiles them for the
+//!   baseline CPU. Both give the same bits; the level only changes speed. The level
+//!   is chosen by the project ([`Level::detect`], or `[chat.gguf] kernel`),
+//!   never by a dependency or an environment variable.
+//! - **Matrix products** ([`Ops::matmul`]) take `Q8_0` weights and `Q8_0`
+//!   activations (blocks of 32 signed bytes with one `f32` scale). Each
+//!   output is `acc = isum_b as f32 * (xd_b * wd_b) + acc` over the blocks
+//!   `b` in order, where `isum_b` is the block's integer dot product (exact
+//!   in `i32`, so any order of its terms gives the same value). The work is
+//!   split over outputs only, never over `K`, so a row's result depends on
+//!   neither the thread count nor the other rows of the batch.
+//! - **Reductions over `f32`** (a norm's sum of squares, attention's dot
+//!   products, a softmax's sum) run in eight lanes (`lane[i % 8]`) and end
+//!   with one fixed tree ([`lanes_sum`]).
+//! - **Transcendentals**: [`exp`] is the project's own (range reduction
+//!   and a polynomial, plain arithmetic); RoPE's angles come from the
+//!   `libm` crate (a Rust port of musl's, the same on every platform).
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// Weights per quantization block.
+pub const QK: usize = 32;
+
+/// Which compiled form of the kernels runs. Every level gives the same bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// AVX2 and FMA (x86-64-v3), the project's floor for speed.
+    Avx2,
+    /// The baseline CPU: the same arithmetic without vector extensions
+    /// beyond the target's default (slower).
+    Portable,
+}
+
+impl Level {
+    /// The fastest level this CPU runs.
+    pub fn detect() -> Level {
+        if Level::Avx2.available() {
+            Level::Avx2
+        } else {
+            Level::Portable
+        }
+    }
+
+    /// Whether this CPU can run the level.
+    pub fn available(self) -> bool {
+        match self {
+            Level::Portable => true,
+            Level::Avx2 => avx2_fma(),
+        }
+    }
+
+    /// Its name in configs, summaries and traces.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Avx2 => "avx2",
+            Level::Portable => "portable",
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_fma() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx2_fma() -> bool {
+    false
+}
+
+/// A matrix in `Q8_0`: `rows` rows of `cols` signed bytes, one scale per
+/// block of [`QK`]. The scales are stored block-major (`d[b * rows + r]`)
+/// so that eight rows' scales of one block are one load.
+#[derive(Debug, Clone, Default)]
+pub struct Q8Matrix {
+    /// Rows (outputs of a product).
+    pub rows: usize,
+    /// Columns (`K`), a multiple of [`QK`].
+    pub cols: usize,
+    /// `rows * cols` quantized values, row-major.
+    pub qs: Vec<i8>,
+    /// `rows * cols / QK` scales, block-major.
+    pub d: Vec<f32>,
+}
+
+impl Q8Matrix {
+    /// Blocks per row.
+    pub fn blocks(&self) -> usize {
+        self.cols / QK
+    }
+
+    /// Quantizes `rows` rows of `cols` values (row-major), block by block
+    /// as [`quantize_block`] defines.
+    pub fn quantize(values: &[f32], rows: usize, cols: usize) -> Q8Matrix {
+        assert!(cols % QK == 0 && values.len() == rows * cols, "Q8_0 needs whole blocks; this is a bug");
+        let blocks = cols / QK;
+        let mut m = Q8Matrix { rows, cols, qs: vec![0; rows * cols], d: vec![0.0; rows * blocks] };
+        for r in 0..rows {
+            for b in 0..blocks {
+                let at = r * cols + b * QK;
+                let src: &[f32; QK] = values[at..at + QK].try_into().expect("a whole block");
+                let dst: &mut [i8; QK] = (&mut m.qs[at..at + QK]).try_into().expect("a whole block");
+                m.d[b * rows + r] = quantize_block(src, dst);
+            }
+        }
+        m
+    }
+
+    /// Builds a matrix from blocks already in `Q8_0` (a file's own): row
+    /// `r`'s block `b` is `scales[r * blocks + b]` and its 32 values.
+    pub fn from_blocks(qs: Vec<i8>, scales: &[f32], rows: usize, cols: usize) -> Q8Matrix {
+        let blocks = cols / QK;
+        let mut d = vec![0.0; rows * blocks];
+        for r in 0..rows {
+            for b in 0..blocks {
+                d[b * rows + r] = scales[r * blocks + b];
+            }
+        }
+        Q8Matrix { rows, cols, qs, d }
+    }
+
+    /// Stacks matrices of the same width into one (their rows in order):
+    /// fused products (Q, K and V; gate and up) then take one pass.
+    pub fn stack(parts: &[Q8Matrix]) -> Q8Matrix {
+        let cols = parts[0].cols;
+        let rows: usize = parts.iter().map(|p| p.rows).sum();
+        let blocks = cols / QK;
+        let mut out = Q8Matrix { rows, cols, qs: Vec::with_capacity(rows * cols), d: vec![0.0; rows * blocks] };
+        let mut r0 = 0;
+        for p in parts {
+            assert_eq!(p.cols, cols, "stacked matrices share their width; this is a bug");
+            out.qs.extend_from_slice(&p.qs);
+            for b in 0..blocks {
+                for r in 0..p.rows {
+                    out.d[b * rows + r0 + r] = p.d[b * p.rows + r];
+                }
+            }
+            r0 += p.rows;
+        }
+        out
+    }
+
+    /// Row `r` as `f32` (an embedding lookup): `d * q` for each value.
+    pub fn row(&self, r: usize, out: &mut [f32]) {
+        let blocks = self.blocks();
+        for b in 0..blocks {
+            let d = self.d[b * self.rows + r];
+            let at = r * self.cols + b * QK;
+            for i in 0..QK {
+                out[b * QK + i] = d * f32::from(self.qs[at + i]);
+            }
+        }
+    }
+
+    /// Bytes the matrix takes in memory.
+    pub fn bytes(&self) -> usize {
+        self.qs.len() + 4 * self.d.len()
+    }
+}
+
+/// Activations in `Q8_0`: `rows` rows of `cols` values, row-major, and
+/// their scales row-major (`d[r * blocks + b]`).
+#[derive(Debug, Clone, Default)]
+pub struct Q8Rows {
+    /// Rows (tokens).
+    pub rows: usize,
+    /// Columns, a multiple of [`QK`].
+    pub cols: usize,
+    /// Quantized values.
+    pub qs: Vec<i8>,
+    /// Scales.
+    pub d: Vec<f32>,
+}
+
+/// Quantizes one block: `d = amax / 127`, each value `round(x / d)` with
+/// ties to even (computed as `x * (1 / d)`), `d = 0` for a block of zeros.
+/// Returns `d`.
+#[inline(always)]
+pub fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> f32 {
+    let mut amax = 0f32;
+    for v in x {
+        amax = amax.max(v.abs());
+    }
+    let d = amax / 127.0;
+    let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+    for (q, v) in q.iter_mut().zip(x) {
+        *q = round_even(*v * id).clamp(-127.0, 127.0) as i8;
+    }
+    d
+}
+
+/// `x` rounded to the nearest integer, ties to even, for `|x| < 2^22`:
+/// adding and subtracting 1.5 * 2^23 leaves the rounded value (IEEE
+/// round-to-nearest-even), in plain arithmetic that vectorizes.
+#[inline(always)]
+pub fn round_even(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (x + MAGIC) - MAGIC
+}
+
+/// `e^x` for the engine's uses (softmax, SiLU): `x` clamped to
+/// [-87, 88], `x = n ln 2 + r` with `|r| <= ln 2 / 2`, `e^r` by its degree-7
+/// Taylor polynomial (relative error below 4e-7), scaled by `2^n` through the
+/// exponent bits. Plain arithmetic, so the same bits on every CPU.
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    // ln 2 split so that n * LN2_HI is exact for |n| < 2^9.
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    let x = x.clamp(-87.0, 88.0);
+    let n = round_even(x * LOG2E);
+    let r = n * -LN2_HI + x;
+    let r = n * -LN2_LO + r;
+    let mut p: f32 = 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    let scale = f32::from_bits((((n as i32) + 127) as u32) << 23);
+    p * scale
+}
+
+/// The sum of eight lanes, in one fixed tree.
+#[inline(always)]
+pub fn lanes_sum(l: &[f32; 8]) -> f32 {
+    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+}
+
+/// `Σ a[i] * b[i]`, each term fused into lane `i % 8`, then
+/// [`lanes_sum`].
+#[inline(always)]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let n = a.len().min(b.len());
+    let whole = n / 8 * 8;
+    for (ca, cb) in a[..whole].chunks_exact(8).zip(b[..whole].chunks_exact(8)) {
+        for j in 0..8 {
+            acc[j] += ca[j] * cb[j];
+        }
+    }
+    for i in whole..n {
+        acc[i % 8] += a[i] * b[i];
+    }
+    lanes_sum(&acc)
+}
+
+/// One sequence's cached keys and values for one head, as attention reads
+/// them: position `t`'s key is `keys[t * stride..][..head_dim]` (the head's
+/// offset already applied), likewise its value.
+#[derive(Debug, Clone, Copy)]
+pub struct Cached<'a> {
+    /// Keys from the head's offset on.
+    pub keys: &'a [f32],
+    /// Values from the head's offset on.
+    pub values: &'a [f32],
+    /// Values between one position and the next.
+    pub stride: usize,
+    /// Positions attended to.
+    pub n: usize,
+    /// The scores' scale (`1 / sqrt(head_dim)`).
+    pub scale: f32,
+}
+
+/// The bodies of the row-wise operations. Each is compiled once per level
+/// (see [`Ops`]); `#[inline(always)]` puts the same source in each.
+mod body {
+    use super::{dot, exp, lanes_sum, quantize_block, Cached, QK};
+
+    /// RMS norm of each row of `x` (width `w.len()`) into `out`:
+    /// `x * (1 / sqrt(mean(x^2) + eps)) * w`.
+    #[inline(always)]
+    pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+        let n = w.len();
+        for (row, o) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+            let mean = dot(row, row) / n as f32;
+            let scale = 1.0 / (mean + eps).sqrt();
+            for ((o, v), g) in o.iter_mut().zip(row).zip(w) {
+                *o = (*v * scale) * *g;
+            }
+        }
+    }
+
+    /// Quantizes each row of `x` (width `cols`) into `qs` and `d`.
+    #[inline(always)]
+    pub fn quantize_rows(x: &[f32], cols: usize, qs: &mut [i8], d: &mut [f32]) {
+        for ((src, dst), s) in x.chunks_exact(QK).zip(qs.chunks_exact_mut(QK)).zip(d.iter_mut()) {
+            let src: &[f32; QK] = src.try_into().expect("a whole block");
+            let dst: &mut [i8; QK] = dst.try_into().expect("a whole block");
+            *s = quantize_block(src, dst);
+        }
+        debug_assert_eq!(x.len() % cols, 0);
+    }
+
+    /// `silu(g) * u` for the interleaved halves of each row of `gu`
+    /// (`[g | u]`, each `half` wide): `g / (1 + e^-g) * u`.
+    #[inline(always)]
+    pub fn swiglu(gu: &[f32], half: usize, out: &mut [f32]) {
+        for (row, o) in gu.chunks_exact(2 * half).zip(out.chunks_exact_mut(half)) {
+            let (g, u) = row.split_at(half);
+            for ((o, g), u) in o.iter_mut().zip(g).zip(u) {
+                *o = (*g / (1.0 + exp(-*g))) * *u;
+            }
+        }
+    }
+
+    /// One attention head of one query row: `softmax(q·k_t * scale)` over
+    /// the `n` positions of `kv`, then `Σ p_t v_t` into `out`. `scores` is
+    /// scratch of at least `n`.
+    #[inline(always)]
+    pub fn attend(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
+        let Cached { keys, values, stride, n, scale } = kv;
+        let hd = q.len();
+        let mut max = f32::NEG_INFINITY;
+        for t in 0..n {
+            let s = dot(q, &keys[t * stride..t * stride + hd]) * scale;
+            scores[t] = s;
+            max = max.max(s);
+        }
+        let mut lanes = [0f32; 8];
+        for t in 0..n {
+            let e = exp(scores[t] - max);
+            scores[t] = e;
+            lanes[t % 8] += e;
+        }
+        let inv = 1.0 / lanes_sum(&lanes);
+        out.iter_mut().for_each(|o| *o = 0.0);
+        for t in 0..n {
+            let p = scores[t] * inv;
+            let v = &values[t * stride..t * stride + hd];
+            for (o, v) in out.iter_mut().zip(v) {
+                *o += p * *v;
+            }
+        }
+    }
+
+    /// The integer dot product of two blocks (exact: any order of its
+    /// terms gives the same value; 16-bit products in lanes, which
+    /// vectorize on the baseline CPU).
+    #[inline(always)]
+    pub fn block_dot(a: &[i8; QK], b: &[i8; QK]) -> i32 {
+        let mut lanes = [0i32; 8];
+        for j in 0..QK / 8 {
+            for l in 0..8 {
+                let (x, y) = (i16::from(a[8 * j + l]), i16::from(b[8 * j + l]));
+                lanes[l] += i32::from(x * y);
+            }
+        }
+        lanes.iter().sum()
+    }
+
+    /// Outputs `n0..n1` of `x · wᵀ` for every row of `x`, into `out_t`
+    /// (`[n - n0][m]`), as the module docs define them.
+    #[inline(always)]
+    pub fn matmul(w: &super::Q8Matrix, n0: usize, n1: usize, x: &super::Q8Rows, out_t: &mut [f32]) {
+        let blocks = w.blocks();
+        let (k, m_rows) = (w.cols, x.rows);
+        for n in n0..n1 {
+            for m in 0..m_rows {
+                let mut acc = 0f32;
+                for b in 0..blocks {
+                    let xa = m * k + b * QK;
+                    let wa = n * k + b * QK;
+                    let xb: &[i8; QK] = x.qs[xa..xa + QK].try_into().expect("a whole block");
+                    let wb: &[i8; QK] = w.qs[wa..wa + QK].try_into().expect("a whole block");
+                    let isum = block_dot(xb, wb);
+                    let s = x.d[m * blocks + b] * w.d[b * w.rows + n];
+                    acc += isum as f32 * s;
+                }
+                out_t[(n - n0) * m_rows + m] = acc;
+            }
+        }
+    }
+}
+
+/// The row-wise operations at one [`Level`].
+#[derive(Debug, Clone, Copy)]
+pub struct Ops {
+    level: Level,
+}
+
+macro_rules! leveled {
+    ($(#[$doc:meta])* $name:ident ( $($arg:ident : $ty:ty),* ) ) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($arg: $ty),*) {
+            match self.level {
+                Level::Portable => body::$name($($arg),*),
+                Level::Avx2 => avx2::$name($($arg),*),
+            }
+        }
+    };
+}
+
+impl Ops {
+    /// The operations at `level`. Refuses a level this CPU cannot run.
+    pub fn new(level: Level) -> Option<Ops> {
+        level.available().then_some(Ops { level })
+    }
+
+    /// The level they run at.
+    pub fn level(&self) -> Level {
+        self.level
+    }
+
+    leveled!(
+        /// See `body::rms_norm`.
+        rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32])
+    );
+    leveled!(
+        /// See `body::swiglu`.
+        swiglu(gu: &[f32], half: usize, out: &mut [f32])
+    );
+
+    /// Quantizes the rows of `x` (width `cols`) into `out`.
+    pub fn quantize_rows(&self, x: &[f32], cols: usize, out: &mut Q8Rows) {
+        let rows = x.len() / cols;
+        out.rows = rows;
+        out.cols = cols;
+        out.qs.resize(rows * cols, 0);
+        out.d.resize(rows * cols / QK, 0.0);
+        match self.level {
+            Level::Portable => body::quantize_rows(x, cols, &mut out.qs, &mut out.d),
+            Level::Avx2 => avx2::quantize_rows(x, cols, &mut out.qs, &mut out.d),
+        }
+    }
+
+    leveled!(
+        /// One attention head of one query row (see `body::attend`).
+        attend(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32])
+    );
+
+    /// `out = x · wᵀ` (`[x.rows][w.rows]`), split over groups of outputs on
+    /// rayon's pool. Each output is computed whole by one task.
+    pub fn matmul(&self, w: &Q8Matrix, x: &Q8Rows, out: &mut Vec<f32>) {
+        assert_eq!(w.cols, x.cols, "a product's inner sizes agree; this is a bug");
+        let (m, n) = (x.rows, w.rows);
+        out.clear();
+        if m == 0 || n == 0 {
+            return;
+        }
+        // Groups of whole 8-row tiles, about four per thread, so that the
+        // pool balances; a group is never split within a row.
+        let threads = rayon::current_num_threads().max(1);
+        let group = (n.div_ceil(4 * threads)).div_ceil(8).max(1) * 8;
+        let mut out_t = vec![0f32; n * m];
+        let level = self.level;
+        out_t.par_chunks_mut(group * m).enumerate().for_each(|(i, chunk)| {
+            let n0 = i * group;
+            let n1 = (n0 + group).min(n);
+            match level {
+                Level::Portable => body::matmul(w, n0, n1, x, chunk),
+                Level::Avx2 => avx2::matmul(w, n0, n1, x, chunk),
+            }
+        });
+        out.resize(m * n, 0.0);
+        for (j, col) in out_t.chunks_exact(m).enumerate().take(n) {
+            for (i, v) in col.iter().enumerate() {
+                out[i * n + j] = *v;
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod avx2 {
+    //! Off x86-64 the AVX2 level is never available ([`super::Level::available`]);
+    //! these stand-ins keep the dispatch total.
+    use super::{body, Cached, Q8Matrix, Q8Rows};
+
+    macro_rules! fused {
+        ($($name:ident ( $($arg:ident : $ty:ty),* );)*) => {$(
+            pub fn $name($($arg: $ty),*) {
+                body::$name($($arg),*)
+            }
+        )*};
+    }
+
+    fused! {
+        rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]);
+        swiglu(gu: &[f32], half: usize, out: &mut [f32]);
+        quantize_rows(x: &[f32], cols: usize, qs: &mut [i8], d: &mut [f32]);
+        attend(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]);
+        matmul(w: &Q8Matrix, n0: usize, n1: usize, x: &Q8Rows, out_t: &mut [f32]);
+    }
+}
+
+#[cfg(test)]
+// Exact bits are what these tests check.
+#[allow(clippy::float_cmp)]
+mod tests {
+    use super::*;
+
+    fn seeded(n: usize, seed: u64) -> Vec<f32> {
+        let mut s =
+            engine::rng::Stream::from_key(engine::digest::DigestWriter::new("kernel test").u64(seed).finish().0);
+        (0..n).map(|_| (s.unit() as f32 - 0.5) * 4.0).collect()
+    }
+
+    #[test]
+    fn exp_is_close_to_the_true_exponential() {
+        for i in -8700..8800 {
+            let x = i as f32 / 100.0;
+            let want = f64::from(x).exp();
+            let got = f64::from(exp(x));
+            assert!(((got - want) / want).abs() < 4e-7, "exp({x}) = {got}, want {want}");
+        }
+        assert!(exp(-1e9) > 0.0 && exp(1e9).is_finite());
+    }
+
+    #[test]
+    fn rounding_is_to_nearest_even() {
+        assert_eq!(round_even(2.5), 2.0);
+        assert_eq!(round_even(3.5), 4.0);
+        assert_eq!(round_even(-2.5), -2.0);
+        assert_eq!(round_even(-126.7), -127.0);
+        assert_eq!(round_even(0.49), 0.0);
+    }
+
+    #[test]
+    fn a_quantized_block_keeps_each_value_within_half_a_step() {
+        let x: [f32; QK] = seeded(QK, 1).try_into().unwrap();
+        let mut q = [0i8; QK];
+        let d = quantize_block(&x, &mut q);
+        for (v, q) in x.iter().zip(q) {
+            assert!((v - d * f32::from(q)).abs() <= d / 2.0 + 1e-6);
+        }
+        let mut z = [1i8; QK];
+        assert_eq!(quantize_block(&[0.0; QK], &mut z), 0.0);
+        assert_eq!(z, [0; QK]);
+    }
+
+    /// Every level this CPU runs gives the same bits as the portable one,
+    /// for products of any row count (the tiles and their remainders) and
+    /// for the row-wise operations.
+    #[test]
+    fn every_level_gives_the_portable_bits() {
+        let portable = Ops::new(Level::Portable).unwrap();
+        let (k, n) = (96, 44);
+        let w = Q8Matrix::quantize(&seeded(n * k, 2), n, k);
+        for level in [Level::Avx2, Level::Portable] {
+            let Some(ops) = Ops::new(level) else { continue };
+            for m in [1, 2, 3, 5, 17] {
+                let xs = seeded(m * k, 10 + m as u64);
+                let (mut qa, mut qb) = (Q8Rows::default(), Q8Rows::default());
+                ops.quantize_rows(&xs, k, &mut qa);
+                portable.quantize_rows(&xs, k, &mut qb);
+                assert_eq!((&qa.qs, bits(&qa.d)), (&qb.qs, bits(&qb.d)), "{level:?} quantize, {m} rows");
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                ops.matmul(&w, &qa, &mut a);
+                portable.matmul(&w, &qb, &mut b);
+                assert_eq!(bits(&a), bits(&b), "{level:?} matmul, {m} rows");
+                // A row's outputs do not depend on the other rows.
+                let mut one = Q8Rows::default();
+                portable.quantize_rows(&xs[..k], k, &mut one);
+                let mut c = Vec::new();
+                ops.matmul(&w, &one, &mut c);
+                assert_eq!(bits(&c), bits(&a[..n]), "{level:?}: row 0 alone and among {m}");
+            }
+            let x = seeded(3 * k, 5);
+            let g = seeded(k, 6);
+            let (mut a, mut b) = (vec![0.0; 3 * k], vec![0.0; 3 * k]);
+            ops.rms_norm(&x, &g, 1e-5, &mut a);
+            portable.rms_norm(&x, &g, 1e-5, &mut b);
+            assert_eq!(bits(&a), bits(&b), "{level:?} rms_norm");
+            let (mut a, mut b) = (vec![0.0; 3 * k / 2], vec![0.0; 3 * k / 2]);
+            ops.swiglu(&x, k / 2, &mut a);
+            portable.swiglu(&x, k / 2, &mut b);
+            assert_eq!(bits(&a), bits(&b), "{level:?} swiglu");
+            let (hd, stride, t) = (64, 192, 37);
+            let keys = seeded(stride * t, 7);
+            let values = seeded(stride * t, 8);
+            let q = seeded(hd, 9);
+            let (mut sa, mut sb) = (vec![0.0; t], vec![0.0; t]);
+            let (mut a, mut b) = (vec![0.0; hd], vec![0.0; hd]);
+            let kv = Cached { keys: &keys[64..], values: &values[64..], stride, n: t - 1, scale: 0.125 };
+            ops.attend(&q, kv, &mut sa, &mut a);
+            portable.attend(&q, kv, &mut sb, &mut b);
+            assert_eq!(bits(&a), bits(&b), "{level:?} attend");
+        }
+    }
+
+    /// The product against a plain `f64` reference: within the
+    /// quantization's error.
+    #[test]
+    fn the_product_is_close_to_the_exact_one() {
+        let (m, k, n) = (3, 128, 16);
+        let xs = seeded(m * k, 20);
+        let ws = seeded(n * k, 21);
+        let w = Q8Matrix::quantize(&ws, n, k);
+        let ops = Ops::new(Level::detect()).unwrap();
+        let mut q = Q8Rows::default();
+        ops.quantize_rows(&xs, k, &mut q);
+        let mut out = Vec::new();
+        ops.matmul(&w, &q, &mut out);
+        for i in 0..m {
+            for j in 0..n {
+                let exact: f64 = (0..k).map(|t| f64::from(xs[i * k + t]) * f64::from(ws[j * k + t])).sum();
+                assert!((f64::from(out[i * n + j]) - exact).abs() < 0.3, "{i},{j}: {} vs {exact}", out[i * n + j]);
+            }
+        }
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+}

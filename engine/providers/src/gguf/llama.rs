@@ -1,0 +1,381 @@
+//! The Llama forward pass, on the project's own kernels ([`super::kernel`]).
+//!
+//! [`Llama`] holds the weights (every matrix in `Q8_0`, Q, K and V stacked
+//! into one product, gate and up into another) and the RoPE table.
+//! [`Sequence`] is one conversation's key/value cache. [`Llama::forward`]
+//! runs any number of sequences' new tokens in one pass:
+//!
+//! - the linear layers run on the stacked rows of every sequence (one
+//!   product per layer and kind), and norms, RoPE (each row at its own
+//!   position) and activations run row by row;
+//! - attention runs per sequence and head over that sequence's own cache,
+//!   after the pass's keys and values are appended, so a prompt's rows see
+//!   the rows before them and nothing else;
+//! - logits are computed for the last row of each sequence that asks.
+//!
+//! Every output of every step is computed whole, in a fixed order, by one
+//! task, so a sequence's logits are the same bits alone or in any batch,
+//! at any thread count and on every kernel level.
+
+use super::kernel::{Cached, Level, Ops, Q8Matrix, Q8Rows};
+use super::tensor::Tensors;
+use candle_core::quantized::gguf_file::Content;
+use rayon::prelude::*;
+use std::io::{Read, Seek};
+use toktrie::TokenId;
+
+/// The shape of a Llama model, from its metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hparams {
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Width of the residual stream.
+    pub width: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (grouped-query attention when fewer than `heads`).
+    pub kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// Hidden width of the feed-forward block.
+    pub ffn: usize,
+    /// Tokens in the vocabulary.
+    pub vocab: usize,
+    /// The RMS norm's epsilon.
+    pub eps: f32,
+    /// RoPE's base frequency.
+    pub rope_base: f64,
+    /// Dimensions of a head that RoPE rotates.
+    pub rope_dim: usize,
+    /// Longest sequence (the model's context).
+    pub context: usize,
+}
+
+impl Hparams {
+    /// Width of the stacked keys (or values) of one token.
+    pub fn kv_width(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    /// Bytes of key/value cache one token takes (`f32` keys and values).
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        (2 * self.layers * self.kv_width() * 4) as u64
+    }
+
+    fn read(content: &Content) -> Result<Hparams, String> {
+        let get = |key: &str| content.metadata.get(key).and_then(|v| v.to_u32().ok()).map(|v| v as usize);
+        let need = |key: &str| get(key).filter(|v| *v > 0).ok_or_else(|| format!("its metadata lacks {key}"));
+        let float = |key: &str| content.metadata.get(key).and_then(|v| v.to_f32().ok());
+        let layers = need("llama.block_count")?;
+        let width = need("llama.embedding_length")?;
+        let heads = need("llama.attention.head_count")?;
+        let kv_heads = get("llama.attention.head_count_kv").unwrap_or(heads);
+        let ffn = need("llama.feed_forward_length")?;
+        if width % heads != 0 || kv_heads == 0 || heads % kv_heads != 0 {
+            return Err(format!("its heads do not divide: width {width}, {heads} heads, {kv_heads} key/value heads"));
+        }
+        let head_dim = width / heads;
+        let rope_dim = get("llama.rope.dimension_count").unwrap_or(head_dim);
+        if rope_dim > head_dim || rope_dim % 2 != 0 {
+            return Err(format!("its RoPE dimension count {rope_dim} does not fit heads of {head_dim}"));
+        }
+        Ok(Hparams {
+            layers,
+            width,
+            heads,
+            kv_heads,
+            head_dim,
+            ffn,
+            vocab: 0,
+            eps: float("llama.attention.layer_norm_rms_epsilon").unwrap_or(1e-5),
+            rope_base: f64::from(float("llama.rope.freq_base").unwrap_or(10_000.0)),
+            rope_dim,
+            context: get("llama.context_length").unwrap_or(4096).clamp(1, 1 << 17),
+        })
+    }
+}
+
+/// RoPE's cosines and sines per position and pair, computed in `f64` with
+/// the `libm` crate and rounded once to `f32`.
+#[derive(Debug)]
+struct Rope {
+    pairs: usize,
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl Rope {
+    fn new(h: &Hparams, factors: Option<&[f32]>) -> Rope {
+        let pairs = h.rope_dim / 2;
+        let theta: Vec<f64> = (0..pairs)
+            .map(|i| {
+                let t = libm::pow(h.rope_base, -((2 * i) as f64) / h.rope_dim as f64);
+                t / factors.and_then(|f| f.get(i)).map_or(1.0, |f| f64::from(*f))
+            })
+            .collect();
+        let mut cos = Vec::with_capacity(h.context * pairs);
+        let mut sin = Vec::with_capacity(h.context * pairs);
+        for p in 0..h.context {
+            for t in &theta {
+                let a = p as f64 * t;
+                cos.push(libm::cos(a) as f32);
+                sin.push(libm::sin(a) as f32);
+            }
+        }
+        Rope { pairs, cos, sin }
+    }
+
+    /// Rotates each head of `x` (heads of `head_dim`) at `pos`: each pair
+    /// `(a, b)` of the first `rope_dim` values becomes
+    /// `(a cos - b sin, a sin + b cos)`.
+    fn apply(&self, x: &mut [f32], pos: usize, head_dim: usize) {
+        let at = pos * self.pairs;
+        let (cos, sin) = (&self.cos[at..at + self.pairs], &self.sin[at..at + self.pairs]);
+        for head in x.chunks_exact_mut(head_dim) {
+            for i in 0..self.pairs {
+                let (a, b) = (head[2 * i], head[2 * i + 1]);
+                head[2 * i] = a * cos[i] - b * sin[i];
+                head[2 * i + 1] = a * sin[i] + b * cos[i];
+            }
+        }
+    }
+}
+
+/// One transformer block's weights.
+#[derive(Debug)]
+struct Layer {
+    attn_norm: Vec<f32>,
+    /// Q, K and V stacked: `heads * head_dim + 2 * kv_width` rows.
+    qkv: Q8Matrix,
+    wo: Q8Matrix,
+    ffn_norm: Vec<f32>,
+    /// Gate and up stacked: `2 * ffn` rows.
+    gate_up: Q8Matrix,
+    down: Q8Matrix,
+}
+
+/// A Llama-family model, ready to run.
+#[derive(Debug)]
+pub struct Llama {
+    /// Its shape.
+    pub hp: Hparams,
+    embd: Q8Matrix,
+    /// `output.weight`, when the file has one; else the embedding is tied.
+    head: Option<Q8Matrix>,
+    norm: Vec<f32>,
+    layers: Vec<Layer>,
+    rope: Rope,
+    ops: Ops,
+}
+
+/// One conversation's key/value cache: per layer, each position's keys
+/// (`kv_width` values) and values, appended in place.
+#[derive(Debug, Clone, Default)]
+pub struct Sequence {
+    len: usize,
+    keys: Vec<Vec<f32>>,
+    values: Vec<Vec<f32>>,
+}
+
+impl Sequence {
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Room for `more` positions beyond those held, allocated now.
+    pub fn reserve(&mut self, more: usize, kv_width: usize) {
+        for v in self.keys.iter_mut().chain(self.values.iter_mut()) {
+            v.reserve(more * kv_width);
+        }
+    }
+}
+
+/// One sequence's part of a forward pass.
+pub struct Step<'a> {
+    /// Its cache (the new tokens are appended).
+    pub seq: &'a mut Sequence,
+    /// The tokens to run, at the positions after those held.
+    pub tokens: &'a [TokenId],
+    /// Whether to compute the logits after the last of them.
+    pub logits: bool,
+}
+
+impl Llama {
+    /// Reads the model from a GGUF file's tensors, computing at `level`.
+    pub fn load<R: Read + Seek>(content: &Content, reader: &mut R, level: Level) -> Result<Llama, String> {
+        let ops = Ops::new(level).ok_or_else(|| format!("this CPU cannot run the {} kernels", level.name()))?;
+        let mut hp = Hparams::read(content)?;
+        let mut t = Tensors::new(content, reader);
+        let embd_info = t.info("token_embd.weight")?;
+        hp.vocab = embd_info.rows;
+        let (w, kv) = (hp.width, hp.kv_width());
+        let embd = t.matrix("token_embd.weight", hp.vocab, w)?;
+        let head = if t.has("output.weight") { Some(t.matrix("output.weight", hp.vocab, w)?) } else { None };
+        let norm = t.vector("output_norm.weight", w)?;
+        let factors =
+            if t.has("rope_freqs.weight") { Some(t.vector("rope_freqs.weight", hp.rope_dim / 2)?) } else { None };
+        let mut layers = Vec::with_capacity(hp.layers);
+        for i in 0..hp.layers {
+            let name = |s: &str| format!("blk.{i}.{s}.weight");
+            let q = t.matrix(&name("attn_q"), hp.heads * hp.head_dim, w)?;
+            let k = t.matrix(&name("attn_k"), kv, w)?;
+            let v = t.matrix(&name("attn_v"), kv, w)?;
+            let gate = t.matrix(&name("ffn_gate"), hp.ffn, w)?;
+            let up = t.matrix(&name("ffn_up"), hp.ffn, w)?;
+            layers.push(Layer {
+                attn_norm: t.vector(&name("attn_norm"), w)?,
+                qkv: Q8Matrix::stack(&[q, k, v]),
+                wo: t.matrix(&name("attn_output"), w, hp.heads * hp.head_dim)?,
+                ffn_norm: t.vector(&name("ffn_norm"), w)?,
+                gate_up: Q8Matrix::stack(&[gate, up]),
+                down: t.matrix(&name("ffn_down"), w, hp.ffn)?,
+            });
+        }
+        let rope = Rope::new(&hp, factors.as_deref());
+        Ok(Llama { hp, embd, head, norm, layers, rope, ops })
+    }
+
+    /// The kernel level it computes at.
+    pub fn level(&self) -> Level {
+        self.ops.level()
+    }
+
+    /// The same weights computing at another level (the tests compare
+    /// levels). Refuses a level this CPU cannot run.
+    pub fn set_level(&mut self, level: Level) -> Result<(), String> {
+        self.ops = Ops::new(level).ok_or_else(|| format!("this CPU cannot run the {} kernels", level.name()))?;
+        Ok(())
+    }
+
+    /// An empty sequence for this model.
+    pub fn sequence(&self) -> Sequence {
+        Sequence { len: 0, keys: vec![Vec::new(); self.hp.layers], values: vec![Vec::new(); self.hp.layers] }
+    }
+
+    /// Bytes the weights take in memory.
+    pub fn bytes(&self) -> usize {
+        let layers: usize =
+            self.layers.iter().map(|l| l.qkv.bytes() + l.wo.bytes() + l.gate_up.bytes() + l.down.bytes()).sum();
+        layers + self.embd.bytes() + self.head.as_ref().map_or(0, Q8Matrix::bytes)
+    }
+
+    /// Runs each step's tokens and returns, per step, the next-token logits
+    /// after its last token (empty where a step did not ask for them).
+    pub fn forward(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, String> {
+        let hp = &self.hp;
+        let (w, hd, kvw) = (hp.width, hp.head_dim, hp.kv_width());
+        let qw = hp.heads * hd;
+        let mut rows: Vec<(usize, usize)> = Vec::new();
+        for (s, step) in steps.iter().enumerate() {
+            if step.seq.keys.len() != hp.layers {
+                return Err("a sequence of another model; this is a bug".into());
+            }
+            let end = step.seq.len + step.tokens.len();
+            if end > hp.context {
+                return Err(format!("the conversation needs {end} tokens, past the model's context of {}", hp.context));
+            }
+            rows.extend((step.seq.len..end).map(|pos| (s, pos)));
+        }
+        let m = rows.len();
+        let mut x = vec![0f32; m * w];
+        let mut r = 0;
+        for step in steps.iter() {
+            for &tok in step.tokens {
+                let tok = tok as usize;
+                if tok >= hp.vocab {
+                    return Err(format!("token {tok} is outside the vocabulary of {}", hp.vocab));
+                }
+                self.embd.row(tok, &mut x[r * w..(r + 1) * w]);
+                r += 1;
+            }
+        }
+        let ops = &self.ops;
+        let mut h = vec![0f32; m * w];
+        let mut q8 = Q8Rows::default();
+        let mut qkv = Vec::new();
+        let mut tmp = Vec::new();
+        let mut att = vec![0f32; m * qw];
+        let mut act = vec![0f32; m * hp.ffn];
+        let stride = qw + 2 * kvw;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let group = hp.heads / hp.kv_heads;
+        for (li, layer) in self.layers.iter().enumerate() {
+            ops.rms_norm(&x, &layer.attn_norm, hp.eps, &mut h);
+            ops.quantize_rows(&h, w, &mut q8);
+            ops.matmul(&layer.qkv, &q8, &mut qkv);
+            for (row, &(s, pos)) in qkv.chunks_exact_mut(stride).zip(&rows) {
+                self.rope.apply(&mut row[..qw + kvw], pos, hd);
+                let seq = &mut *steps[s].seq;
+                seq.keys[li].extend_from_slice(&row[qw..qw + kvw]);
+                seq.values[li].extend_from_slice(&row[qw + kvw..]);
+            }
+            let seqs: Vec<&Sequence> = steps.iter().map(|s| &*s.seq).collect();
+            let (qkv_ref, rows_ref) = (&qkv, &rows);
+            att.par_chunks_mut(hd).enumerate().for_each_init(Vec::new, |scores, (i, out)| {
+                let (r, head) = (i / hp.heads, i % hp.heads);
+                let (s, pos) = rows_ref[r];
+                let seq = seqs[s];
+                let kvh = head / group;
+                let n = pos + 1;
+                scores.resize(n, 0.0);
+                let q = &qkv_ref[r * stride + head * hd..r * stride + (head + 1) * hd];
+                let (keys, values) = (&seq.keys[li][kvh * hd..], &seq.values[li][kvh * hd..]);
+                ops.attend(q, Cached { keys, values, stride: kvw, n, scale }, scores, out);
+            });
+            ops.quantize_rows(&att, qw, &mut q8);
+            ops.matmul(&layer.wo, &q8, &mut tmp);
+            add(&mut x, &tmp);
+            ops.rms_norm(&x, &layer.ffn_norm, hp.eps, &mut h);
+            ops.quantize_rows(&h, w, &mut q8);
+            ops.matmul(&layer.gate_up, &q8, &mut tmp);
+            ops.swiglu(&tmp, hp.ffn, &mut act);
+            ops.quantize_rows(&act, hp.ffn, &mut q8);
+            ops.matmul(&layer.down, &q8, &mut tmp);
+            add(&mut x, &tmp);
+        }
+        // The last row of each step that asks for logits.
+        let mut last = Vec::new();
+        let mut at = 0;
+        for step in steps.iter_mut() {
+            at += step.tokens.len();
+            step.seq.len += step.tokens.len();
+            if step.logits && !step.tokens.is_empty() {
+                last.extend_from_slice(&x[(at - 1) * w..at * w]);
+            }
+        }
+        let mut out = vec![Vec::new(); steps.len()];
+        if last.is_empty() {
+            return Ok(out);
+        }
+        let mut normed = vec![0f32; last.len()];
+        ops.rms_norm(&last, &self.norm, hp.eps, &mut normed);
+        ops.quantize_rows(&normed, w, &mut q8);
+        ops.matmul(self.head.as_ref().unwrap_or(&self.embd), &q8, &mut tmp);
+        let mut rows_out = tmp.chunks_exact(hp.vocab);
+        for (o, step) in out.iter_mut().zip(steps.iter()) {
+            if step.logits && !step.tokens.is_empty() {
+                *o = rows_out.next().expect("one row of logits per step that asked; this is a bug").to_vec();
+            }
+        }
+        Ok(out)
+    }
+
+    /// The logits after running `tokens` on one sequence.
+    pub fn forward_one(&self, seq: &mut Sequence, tokens: &[TokenId]) -> Result<Vec<f32>, String> {
+        let mut steps = [Step { seq, tokens, logits: true }];
+        let mut out = self.forward(&mut steps)?;
+        Ok(out.pop().unwrap_or_default())
+    }
+}
+
+fn add(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += *b;
+    }
+}
