@@ -97,14 +97,19 @@ impl Closer {
 
     /// The tokens that end the reply from `matcher`'s state (`track` being
     /// where its bytes stand), walked on a copy of the matcher.
-    pub fn close(&self, matcher: &Matcher, track: Track, trie: &TokTrie) -> Result<Vec<TokenId>, String> {
+    pub(crate) fn close(&self, matcher: &Matcher, track: Track, trie: &TokTrie) -> Result<Vec<TokenId>, String> {
         let mut m = matcher.deep_clone();
         self.walk(&mut m, track, trie, |_, _| false)
     }
 
     /// The tokens that end the current string, consumed by `matcher`
     /// itself (decoding goes on after them).
-    pub fn close_string(&self, matcher: &mut Matcher, track: Track, trie: &TokTrie) -> Result<Vec<TokenId>, String> {
+    pub(crate) fn close_string(
+        &self,
+        matcher: &mut Matcher,
+        track: Track,
+        trie: &TokTrie,
+    ) -> Result<Vec<TokenId>, String> {
         self.walk(matcher, track, trie, |t, _| !t.in_string)
     }
 

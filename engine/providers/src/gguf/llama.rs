@@ -19,6 +19,7 @@
 
 use super::kernel::{Cached, Level, Ops, Q8Matrix, Q8Rows};
 use super::tensor::Tensors;
+use super::GgufError;
 use candle_core::quantized::gguf_file::Content;
 use rayon::prelude::*;
 use std::io::{Read, Seek};
@@ -208,7 +209,7 @@ pub struct Step<'a> {
 
 impl Llama {
     /// Reads the model from a GGUF file's tensors, computing at `level`.
-    pub fn load<R: Read + Seek>(content: &Content, reader: &mut R, level: Level) -> Result<Llama, String> {
+    pub(crate) fn load<R: Read + Seek>(content: &Content, reader: &mut R, level: Level) -> Result<Llama, String> {
         let ops = Ops::new(level).ok_or_else(|| format!("this CPU cannot run the {} kernels", level.name()))?;
         let mut hp = Hparams::read(content)?;
         let mut t = Tensors::new(content, reader);
@@ -246,13 +247,6 @@ impl Llama {
         self.ops.level()
     }
 
-    /// The same weights computing at another level (the tests compare
-    /// levels). Refuses a level this CPU cannot run.
-    pub fn set_level(&mut self, level: Level) -> Result<(), String> {
-        self.ops = Ops::new(level).ok_or_else(|| format!("this CPU cannot run the {} kernels", level.name()))?;
-        Ok(())
-    }
-
     /// An empty sequence for this model.
     pub fn sequence(&self) -> Sequence {
         Sequence { len: 0, keys: vec![Vec::new(); self.hp.layers], values: vec![Vec::new(); self.hp.layers] }
@@ -267,7 +261,11 @@ impl Llama {
 
     /// Runs each step's tokens and returns, per step, the next-token logits
     /// after its last token (empty where a step did not ask for them).
-    pub fn forward(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, String> {
+    pub fn forward(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, GgufError> {
+        self.run(steps).map_err(GgufError::Decode)
+    }
+
+    fn run(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, String> {
         let hp = &self.hp;
         let (w, hd, kvw) = (hp.width, hp.head_dim, hp.kv_width());
         let qw = hp.heads * hd;
@@ -367,7 +365,7 @@ impl Llama {
     }
 
     /// The logits after running `tokens` on one sequence.
-    pub fn forward_one(&self, seq: &mut Sequence, tokens: &[TokenId]) -> Result<Vec<f32>, String> {
+    pub fn forward_one(&self, seq: &mut Sequence, tokens: &[TokenId]) -> Result<Vec<f32>, GgufError> {
         let mut steps = [Step { seq, tokens, logits: true }];
         let mut out = self.forward(&mut steps)?;
         Ok(out.pop().unwrap_or_default())

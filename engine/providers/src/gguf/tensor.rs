@@ -32,7 +32,7 @@ pub struct Info {
 }
 
 /// The tensors of one open file.
-pub struct Tensors<'a, R> {
+pub(crate) struct Tensors<'a, R> {
     content: &'a Content,
     reader: &'a mut R,
 }
@@ -58,17 +58,17 @@ fn half(bytes: &[u8], at: usize) -> f32 {
 
 impl<'a, R: Read + Seek> Tensors<'a, R> {
     /// The tensors of `content`, read from `reader`.
-    pub fn new(content: &'a Content, reader: &'a mut R) -> Self {
+    pub(crate) fn new(content: &'a Content, reader: &'a mut R) -> Self {
         Tensors { content, reader }
     }
 
     /// Whether the file holds `name`.
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.content.tensor_infos.contains_key(name)
     }
 
     /// `name`'s shape and format.
-    pub fn info(&self, name: &str) -> Result<Info, String> {
+    pub(crate) fn info(&self, name: &str) -> Result<Info, String> {
         let t = self.content.tensor_infos.get(name).ok_or_else(|| format!("it has no tensor {name}"))?;
         let dims = t.shape.dims();
         let (rows, cols) = match dims {
@@ -95,7 +95,7 @@ impl<'a, R: Read + Seek> Tensors<'a, R> {
     }
 
     /// `name`'s values as `f32`, row-major.
-    pub fn values(&mut self, name: &str) -> Result<Vec<f32>, String> {
+    pub(crate) fn values(&mut self, name: &str) -> Result<Vec<f32>, String> {
         let info = self.info(name)?;
         let bytes = self.bytes(&info)?;
         let n = info.rows * info.cols;
@@ -158,7 +158,7 @@ impl<'a, R: Read + Seek> Tensors<'a, R> {
     }
 
     /// `name` as a vector of `len` values.
-    pub fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, String> {
+    pub(crate) fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, String> {
         let v = self.values(name)?;
         if v.len() != len {
             return Err(format!("its tensor {name} has {} values, where the model needs {len}", v.len()));
@@ -168,7 +168,7 @@ impl<'a, R: Read + Seek> Tensors<'a, R> {
 
     /// `name` as a `Q8_0` matrix of `rows` x `cols`: the file's own blocks
     /// when it is `Q8_0`, else its values quantized.
-    pub fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Q8Matrix, String> {
+    pub(crate) fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Q8Matrix, String> {
         let info = self.info(name)?;
         if (info.rows, info.cols) != (rows, cols) {
             return Err(format!(
