@@ -28,12 +28,12 @@ pub struct FieldConfig {
     /// Score boost per access. Default 0.05.
     pub boost_per_access: f64,
     /// Cap of the access boost factor. Default 2, at most
-    /// [`MAX_BOOST_CAP`](crate::pattern::MAX_BOOST_CAP).
+    /// [`MAX_BOOST_CAP`](crate::field::MAX_BOOST_CAP).
     pub boost_cap: f64,
     /// Hebbian co-access bonus: each time a pattern is returned together
     /// with others, its score rises by this share of the plan's score
     /// (`cosine x decayed strength x boost`), inside the joint cap
-    /// [`MAX_EXTRA`](crate::pattern::MAX_EXTRA). Default 0.02, the
+    /// [`MAX_EXTRA`](crate::field::MAX_EXTRA). Default 0.02, the
     /// source's `boost_strength(pid, bonus=0.02)`.
     pub co_access_bonus: f64,
     /// Patterns whose decayed strength falls below this are archived (left
@@ -48,7 +48,7 @@ pub struct FieldConfig {
     /// each answer, never added to, and resonance is measured without it,
     /// so nothing grows from its own earlier amplification; with the
     /// co-access bonus it is capped at
-    /// [`MAX_EXTRA`](crate::pattern::MAX_EXTRA) of the plan score.
+    /// [`MAX_EXTRA`](crate::field::MAX_EXTRA) of the plan score.
     /// Default 0.2, the source's factor (`amplification = resonance x
     /// 0.2`); 0 turns amplification off; above 0.2 is refused.
     pub resonance_amplification: f64,

@@ -1,7 +1,9 @@
-//! Patterns, the index and the five operations.
+//! The field: its patterns in a FAISS index, and the five operations
+//! (inject, query, decay, reinforce, measure_stability).
 
 pub use crate::config::{FieldConfig, MAX_AMPLIFICATION, MAX_BOOST_CAP, MAX_EXTRA, MAX_STRENGTH};
 pub use crate::error::FieldError;
+pub use crate::pattern::Pattern;
 use crate::storage::{FlatMap, Rows};
 use engine::clock::SimTime;
 use engine::digest::{Digest, DigestWriter};
@@ -10,90 +12,6 @@ use faiss::{IdMap, Idx, Index};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// One pattern.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Pattern {
-    /// Id, also its FAISS id.
-    pub id: u64,
-    /// The agent that injected it.
-    pub agent: String,
-    /// Its key.
-    pub key: String,
-    /// Its value.
-    pub value: String,
-    /// Digest of key and value: re-injecting it reinforces.
-    pub content_hash: Digest,
-    /// Effective strength at injection, `strength x permeability`.
-    pub strength: f64,
-    /// Simulated creation time.
-    pub created: SimTime,
-    /// Simulated time of the last access (resets the decay clock).
-    pub last_access: SimTime,
-    /// Accesses.
-    pub accesses: u32,
-    /// Times it was returned together with other patterns (the Hebbian
-    /// co-access count; its effect is capped, see [`Pattern::extra`]).
-    pub co_accesses: u32,
-    /// `resonance_amplification x` its strongest resonance in the last
-    /// answer that returned it (0 when none resonated): replaced at every
-    /// answer, never accumulated.
-    pub amplification: f64,
-    /// The agents whose queries returned it (or who re-injected it).
-    pub accessed_by: BTreeSet<String>,
-    /// The normalised vector.
-    pub vector: Vec<f32>,
-}
-
-impl Pattern {
-    /// `S0 x e^(-lambda t)`, t in hours since the last access.
-    pub fn decayed(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
-        self.strength * (-cfg.lambda * now.hours_since(self.last_access)).exp()
-    }
-
-    /// `min(1 + boost x accesses, cap)`.
-    pub fn boost(&self, cfg: &FieldConfig) -> f64 {
-        (1.0 + cfg.boost_per_access * f64::from(self.accesses)).min(cfg.boost_cap)
-    }
-
-    /// The plan's strength, `S0 x e^(-lambda t) x boost`: what the plan
-    /// ranks by (times the cosine) and what resonance multiplies.
-    pub fn plan_strength(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
-        self.decayed(cfg, now) * self.boost(cfg)
-    }
-
-    /// The bounded extra share, `min(co_access_bonus x co_accesses +
-    /// amplification, 0.2)`: what co-access and resonance add, as a share
-    /// of the plan score.
-    pub fn extra(&self, cfg: &FieldConfig) -> f64 {
-        (cfg.co_access_bonus * f64::from(self.co_accesses) + self.amplification).min(MAX_EXTRA)
-    }
-
-    /// The effective strength, `plan strength x (1 + extra)`: decay, boost
-    /// and amplification together; what the monitor's ratio is taken over.
-    pub fn effective(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
-        self.plan_strength(cfg, now) * (1.0 + self.extra(cfg))
-    }
-
-    /// The query score for a cosine similarity, `cosine x effective
-    /// strength`: the plan score raised by at most 0.2 of itself, and never
-    /// lifted above zero when the cosine is not positive.
-    pub fn score(&self, cfg: &FieldConfig, now: SimTime, cosine: f64) -> f64 {
-        cosine * self.effective(cfg, now)
-    }
-
-    /// The strength resonance sees: the plan's strength, without the
-    /// extra share, so that amplification never feeds the resonance it
-    /// comes from.
-    pub fn resonant_strength(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
-        self.plan_strength(cfg, now)
-    }
-
-    /// `NonFinite` naming this pattern.
-    fn non_finite(&self, what: &'static str, value: f64) -> FieldError {
-        FieldError::NonFinite { id: self.id, key: self.key.clone(), what, value }
-    }
-}
 
 /// A query hit.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -53,6 +53,7 @@
 
 mod config;
 mod error;
+pub mod field;
 pub mod log;
 pub mod messages;
 pub mod pattern;
@@ -62,8 +63,9 @@ mod storage;
 pub mod telemetry;
 pub mod threads;
 
+pub use field::{Field, FieldConfig, FieldError, Hit, Injected, Stability};
 pub use messages::{Merge, MessagePassing};
-pub use pattern::{Field, FieldConfig, FieldError, Hit, Injected, Pattern, Stability};
+pub use pattern::Pattern;
 pub use port::{
     ContextId, Entry, FieldContexts, FieldSession, Found, PortError, PortOp, PortReply, SharedContextPort, Submitted,
 };

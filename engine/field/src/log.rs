@@ -7,7 +7,7 @@
 //! it; [`crate::replay`] re-applies the phases to a fresh field and checks
 //! every step.
 
-use crate::pattern::{Field, FieldConfig, FieldError, Pattern};
+use crate::field::{Field, FieldConfig, FieldError, Pattern};
 use engine::clock::SimTime;
 use engine::digest::Digest;
 use engine::store::frame::{Format, FrameWriter};

@@ -2,8 +2,8 @@
 //! adapter (the baseline) is [`crate::messages`]. A mission picks one;
 //! both pass the same contract tests, here.
 
+use crate::field::{Field, FieldConfig, FieldError};
 use crate::log::{EventLog, OpEvent, OpRecord, OutcomeRecord, PhaseEvent};
-use crate::pattern::{Field, FieldConfig, FieldError};
 use crate::telemetry::{Telemetry, TelemetryReport};
 use engine::clock::SimTime;
 use serde::{Deserialize, Serialize};

@@ -2,8 +2,8 @@
 //! field through the field adapter, step by step, each checked against the
 //! digest and outcomes the log recorded.
 
+use crate::field::{Field, FieldError};
 use crate::log::{files_err, read_log, OpRecord};
-use crate::pattern::{Field, FieldError};
 use crate::port::{outcome_record, FieldContexts, FieldSession, PortOp, SharedContextPort, Submitted};
 use engine::digest::Digest;
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,7 @@
 //! timeline point after every phase. [`Telemetry::report`] turns them, with
 //! the field's final state, into the JSON the CLI prints.
 
-use crate::pattern::{ratio_of, Field, FieldError, Stability};
+use crate::field::{ratio_of, Field, FieldError, Stability};
 use engine::clock::SimTime;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
