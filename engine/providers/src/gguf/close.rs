@@ -28,6 +28,7 @@
 //! the schema allows: a close is a repair, counted in
 //! [`super::Throughput::closes`], not an answer.
 
+use super::GgufError;
 use llguidance::Matcher;
 use toktrie::{SimpleVob, TokTrie, TokenId};
 
@@ -97,20 +98,15 @@ impl Closer {
 
     /// The tokens that end the reply from `matcher`'s state (`track` being
     /// where its bytes stand), walked on a copy of the matcher.
-    pub(crate) fn close(&self, matcher: &Matcher, track: Track, trie: &TokTrie) -> Result<Vec<TokenId>, String> {
+    pub fn close(&self, matcher: &Matcher, track: Track, trie: &TokTrie) -> Result<Vec<TokenId>, GgufError> {
         let mut m = matcher.deep_clone();
-        self.walk(&mut m, track, trie, |_, _| false)
+        self.walk(&mut m, track, trie, |_, _| false).map_err(GgufError::Decode)
     }
 
     /// The tokens that end the current string, consumed by `matcher`
     /// itself (decoding goes on after them).
-    pub(crate) fn close_string(
-        &self,
-        matcher: &mut Matcher,
-        track: Track,
-        trie: &TokTrie,
-    ) -> Result<Vec<TokenId>, String> {
-        self.walk(matcher, track, trie, |t, _| !t.in_string)
+    pub fn close_string(&self, matcher: &mut Matcher, track: Track, trie: &TokTrie) -> Result<Vec<TokenId>, GgufError> {
+        self.walk(matcher, track, trie, |t, _| !t.in_string).map_err(GgufError::Decode)
     }
 
     fn walk(

@@ -401,7 +401,7 @@ impl Decoder<'_> {
                 if track.in_string && track.string_tokens >= room {
                     // A string at its room in tokens is closed here, and
                     // decoding goes on after it.
-                    let closing = self.closer.close_string(m, track, trie)?;
+                    let closing = self.closer.close_string(m, track, trie).map_err(|e| e.to_string())?;
                     closing.iter().for_each(|t| track.push(trie.token(*t)));
                     session.counts.completion_tokens += closing.len() as u64;
                     super::count_close(false);
@@ -414,7 +414,7 @@ impl Decoder<'_> {
                 }
                 let left = limit.saturating_sub(out.len());
                 if left <= HORIZON {
-                    let closing = self.closer.close(m, track, trie)?;
+                    let closing = self.closer.close(m, track, trie).map_err(|e| e.to_string())?;
                     if closing.len() >= left {
                         // No room for a sampled token and its close (or,
                         // from the first token, the limit is below the
@@ -444,7 +444,9 @@ impl Decoder<'_> {
                 let mut then = track;
                 then.push(trie.token(token));
                 let left = limit.saturating_sub(out.len());
-                if token != self.vocab.eos && 1 + self.closer.close(&after, then, trie)?.len() > left {
+                if token != self.vocab.eos
+                    && 1 + self.closer.close(&after, then, trie).map_err(|e| e.to_string())?.len() > left
+                {
                     self.finish_with(m, session, &mut out, closing)?;
                     break;
                 }
