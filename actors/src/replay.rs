@@ -39,41 +39,6 @@ impl std::fmt::Display for Divergence {
     }
 }
 
-fn outcome_diff(a: &Outcome, b: &Outcome) -> Vec<&'static str> {
-    let mut d = Vec::new();
-    if a.stimulus != b.stimulus || a.exposure != b.exposure {
-        d.push("stimulus");
-    }
-    if a.status != b.status {
-        d.push("status");
-    }
-    if a.retrieved != b.retrieved {
-        d.push("retrieved memory ids");
-    }
-    if a.prompt != b.prompt {
-        d.push("prompt");
-    }
-    if a.reaction != b.reaction {
-        d.push("reaction");
-    }
-    if a.reflection != b.reflection {
-        d.push("reflection");
-    }
-    if a.probes != b.probes {
-        d.push("probe answers");
-    }
-    if a.memories != b.memories {
-        d.push("new memory ids");
-    }
-    if a.chat_calls.iter().map(|c| (&c.request, &c.reply)).ne(b.chat_calls.iter().map(|c| (&c.request, &c.reply))) {
-        d.push("chat calls");
-    }
-    if a.spend != b.spend {
-        d.push("costs");
-    }
-    d
-}
-
 /// What two ticks are compared on: a recorded frame or a re-run's report.
 pub struct TickView<'a> {
     /// Tick number.
@@ -145,12 +110,13 @@ pub fn compare_ticks(a: TickView<'_>, b: TickView<'_>, names: (&str, &str)) -> O
                     .map(|c| (&c.request, &c.reply))
                     .eq(b.chat_calls.iter().map(|c| (&c.request, &c.reply)))
         },
-        |a, b| outcome_diff(a, b).is_empty(),
+        |a, b| a.digests_as(b),
     ];
     for same in stages {
         if let Some((x, y)) = a.outcomes.iter().zip(b.outcomes).find(|(x, y)| !same(x, y)) {
-            let d = outcome_diff(x, y);
-            return div(Some(x.persona), format!("job {} ({}) differs in: {}", x.position, x.stimulus, d.join(", ")));
+            let d: Vec<&str> = x.differences(y).iter().map(|f| f.name()).collect();
+            let d = if d.is_empty() { "a value the digests do not cover".to_string() } else { d.join(", ") };
+            return div(Some(x.persona), format!("job {} ({}) differs in: {d}", x.position, x.stimulus));
         }
     }
     for (p, (x, y)) in a.persona_digests.iter().zip(b.persona_digests).enumerate() {

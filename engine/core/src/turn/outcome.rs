@@ -155,83 +155,224 @@ impl Outcome {
 
     /// Feeds the content of the outcome (not its costs) into `w`.
     fn write_content(&self, w: &mut DigestWriter) {
-        w.u32(self.position).u32(self.persona).str(&self.stimulus).u32(self.exposure);
-        match &self.status {
-            Status::Ok => w.u8(0),
-            Status::Failed { stage, reason } => w.u8(1).u8(stage.digest_code()).str(reason),
-            Status::Refused { reason } => w.u8(2).str(reason),
-        };
-        w.u32(self.retrieved.len() as u32);
-        for id in &self.retrieved {
-            w.u32(id.persona).u32(id.seq);
-        }
-        match &self.prompt {
-            Some(d) => w.u8(1).digest(d),
-            None => w.u8(0),
-        };
-        if let Some(r) = &self.reaction {
-            w.u8(1).str(&r.text).f32(r.sentiment).u8(r.intent).u8(r.importance);
-        } else {
-            w.u8(0);
-        }
-        if let Some(r) = &self.reflection {
-            w.u8(1).u8(u8::from(r.fallback)).u32(r.insights.len() as u32);
-            for (text, imp) in &r.insights {
-                w.str(text).u8(*imp);
-            }
-        } else {
-            w.u8(0);
-        }
-        w.u32(self.probes.len() as u32);
-        for p in &self.probes {
-            w.str(&p.id);
-            match &p.reply {
-                Some(r) => w.u8(1).u8(r.answer).str(&r.why),
-                None => w.u8(0),
-            };
-        }
-        w.u32(self.memories.len() as u32);
-        for id in &self.memories {
-            w.u32(id.seq);
-        }
-        w.u32(self.chat_calls.len() as u32);
-        for c in &self.chat_calls {
-            w.u8(c.purpose.digest_code()).u32(c.attempt).digest(&c.request).str(&c.reply);
-            match &c.failed {
-                Some(why) => w.u8(1).str(why),
-                None => w.u8(0),
-            };
-        }
-        // Only runs that measure SSR (a content setting, in the genesis
-        // digest) write it, so the digests of runs without it stay put.
-        if let Some(r) = &self.ssr {
-            w.u8(1);
-            r.pmf.iter().for_each(|p| {
-                w.f64(*p);
-            });
-            w.f64(r.expected);
-        }
+        Field::CONTENT.iter().for_each(|f| self.write_field(*f, w));
     }
 
     /// Feeds the costs of the outcome into `w`.
     fn write_costs(&self, w: &mut DigestWriter) {
-        for s in [self.spend.chat, self.spend.retrieval_embedding_estimate, self.spend.memory_embedding_estimate] {
-            w.u64(s.input_tokens).u64(s.output_tokens).u64(s.nano_usd);
-        }
-        // Transport attempts: a call that succeeded only on a retry differs
-        // here and not in `digest`. Endpoint, model id and latency depend on
-        // routing and the wall clock and stay out.
-        for c in &self.chat_calls {
-            w.u32(c.attempts.len() as u32);
-            for a in &c.attempts {
-                w.u32(a.attempt);
-                match &a.error {
-                    Some((class, message)) => w.u8(class.digest_code()).str(message),
+        Field::COSTS.iter().for_each(|f| self.write_field(*f, w));
+    }
+
+    /// The fields in which `self` and `other` differ, as the digests see
+    /// them (content first, then costs): empty exactly when both digests
+    /// would take the same bytes from the two. Replay names a divergence
+    /// by them, so a field the digests cover is never left unnamed.
+    pub fn differences(&self, other: &Outcome) -> Vec<Field> {
+        let bytes = |o: &Outcome, f: Field| {
+            let mut w = DigestWriter::new("outcome field");
+            o.write_field(f, &mut w);
+            w.finish()
+        };
+        Field::CONTENT.iter().chain(&Field::COSTS).copied().filter(|f| bytes(self, *f) != bytes(other, *f)).collect()
+    }
+
+    /// Whether the digests take the same bytes from `self` and `other`
+    /// (one hash of each; [`Outcome::differences`] says where they differ).
+    pub fn digests_as(&self, other: &Outcome) -> bool {
+        let all = |o: &Outcome| {
+            let mut w = DigestWriter::new("outcome");
+            o.write_content(&mut w);
+            o.write_costs(&mut w);
+            w.finish()
+        };
+        all(self) == all(other)
+    }
+
+    /// Feeds one field into `w`. The content digest takes
+    /// [`Field::CONTENT`] in order, the full digest [`Field::COSTS`].
+    fn write_field(&self, field: Field, w: &mut DigestWriter) {
+        match field {
+            Field::Job => {
+                w.u32(self.position).u32(self.persona);
+            }
+            Field::Stimulus => {
+                w.str(&self.stimulus).u32(self.exposure);
+            }
+            Field::Status => {
+                match &self.status {
+                    Status::Ok => w.u8(0),
+                    Status::Failed { stage, reason } => w.u8(1).u8(stage.digest_code()).str(reason),
+                    Status::Refused { reason } => w.u8(2).str(reason),
+                };
+            }
+            Field::Retrieved => {
+                w.u32(self.retrieved.len() as u32);
+                for id in &self.retrieved {
+                    w.u32(id.persona).u32(id.seq);
+                }
+            }
+            Field::Prompt => {
+                match &self.prompt {
+                    Some(d) => w.u8(1).digest(d),
                     None => w.u8(0),
                 };
-                w.u64(a.spend.input_tokens).u64(a.spend.output_tokens).u64(a.spend.nano_usd);
+            }
+            Field::Reaction => {
+                if let Some(r) = &self.reaction {
+                    w.u8(1).str(&r.text).f32(r.sentiment).u8(r.intent).u8(r.importance);
+                } else {
+                    w.u8(0);
+                }
+            }
+            Field::Reflection => {
+                if let Some(r) = &self.reflection {
+                    w.u8(1).u8(u8::from(r.fallback)).u32(r.insights.len() as u32);
+                    for (text, imp) in &r.insights {
+                        w.str(text).u8(*imp);
+                    }
+                } else {
+                    w.u8(0);
+                }
+            }
+            Field::Probes => {
+                w.u32(self.probes.len() as u32);
+                for p in &self.probes {
+                    w.str(&p.id);
+                    match &p.reply {
+                        Some(r) => w.u8(1).u8(r.answer).str(&r.why),
+                        None => w.u8(0),
+                    };
+                }
+            }
+            Field::Memories => {
+                w.u32(self.memories.len() as u32);
+                for id in &self.memories {
+                    w.u32(id.seq);
+                }
+            }
+            Field::ChatCalls => {
+                w.u32(self.chat_calls.len() as u32);
+                for c in &self.chat_calls {
+                    w.u8(c.purpose.digest_code()).u32(c.attempt).digest(&c.request).str(&c.reply);
+                    match &c.failed {
+                        Some(why) => w.u8(1).str(why),
+                        None => w.u8(0),
+                    };
+                }
+            }
+            Field::Ssr => {
+                // Only runs that measure SSR (a content setting, in the
+                // genesis digest) write it, so the digests of runs without
+                // it stay put.
+                if let Some(r) = &self.ssr {
+                    w.u8(1);
+                    r.pmf.iter().for_each(|p| {
+                        w.f64(*p);
+                    });
+                    w.f64(r.expected);
+                }
+            }
+            Field::Spend => {
+                for s in
+                    [self.spend.chat, self.spend.retrieval_embedding_estimate, self.spend.memory_embedding_estimate]
+                {
+                    w.u64(s.input_tokens).u64(s.output_tokens).u64(s.nano_usd);
+                }
+            }
+            Field::Attempts => {
+                // Transport attempts: a call that succeeded only on a retry
+                // differs here and not in `digest`. Endpoint, model id and
+                // latency depend on routing and the wall clock and stay out.
+                for c in &self.chat_calls {
+                    w.u32(c.attempts.len() as u32);
+                    for a in &c.attempts {
+                        w.u32(a.attempt);
+                        match &a.error {
+                            Some((class, message)) => w.u8(class.digest_code()).str(message),
+                            None => w.u8(0),
+                        };
+                        w.u64(a.spend.input_tokens).u64(a.spend.output_tokens).u64(a.spend.nano_usd);
+                    }
+                }
             }
         }
+    }
+}
+
+/// A part of an [`Outcome`] as the tick digests cover it. Replay names a
+/// divergence by these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// The job's position and persona.
+    Job,
+    /// The stimulus and its exposure number.
+    Stimulus,
+    /// How the job ended.
+    Status,
+    /// The memories retrieved.
+    Retrieved,
+    /// The reaction prompt's digest.
+    Prompt,
+    /// The parsed reaction.
+    Reaction,
+    /// The reflection.
+    Reflection,
+    /// The probe answers.
+    Probes,
+    /// The memories the job created.
+    Memories,
+    /// The chat calls' requests, replies and failures.
+    ChatCalls,
+    /// The semantic similarity rating.
+    Ssr,
+    /// The job's costs.
+    Spend,
+    /// The chat calls' transport attempts.
+    Attempts,
+}
+
+impl Field {
+    /// What the content digest covers, in the order it takes them.
+    pub const CONTENT: [Field; 11] = [
+        Field::Job,
+        Field::Stimulus,
+        Field::Status,
+        Field::Retrieved,
+        Field::Prompt,
+        Field::Reaction,
+        Field::Reflection,
+        Field::Probes,
+        Field::Memories,
+        Field::ChatCalls,
+        Field::Ssr,
+    ];
+
+    /// What only the full digest covers, in its order.
+    pub const COSTS: [Field; 2] = [Field::Spend, Field::Attempts];
+
+    /// The field's name in a message.
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Job => "job position or persona",
+            Field::Stimulus => "stimulus",
+            Field::Status => "status",
+            Field::Retrieved => "retrieved memory ids",
+            Field::Prompt => "prompt",
+            Field::Reaction => "reaction",
+            Field::Reflection => "reflection",
+            Field::Probes => "probe answers",
+            Field::Memories => "new memory ids",
+            Field::ChatCalls => "chat calls",
+            Field::Ssr => "SSR rating",
+            Field::Spend => "costs",
+            Field::Attempts => "transport attempts",
+        }
+    }
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -433,5 +574,44 @@ mod tests {
         assert_eq!(first_time.digest, on_retry.digest, "the content is the same");
         assert_ne!(first_time.full_digest, on_retry.full_digest, "the retry is recorded");
         assert_eq!(first_time, chain(answered(vec![ok(0, "b", 999)])), "endpoint and latency are not digested");
+    }
+
+    #[test]
+    fn a_change_to_any_digested_field_is_named_and_only_that_field() {
+        let base = answered(vec![ChatAttempt::default()]);
+        let changes: [(Field, fn(&mut Outcome)); 13] = [
+            (Field::Job, |o| o.position += 1),
+            (Field::Stimulus, |o| o.exposure += 1),
+            (Field::Status, |o| o.status = Status::Refused { reason: "no".into() }),
+            (Field::Retrieved, |o| o.retrieved.push(MemoryId { persona: 0, seq: 3 })),
+            (Field::Prompt, |o| o.prompt = Some(Digest::default())),
+            (Field::Reaction, |o| {
+                o.reaction = Some(Reaction { text: "t".into(), sentiment: 0.5, intent: 4, importance: 2 })
+            }),
+            (Field::Reflection, |o| o.reflection = Some(ReflectionResult { fallback: true, insights: vec![] })),
+            (Field::Probes, |o| o.probes.push(ProbeAnswer { id: "p".into(), reply: None })),
+            (Field::Memories, |o| o.memories.push(MemoryId { persona: 0, seq: 1 })),
+            (Field::ChatCalls, |o| o.chat_calls[0].reply = "other".into()),
+            (Field::Ssr, |o| {
+                let pmf = [0.2; crate::intent::POINTS];
+                o.ssr = Some(crate::intent::SsrRating { pmf, expected: 3.0, cost: Spend::default() })
+            }),
+            (Field::Spend, |o| o.spend.chat.output_tokens += 1),
+            (Field::Attempts, |o| o.chat_calls[0].attempts[0].attempt = 2),
+        ];
+        let all: Vec<Field> = Field::CONTENT.iter().chain(&Field::COSTS).copied().collect();
+        assert_eq!(all, changes.iter().map(|c| c.0).collect::<Vec<_>>(), "every field has a change here");
+        assert!(base.digests_as(&base.clone()) && base.differences(&base.clone()).is_empty());
+        for (field, change) in changes {
+            let mut other = base.clone();
+            change(&mut other);
+            assert_eq!(base.differences(&other), vec![field], "{field}");
+            assert!(!base.digests_as(&other), "{field}");
+            let (a, b) = (TickDigests::default(), TickDigests::default());
+            let (a, b) = (a.chain(1, &[base.clone()], &[], &[]), b.chain(1, &[other], &[], &[]));
+            let content = Field::CONTENT.contains(&field);
+            assert_eq!(a.digest != b.digest, content, "{field} reaches the content digest exactly when listed there");
+            assert_ne!(a.full_digest, b.full_digest, "{field} reaches the full digest");
+        }
     }
 }
