@@ -10,6 +10,12 @@ pub trait Progress: Send + Sync {
     /// that show its transport's activity (requests in flight, retries,
     /// spend). Ignored by default.
     fn watch_chat(&self, _chat: std::sync::Arc<dyn engine::chat::ChatPort>) {}
+
+    /// A line for the person running it (a warning, what was resumed or
+    /// cleared). On stderr by default, whether or not progress is shown.
+    fn note(&self, text: &str) {
+        eprintln!("{text}");
+    }
 }
 
 /// Discards progress.

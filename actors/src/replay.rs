@@ -147,7 +147,7 @@ pub fn compare_ticks(a: TickView<'_>, b: TickView<'_>, names: (&str, &str)) -> O
 /// by tick: `None` when every committed tick and the end agree. Reads both
 /// traces a tick at a time.
 pub fn first_divergence(a: &std::path::Path, b: &std::path::Path, names: (&str, &str)) -> Result<Option<Divergence>> {
-    use engine::store::trace::frame::open_records;
+    use engine::store::trace::file::open_records;
     use engine::store::trace::Record;
     let (mut ra, mut rb) = (open_records(a)?, open_records(b)?);
     let mut last = 0;

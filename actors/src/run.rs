@@ -127,7 +127,7 @@ pub async fn run(
 ) -> Result<RunResult> {
     check_spec(&spec)?;
     let started = Instant::now();
-    let (shared, genesis, mut summary) = prepare(spec)?;
+    let (shared, genesis, mut summary) = set_up(spec)?;
     progress.watch_chat(Arc::clone(&shared.run.chat));
     let mut panel = Panel::spawn(&shared, progress, genesis).await?;
     let coordinator = panel.coordinator().expect("Panel::spawn starts the coordinator or fails; this is a bug");
@@ -197,7 +197,7 @@ fn check_spec(spec: &RunSpec) -> Result<()> {
 }
 
 /// What a run shares with its actors, and what only the driver reads.
-struct Prepared {
+struct Setup {
     run: Arc<RunShared>,
     ticks_asked: u32,
     budget: Option<u64>,
@@ -208,7 +208,7 @@ struct Prepared {
 /// The ports (default ones only for what the caller did not supply: a
 /// replay never constructs a live provider, nor reads its key), the shared
 /// inputs, the genesis digests and the empty summary.
-fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
+fn set_up(spec: RunSpec) -> Result<(Setup, TickDigests, RunSummary)> {
     let cfg = &spec.config;
     let (embedder, chat) = match (spec.embedder, spec.chat) {
         (Some(e), Some(c)) => (Some(e), c),
@@ -278,7 +278,7 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
         chat,
         strategy: spec.strategy,
     });
-    let prepared = Prepared {
+    let setup = Setup {
         run,
         ticks_asked: spec.ticks,
         budget: match spec.shard {
@@ -288,7 +288,7 @@ fn prepare(spec: RunSpec) -> Result<(Prepared, TickDigests, RunSummary)> {
         interrupt: spec.interrupt.clone(),
         replayed_ticks: spec.replayed_ticks,
     };
-    Ok((prepared, genesis, summary))
+    Ok((setup, genesis, summary))
 }
 
 /// Every actor of a run: the supervisor, the persona hosts under it and
@@ -309,7 +309,7 @@ impl Panel {
     /// Starts the supervisor, the persona hosts and the coordinator, which
     /// holds every persona's starting state. A failed spawn stops whatever
     /// started.
-    async fn spawn(shared: &Prepared, progress: Arc<dyn Progress>, genesis: TickDigests) -> Result<Panel> {
+    async fn spawn(shared: &Setup, progress: Arc<dyn Progress>, genesis: TickDigests) -> Result<Panel> {
         let shared = &shared.run;
         let supervisor = Actor::spawn(None, PanelSupervisor, ())
             .await
@@ -395,7 +395,7 @@ impl Drop for Panel {
 async fn drive(
     coordinator: &ActorRef<TurnMsg>,
     summary: &mut RunSummary,
-    shared: &Prepared,
+    shared: &Setup,
     on_tick: &mut impl FnMut(TickReport) -> Result<()>,
 ) -> Result<()> {
     let (ticks, budget) = (shared.ticks_asked, shared.budget);

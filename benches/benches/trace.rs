@@ -18,7 +18,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use engine::config::Config;
 use engine::persona::profile::DEFAULT_TRAITS;
 use engine::scenario::BUILTIN;
-use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::file::read_trace_file;
 use engine::store::trace::record::FORMAT_VERSION;
 use engine::store::trace::{Header, Record, TraceWriter};
 use std::path::{Path, PathBuf};

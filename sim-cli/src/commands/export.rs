@@ -8,7 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 #[cfg(test)]
 use engine::persona::profile::generate;
 use engine::persona::profile::{draw_from, Profile, Traits};
-use engine::store::trace::frame::open_records;
+use engine::store::trace::file::open_records;
 use engine::store::trace::Record;
 use engine::turn::{Outcome, Status};
 use std::io::Write;

@@ -9,7 +9,7 @@ use engine::embed::Strategy;
 use engine::persona::profile::label;
 use engine::persona::MemoryKind;
 use engine::report::Distribution;
-use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::file::read_trace_file;
 use engine::store::trace::{ReadTrace, Split, TickFrame};
 use engine::turn::Status;
 use engine::turn::{ProbeAnswer, ReflectionResult, Stage};

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use engine::clock::SimTime;
 use engine::maintenance::{MemoryWorld, Op};
 use engine::memory::{Change, ConsolidationConfig, RecordId, Tier, Version};
-use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::file::read_trace_file;
 use engine::store::trace::ReadTrace;
 use serde::Serialize;
 use std::collections::BTreeMap;

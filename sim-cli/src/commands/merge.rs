@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::report::RunSummary;
 use engine::shard::Shard;
-use engine::store::trace::frame::{open_records_buffered, outline, Outline};
+use engine::store::trace::file::{open_records_buffered, outline, Outline};
 use engine::store::trace::record::ShardTick;
 use engine::store::trace::spill::TickSpill;
 use engine::store::trace::{Header, Record, RunEnd, Split, TraceWriter};

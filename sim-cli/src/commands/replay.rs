@@ -6,7 +6,7 @@ use actors::replay::rerun;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::digest::Digest;
-use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::file::read_trace_file;
 use serde::Serialize;
 use std::path::PathBuf;
 

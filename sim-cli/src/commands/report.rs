@@ -7,7 +7,7 @@ use crate::prelude::trace_path;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::report::analysis::{Analysis, Builder, Dist, Picker, Segments, TRAITS};
-use engine::store::trace::frame::open_records;
+use engine::store::trace::file::open_records;
 use engine::store::trace::Record;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -15,7 +15,7 @@ use engine::persona::Traits;
 use engine::report::RunSummary;
 use engine::scenario::{Scenario, BUILTIN};
 use engine::shard::Shard;
-use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::file::read_trace_file;
 use engine::store::trace::{Header, Record, RunEnd, Split, TraceWriter};
 use engine::turn::TickDigests;
 use std::path::Path;
@@ -403,7 +403,7 @@ fn clear_unstarted(dir: &Path) -> Result<()> {
 /// describes, before a shard command resumes it.
 fn same_shard(dir: &Path, header: &Header, shard: Shard) -> Result<()> {
     let path = dir.join("trace.bin");
-    let mut records = engine::store::trace::frame::open_records(&path)?;
+    let mut records = engine::store::trace::file::open_records(&path)?;
     let mut recorded = None;
     let mut split = None;
     for _ in 0..2 {

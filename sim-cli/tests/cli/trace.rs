@@ -1,5 +1,5 @@
 use crate::support::{scratch, sim, stderr};
-use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::file::read_trace_file;
 use engine::store::trace::{Record, TraceWriter};
 use std::io::{Read, Write};
 use std::path::Path;

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 /// The largest frame payload, in bytes; anything above this is corruption.
 /// Traces write a large tick in parts far below it
-/// ([`crate::store::trace::frame::PART_BYTES`]).
+/// ([`crate::store::trace::file::PART_BYTES`]).
 pub const MAX_FRAME: u64 = 1 << 30;
 /// Magic plus the little-endian format version.
 pub const PREAMBLE: u64 = 12;

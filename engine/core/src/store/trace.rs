@@ -15,11 +15,11 @@
 
 pub mod audit;
 pub mod cassette;
-pub mod frame;
+pub mod file;
 pub mod record;
 pub mod spill;
 pub mod wal;
 
 pub use cassette::{CassetteChat, CassetteEmbedder, EmbedRecorder};
-pub use frame::{read_trace, read_trace_file, ReadTrace, Torn, TraceWriter, TRACE};
+pub use file::{read_trace, read_trace_file, ReadTrace, Torn, TraceWriter, TRACE};
 pub use record::{EmbedExchange, Header, MemoryEvent, Record, RunEnd, Split, TickFrame};

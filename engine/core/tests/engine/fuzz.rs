@@ -15,7 +15,7 @@ use engine::config::RawConfig;
 use engine::persona::Traits;
 use engine::scenario::{Scenario, BUILTIN};
 use engine::store::frame::push_frame;
-use engine::store::trace::frame::read_trace;
+use engine::store::trace::file::read_trace;
 use engine::store::trace::{Record, TRACE};
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -43,7 +43,7 @@ fn read_both(data: &[u8]) {
 fn file_of(payloads: &[Vec<u8>]) -> Vec<u8> {
     let mut data = TRACE.preamble().to_vec();
     for p in payloads {
-        push_frame(&mut data, &engine::store::trace::frame::packed(p)).expect("a small frame");
+        push_frame(&mut data, &engine::store::trace::file::packed(p)).expect("a small frame");
     }
     data
 }
@@ -103,7 +103,7 @@ proptest! {
         payloads in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..512), 0..5),
     ) {
         let mut data = TRACE.preamble().to_vec();
-        push_frame(&mut data, &engine::store::trace::frame::packed(&encoded(&Record::Header(Box::new(header()))))).expect("frame");
+        push_frame(&mut data, &engine::store::trace::file::packed(&encoded(&Record::Header(Box::new(header()))))).expect("frame");
         for p in &payloads {
             push_frame(&mut data, p).expect("a small frame");
         }

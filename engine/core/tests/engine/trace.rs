@@ -8,7 +8,7 @@ use engine::memory::Change;
 use engine::persona::MemoryId;
 use engine::rng::{Purpose, Stream};
 use engine::store::frame::PREAMBLE;
-use engine::store::trace::frame::read_trace;
+use engine::store::trace::file::read_trace;
 use engine::store::trace::record::{Vectors, FORMAT_VERSION};
 use engine::store::trace::{read_trace_file, EmbedExchange, Header, Record, RunEnd, TickFrame, TraceWriter};
 use engine::turn::{Outcome, TickDigests};
@@ -66,7 +66,7 @@ pub(crate) fn tick(t: u32) -> TickFrame {
 /// Writes a finished three-tick trace; returns its path and the byte offset
 /// of every frame, with the file length last.
 fn sample(name: &str) -> (PathBuf, Vec<u64>) {
-    sample_in_parts(name, engine::store::trace::frame::PART_BYTES)
+    sample_in_parts(name, engine::store::trace::file::PART_BYTES)
 }
 
 /// [`sample`], with ticks split into parts of at most `part_bytes`.
@@ -249,7 +249,7 @@ fn parts_without_their_commit_are_a_tail_that_resume_cuts() {
     let mut commits = Vec::new();
     let mut frames = engine::store::frame::open(&path, &engine::store::trace::TRACE).expect("open");
     while let Some(f) = frames.next_frame().expect("frames") {
-        let payload = engine::store::trace::frame::unpack(&f.payload).expect("a compressed frame");
+        let payload = engine::store::trace::file::unpack(&f.payload).expect("a compressed frame");
         if let Ok(Record::TickCommit(_)) = engine::store::codec::decode::<Record>(&payload) {
             commits.push(frames.valid_len());
         }

@@ -5,7 +5,7 @@
 use super::{args, clean, digests_of, shell, summary_of, Digests, Soak};
 use anyhow::{Context, Result};
 use engine::rng::{Purpose, Stream};
-use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::file::read_trace_file;
 use engine::turn::TickDigests;
 use serde::Serialize;
 use std::path::Path;

@@ -5,7 +5,7 @@ use super::{args, clean, digests_of, shell, summary_of, Soak};
 use anyhow::Result;
 use engine::rng::{Purpose, Stream};
 use engine::store::trace::audit::audit;
-use engine::store::trace::frame::read_trace_file;
+use engine::store::trace::file::read_trace_file;
 use serde::Serialize;
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;

@@ -36,7 +36,7 @@ pub fn spend_layout(version: u32) -> crate::cost::Layout {
 }
 
 /// From this format on, every frame's payload is LZ4-compressed (block
-/// format, uncompressed size prepended); see [`crate::store::trace::frame`].
+/// format, uncompressed size prepended); see [`crate::store::trace::file`].
 pub const COMPRESSED_FROM: u32 = 5;
 
 /// The oldest trace format this engine reads.

@@ -4,7 +4,7 @@
 //! encoded from those files into the trace. A merge of shards
 //! (`sim-cli merge`) holds one tick of one shard at a time this way.
 
-use super::frame::TraceWriter;
+use super::file::TraceWriter;
 use super::record::TickFrame;
 use crate::digest::Digest;
 use crate::error::{Error, Result};
