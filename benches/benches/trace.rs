@@ -69,7 +69,7 @@ fn trace(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let dir: PathBuf = std::env::temp_dir().join(format!("sim-bench-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("trace.bin");
+    let path = runs::RunDir::at(&dir).trace();
     run_once(&rt, Some(&path));
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     eprintln!(

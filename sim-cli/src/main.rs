@@ -145,6 +145,9 @@ fn report(e: &anyhow::Error) -> ExitCode {
 /// Whether an error of the libraries' own types is the caller's fault
 /// (`None` for any other error).
 fn caller_fault(e: &(dyn std::error::Error + 'static)) -> Option<bool> {
+    if let Some(e) = e.downcast_ref::<runs::Error>() {
+        return Some(e.is_caller_fault());
+    }
     if let Some(e) = e.downcast_ref::<actors::Error>() {
         return Some(e.is_caller_fault());
     }

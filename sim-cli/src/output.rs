@@ -1,132 +1,9 @@
-//! Run directories and what is printed.
+//! What is printed: summaries and the scenario list.
 
-use actors::coordinator::TickReport;
-use anyhow::{bail, Context, Result};
-use engine::config::Config;
 use engine::report::RunSummary;
 use engine::scenario::{Scenario, BUILTIN};
-use engine::store::trace::{Header, Split, TraceWriter};
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
-
-/// The first of `base`, `base-2`, `base-3`, ... that does not exist: the
-/// default output directory of `run`, `experiment` and `field simulate`,
-/// so that a second run never trips over the first.
-pub fn fresh_dir(base: &str) -> PathBuf {
-    let mut candidate = PathBuf::from(base);
-    let mut k = 2;
-    while candidate.exists() {
-        candidate = PathBuf::from(format!("{base}-{k}"));
-        k += 1;
-    }
-    candidate
-}
-
-/// A run directory that this run owns.
-pub struct OutputDir {
-    path: PathBuf,
-}
-
-fn is_empty_dir(p: &Path) -> bool {
-    std::fs::read_dir(p).map(|mut d| d.next().is_none()).unwrap_or(false)
-}
-
-impl OutputDir {
-    /// Creates the run directory: `out` if given (it must not exist or be
-    /// empty), else the first free `runs/<scenario>-s<seed>-<N>x<T>[-k]`.
-    pub fn create(out: Option<&Path>, scenario: &str, seed: u64, personas: u32, ticks: u32) -> Result<OutputDir> {
-        let path = match out {
-            Some(p) => {
-                if p.join("trace.bin").exists() {
-                    bail!(
-                        "output directory {} already holds a run (trace.bin), and a run is never overwritten. If it was \
-                         interrupted, continue it with `sim-cli run --resume {}`; otherwise choose another --out",
-                        p.display(),
-                        p.display()
-                    );
-                }
-                if p.exists() && !(p.is_dir() && is_empty_dir(p)) {
-                    bail!(
-                        "output directory {} already exists and is not empty; a run is never overwritten. Choose another --out or remove it",
-                        p.display()
-                    );
-                }
-                p.to_path_buf()
-            }
-            None => fresh_dir(&format!("runs/{scenario}-s{seed}-{personas}x{ticks}")),
-        };
-        std::fs::create_dir_all(&path).with_context(|| format!("cannot create output directory {}", path.display()))?;
-        let probe = path.join(".write-test");
-        File::create(&probe).with_context(|| format!("output directory {} is not writable", path.display()))?;
-        let _ = std::fs::remove_file(&probe);
-        Ok(OutputDir { path })
-    }
-
-    /// A run directory that already exists (for resume).
-    pub fn existing(path: &Path) -> OutputDir {
-        OutputDir { path: path.to_path_buf() }
-    }
-
-    /// Creates `trace.bin` with its header (and a shard's or a merge's
-    /// split record, in the same write).
-    pub fn create_trace(&self, header: &Header, split: Option<&Split>) -> Result<TraceWriter> {
-        Ok(TraceWriter::create_split(&self.path.join("trace.bin"), header, split)?)
-    }
-
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Writes the resolved configuration as `config.toml`.
-    pub fn write_config(&self, config: &Config) -> Result<()> {
-        let p = self.path.join("config.toml");
-        let text = format!("# Resolved configuration of this run; hash {}\n{}", config.hash(), config.to_toml());
-        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))
-    }
-
-    /// Writes `summary.json`, atomically: a run killed as it writes it
-    /// leaves the old file or none, never a part.
-    pub fn write_summary(&self, summary: &RunSummary) -> Result<()> {
-        let p = self.path.join("summary.json");
-        let text = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
-        Ok(engine::store::frame::write_atomic(&p, (text + "\n").as_bytes())?)
-    }
-
-    /// Opens `outcomes.jsonl`, one JSON outcome per line, written per tick,
-    /// when `write` is set; otherwise a writer that writes nothing.
-    pub fn outcome_writer(&self, write: bool) -> Result<OutcomeWriter> {
-        if !write {
-            return Ok(OutcomeWriter(None));
-        }
-        let path = self.path.join(OUTCOMES_FILE);
-        let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(OutcomeWriter(Some((path, BufWriter::new(file)))))
-    }
-}
-
-/// The most persona-turns for which `--outcomes auto` writes `outcomes.jsonl`.
-pub const AUTO_OUTCOMES_MAX_TURNS: u64 = 10_000;
-
-/// The outcomes file of a run directory.
-pub const OUTCOMES_FILE: &str = "outcomes.jsonl";
-
-/// Streams outcomes to `outcomes.jsonl`, or nowhere.
-pub struct OutcomeWriter(Option<(PathBuf, BufWriter<File>)>);
-
-impl OutcomeWriter {
-    /// Appends one tick's outcomes and flushes.
-    pub fn write_tick(&mut self, report: &TickReport) -> engine::Result<()> {
-        let Some((path, file)) = &mut self.0 else { return Ok(()) };
-        let err = |e: std::io::Error| engine::Error::Io { file: path.display().to_string(), source: e };
-        for o in &report.outcomes {
-            serde_json::to_writer(&mut *file, o).map_err(|e| err(e.into()))?;
-            file.write_all(b"\n").map_err(err)?;
-        }
-        file.flush().map_err(err)
-    }
-}
+use runs::dir::{AUTO_OUTCOMES_MAX_TURNS, OUTCOMES};
+use std::path::Path;
 
 fn thousands(n: u64) -> String {
     let s = n.to_string();
@@ -237,10 +114,10 @@ pub fn print_summary(s: &RunSummary) {
             "Next:        sim-cli report {0} (an HTML page of the run), sim-cli inspect {0}, sim-cli replay {0}",
             s.out_dir
         );
-        if !Path::new(&s.out_dir).join(OUTCOMES_FILE).exists() {
+        if !Path::new(&s.out_dir).join(OUTCOMES).exists() {
             println!(
-                "             {OUTCOMES_FILE} was not written (over {} persona-turns, or --outcomes never): \
-                 sim-cli export outcomes {} --out {OUTCOMES_FILE} writes it from the trace",
+                "             {OUTCOMES} was not written (over {} persona-turns, or --outcomes never): \
+                 sim-cli export outcomes {} --out {OUTCOMES} writes it from the trace",
                 thousands(AUTO_OUTCOMES_MAX_TURNS),
                 s.out_dir
             );

@@ -6,32 +6,17 @@
 use crate::progress::TerminalProgress;
 use actors::progress::{Progress, Silent};
 use anyhow::{bail, Context, Result};
-use engine::config::{Config, EmbeddingModel, Provider, RawConfig};
+use engine::config::{Config, EmbeddingModel, Provider};
 use engine::embed::check::{self, CheckReport, Similarity};
 use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
 use engine::persona::profile::label;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The configuration in `path` (the embedded defaults without one),
-/// resolved, with the identity of the models it names (the MiniLM weights'
-/// SHA-256, which loads the model; a GGUF file's SHA-256). A relative
-/// `[embedding.minilm] model_dir` or `[chat.gguf] model_file` is relative
-/// to the file's directory.
+/// The configuration in `path` (the embedded defaults without one), as
+/// [`runs::load_config`] reads it.
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
-    let Some(path) = path else { return Ok(Config::defaults()) };
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {name}"))?;
-    let mut raw = RawConfig::from_toml(&text, &name)?;
-    let base = path.parent().unwrap_or(std::path::Path::new("."));
-    for file in [&mut raw.embedding.minilm.model_dir, &mut raw.chat.gguf.model_file] {
-        if !file.is_empty() && std::path::Path::new(file.as_str()).is_relative() {
-            *file = base.join(file.as_str()).display().to_string();
-        }
-    }
-    let mut cfg = raw.resolve(&name)?;
-    providers::identify_models(&mut cfg).with_context(|| format!("config {name}"))?;
-    Ok(cfg)
+    Ok(runs::load_config(path.map(PathBuf::as_path))?)
 }
 
 /// Refuses `[chat] mode = "batch"` for a command that asks its questions
@@ -48,11 +33,7 @@ pub fn refuse_batch_mode(cfg: &Config, command: &str) -> Result<()> {
 
 /// A tokio runtime with `threads` workers (default: one per core).
 pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = threads {
-        builder.worker_threads(n as usize);
-    }
-    builder.enable_all().build().context("cannot start the async runtime")
+    Ok(runs::runtime(threads)?)
 }
 
 /// Terminal progress when stderr is a terminal, else silence.
@@ -67,11 +48,7 @@ pub fn progress(ticks: u32) -> (Option<Arc<TerminalProgress>>, Arc<dyn Progress>
 
 /// The trace file of a run directory (or the file itself).
 pub fn trace_path(arg: &Path) -> Result<PathBuf> {
-    let p = if arg.is_dir() { arg.join("trace.bin") } else { arg.to_path_buf() };
-    if !p.exists() {
-        bail!("{}: no trace here (expected a run directory holding trace.bin, or a trace file)", arg.display());
-    }
-    Ok(p)
+    Ok(runs::dir::trace_of(arg)?)
 }
 
 /// A persona named by index or label (`7` or `p-00007`) in a panel of `personas`.

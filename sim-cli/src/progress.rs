@@ -52,7 +52,8 @@ pub struct TerminalProgress {
 }
 
 impl TerminalProgress {
-    /// A reporter when stderr is a terminal; `None` when piped or quiet.
+    /// A reporter of a run of `ticks` ticks (0: not known) when stderr is a
+    /// terminal; `None` when piped or quiet.
     pub fn new(ticks: u32) -> Option<Self> {
         drawn().then(|| TerminalProgress {
             ticks,
@@ -87,8 +88,17 @@ impl Progress for TerminalProgress {
         });
     }
 
+    /// Printed above the bar, which is drawn again below it.
+    fn note(&self, text: &str) {
+        self.bar.suspend(|| eprintln!("{text}"));
+    }
+
     fn stage(&self, tick: u32, stage: &str, done: u64, total: u64) {
-        let head = if tick == 0 { "setup".to_string() } else { format!("tick {tick}/{}", self.ticks) };
+        let head = match (tick, self.ticks) {
+            (0, _) => "setup".to_string(),
+            (_, 0) => format!("tick {tick}"),
+            (_, n) => format!("tick {tick}/{n}"),
+        };
         self.bar.set_prefix(head);
         if let Ok(mut s) = self.stage.lock() {
             *s = stage.to_string();

@@ -183,7 +183,7 @@ pub fn resolve_topics(arg: &str) -> Result<Vec<Topic>> {
 /// The topic of `--from-run DIR`: built from the run's trace (no model
 /// call) by [`Topic::from_outcomes`].
 pub fn topic_from_run(dir: &Path) -> Result<Topic> {
-    let path = if dir.is_file() { dir.to_path_buf() } else { dir.join("trace.bin") };
+    let path = if dir.is_file() { dir.to_path_buf() } else { runs::RunDir::at(dir).trace() };
     let trace = read_trace_file(&path, false).with_context(|| format!("--from-run {}", dir.display()))?;
     let outcomes = trace.ticks.iter().flat_map(|t| &t.outcomes);
     Ok(Topic::from_outcomes(&format!("Persona panel {}", dir.display()), outcomes)?)
@@ -417,7 +417,7 @@ fn fresh_plan(a: &ExperimentArgs) -> Result<Plan> {
     crate::prelude::refuse_batch_mode(&cfg, "experiment")?;
     let (model, judge) = models(a, &cfg)?;
     let (embedder, embedder_summary) = experiment_embedder(a, &mut cfg)?;
-    let out = a.out.clone().unwrap_or_else(|| crate::output::fresh_dir(&format!("runs/experiment-s{}", a.seed)));
+    let out = a.out.clone().unwrap_or_else(|| runs::dir::fresh(&format!("runs/experiment-s{}", a.seed)));
     let prices = (
         if model.live { cfg.chat_price_label.as_str() } else { "nominal" }.to_string(),
         cfg.embedding_price_label.as_str().to_string(),

@@ -166,7 +166,7 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
     if !(a.ratio_alarm.is_finite() && a.ratio_alarm > 1.0) {
         bail!("--ratio-alarm {}: must be a finite number > 1", a.ratio_alarm);
     }
-    let out = a.out.clone().unwrap_or_else(|| crate::output::fresh_dir(&format!("runs/field-s{}", a.seed)));
+    let out = a.out.clone().unwrap_or_else(|| runs::dir::fresh(&format!("runs/field-s{}", a.seed)));
     if out.exists() && std::fs::read_dir(&out).map(|mut d| d.next().is_some()).unwrap_or(true) {
         bail!("output directory {} already exists and is not empty; choose another --out or remove it", out.display());
     }

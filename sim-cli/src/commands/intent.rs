@@ -214,7 +214,7 @@ struct CompareReport {
 /// Runs `sim-cli compare-intent`.
 pub fn compare(args: &CompareArgs) -> Result<()> {
     let reference = read_reference(&args.reference)?;
-    let summary_path = if args.run.is_dir() { args.run.join("summary.json") } else { args.run.clone() };
+    let summary_path = if args.run.is_dir() { runs::RunDir::at(&args.run).summary() } else { args.run.clone() };
     let text = std::fs::read_to_string(&summary_path)
         .with_context(|| format!("{}: cannot read the run's summary", summary_path.display()))?;
     let summary: RunSummary =

@@ -21,7 +21,7 @@ mod views;
 use test_memories::test;
 use views::*;
 
-impl RunDir {
+impl RunDirArgs {
     /// The run directory, however it was given.
     pub fn run(&self) -> &std::path::Path {
         self.dir.as_deref().or(self.run_flag.as_deref()).unwrap_or(std::path::Path::new("."))
@@ -30,7 +30,7 @@ impl RunDir {
 
 /// Options shared by the memory commands.
 #[derive(Debug, Clone, Args)]
-pub struct RunDir {
+pub struct RunDirArgs {
     /// The run directory (or its trace file).
     #[arg(value_name = "DIR", required_unless_present = "run_flag")]
     dir: Option<PathBuf>,
@@ -49,14 +49,14 @@ pub struct RunDir {
 #[derive(Debug, Subcommand)]
 pub enum MemoryCommand {
     /// Counts per tier, real against test, and energy statistics.
-    Status(RunDir),
+    Status(RunDirArgs),
     /// An energy histogram of live memories.
     Energy {
         /// Only this tier: working, shortTerm or longTerm.
         #[arg(long)]
         tier: Option<String>,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
     /// Recent promotions and promotions blocked by the batch size.
     Promotions {
@@ -64,16 +64,16 @@ pub enum MemoryCommand {
         #[arg(long, value_name = "N")]
         last_ticks: Option<u32>,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
     /// The configuration in force, when each operation last ran, error counts.
-    Health(RunDir),
+    Health(RunDirArgs),
     /// One memory: its record, every version, and its cluster links.
     Inspect {
         /// Memory id, e.g. m-00003-0001 or a test memory's id.
         id: RecordId,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
     /// Which memories will expire, and which survive, after some hours.
     Predict {
@@ -81,7 +81,7 @@ pub enum MemoryCommand {
         #[arg(long, default_value_t = 24.0)]
         hours: f64,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
     /// Test memories: create, boost, list, delete, scenarios.
     #[command(subcommand)]
@@ -110,7 +110,7 @@ pub enum MemoryCommand {
         #[arg(long, default_value_t = 1.0)]
         hours: f64,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
     /// Promote one memory a tier up, whatever its energy (a new version).
     ForcePromote {
@@ -120,7 +120,7 @@ pub enum MemoryCommand {
         #[arg(long)]
         dry_run: bool,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
     /// Set one memory's energy (a new version).
     ResetEnergy {
@@ -133,10 +133,10 @@ pub enum MemoryCommand {
         #[arg(long)]
         dry_run: bool,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
     /// Promotion readiness per tier: ready, not ready, and how far below the threshold.
-    Ready(RunDir),
+    Ready(RunDirArgs),
 }
 
 /// Test-memory commands.
@@ -156,7 +156,7 @@ pub enum TestCommand {
         #[arg(long)]
         dry_run: bool,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
     /// Access a test memory, raising its energy.
     Boost {
@@ -169,10 +169,10 @@ pub enum TestCommand {
         #[arg(long)]
         dry_run: bool,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
     /// List test memories.
-    List(RunDir),
+    List(RunDirArgs),
     /// Close test memories (their versions stay readable).
     Delete {
         /// One id; omit with --all.
@@ -184,7 +184,7 @@ pub enum TestCommand {
         #[arg(long)]
         dry_run: bool,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
     /// Create a scenario: high-access, gradual-decay, promotion-ready, cluster-formation.
     Scenario {
@@ -194,7 +194,7 @@ pub enum TestCommand {
         #[arg(long)]
         dry_run: bool,
         #[command(flatten)]
-        dir: RunDir,
+        dir: RunDirArgs,
     },
 }
 
@@ -228,7 +228,7 @@ fn embed_like_the_run(l: &Loaded, texts: &[String]) -> Result<Option<Vec<Vec<f32
     Ok(Some(vectors.iter().map(|v| v.to_vec()).collect()))
 }
 
-fn load(dir: &RunDir) -> Result<Loaded> {
+fn load(dir: &RunDirArgs) -> Result<Loaded> {
     let path = trace_path(dir.run())?;
     let trace = read_trace_file(&path, true).with_context(|| format!("cannot read {}", path.display()))?;
     let spec = spec_from_header(&trace.header)?;
@@ -246,7 +246,7 @@ fn load(dir: &RunDir) -> Result<Loaded> {
     }
     let mut world =
         MemoryWorld { personas: out.result.final_states.into_iter().flatten().collect(), ..Default::default() };
-    let ops_path = path.parent().map(|p| p.join("memory-ops.jsonl")).unwrap_or_else(|| "memory-ops.jsonl".into());
+    let ops_path = runs::RunDir::at(path.parent().unwrap_or(std::path::Path::new("."))).memory_ops();
     let mut ops = Vec::new();
     let mut op_changes = Vec::new();
     let (mut rejected, mut op_errors) = (Vec::new(), Vec::new());
@@ -322,7 +322,7 @@ fn live(world: &MemoryWorld, test_only: bool) -> Vec<(String, &Version)> {
         .collect()
 }
 
-fn status(dir: &RunDir) -> Result<()> {
+fn status(dir: &RunDirArgs) -> Result<()> {
     let l = load(dir)?;
     let all: Vec<&Version> = l
         .world
@@ -383,7 +383,7 @@ fn status(dir: &RunDir) -> Result<()> {
     })
 }
 
-fn energy(tier: Option<&str>, dir: &RunDir) -> Result<()> {
+fn energy(tier: Option<&str>, dir: &RunDirArgs) -> Result<()> {
     let want = match tier {
         None => None,
         Some(t) => match Tier::parse(t).filter(|t| t.live()) {
@@ -408,7 +408,7 @@ fn energy(tier: Option<&str>, dir: &RunDir) -> Result<()> {
     })
 }
 
-fn ready(dir: &RunDir) -> Result<()> {
+fn ready(dir: &RunDirArgs) -> Result<()> {
     let l = load(dir)?;
     let current = live(&l.world, dir.test_only);
     let readiness = |tier: Tier, threshold: f64| {
@@ -445,7 +445,7 @@ fn ready(dir: &RunDir) -> Result<()> {
     })
 }
 
-fn promotions(last_ticks: Option<u32>, dir: &RunDir) -> Result<()> {
+fn promotions(last_ticks: Option<u32>, dir: &RunDirArgs) -> Result<()> {
     let l = load(dir)?;
     let last = l.trace.ticks.last().map_or(0, |t| t.tick);
     let from = last_ticks.map_or(1, |k| last.saturating_sub(k) + 1);
@@ -511,7 +511,7 @@ fn promotions(last_ticks: Option<u32>, dir: &RunDir) -> Result<()> {
     })
 }
 
-fn health(dir: &RunDir) -> Result<()> {
+fn health(dir: &RunDirArgs) -> Result<()> {
     let l = load(dir)?;
     let config = spec_from_header(&l.trace.header)?.config.raw.consolidation;
     let last_tick = l.trace.ticks.last().map(|t| t.tick);
@@ -559,7 +559,7 @@ fn health(dir: &RunDir) -> Result<()> {
     })
 }
 
-fn inspect(id: &RecordId, dir: &RunDir) -> Result<()> {
+fn inspect(id: &RecordId, dir: &RunDirArgs) -> Result<()> {
     let l = load(dir)?;
     let found = l.world.ledgers().find(|(_, ledger)| !ledger.history(id).is_empty());
     let Some((owner, ledger)) = found else { bail!("memory id {id}: no such memory in {}", dir.run().display()) };
@@ -605,7 +605,7 @@ fn inspect(id: &RecordId, dir: &RunDir) -> Result<()> {
     })
 }
 
-fn predict(hours: f64, dir: &RunDir) -> Result<()> {
+fn predict(hours: f64, dir: &RunDirArgs) -> Result<()> {
     if !(hours.is_finite() && hours >= 0.0) {
         bail!("--hours {hours}: must be a non-negative number");
     }
@@ -632,7 +632,7 @@ fn predict(hours: f64, dir: &RunDir) -> Result<()> {
 }
 
 /// Applies (and, unless a dry run, records) one operation.
-fn operate(dir: &RunDir, op: impl FnOnce(&Loaded) -> Result<Op>, dry_run: bool) -> Result<()> {
+fn operate(dir: &RunDirArgs, op: impl FnOnce(&Loaded) -> Result<Op>, dry_run: bool) -> Result<()> {
     let mut l = load(dir)?;
     let op = op(&l)?;
     let changes = l.world.apply(&op, &l.rules, dry_run).with_context(|| format!("{} refused", op.name()))?;

@@ -1,12 +1,11 @@
 //! `sim-cli replay`: re-run a recorded run with every model answer served
 //! from its trace, and compare digests tick by tick.
 
-use crate::prelude::{progress, runtime, trace_path};
-use actors::replay::rerun;
-use anyhow::{bail, Context, Result};
+use crate::prelude::progress;
+use anyhow::Result;
 use clap::Args;
 use engine::digest::Digest;
-use engine::store::trace::file::read_trace_file;
+use runs::Watch;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -52,57 +51,51 @@ struct Diverged<'a> {
 
 /// Runs `sim-cli replay`.
 pub fn replay(args: ReplayArgs) -> Result<()> {
-    let path = trace_path(&args.trace)?;
-    let read = read_trace_file(&path, false).with_context(|| format!("cannot replay {}", path.display()))?;
-    let runtime = runtime(args.threads)?;
-    let (terminal, progress) = progress(read.header.ticks);
-    let out = runtime.block_on(rerun(&read, false, progress, |_, _| Ok(())));
+    // The ticks are in the trace.
+    let (terminal, progress) = progress(0);
+    let watch = Watch { threads: args.threads, progress, ..Watch::quiet() };
+    let out = runs::replay(&args.trace, &watch);
     if let Some(t) = &terminal {
         t.finish();
     }
     let out = out?;
-    let recorded = read.ticks.len() as u32;
-    let complete = read.end.is_some();
-    let last = read.ticks.last().map(|t| t.digests);
     if args.json {
         let v = ReplayReport {
-            trace: path.display().to_string(),
-            ticks_recorded: recorded,
+            trace: out.trace.display().to_string(),
+            ticks_recorded: out.ticks_recorded,
             ticks_matched: out.ticks_matched,
-            complete,
+            complete: out.complete,
             divergence: out.divergence.as_ref().map(|d| Diverged { tick: d.tick, persona: d.persona, what: &d.what }),
-            provider_calls: out.cassette.provider_calls,
-            cassette_hits: out.cassette.hits,
-            cassette_misses: out.cassette.misses,
+            provider_calls: out.provider_calls,
+            cassette_hits: out.cassette_hits,
+            cassette_misses: out.cassette_misses,
             first_miss: out.first_miss.as_deref(),
-            digest: last.map(|d| d.digest),
-            full_digest: last.map(|d| d.full_digest),
+            digest: out.recorded.map(|d| d.digest),
+            full_digest: out.recorded.map(|d| d.full_digest),
         };
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        let recorded = out.ticks_recorded;
         match &out.divergence {
             None => println!("Replayed {} of {recorded} recorded ticks: every digest matches.", out.ticks_matched),
             Some(d) => println!("Replay diverged after {} matching ticks: {d}", out.ticks_matched),
         }
-        if !complete {
+        if !out.complete {
             println!(
                 "The trace is of an unfinished run ({recorded} of {} ticks); `sim-cli run --resume` continues it.",
-                read.header.ticks
+                out.ticks_planned
             );
         }
         println!(
             "Provider calls during replay: {}. Cassette: {} answers served, {} misses{}.",
-            out.cassette.provider_calls,
-            out.cassette.hits,
-            out.cassette.misses,
+            out.provider_calls,
+            out.cassette_hits,
+            out.cassette_misses,
             out.first_miss.as_ref().map(|m| format!(" (first: {m})")).unwrap_or_default()
         );
-        if let Some(d) = last {
+        if let Some(d) = out.recorded {
             println!("Recorded digest:      {}\nRecorded full digest: {}", d.digest, d.full_digest);
         }
     }
-    if let Some(d) = out.divergence {
-        bail!("replay of {} diverged at {d}", path.display());
-    }
-    Ok(())
+    Ok(out.matched()?)
 }

@@ -96,7 +96,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         analyse(&path, &args.by).with_context(|| format!("cannot build the report of {}", path.display()))?;
     let html_path = match &args.out {
         Some(p) => p.clone(),
-        None => path.parent().unwrap_or(Path::new(".")).join("report.html"),
+        None => runs::RunDir::at(path.parent().unwrap_or(Path::new("."))).report(),
     };
     let json_path = html_path.with_file_name("report.json");
     let json = serde_json::to_string_pretty(&analysis)?;

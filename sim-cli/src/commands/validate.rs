@@ -5,7 +5,6 @@
 mod ask;
 mod page;
 
-use crate::output::fresh_dir;
 use crate::preflight::{self, Estimate};
 use crate::prelude::{load_config, runtime};
 use anyhow::{bail, Context, Result};
@@ -234,7 +233,7 @@ fn ask_both(
 ) -> Result<[Replies; 2]> {
     let rt = runtime(args.threads)?;
     let asked = rt.block_on(async {
-        preflight::probe(cfg, providers::build_chat(cfg, args.seed)?.as_ref()).await?;
+        runs::preflight::probe(cfg, providers::build_chat(cfg, args.seed)?.as_ref(), &actors::progress::Silent).await?;
         let first = ask::ask_all(cfg, chat_port(cfg, args.seed, out, 1)?, survey, respondents, "run 1 of 2").await;
         let rerun = chat_port(cfg, args.seed.wrapping_add(1), out, 2)?;
         let second = ask::ask_all(cfg, rerun, survey, respondents, "run 2 of 2").await;
@@ -312,11 +311,11 @@ const STARTED: &str = "validate.json";
 fn prepare_out(out: Option<&Path>, started: &Started) -> Result<(PathBuf, bool)> {
     let path = match out {
         Some(p) => p.to_path_buf(),
-        None => fresh_dir(&format!("runs/validate-{}-s{}", started.suite, started.seed)),
+        None => runs::dir::fresh(&format!("runs/validate-{}-s{}", started.suite, started.seed)),
     };
     let empty = std::fs::read_dir(&path).map(|mut d| d.next().is_none()).unwrap_or(true);
     let marker = path.join(STARTED);
-    let resumed = !empty && marker.exists() && !path.join("summary.json").exists();
+    let resumed = !empty && marker.exists() && !path.join(runs::dir::SUMMARY).exists();
     if resumed {
         let text = std::fs::read_to_string(&marker).with_context(|| format!("cannot read {}", marker.display()))?;
         let theirs: Started =
@@ -431,7 +430,7 @@ fn write_outputs(out: &Path, summary: &Summary, t: &Table<'_>) -> Result<()> {
         let path = out.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))
     };
-    write("summary.json", serde_json::to_string_pretty(summary)?.as_bytes())?;
+    write(runs::dir::SUMMARY, serde_json::to_string_pretty(summary)?.as_bytes())?;
     let ssr = t.sources.iter().position(|s| s.name == "model (SSR)");
     let mut csv = csv::Writer::from_writer(Vec::new());
     let mut header = vec!["respondent", "half", "question", "human", "model", "model_rerun"];
@@ -465,7 +464,7 @@ fn write_outputs(out: &Path, summary: &Summary, t: &Table<'_>) -> Result<()> {
         }
     }
     write("answers.csv", &csv.into_inner().context("cannot write answers.csv")?)?;
-    write("report.html", page::html(summary).as_bytes())?;
+    write(runs::dir::REPORT, page::html(summary).as_bytes())?;
     std::io::stderr().flush().ok();
     Ok(())
 }

@@ -347,7 +347,7 @@ fn measure_one(args: &ScaleArgs, personas: u32, scratch: &Path) -> Result<Row> {
         }
         let summary: serde_json::Value = serde_json::from_slice(&out.stdout).context("the run printed no summary")?;
         let turns = summary["jobs"]["total"].as_u64().unwrap_or(0).max(1);
-        let trace_bytes = std::fs::metadata(dir.join("trace.bin")).map(|m| m.len()).unwrap_or(0);
+        let trace_bytes = std::fs::metadata(runs::RunDir::at(&dir).trace()).map(|m| m.len()).unwrap_or(0);
         let output_bytes = dir_bytes(&dir)?;
         // Linux reports ru_maxrss in KiB.
         let peak = u64::try_from(usage.max_rss()).unwrap_or(0) * 1024;

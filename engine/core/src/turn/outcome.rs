@@ -579,7 +579,8 @@ mod tests {
     #[test]
     fn a_change_to_any_digested_field_is_named_and_only_that_field() {
         let base = answered(vec![ChatAttempt::default()]);
-        let changes: [(Field, fn(&mut Outcome)); 13] = [
+        type Change = (Field, fn(&mut Outcome));
+        let changes: [Change; 13] = [
             (Field::Job, |o| o.position += 1),
             (Field::Stimulus, |o| o.exposure += 1),
             (Field::Status, |o| o.status = Status::Refused { reason: "no".into() }),
@@ -608,7 +609,7 @@ mod tests {
             assert_eq!(base.differences(&other), vec![field], "{field}");
             assert!(!base.digests_as(&other), "{field}");
             let (a, b) = (TickDigests::default(), TickDigests::default());
-            let (a, b) = (a.chain(1, &[base.clone()], &[], &[]), b.chain(1, &[other], &[], &[]));
+            let (a, b) = (a.chain(1, std::slice::from_ref(&base), &[], &[]), b.chain(1, &[other], &[], &[]));
             let content = Field::CONTENT.contains(&field);
             assert_eq!(a.digest != b.digest, content, "{field} reaches the content digest exactly when listed there");
             assert_ne!(a.full_digest, b.full_digest, "{field} reaches the full digest");

@@ -108,7 +108,7 @@ pub fn replay_plan(a: &ExperimentArgs, dir: &Path) -> Result<Plan> {
         true => LatencySource::Recorded(Arc::new(cassette.latencies.clone())),
         false => LatencySource::Modelled,
     };
-    let out = a.out.clone().unwrap_or_else(|| crate::output::fresh_dir(&format!("runs/experiment-replay-s{}", r.seed)));
+    let out = a.out.clone().unwrap_or_else(|| runs::dir::fresh(&format!("runs/experiment-replay-s{}", r.seed)));
     if let Some(b) = &a.blind_export {
         super::empty_or_new(b, "--blind-export")?;
     }

@@ -132,7 +132,7 @@ pub fn kills(s: &mut Soak, first: u64, kills: u32, personas: u32) -> Result<Kill
     };
     // The uninterrupted run, timed from its trace's appearance to its end.
     let child = s.command(&run("kill-reference")).stdout(std::process::Stdio::piped()).spawn()?;
-    let trace = s.path("kill-reference").join("trace.bin");
+    let trace = s.path("kill-reference").join(runs::dir::TRACE);
     wait_for(Duration::from_secs(120), || trace.exists());
     let started = Instant::now();
     let out = child.wait_with_output()?;
@@ -144,7 +144,7 @@ pub fn kills(s: &mut Soak, first: u64, kills: u32, personas: u32) -> Result<Kill
     while rep.kills < kills && !s.out_of_time() {
         let dir = format!("killed-{case}");
         let a = run(&dir);
-        let trace = s.path(&dir).join("trace.bin");
+        let trace = s.path(&dir).join(runs::dir::TRACE);
         let moment = match r.below(2) {
             0 => Moment::After(span.mul_f64(r.unit() * 1.1)),
             _ => Moment::OnWrite(r.below(40) as u32),
@@ -278,7 +278,7 @@ pub fn disk(s: &mut Soak, first: u64) -> Result<DiskReport> {
     };
     let out = s.sim(&run("disk-reference"))?;
     let expected = summary_of(&out).ok().and_then(|v| digests_of(&v)).context("the uninterrupted run failed")?;
-    let trace = s.path("disk-reference").join("trace.bin");
+    let trace = s.path("disk-reference").join(runs::dir::TRACE);
     let full = std::fs::metadata(&trace)?.len();
     let reference = tick_digests(&trace)?;
     let mut r = Stream::derive(first, 0, 4, Purpose::Testing);
@@ -316,10 +316,10 @@ fn full_disk(
     if out.status.success() || out.status.code() == Some(101) || error.contains("panic") {
         problems.push(format!("the run exited with {} ({error})", out.status));
     }
-    if !(error.contains("trace.bin") && error.contains("No space left on device")) {
+    if !(error.contains(runs::dir::TRACE) && error.contains("No space left on device")) {
         problems.push(format!("the error does not name the file and the cause: {error}"));
     }
-    let trace = s.path(dir).join("trace.bin");
+    let trace = s.path(dir).join(runs::dir::TRACE);
     match inspect(&trace, reference) {
         Ok((state, intact)) => {
             case.kept_ticks = state.committed as u32;
@@ -381,12 +381,12 @@ fn tmpfs(
         let out = s.sim(&a)?;
         anyhow::ensure!(!out.status.success(), "the run on a {size}-byte tmpfs finished: the disk never filled");
         let error = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        let (state, intact) = inspect(&s.path(dir).join("trace.bin"), reference)?;
+        let (state, intact) = inspect(&s.path(dir).join(runs::dir::TRACE), reference)?;
         sh(&["mount", "-o", &format!("remount,size={}", full * 4), &m])?;
         let resume = args(&["run", "--resume", dir, "--json"]);
         let resumed = s.sim(&resume)?;
         let ok_resume = summary_of(&resumed).ok().and_then(|v| digests_of(&v)).as_ref() == Some(expected);
-        let named = error.contains("trace.bin") || error.contains(dir);
+        let named = error.contains(runs::dir::TRACE) || error.contains(dir);
         let ok = intact && ok_resume && named && error.contains("No space left on device") && !error.contains("panic");
         if !ok {
             s.fail(

@@ -195,8 +195,8 @@ pub fn determinism(s: &mut Soak, first: u64, seeds: u32) -> Result<DeterminismRe
         if digests[0].is_none() || digests[0] != digests[1] {
             rep.divergences += 1;
             let at = match actors::replay::first_divergence(
-                &one.join("trace.bin"),
-                &two.join("trace.bin"),
+                &one.join(runs::dir::TRACE),
+                &two.join(runs::dir::TRACE),
                 ("1-thread", "2-thread"),
             ) {
                 Ok(Some(d)) => d.to_string(),
@@ -294,7 +294,7 @@ fn fault_seed(s: &mut Soak, seed: u64, rate: f64, row: &mut FaultRow) -> Result<
             return Ok(());
         }
     };
-    let expected = jobs_of(&s.path(&clean_out).join("trace.bin"))?;
+    let expected = jobs_of(&s.path(&clean_out).join(runs::dir::TRACE))?;
     let full_cost = reference["cost"]["provider_total_nano_usd"].as_u64().unwrap_or(0);
     let kinds = [
         ("embeddings", true, false, None),
@@ -341,7 +341,7 @@ fn check_faulty_run(
     budget: Option<u64>,
     row: &mut FaultRow,
 ) -> Result<Vec<String>> {
-    let trace = read_trace_file(&dir.join("trace.bin"), false)?;
+    let trace = read_trace_file(&dir.join(runs::dir::TRACE), false)?;
     let a = audit(&trace.header, &trace.ticks);
     let mut problems = Vec::new();
     row.jobs += a.jobs;

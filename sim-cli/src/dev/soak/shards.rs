@@ -59,7 +59,7 @@ pub fn shards(s: &mut Soak, first: u64, seeds: u32, personas: u32) -> Result<Sha
             let a = base(&["--shard", &spec, "--out", &dir]);
             rep.shards += 1;
             if i == victim {
-                let trace = s.path(&dir).join("trace.bin");
+                let trace = s.path(&dir).join(runs::dir::TRACE);
                 let moment = match r.below(2) {
                     0 => Moment::After(span.mul_f64(r.unit())),
                     _ => Moment::OnWrite(r.below(12) as u32),

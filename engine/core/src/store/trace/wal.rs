@@ -192,7 +192,7 @@ mod tests {
     fn answers_are_logged_as_they_come_and_a_torn_tail_is_cut() {
         let dir = std::env::temp_dir().join(format!("sim-wal-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("chat.wal");
+        let path = dir.join("answers.wal");
         let _ = std::fs::remove_file(&path);
         let inner =
             Arc::new(FixedChat::default().with(ChatPurpose::Probe, &["ANSWER: 3\nWHY: x", "ANSWER: 4\nWHY: y"]));
@@ -226,7 +226,7 @@ mod tests {
     fn a_version_1_log_reads_and_is_appended_to_in_its_layout() {
         let dir = std::env::temp_dir().join(format!("sim-wal1-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("chat.wal");
+        let path = dir.join("answers.wal");
         let v1 = Format { version: 1, ..CHAT_WAL };
         let old = ChatRequest::new("m", ChatPurpose::Probe, "old");
         let spend = Spend { input_tokens: 9, output_tokens: 4, nano_usd: 17, cached_input_tokens: 0 };

@@ -1,0 +1,59 @@
+//! The run as a library: what `sim-cli` and any other caller (a binding, a
+//! test, a bench) do to a run, callable without the command line.
+//!
+//! - [`RunDir`] owns a run directory's layout; every file name is spelled
+//!   once, in [`dir`].
+//! - [`start()`] and [`resume()`] run a panel, writing its trace (the run
+//!   owns its trace sink), chat log, outcomes and summary;
+//!   [`replay()`] re-runs a trace with no model call; [`merge()`] joins a
+//!   panel's shards into the unsharded run's digest.
+//! - [`load_config`] reads a configuration file as every command does.
+//!
+//! ```no_run
+//! let start = runs::Start { personas: Some(20), ticks: 2, ..runs::Start::new(runs::load_config(None)?) };
+//! let finished = runs::start(start, &runs::Watch::quiet())?;
+//! println!("{}: digest {}", finished.dir.path().display(), finished.summary.digest);
+//! # Ok::<(), runs::Error>(())
+//! ```
+
+pub mod dir;
+mod error;
+mod merge;
+pub mod preflight;
+mod replay;
+mod start;
+mod watch;
+
+pub use dir::RunDir;
+pub use error::{Error, Result};
+pub use merge::{merge, Merged};
+pub use replay::{replay, Replayed};
+pub use start::{
+    load_scenario, resume, runtime, start, Confirm, Finished, LoadedScenario, OutcomesFile, PanelData, Start,
+    TraceHooks, Watch, DEFAULT_PERSONAS,
+};
+pub use watch::Interrupt;
+
+use engine::config::{Config, RawConfig};
+use std::path::Path;
+
+/// The configuration in `path` (the embedded defaults without one),
+/// resolved, with the identity of the models it names (the MiniLM weights'
+/// SHA-256, which loads the model; a GGUF file's SHA-256). A relative
+/// `[embedding.minilm] model_dir` or `[chat.gguf] model_file` is relative
+/// to the file's directory.
+pub fn load_config(path: Option<&Path>) -> Result<Config> {
+    let Some(path) = path else { return Ok(Config::defaults()) };
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(Error::io(format!("cannot read config {name}")))?;
+    let mut raw = RawConfig::from_toml(&text, &name)?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    for file in [&mut raw.embedding.minilm.model_dir, &mut raw.chat.gguf.model_file] {
+        if !file.is_empty() && Path::new(file.as_str()).is_relative() {
+            *file = base.join(file.as_str()).display().to_string();
+        }
+    }
+    let mut cfg = raw.resolve(&name)?;
+    providers::identify_models(&mut cfg).map_err(|e| Error::context(format!("config {name}"), e))?;
+    Ok(cfg)
+}
