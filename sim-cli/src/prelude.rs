@@ -5,11 +5,9 @@
 
 use crate::progress::TerminalProgress;
 use actors::progress::{Progress, Silent};
-use anyhow::{bail, Context, Result};
-use engine::config::{Config, EmbeddingModel, Provider};
+use anyhow::{bail, Result};
+use engine::config::{Config, Provider};
 use engine::embed::check::{self, CheckReport, Similarity};
-use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
-use engine::persona::profile::label;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -53,30 +51,12 @@ pub fn trace_path(arg: &Path) -> Result<PathBuf> {
 
 /// A persona named by index or label (`7` or `p-00007`) in a panel of `personas`.
 pub fn parse_persona(s: &str, personas: u32) -> Result<u32> {
-    let digits = s.strip_prefix("p-").unwrap_or(s);
-    let id: u32 =
-        digits.parse().with_context(|| format!("--persona {s:?}: expected an index or a label like p-00007"))?;
-    if id >= personas {
-        bail!("--persona {s}: the run has personas p-00000 to {}", label(personas.saturating_sub(1)));
-    }
-    Ok(id)
-}
-
-/// The key texts of `cfg`'s model are embedded under.
-pub fn embed_key(cfg: &Config) -> Result<EmbedKey> {
-    let e = &cfg.raw.embedding;
-    if e.model() == EmbeddingModel::Disabled {
-        bail!("the config turns embeddings off (embedding.model = \"none\"): there is nothing to embed with");
-    }
-    Ok(EmbedKey { role: EmbedRole::Memory, model: e.model.clone(), dim: e.dim })
+    Ok(runs::export::persona_index(s, personas)?)
 }
 
 /// `texts` through `cfg`'s embedder, in order.
 pub fn embed_texts(cfg: &Config, texts: &[String], threads: Option<u32>) -> Result<Vec<std::sync::Arc<[f32]>>> {
-    let key = embed_key(cfg)?;
-    let client = providers::build_embedder(cfg, 0)?;
-    let batch = runtime(threads)?.block_on(client.embed(&key, texts))?;
-    Ok(batch.vectors)
+    Ok(runs::embed_texts(cfg, texts, threads)?)
 }
 
 /// What kind of similarity the configured provider offers.

@@ -9,7 +9,12 @@
 //! chat.wal          live answers as they are paid for (live chat only)
 //! memory-ops.jsonl  what `memory` operator commands did
 //! report.html       the HTML report, when one is written
+//! report.json       its aggregates
 //! shard-000I-of-000N/  a shard's own run directory, under the run's
+//!
+//! A validation's directory holds validate.json (what it was started
+//! with), chat-run1.wal and chat-run2.wal (live answers), answers.csv,
+//! summary.json and report.html.
 //! ```
 
 use crate::error::{Error, Result};
@@ -36,8 +41,19 @@ pub const CHAT_WAL: &str = "chat.wal";
 pub const MEMORY_OPS: &str = "memory-ops.jsonl";
 /// The HTML report.
 pub const REPORT: &str = "report.html";
+/// The report's aggregates, beside the page.
+pub const REPORT_JSON: &str = "report.json";
+/// A validation's marker: what it was started with.
+pub const VALIDATION: &str = "validate.json";
+/// A validation's answers, one line per respondent and question.
+pub const ANSWERS: &str = "answers.csv";
 /// A merge's spill files, removed when it ends.
 pub const MERGE_SPILL: &str = ".merge";
+
+/// A validation's chat log of run `n` (1 or 2) in `dir`.
+pub fn validation_chat_wal(dir: &Path, n: u32) -> PathBuf {
+    dir.join(format!("chat-run{n}.wal"))
+}
 
 /// The most persona-turns for which [`crate::OutcomesFile::Auto`] writes
 /// `outcomes.jsonl`.

@@ -33,6 +33,9 @@ pub enum Error {
     /// A chat model failed outside a run (the live model's check).
     #[error(transparent)]
     Chat(#[from] engine::chat::ChatError),
+    /// An embedder failed outside a run.
+    #[error(transparent)]
+    Embed(#[from] engine::embed::EmbedError),
     /// The run itself failed.
     #[error(transparent)]
     Actors(#[from] actors::Error),
@@ -103,6 +106,7 @@ impl Error {
             | Error::Interrupted { .. }
             | Error::Io { .. }
             | Error::Chat(_)
+            | Error::Embed(_)
             | Error::Diverged(_) => true,
             Error::Engine(e) => e.is_caller_fault(),
             Error::Survey(_) => true,

@@ -7,6 +7,9 @@
 //!   owns its trace sink), chat log, outcomes and summary;
 //!   [`replay()`] re-runs a trace with no model call; [`merge()`] joins a
 //!   panel's shards into the unsharded run's digest.
+//! - [`report()`] writes a run's HTML report, [`export::write_outcomes`]
+//!   its outcomes as JSON lines or CSV, and [`validate()`] scores a panel
+//!   against real survey answers.
 //! - [`load_config`] reads a configuration file as every command does.
 //!
 //! ```no_run
@@ -18,20 +21,25 @@
 
 pub mod dir;
 mod error;
+pub mod export;
 mod merge;
 pub mod preflight;
 mod replay;
+pub mod report;
 mod start;
+pub mod validate;
 mod watch;
 
 pub use dir::RunDir;
 pub use error::{Error, Result};
 pub use merge::{merge, Merged};
 pub use replay::{replay, Replayed};
+pub use report::{report, Reported};
 pub use start::{
     load_scenario, resume, runtime, start, Confirm, Finished, LoadedScenario, OutcomesFile, PanelData, Start,
     TraceHooks, Watch, DEFAULT_PERSONAS,
 };
+pub use validate::{validate, Validate, Validation};
 pub use watch::Interrupt;
 
 use engine::config::{Config, RawConfig};
@@ -56,4 +64,26 @@ pub fn load_config(path: Option<&Path>) -> Result<Config> {
     let mut cfg = raw.resolve(&name)?;
     providers::identify_models(&mut cfg).map_err(|e| Error::context(format!("config {name}"), e))?;
     Ok(cfg)
+}
+
+/// The key texts of `cfg`'s model are embedded under; refused when the
+/// config turns embeddings off.
+pub fn embed_key(cfg: &Config) -> Result<engine::embed::EmbedKey> {
+    use engine::config::EmbeddingModel;
+    let e = &cfg.raw.embedding;
+    if e.model() == EmbeddingModel::Disabled {
+        return Err(Error::Input(
+            "the config turns embeddings off (embedding.model = \"none\"): there is nothing to embed with".into(),
+        ));
+    }
+    Ok(engine::embed::EmbedKey { role: engine::embed::EmbedRole::Memory, model: e.model.clone(), dim: e.dim })
+}
+
+/// `texts` through `cfg`'s embedder, in order.
+pub fn embed_texts(cfg: &Config, texts: &[String], threads: Option<u32>) -> Result<Vec<std::sync::Arc<[f32]>>> {
+    use engine::embed::EmbeddingPort;
+    let key = embed_key(cfg)?;
+    let client = providers::build_embedder(cfg, 0).map_err(actors::Error::from)?;
+    let batch = runtime(threads)?.block_on(client.embed(&key, texts))?;
+    Ok(batch.vectors)
 }

@@ -69,7 +69,7 @@ fn purpose(name: &str) -> ChatPurpose {
 }
 
 fn outcomes(dir: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(dir.join("outcomes.jsonl")).expect("outcomes.jsonl");
+    let text = std::fs::read_to_string(runs::RunDir::at(dir).outcomes()).expect("outcomes.jsonl");
     text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
 }
 

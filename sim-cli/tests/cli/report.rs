@@ -171,7 +171,8 @@ fn reactions_are_picked_by_vector_centroid_under_either_strategy_else_by_intent(
     }
     // The two strategies embed the same texts: the same picks.
     let read = |d: &str| -> serde_json::Value {
-        serde_json::from_slice(&std::fs::read(dir.join(d).join("report.json")).expect("report.json")).expect("json")
+        serde_json::from_slice(&std::fs::read(dir.join(d).join(runs::dir::REPORT_JSON)).expect("report.json"))
+            .expect("json")
     };
     assert_eq!(read("b")["reactions"], read("p")["reactions"]);
 }

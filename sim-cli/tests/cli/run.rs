@@ -35,10 +35,10 @@ fn json_summary_has_the_stable_keys() {
     assert_eq!(v["digest"].as_str().map(str::len), Some(64));
     let dir_out = v["out_dir"].as_str().expect("out_dir");
     let saved: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join(dir_out).join("summary.json")).expect("summary.json"))
+        serde_json::from_slice(&std::fs::read(dir.join(dir_out).join(runs::dir::SUMMARY)).expect("summary.json"))
             .expect("json");
     assert_eq!(saved["digest"], v["digest"]);
-    let lines = std::fs::read_to_string(dir.join(dir_out).join("outcomes.jsonl")).expect("outcomes.jsonl");
+    let lines = std::fs::read_to_string(dir.join(dir_out).join(runs::dir::OUTCOMES)).expect("outcomes.jsonl");
     assert_eq!(lines.lines().count(), 150);
 }
 

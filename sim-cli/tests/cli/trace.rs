@@ -93,7 +93,7 @@ fn damaged_traces_get_a_clear_error() {
 fn resuming_a_finished_run_changes_nothing() {
     let dir = scratch("resume-done");
     let first = sim(&dir, &["run", "--personas", "12", "--ticks", "2", "--out", "r", "--json"]);
-    let files = ["trace.bin", "summary.json", "outcomes.jsonl", "config.toml"];
+    let files = [runs::dir::TRACE, runs::dir::SUMMARY, runs::dir::OUTCOMES, runs::dir::CONFIG];
     let before: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(dir.join("r").join(f)).expect("file")).collect();
     let again = sim(&dir, &["run", "--resume", "r", "--json"]);
     assert_eq!(digest_of(&first), digest_of(&again));
@@ -617,7 +617,7 @@ fn a_trace_in_parts_replays_inspects_and_resumes_from_a_cut_between_parts() {
     let read = read_trace_file(&dir.join("whole/trace.bin"), false).expect("reads");
     let parted = dir.join("parted");
     std::fs::create_dir_all(&parted).expect("dir");
-    let path = parted.join("trace.bin");
+    let path = runs::RunDir::at(&parted).trace();
     let mut w = TraceWriter::create(&path, &read.header).expect("create").with_part_bytes(4096);
     let mut commits = Vec::new();
     for t in &read.ticks {

@@ -15,7 +15,7 @@ fn json(o: &std::process::Output) -> Value {
 
 /// `answers.csv` of a validation: (respondent, half, question, human, model).
 fn rows(dir: &Path) -> Vec<[String; 5]> {
-    let mut reader = csv::Reader::from_path(dir.join("answers.csv")).expect("answers.csv");
+    let mut reader = csv::Reader::from_path(dir.join(runs::dir::ANSWERS)).expect("answers.csv");
     reader
         .records()
         .map(|r| {
@@ -212,11 +212,11 @@ fn a_survey_of_ones_own_with_ssr_and_subgroups() {
     assert!(pet["sources"][0]["total_variation"]["value"].is_f64() && pet["sources"][0].get("ks_similarity").is_none());
     let bands: Vec<&str> = pet["bands"].as_array().expect("bands").iter().filter_map(|b| b["band"].as_str()).collect();
     assert_eq!(bands, ["under 40", "40 and over", "North", "South"], "--subgroups replaced the survey's own");
-    let header = std::fs::read_to_string(dir.join("own/answers.csv")).expect("answers.csv");
+    let header = std::fs::read_to_string(dir.join("own").join(runs::dir::ANSWERS)).expect("answers.csv");
     assert!(header.starts_with("respondent,half,question,human,model,model_rerun,model_ssr,model_ssr_expected,"));
     // The scripted model names its option in its reason; SSR over the
     // labels reads it back far more often than chance (one in five).
-    let mut reader = csv::Reader::from_path(dir.join("own/answers.csv")).expect("answers.csv");
+    let mut reader = csv::Reader::from_path(dir.join("own").join(runs::dir::ANSWERS)).expect("answers.csv");
     let coffee: Vec<(String, String)> = reader
         .records()
         .map(|r| r.expect("row"))

@@ -120,3 +120,66 @@ fn bad_inputs_are_refused_by_name_with_nothing_written() {
     assert!(!out.exists(), "nothing is written for bad input");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_validation_writes_its_files_and_keeps_its_digest_at_any_thread_count() {
+    let dir = scratch("validate");
+    let config = runs::load_config(None).expect("the embedded defaults");
+    let ask = |out: &str, threads| {
+        let v = runs::Validate {
+            sample: Some(60),
+            resamples: 100,
+            seed: 7,
+            out: Some(dir.join(out)),
+            ..runs::Validate::new(config.clone())
+        };
+        runs::validate(v, &Watch { threads: Some(threads), ..Watch::quiet() }).expect("the validation")
+    };
+    let (a, b) = (ask("a", 1), ask("b", 2));
+    assert_eq!(a.summary.digest, b.summary.digest, "same seed, same digest at any thread count");
+    assert_eq!((a.summary.scores.respondents, a.summary.panel, a.summary.calls.asked), (60, 944, 60 * 3 * 2));
+    for name in [runs::dir::SUMMARY, runs::dir::ANSWERS, runs::dir::REPORT, runs::dir::VALIDATION] {
+        assert!(a.dir.join(name).is_file(), "{name} is written");
+    }
+    assert!(a.text().contains("validate anes96: 60 respondents"), "{}", a.text());
+    let again = runs::validate(
+        runs::Validate { sample: Some(60), seed: 7, out: Some(dir.join("a")), ..runs::Validate::new(config.clone()) },
+        &Watch::quiet(),
+    );
+    assert!(matches!(again, Err(Error::Refused(_))), "a finished validation is never overwritten");
+    let unknown =
+        runs::Validate { suite: runs::validate::SuiteSource::Builtin("gss".into()), ..runs::Validate::new(config) };
+    let e = runs::validate(unknown, &Watch::quiet()).expect_err("no such suite");
+    assert!(e.to_string().contains("--suite gss: no such suite"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_run_reports_and_exports_without_the_command_line() {
+    let dir = scratch("report");
+    let out = dir.join("run");
+    let finished = runs::start(small(&out), &Watch::quiet()).expect("the run");
+    let by = vec!["age".to_string()];
+    let written = runs::report(&out, None, &by, &actors::progress::Silent).expect("the report");
+    assert_eq!(written.html, RunDir::at(&out).report());
+    assert!(std::fs::read_to_string(&written.html).expect("page").contains("<svg"));
+    assert!(written.json.ends_with(runs::dir::REPORT_JSON) && written.json.is_file());
+
+    let mut jsonl = Vec::new();
+    let rows = runs::export::write_outcomes(&out, runs::export::Format::Jsonl, &Default::default(), &mut jsonl)
+        .expect("the export");
+    assert_eq!(rows, finished.summary.jobs.total);
+    assert_eq!(jsonl, std::fs::read(RunDir::at(&out).outcomes()).expect("outcomes"), "byte for byte the run's file");
+    let filter = runs::export::Filter { tick: Some(2), persona: Some("p-00003".into()), with_traits: false };
+    let mut csv = Vec::new();
+    let some = runs::export::write_outcomes(&out, runs::export::Format::Csv, &filter, &mut csv).expect("csv");
+    let text = String::from_utf8(csv).expect("utf-8");
+    assert_eq!(text.lines().count() as u64, some + 1, "a header and a line per row");
+    assert!(text.lines().skip(1).all(|l| l.starts_with("2,") && l.contains(",p-00003,")), "{text}");
+    let bad = runs::export::Filter { tick: Some(9), ..Default::default() };
+    let e = runs::export::write_outcomes(&out, runs::export::Format::Csv, &bad, Vec::new()).expect_err("tick 9");
+    assert!(e.to_string().contains("--tick 9: the run has ticks 1 to 2"), "{e}");
+    let e = runs::report(&out, None, &["shoe size".to_string()], &actors::progress::Silent).expect_err("bad trait");
+    assert!(e.to_string().contains("--by shoe size: unknown trait"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

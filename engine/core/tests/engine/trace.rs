@@ -74,7 +74,7 @@ fn sample_in_parts(name: &str, part_bytes: usize) -> (PathBuf, Vec<u64>) {
     let dir = std::env::temp_dir().join(format!("engine-trace-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("trace.bin");
+    let path = dir.join("run.trace");
     let mut w = TraceWriter::create(&path, &header()).expect("create").with_part_bytes(part_bytes);
     let mut offsets = vec![PREAMBLE, w.len()];
     for t in 1..=3 {

@@ -1,7 +1,7 @@
 //! Asking the configured chat model every survey question, for every
 //! respondent, with guardrail retries; and rating the free text by SSR.
 
-use crate::progress;
+use actors::progress::Progress;
 use engine::chat::schema::to_lines;
 use engine::chat::{ChatPort, ChatPurpose, ChatRequest};
 use engine::config::Config;
@@ -67,27 +67,28 @@ pub async fn ask_all(
     survey: &Survey,
     people: &[Respondent],
     label: &str,
+    progress: &dyn Progress,
 ) -> Replies {
     let total = (survey.questions.len() * people.len()) as u64;
-    let bar = progress::bar(total, label);
+    let done = std::sync::atomic::AtomicU64::new(0);
     let jobs = survey.questions.iter().flat_map(|q| people.iter().map(move |r| (q, r)));
     let model = cfg.raw.chat.model.as_str();
     let retries = cfg.raw.chat.max_guardrail_retries;
     let flat: Vec<Asked> = futures::stream::iter(jobs)
         .map(|(q, r)| {
             let chat = chat.clone();
-            let bar = bar.clone();
+            let done = &done;
             let prompt = q.prompt(survey.context.as_deref(), r);
             async move {
                 let asked = ask_one(chat.as_ref(), model, prompt, q, retries).await;
-                bar.inc(1);
+                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                progress.stage(0, label, n, total);
                 asked
             }
         })
         .buffered(cfg.raw.chat.concurrency.max(1))
         .collect()
         .await;
-    bar.finish_and_clear();
     flat.chunks(people.len().max(1)).map(<[Asked]>::to_vec).collect()
 }
 
@@ -109,11 +110,11 @@ pub fn ssr(
     survey: &Survey,
     replies: &Replies,
     threads: Option<u32>,
-) -> anyhow::Result<Vec<Vec<Option<Answer>>>> {
+) -> crate::Result<Vec<Vec<Option<Answer>>>> {
     let mut texts: Vec<String> = survey.questions.iter().flat_map(|q| q.anchor_texts().iter().cloned()).collect();
     let anchors = texts.len();
     texts.extend(replies.iter().flatten().filter(|a| a.point.is_some()).map(|a| a.why.clone()));
-    let vectors = crate::prelude::embed_texts(cfg, &texts, threads)?;
+    let vectors = crate::embed_texts(cfg, &texts, threads)?;
     let (anchor_vectors, mut answers) = (&vectors[..anchors], vectors[anchors..].iter());
     let intent = &cfg.raw.intent;
     let mut out = Vec::new();
