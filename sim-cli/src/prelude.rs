@@ -5,7 +5,7 @@
 
 use crate::progress::TerminalProgress;
 use actors::progress::{Progress, Silent};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use engine::config::{Config, Provider};
 use engine::embed::check::{self, CheckReport, Similarity};
 use std::path::{Path, PathBuf};
@@ -17,16 +17,10 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
     Ok(runs::load_config(path.map(PathBuf::as_path))?)
 }
 
-/// Refuses `[chat] mode = "batch"` for a command that asks its questions
-/// one at a time (`validate`, `experiment`): only `run` gathers a round.
-pub fn refuse_batch_mode(cfg: &Config, command: &str) -> Result<()> {
-    if cfg.raw.chat.mode == engine::config::ChatMode::Batch {
-        bail!(
-            "{command} does not use the Batch API: [chat] mode = \"batch\" is for `sim-cli run`; \
-             set mode = \"online\" (or leave it out) for {command}"
-        );
-    }
-    Ok(())
+/// The same, for a command that embeds and never chats: the chat model's
+/// file is not read.
+pub fn load_embedding_config(path: Option<&PathBuf>) -> Result<Config> {
+    Ok(runs::load_config_for(path.map(PathBuf::as_path), runs::Models::Embedder)?)
 }
 
 /// A tokio runtime with `threads` workers (default: one per core).

@@ -51,6 +51,22 @@ use std::path::Path;
 /// `[embedding.minilm] model_dir` or `[chat.gguf] model_file` is relative
 /// to the file's directory.
 pub fn load_config(path: Option<&Path>) -> Result<Config> {
+    load_config_for(path, Models::All)
+}
+
+/// Which of a configuration's models [`load_config_for`] identifies (and
+/// so loads, and needs on disk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Models {
+    /// The embedder and the chat model: what a run records.
+    All,
+    /// The embedder only, for a command that never chats (`embed`,
+    /// `intent score`).
+    Embedder,
+}
+
+/// [`load_config`], identifying only the `models` the caller uses.
+pub fn load_config_for(path: Option<&Path>, models: Models) -> Result<Config> {
     let Some(path) = path else { return Ok(Config::defaults()) };
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(Error::io(format!("cannot read config {name}")))?;
@@ -62,7 +78,11 @@ pub fn load_config(path: Option<&Path>) -> Result<Config> {
         }
     }
     let mut cfg = raw.resolve(&name)?;
-    providers::identify_models(&mut cfg).map_err(|e| Error::context(format!("config {name}"), e))?;
+    let identified = match models {
+        Models::All => providers::identify_models(&mut cfg),
+        Models::Embedder => providers::identify_embedder(&mut cfg),
+    };
+    identified.map_err(|e| Error::context(format!("config {name}"), e))?;
     Ok(cfg)
 }
 
@@ -86,4 +106,16 @@ pub fn embed_texts(cfg: &Config, texts: &[String], threads: Option<u32>) -> Resu
     let client = providers::build_embedder(cfg, 0).map_err(actors::Error::from)?;
     let batch = runtime(threads)?.block_on(client.embed(&key, texts))?;
     Ok(batch.vectors)
+}
+
+/// Refuses `[chat] mode = "batch"` for a command that asks its questions
+/// one at a time (`validate`, `experiment`): only a run gathers a round.
+pub fn refuse_batch_mode(cfg: &Config, command: &str) -> Result<()> {
+    if cfg.raw.chat.mode == engine::config::ChatMode::Batch {
+        return Err(Error::Input(format!(
+            "{command} does not use the Batch API: [chat] mode = \"batch\" is for `sim-cli run`; \
+             set mode = \"online\" (or leave it out) for {command}"
+        )));
+    }
+    Ok(())
 }

@@ -152,12 +152,7 @@ pub struct Summary {
 /// directory.
 pub fn validate(args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     let cfg = &args.config;
-    if cfg.raw.chat.mode == engine::config::ChatMode::Batch {
-        refuse!(
-            "validate does not use the Batch API: [chat] mode = \"batch\" is for `sim-cli run`; \
-             set mode = \"online\" (or leave it out) for validate"
-        );
-    }
+    crate::refuse_batch_mode(cfg, "validate")?;
     let mut suite = load_suite(&args.suite)?;
     if let Some(path) = &args.subgroups {
         let name = path.display().to_string();

@@ -136,11 +136,7 @@ pub(crate) fn modelled_clock(settings: &engine::embed::upstream::ModelledSetting
 /// likewise) and the kernel level it computes at. Refuses weights other
 /// than the ones the config records.
 pub fn identify_models(cfg: &mut Config) -> engine::Result<()> {
-    let e = &mut cfg.raw.embedding;
-    if e.provider == Provider::Minilm {
-        let model = minilm::load_configured(&e.minilm)?;
-        e.minilm.weights_sha256 = model.weights_sha256().to_string();
-    }
+    identify_embedder(cfg)?;
     let c = &mut cfg.raw.chat;
     if c.provider == engine::config::ChatProvider::Gguf {
         let model = gguf::load_configured(&c.gguf)?;
@@ -150,6 +146,17 @@ pub fn identify_models(cfg: &mut Config) -> engine::Result<()> {
             gguf::Level::Avx2 => engine::config::GgufKernel::Avx2,
             gguf::Level::Portable => engine::config::GgufKernel::Portable,
         };
+    }
+    Ok(())
+}
+
+/// [`identify_models`] for the embedder alone, for a command that embeds
+/// and never chats: a chat model's file is neither read nor needed.
+pub fn identify_embedder(cfg: &mut Config) -> engine::Result<()> {
+    let e = &mut cfg.raw.embedding;
+    if e.provider == Provider::Minilm {
+        let model = minilm::load_configured(&e.minilm)?;
+        e.minilm.weights_sha256 = model.weights_sha256().to_string();
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! sanity check of plan `000_*` (risk 5): paraphrases score high, unrelated
 //! pairs low.
 
-use crate::prelude::{embed_texts, load_config, run_check, similarity};
+use crate::prelude::{embed_texts, load_embedding_config, run_check, similarity};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use engine::embed::check::{cosine, CheckReport, Similarity};
@@ -61,7 +61,7 @@ pub fn embed(cmd: EmbedCommand) -> Result<()> {
     match cmd {
         EmbedCommand::Text(args) => text(&args),
         EmbedCommand::Check(args) => {
-            let cfg = load_config(args.config.as_ref())?;
+            let cfg = load_embedding_config(args.config.as_ref())?;
             let report = run_check(&cfg)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -99,7 +99,7 @@ struct TextReport<'a> {
 }
 
 fn text(args: &TextArgs) -> Result<()> {
-    let cfg = load_config(args.config.as_ref())?;
+    let cfg = load_embedding_config(args.config.as_ref())?;
     let vectors = embed_texts(&cfg, &args.texts, args.threads)?;
     let cosines: Vec<Vec<f64>> = vectors.iter().map(|a| vectors.iter().map(|b| cosine(a, b)).collect()).collect();
     let e = &cfg.raw.embedding;

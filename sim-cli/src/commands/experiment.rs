@@ -126,7 +126,7 @@ fn models(a: &ExperimentArgs, cfg: &engine::config::Config) -> Result<(AgentMode
     let judge = match &a.judge_config {
         Some(path) => {
             let judge_cfg = crate::prelude::load_config(Some(path))?;
-            crate::prelude::refuse_batch_mode(&judge_cfg, "experiment --judge-config")?;
+            runs::refuse_batch_mode(&judge_cfg, "experiment --judge-config")?;
             let j = agent_model(&judge_cfg, path, a.seed)?;
             if !j.live {
                 bail!(
@@ -414,7 +414,7 @@ fn fresh_plan(a: &ExperimentArgs) -> Result<Plan> {
         None => resolve_topics(&a.topics)?,
     };
     let mut cfg = crate::prelude::load_config(a.config.as_ref())?;
-    crate::prelude::refuse_batch_mode(&cfg, "experiment")?;
+    runs::refuse_batch_mode(&cfg, "experiment")?;
     let (model, judge) = models(a, &cfg)?;
     let (embedder, embedder_summary) = experiment_embedder(a, &mut cfg)?;
     let out = a.out.clone().unwrap_or_else(|| runs::dir::fresh(&format!("runs/experiment-s{}", a.seed)));

@@ -2,7 +2,6 @@
 //! `sim-cli compare-intent`: a run's intent distributions against a
 //! reference survey.
 
-use crate::prelude::load_config;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use engine::intent::{builtin_anchor_sets, ks_similarity, pmf_of_counts, AnchorSet, POINTS};
@@ -103,7 +102,7 @@ fn pick_sets(all: Vec<AnchorSet>, names: &[String]) -> Result<Vec<AnchorSet>> {
 }
 
 fn score(args: &ScoreArgs) -> Result<()> {
-    let cfg = load_config(args.config.as_ref())?;
+    let cfg = crate::prelude::load_embedding_config(args.config.as_ref())?;
     let intent = &cfg.raw.intent;
     let all = if intent.anchor_sets.is_empty() { builtin_anchor_sets() } else { intent.anchor_sets.clone() };
     let sets = pick_sets(all, &args.anchors)?;

@@ -128,3 +128,24 @@ fn a_run_into_a_recorded_run_suggests_resume_and_default_folders_never_collide()
     #[cfg(feature = "agents")]
     assert!(dir.join("runs/experiment-s42-2").is_dir() && dir.join("runs/field-s42-2").is_dir());
 }
+
+/// A command that only embeds never reads the chat model's file: with the
+/// GGUF file absent, `embed text`, `embed check` and `intent score` work,
+/// and `run` refuses the config naming the file.
+#[test]
+fn commands_that_only_embed_do_not_need_the_chat_models_file() {
+    let dir = scratch("embed-without-gguf");
+    let config = "[chat]\nprovider = \"gguf\"\nmodel = \"m\"\n[chat.gguf]\nmodel_file = \"absent.gguf\"\n";
+    std::fs::write(dir.join("local.toml"), config).expect("write");
+    for args in [
+        &["embed", "text", "--config", "local.toml", "a mug", "a cup"][..],
+        &["embed", "check", "--config", "local.toml"],
+        &["intent", "score", "--config", "local.toml", "I would buy it today."],
+    ] {
+        let o = sim(&dir, args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    let o = sim(&dir, &["run", "--config", "local.toml", "--personas", "2", "--ticks", "1", "--out", "r"]);
+    assert!(!o.status.success() && stderr(&o).contains("absent.gguf"), "{}", stderr(&o));
+    assert!(!dir.join("r").exists(), "nothing is written for a config whose model is missing");
+}
