@@ -50,7 +50,7 @@ pub struct RunDirArgs {
 pub enum MemoryCommand {
     /// Counts per tier, real against test, and energy statistics.
     Status(RunDirArgs),
-    /// An energy histogram of live memories.
+    /// Live memories with their energy (id, tier, energy, last access), and the energy histogram.
     Energy {
         /// Only this tier: working, shortTerm or longTerm.
         #[arg(long)]
@@ -60,7 +60,10 @@ pub enum MemoryCommand {
     },
     /// Recent promotions and promotions blocked by the batch size.
     Promotions {
-        /// Only the last N ticks of the run (manual passes are always shown).
+        /// Promotions of the last N simulated hours before the run's end (tick commits and manual passes).
+        #[arg(long, value_name = "N", default_value_t = 24, conflicts_with = "last_ticks")]
+        last_hours: u32,
+        /// Instead: the last N ticks of the run (manual passes are always shown).
         #[arg(long, value_name = "N")]
         last_ticks: Option<u32>,
         #[command(flatten)]
@@ -75,11 +78,11 @@ pub enum MemoryCommand {
         #[command(flatten)]
         dir: RunDirArgs,
     },
-    /// Which memories will expire, and which survive, after some hours.
+    /// Each memory's energy after its hours since last access, and which will expire.
     Predict {
-        /// Simulated hours ahead.
-        #[arg(long, default_value_t = 24.0)]
-        hours: f64,
+        /// Simulated hours past the run's end to forecast to (whole hours; 0: at the run's end).
+        #[arg(long = "hours-ahead", value_name = "H", default_value_t = 0)]
+        hours_ahead: u32,
         #[command(flatten)]
         dir: RunDirArgs,
     },
@@ -393,20 +396,43 @@ fn energy(tier: Option<&str>, dir: &RunDirArgs) -> Result<()> {
     };
     let l = load(dir)?;
     let mut buckets: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
-    for (_, v) in live(&l.world, dir.test_only).into_iter().filter(|(_, v)| want.is_none_or(|t| v.tier == t)) {
+    let mut records = Vec::new();
+    for (owner, v) in live(&l.world, dir.test_only).into_iter().filter(|(_, v)| want.is_none_or(|t| v.tier == t)) {
         *buckets.entry(v.energy.max(0.0).floor() as u64).or_default() += 1;
+        let last_accessed_hour = v.last_accessed.0 / 3600;
+        records.push(EnergyRecord {
+            record: &v.record,
+            owner,
+            tier: v.tier.as_str(),
+            energy: v.energy,
+            last_accessed_hour,
+        });
     }
+    let average = (!records.is_empty()).then(|| records.iter().map(|r| r.energy).sum::<f64>() / records.len() as f64);
     let histogram = buckets.iter().map(|(b, c)| Bucket { from: *b, to: b + 1, count: *c }).collect();
-    let v = EnergyHistogram { tier: want.map(Tier::as_str), histogram };
-    emit(dir.json, &v, |_| {
+    let v = EnergyHistogram { tier: want.map(Tier::as_str), count: records.len(), average, records, histogram };
+    emit(dir.json, &v, |v| {
+        let scope = want.map_or(String::new(), |t| format!(" in {}", t.as_str()));
+        println!("Live memories{scope}: {} (average energy {})", v.count, num(v.average));
+        println!("  {:<16} {:<10} {:<10} {:>8} {:>12}", "id", "owner", "tier", "energy", "last access");
+        for r in v.records.iter().take(ENERGY_LISTED) {
+            let hour = format!("hour {}", r.last_accessed_hour);
+            println!("  {:<16} {:<10} {:<10} {:>8.3} {hour:>12}", r.record.to_string(), r.owner, r.tier, r.energy);
+        }
+        if v.count > ENERGY_LISTED {
+            println!("  ... and {} more (--json lists every one)", v.count - ENERGY_LISTED);
+        }
         let max = buckets.values().copied().max().unwrap_or(0);
-        println!("Energy of live memories{}", want.map_or(String::new(), |t| format!(" in {}", t.as_str())));
+        println!("Energy histogram{scope}");
         for (b, c) in &buckets {
             let bar = "#".repeat(((*c as f64 / max.max(1) as f64) * 50.0).ceil() as usize);
             println!("  [{b:>3}, {:>3}) {c:>8}  {bar}", b + 1);
         }
     })
 }
+
+/// How many memories `memory energy` lists on the terminal.
+const ENERGY_LISTED: usize = 100;
 
 fn ready(dir: &RunDirArgs) -> Result<()> {
     let l = load(dir)?;
@@ -445,10 +471,23 @@ fn ready(dir: &RunDirArgs) -> Result<()> {
     })
 }
 
-fn promotions(last_ticks: Option<u32>, dir: &RunDirArgs) -> Result<()> {
+/// `memory promotions`: by default those of the last `last_hours` whole
+/// simulated hours before the run's end (its last tick, or its latest
+/// operation), as the plan's `--memory-promotions [--last-hours=24]`; with
+/// `last_ticks`, those of the last ticks and every manual pass.
+fn promotions(last_hours: u32, last_ticks: Option<u32>, dir: &RunDirArgs) -> Result<()> {
     let l = load(dir)?;
     let last = l.trace.ticks.last().map_or(0, |t| t.tick);
-    let from = last_ticks.map_or(1, |k| last.saturating_sub(k) + 1);
+    let hour = |t: SimTime| t.0 / 3600;
+    let end_hour = hour(l.now);
+    let since_hour = end_hour.saturating_sub(u64::from(last_hours));
+    let tick_hours = u64::from(l.config.raw.run.hours_per_tick);
+    // The first tick in the window: tick t happens at hour t x hours_per_tick.
+    let from = match last_ticks {
+        Some(k) => last.saturating_sub(k) + 1,
+        None => (1..=last).find(|t| u64::from(*t) * tick_hours >= since_hour).unwrap_or(last + 1),
+    };
+    let in_window = |at: SimTime| last_ticks.is_some() || hour(at) >= since_hour;
     fn event(tick: Option<u32>, hour: Option<f64>, persona: String, c: &Change) -> Option<PromotionEvent<'_>> {
         match c {
             Change::Promoted { record, tier, energy, .. } => Some(PromotionEvent {
@@ -484,7 +523,7 @@ fn promotions(last_ticks: Option<u32>, dir: &RunDirArgs) -> Result<()> {
     }
     // Manual passes (`memory consolidate`), with their simulated hour.
     for (at, owner, c) in &l.op_changes {
-        if dir.test_only && owner != "test" {
+        if (dir.test_only && owner != "test") || !in_window(*at) {
             continue;
         }
         events.extend(event(None, Some(at.0 as f64 / 3600.0), owner.clone(), c));
@@ -492,10 +531,18 @@ fn promotions(last_ticks: Option<u32>, dir: &RunDirArgs) -> Result<()> {
     let promoted = events.iter().filter(|e| e.to.is_some()).count();
     let blocked = events.len() - promoted;
     let success_rate = (!events.is_empty()).then(|| promoted as f64 / events.len() as f64);
-    let v = Promotions { from_tick: from, to_tick: last, promoted, blocked, success_rate, events };
+    let window = last_ticks.is_none().then_some([since_hour, end_hour]);
+    let v = Promotions { from_tick: from, to_tick: last, hours: window, promoted, blocked, success_rate, events };
     emit(dir.json, &v, |v| {
+        let span = match window {
+            Some([a, b]) => {
+                let unit = if last_hours == 1 { "hour" } else { "hours" };
+                format!("the last {last_hours} simulated {unit} (hours {a} to {b})")
+            }
+            None => format!("ticks {from} to {last}"),
+        };
         println!(
-            "Promotions in ticks {from} to {last}: {} promoted, {} blocked by the batch size (success rate {})",
+            "Promotions in {span}: {} promoted, {} blocked by the batch size (success rate {})",
             v.promoted,
             v.blocked,
             v.success_rate.map_or("-".to_string(), |r| format!("{:.1}%", 100.0 * r))
@@ -605,28 +652,42 @@ fn inspect(id: &RecordId, dir: &RunDirArgs) -> Result<()> {
     })
 }
 
-fn predict(hours: f64, dir: &RunDirArgs) -> Result<()> {
-    if !(hours.is_finite() && hours >= 0.0) {
-        bail!("--hours {hours}: must be a non-negative number");
-    }
+/// `memory predict`: each live memory's energy as the plan's decay
+/// prediction computes it, energy x exp(-hours since last access x its
+/// tier's decay rate), the hours whole, counted to the run's end in
+/// simulated time (plus `hours_ahead`), and "will expire" below the expiry
+/// threshold (0.1 by default).
+fn predict(hours_ahead: u32, dir: &RunDirArgs) -> Result<()> {
     let l = load(dir)?;
+    let at = l.now.0 / 3600 + u64::from(hours_ahead);
     let records: Vec<Predicted<'_>> = live(&l.world, dir.test_only)
         .into_iter()
         .map(|(owner, v)| {
-            let predicted = v.energy * (-l.rules.decay_rate(v.tier) * hours).exp();
+            let hours_since_access = at.saturating_sub(v.last_accessed.0 / 3600);
+            let predicted = v.energy * (-l.rules.decay_rate(v.tier) * hours_since_access as f64).exp();
             let prediction = if predicted < l.rules.expire_below { "will expire" } else { "will survive" };
-            Predicted { record: &v.record, owner, tier: v.tier.as_str(), energy: v.energy, predicted, prediction }
+            let tier = v.tier.as_str();
+            Predicted { record: &v.record, owner, tier, energy: v.energy, hours_since_access, predicted, prediction }
         })
         .collect();
     let will_expire = records.iter().filter(|r| r.prediction == "will expire").count();
-    let v = Prediction { hours, will_expire, will_survive: records.len() - will_expire, records };
+    let v = Prediction { hours_ahead, at_hour: at, will_expire, will_survive: records.len() - will_expire, records };
     emit(dir.json, &v, |v| {
+        let ahead = if hours_ahead == 0 { String::new() } else { format!(" + {hours_ahead} hours ahead") };
         println!(
-            "In {hours} simulated hours without access: {will_expire} will expire, {} will survive",
+            "At simulated hour {at} (the run's end{ahead}), from each memory's hours since its last access: \
+             {will_expire} will expire, {} will survive",
             v.will_survive
         );
         for r in v.records.iter().filter(|r| r.prediction == "will expire").take(30) {
-            println!("  {:<16} {:<10} {:.3} -> {:.3}", r.record.to_string(), r.tier, r.energy, r.predicted);
+            println!(
+                "  {:<16} {:<10} {:.3} -> {:.3} ({} hours since access)",
+                r.record.to_string(),
+                r.tier,
+                r.energy,
+                r.predicted,
+                r.hours_since_access
+            );
         }
     })
 }
@@ -676,10 +737,10 @@ pub fn memory(cmd: MemoryCommand) -> Result<()> {
     match cmd {
         MemoryCommand::Status(dir) => status(&dir),
         MemoryCommand::Energy { tier, dir } => energy(tier.as_deref(), &dir),
-        MemoryCommand::Promotions { last_ticks, dir } => promotions(last_ticks, &dir),
+        MemoryCommand::Promotions { last_hours, last_ticks, dir } => promotions(last_hours, last_ticks, &dir),
         MemoryCommand::Health(dir) => health(&dir),
         MemoryCommand::Inspect { id, dir } => inspect(&id, &dir),
-        MemoryCommand::Predict { hours, dir } => predict(hours, &dir),
+        MemoryCommand::Predict { hours_ahead, dir } => predict(hours_ahead, &dir),
         MemoryCommand::Test(cmd) => test(cmd),
         MemoryCommand::Consolidate { decay, promote, cluster, clean_expired, dry_run, tier, hours, dir } => {
             if !(hours.is_finite() && hours >= 0.0) {

@@ -96,33 +96,64 @@ fn test_memories_persist_and_never_touch_real_ones() {
 fn monitoring_commands_answer_in_json() {
     let dir = scratch("memory-monitor");
     assert!(sim(&dir, &["run", "--personas", "10", "--ticks", "4", "--out", "r"]).status.success());
+    // The plan: `--memory-energy` returns the energy histogram and the
+    // average energy; the records are listed with id, tier, energy and
+    // last access.
     let e = json(&sim(&dir, &["memory", "energy", "--tier", "working", "--run", "r", "--json"]));
-    assert!(e["histogram"].is_array());
+    let listed = e["records"].as_array().expect("records");
+    assert!(!listed.is_empty() && listed.iter().all(|r| r["tier"] == "working" && r["last_accessed_hour"].is_u64()));
+    let bucketed: u64 = e["histogram"].as_array().expect("histogram").iter().filter_map(|b| b["count"].as_u64()).sum();
+    assert_eq!((e["count"].as_u64(), bucketed), (Some(listed.len() as u64), listed.len() as u64));
+    let mean = listed.iter().filter_map(|r| r["energy"].as_f64()).sum::<f64>() / listed.len() as f64;
+    assert!((e["average"].as_f64().expect("average") - mean).abs() < 1e-9);
     let p = json(&sim(&dir, &["memory", "promotions", "--last-ticks", "2", "--run", "r", "--json"]));
     assert!(p["promoted"].as_u64().is_some_and(|n| n > 0));
+    // The plan's `--memory-promotions [--last-hours=24]`: the default window
+    // is the last 24 simulated hours before the run's end (4 ticks of an
+    // hour each: all of them); one hour holds only the last tick's.
+    let all = json(&sim(&dir, &["memory", "promotions", "--run", "r", "--json"]));
+    assert_eq!(
+        (all["hours"][0].as_u64(), all["hours"][1].as_u64(), all["from_tick"].as_u64()),
+        (Some(0), Some(4), Some(1))
+    );
+    let hour = json(&sim(&dir, &["memory", "promotions", "--last-hours", "1", "--run", "r", "--json"]));
+    assert_eq!(hour["from_tick"].as_u64(), Some(3), "hours 3 to 4: the commits of ticks 3 and 4");
+    let events = |v: &serde_json::Value| v["events"].as_array().map_or(0, Vec::len);
+    assert!(events(&hour) <= events(&all) && events(&all) > 0);
+    assert!(hour["events"].as_array().expect("events").iter().all(|e| e["tick"].as_u64().is_some_and(|t| t >= 3)));
     let h = json(&sim(&dir, &["memory", "health", "--run", "r", "--json"]));
     assert_eq!(h["config"]["rules"]["working_to_short"], 2.0);
-    // The prediction, checked against the decay law with the default rates
-    // (per hour: working 0.5, short-term 0.05, long-term 0.005; expiry below 0.1).
-    let pr = json(&sim(&dir, &["memory", "predict", "--hours", "6", "--run", "r", "--json"]));
-    let records = pr["records"].as_array().expect("records");
-    let mut expiring = 0;
-    for r in records {
-        let rate = match r["tier"].as_str() {
-            Some("working") => 0.5,
-            Some("shortTerm") => 0.05,
-            Some("longTerm") => 0.005,
-            other => panic!("not a live tier: {other:?}"),
-        };
-        let predicted = r["energy"].as_f64().expect("energy") * (-rate * 6.0f64).exp();
-        assert!((r["predicted"].as_f64().expect("predicted") - predicted).abs() < 1e-9, "{r}");
-        let expires = predicted < 0.1;
-        assert_eq!(r["prediction"], if expires { "will expire" } else { "will survive" }, "{r}");
-        expiring += usize::from(expires);
-    }
-    assert!(expiring > 0 && expiring < records.len(), "6 hours expire some memories, not all: {expiring}");
-    assert_eq!(pr["will_expire"].as_u64(), Some(expiring as u64));
-    assert_eq!(pr["will_survive"].as_u64(), Some((records.len() - expiring) as u64));
+    // The plan's decay prediction: energy * exp(-hoursSinceAccess *
+    // decayConstant), 'will expire' below 0.1, hours whole, at the run's end
+    // (hour 4) plus --hours-ahead; default rates per hour: working 0.5,
+    // short-term 0.05, long-term 0.005.
+    let check = |ahead: u64| {
+        let pr = json(&sim(&dir, &["memory", "predict", "--hours-ahead", &ahead.to_string(), "--run", "r", "--json"]));
+        assert_eq!(pr["at_hour"].as_u64(), Some(4 + ahead));
+        let records = pr["records"].as_array().expect("records").clone();
+        let mut expiring = 0;
+        for r in &records {
+            let rate = match r["tier"].as_str() {
+                Some("working") => 0.5,
+                Some("shortTerm") => 0.05,
+                Some("longTerm") => 0.005,
+                other => panic!("not a live tier: {other:?}"),
+            };
+            let since = r["hours_since_access"].as_u64().expect("whole hours");
+            assert!(since >= ahead && since <= 4 + ahead, "{r}");
+            let predicted = r["energy"].as_f64().expect("energy") * (-rate * since as f64).exp();
+            assert!((r["predicted"].as_f64().expect("predicted") - predicted).abs() < 1e-9, "{r}");
+            let expires = predicted < 0.1;
+            assert_eq!(r["prediction"], if expires { "will expire" } else { "will survive" }, "{r}");
+            expiring += usize::from(expires);
+        }
+        assert_eq!(pr["will_expire"].as_u64(), Some(expiring as u64));
+        assert_eq!(pr["will_survive"].as_u64(), Some((records.len() - expiring) as u64));
+        (expiring, records.len())
+    };
+    let (now, n) = check(0);
+    let (later, _) = check(6);
+    assert!(later > now && later < n, "6 hours more expire more memories, not all: {now} then {later} of {n}");
     for (args, needle) in [
         (vec!["memory", "energy", "--tier", "attic", "--run", "r"], "attic"),
         (vec!["memory", "test", "boost", "t-9999", "--run", "r"], "t-9999"),

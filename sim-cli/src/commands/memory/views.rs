@@ -114,9 +114,26 @@ pub(super) struct Bucket {
 }
 
 #[derive(Debug, Serialize)]
-pub(super) struct EnergyHistogram {
+pub(super) struct EnergyHistogram<'a> {
     pub(super) tier: Option<&'static str>,
+    /// Live memories listed.
+    pub(super) count: usize,
+    /// Their mean energy; none without memories.
+    pub(super) average: Option<f64>,
+    /// Every live memory (of the tier), with its energy and last access.
+    pub(super) records: Vec<EnergyRecord<'a>>,
     pub(super) histogram: Vec<Bucket>,
+}
+
+/// One live memory in `memory energy`.
+#[derive(Debug, Serialize)]
+pub(super) struct EnergyRecord<'a> {
+    pub(super) record: &'a RecordId,
+    pub(super) owner: String,
+    pub(super) tier: &'static str,
+    pub(super) energy: f64,
+    /// The simulated hour of its last access (whole hours).
+    pub(super) last_accessed_hour: u64,
 }
 
 /// A promotion, or one blocked by the batch size, at a tick commit or in a
@@ -139,6 +156,10 @@ pub(super) struct PromotionEvent<'a> {
 pub(super) struct Promotions<'a> {
     pub(super) from_tick: u32,
     pub(super) to_tick: u32,
+    /// The window in whole simulated hours, `[from, to]`, unless
+    /// `--last-ticks` chose ticks instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) hours: Option<[u64; 2]>,
     pub(super) promoted: usize,
     pub(super) blocked: usize,
     /// Promoted over ready (promoted and blocked); none when nothing was ready.
@@ -188,13 +209,18 @@ pub(super) struct Predicted<'a> {
     pub(super) owner: String,
     pub(super) tier: &'static str,
     pub(super) energy: f64,
+    /// Whole simulated hours from its last access to the predicted hour.
+    pub(super) hours_since_access: u64,
     pub(super) predicted: f64,
     pub(super) prediction: &'static str,
 }
 
 #[derive(Debug, Serialize)]
 pub(super) struct Prediction<'a> {
-    pub(super) hours: f64,
+    /// Hours past the run's end.
+    pub(super) hours_ahead: u32,
+    /// The simulated hour predicted for: the run's end plus `hours_ahead`.
+    pub(super) at_hour: u64,
     pub(super) will_expire: usize,
     pub(super) will_survive: usize,
     pub(super) records: Vec<Predicted<'a>>,
