@@ -176,8 +176,6 @@ pub struct Start {
     pub out: Option<PathBuf>,
     /// Stop at the first tick boundary where recorded spend reaches this.
     pub budget_usd: Option<f64>,
-    /// How embedding stages submit their texts.
-    pub strategy: Strategy,
     /// Whether `outcomes.jsonl` is written.
     pub outcomes: OutcomesFile,
     /// `I/N` or `auto/N`: one shard of the panel.
@@ -199,7 +197,6 @@ impl Start {
             seed: 42,
             out: None,
             budget_usd: None,
-            strategy: Strategy::Batched,
             outcomes: OutcomesFile::Auto,
             shard: None,
             hooks: TraceHooks::default(),
@@ -313,7 +310,7 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     }
     let header = Header::new(&config, seed, personas, ticks)
         .with_budget(budget_nano_usd)
-        .with_strategy(start.strategy)
+        .with_strategy(Strategy::Batched)
         .with_scenario(&loaded.origin, &loaded.source)
         .with_traits(DEFAULT_TRAITS);
     let shard = match &start.shard {
@@ -371,7 +368,7 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
         ticks,
         planned_ticks: None,
         budget_nano_usd,
-        strategy: start.strategy,
+        strategy: Strategy::Batched,
         embedder,
         chat: Some(chat),
         interrupt,

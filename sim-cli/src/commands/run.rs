@@ -9,21 +9,8 @@ use actors::run::MAX_TICKS;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use engine::config::Config;
-use engine::embed::Strategy;
 use runs::{Interrupt, Start, Watch};
 use std::path::PathBuf;
-
-/// How embedding stages submit their texts.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum EmbedStrategy {
-    /// One port call per stage with exact-text-deduplicated texts.
-    Batched,
-    /// One port call per text, no dedup, awaited in turn (the sequential baseline).
-    PerPersona,
-    /// One port call per text, no dedup, issued concurrently under the client's
-    /// concurrency and rate limits (the concurrent baseline).
-    PerPersonaConcurrent,
-}
 
 /// Whether a run writes `outcomes.jsonl` beside its trace (`--outcomes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -82,9 +69,6 @@ pub struct RunArgs {
     /// Stop at the first tick boundary where recorded spend reaches this many USD.
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub budget_usd: Option<f64>,
-    /// How embedding work is submitted: batched (default), or a per-persona baseline for comparison.
-    #[arg(long, value_enum, default_value_t = EmbedStrategy::Batched)]
-    pub embed_strategy: EmbedStrategy,
     /// Write outcomes.jsonl (one line per job) beside the trace: auto does for at most 10,000
     /// persona-turns. The trace holds every outcome either way; `sim-cli export outcomes DIR` writes
     /// the same file from it.
@@ -101,7 +85,7 @@ pub struct RunArgs {
     pub yes: bool,
     /// Continue the killed, interrupted or stopped run in DIR from its last committed tick (its trace
     /// holds every other setting). A finished run is left unchanged.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "embed_strategy", "outcomes", "panel", "shard"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "outcomes", "panel", "shard"])]
     pub resume: Option<PathBuf>,
     /// Run shard I of N: a contiguous 1/N of the panel's personas, each with the same outcomes as in
     /// the whole run. `auto/N` takes I from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs), then
@@ -176,11 +160,6 @@ fn start(args: &RunArgs, watch: &Watch<'_>) -> runs::Result<runs::Finished> {
         seed: args.seed,
         out: args.out.clone(),
         budget_usd: args.budget_usd,
-        strategy: match args.embed_strategy {
-            EmbedStrategy::Batched => Strategy::Batched,
-            EmbedStrategy::PerPersona => Strategy::PerConsumer,
-            EmbedStrategy::PerPersonaConcurrent => Strategy::PerConsumerConcurrent,
-        },
         outcomes: match args.outcomes {
             OutcomesFile::Auto => runs::OutcomesFile::Auto,
             OutcomesFile::Always => runs::OutcomesFile::Always,

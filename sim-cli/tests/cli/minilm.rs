@@ -23,31 +23,23 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 fn a_minilm_run_replays_with_no_call_and_both_strategies_share_its_digest() {
     let dir = scratch("minilm-run");
     let cfg = config();
-    let run = |strategy: &str, out: &str| {
-        json(&sim(
-            &dir,
-            &[
-                "run",
-                "--config",
-                &cfg,
-                "--personas",
-                "50",
-                "--ticks",
-                "3",
-                "--embed-strategy",
-                strategy,
-                "--out",
-                out,
-                "--json",
-            ],
-        ))
+    let run = |out: &str| {
+        json(&sim(&dir, &["run", "--config", &cfg, "--personas", "20", "--ticks", "3", "--out", out, "--json"]))
     };
-    let batched = run("batched", "b");
-    let per_persona = run("per-persona", "p");
-    assert_eq!(batched["digest"], per_persona["digest"]);
-    assert!(
-        batched["embedding"]["upstream_requests"].as_u64() < per_persona["embedding"]["upstream_requests"].as_u64()
-    );
+    let batched = run("b");
+    // The per-persona baselines live in the benchmark: every strategy, cold
+    // and warm, gives the run's own digest, and batching sends fewer
+    // requests upstream.
+    let bench = json(&sim(
+        &dir,
+        &["bench", "embed", "--config", &cfg, "--personas", "20", "--ticks", "3", "--reps", "1", "--json"],
+    ));
+    let rows = bench["results"].as_array().expect("results");
+    assert_eq!(rows.len(), 6, "three strategies, cold and warm");
+    assert!(rows.iter().all(|r| r["digest"] == batched["digest"]), "{bench}");
+    let upstream =
+        |s: &str| rows.iter().find(|r| r["strategy"] == s && r["cache"] == "cold").map(|r| &r["upstream_requests"]);
+    assert!(upstream("batched").and_then(|v| v.as_u64()) < upstream("per-persona").and_then(|v| v.as_u64()));
     assert_eq!(batched["cost"]["embedding_price_label"], "local");
     assert_eq!(batched["cost"]["embedding_nano_usd"], 0);
     let header = sim(&dir, &["inspect", "b", "--json"]);
@@ -213,23 +205,9 @@ fn memory_commands_and_the_experiment_embed_through_minilm() {
 fn ssr_is_exact_across_threads_strategies_and_replay_and_compares_with_a_survey() {
     let dir = scratch("minilm-ssr");
     let cfg = root().join("fixtures/configs/minilm-ssr.toml").display().to_string();
-    let run = |out: &str, threads: &str, strategy: &str| {
-        let args = [
-            "run",
-            "--config",
-            &cfg,
-            "--personas",
-            "30",
-            "--ticks",
-            "2",
-            "--threads",
-            threads,
-            "--embed-strategy",
-            strategy,
-            "--out",
-            out,
-            "--json",
-        ];
+    let run = |out: &str, threads: &str| {
+        let args =
+            ["run", "--config", &cfg, "--personas", "30", "--ticks", "2", "--threads", threads, "--out", out, "--json"];
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_sim-cli"))
             .args(args)
             .current_dir(&dir)
@@ -238,11 +216,16 @@ fn ssr_is_exact_across_threads_strategies_and_replay_and_compares_with_a_survey(
             .expect("runs");
         json(&o)
     };
-    let one = run("t1", "1", "batched");
-    let four = run("t4", "4", "batched");
-    let per_persona = run("pp", "2", "per-persona");
+    let one = run("t1", "1");
+    let four = run("t4", "4");
     assert_eq!(one["digest"], four["digest"]);
-    assert_eq!(one["digest"], per_persona["digest"]);
+    // The per-persona baselines (in the benchmark) rate by SSR to the bit as well.
+    let bench = json(&sim(
+        &dir,
+        &["bench", "embed", "--config", &cfg, "--personas", "30", "--ticks", "2", "--reps", "1", "--json"],
+    ));
+    let rows = bench["results"].as_array().expect("results");
+    assert!(rows.len() == 6 && rows.iter().all(|r| r["digest"] == one["digest"]), "{bench}");
     assert_eq!(one["intent_method"], "both");
     let stimuli = one["intent"].as_object().expect("intent");
     for (id, d) in stimuli {

@@ -183,3 +183,38 @@ fn a_run_reports_and_exports_without_the_command_line() {
     assert!(e.to_string().contains("--by shoe size: unknown trait"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A trace recorded under a per-persona embedding baseline (the benchmark's;
+/// no run offers it), as `runs::start` would record it, for the report.
+fn per_persona_trace(dir: &Path) -> PathBuf {
+    use engine::store::trace::{Header, Record, TraceWriter};
+    let mut spec = actors::run::RunSpec::defaults(5, 20, 2);
+    spec.strategy = engine::embed::Strategy::PerConsumer;
+    let header = Header::new(&spec.config, 5, 20, 2).with_strategy(spec.strategy);
+    let out = RunDir::at(dir);
+    std::fs::create_dir_all(out.path()).expect("directory");
+    let mut sink = actors::sink::TraceSink::new(TraceWriter::create(&out.trace(), &header).expect("trace"));
+    let rt = runs::runtime(None).expect("runtime");
+    rt.block_on(actors::run::run(spec, Arc::new(actors::progress::Silent), false, |report| {
+        sink.send(Record::Tick(Box::new(report.into_frame())))
+    }))
+    .expect("the run");
+    sink.finish().expect("written");
+    out.trace()
+}
+
+#[test]
+fn the_report_picks_the_same_reactions_from_a_per_persona_trace() {
+    let dir = scratch("report-strategies");
+    runs::start(small(&dir.join("batched")), &Watch::quiet()).expect("the run");
+    per_persona_trace(&dir.join("per-persona"));
+    let picks = |d: &str| {
+        let r = runs::report(&dir.join(d), None, &[], &actors::progress::Silent).expect("the report");
+        assert!(r.analysis.reactions_method.contains("centroid"), "{d}: {}", r.analysis.reactions_method);
+        serde_json::to_value(&r.analysis.reactions).expect("json")
+    };
+    let batched = picks("batched");
+    assert!(batched.as_array().is_some_and(|a| !a.is_empty()));
+    assert_eq!(batched, picks("per-persona"), "both embed the same texts: the same picks");
+    let _ = std::fs::remove_dir_all(&dir);
+}
