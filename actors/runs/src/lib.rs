@@ -63,6 +63,9 @@ pub enum Models {
     /// The embedder only, for a command that never chats (`embed`,
     /// `intent score`).
     Embedder,
+    /// The chat model only, for a command that embeds only when asked
+    /// (`validate`, which identifies the embedder itself for SSR).
+    Chat,
 }
 
 /// [`load_config`], identifying only the `models` the caller uses.
@@ -81,6 +84,7 @@ pub fn load_config_for(path: Option<&Path>, models: Models) -> Result<Config> {
     let identified = match models {
         Models::All => providers::identify_models(&mut cfg),
         Models::Embedder => providers::identify_embedder(&mut cfg),
+        Models::Chat => providers::identify_chat(&mut cfg),
     };
     identified.map_err(|e| Error::context(format!("config {name}"), e))?;
     Ok(cfg)

@@ -44,7 +44,9 @@ pub enum SuiteSource {
 #[derive(Debug, Clone)]
 pub struct Validate {
     /// The resolved configuration: the chat model that answers, and for
-    /// SSR the embedder.
+    /// SSR the embedder ([`crate::load_config_for`] with
+    /// [`crate::Models::Chat`] is enough: the embedder is identified here
+    /// when SSR asks for it).
     pub config: Config,
     /// The survey.
     pub suite: SuiteSource,
@@ -150,7 +152,12 @@ pub struct Summary {
 /// Runs the validation `args` describes: both runs of the panel, the
 /// scores, and `summary.json`, `answers.csv` and `report.html` in its
 /// directory.
-pub fn validate(args: Validate, watch: &Watch<'_>) -> Result<Validation> {
+pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
+    // The embedder is needed, and so loaded, only for SSR.
+    if args.config.raw.intent.ssr() {
+        let name = "the config's embedder (SSR rates the free text with it)";
+        providers::identify_embedder(&mut args.config).map_err(|e| Error::context(name, e))?;
+    }
     let cfg = &args.config;
     crate::refuse_batch_mode(cfg, "validate")?;
     let mut suite = load_suite(&args.suite)?;

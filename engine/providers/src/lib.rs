@@ -137,6 +137,12 @@ pub(crate) fn modelled_clock(settings: &engine::embed::upstream::ModelledSetting
 /// than the ones the config records.
 pub fn identify_models(cfg: &mut Config) -> engine::Result<()> {
     identify_embedder(cfg)?;
+    identify_chat(cfg)
+}
+
+/// [`identify_models`] for the chat model alone, for a command that chats
+/// and embeds only when asked to (`validate`, for SSR).
+pub fn identify_chat(cfg: &mut Config) -> engine::Result<()> {
     let c = &mut cfg.raw.chat;
     if c.provider == engine::config::ChatProvider::Gguf {
         let model = gguf::load_configured(&c.gguf)?;

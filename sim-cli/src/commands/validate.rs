@@ -2,7 +2,7 @@
 //! printed.
 
 use crate::preflight::Estimate;
-use crate::prelude::{load_config, progress};
+use crate::prelude::progress;
 use anyhow::Result;
 use clap::Args;
 use engine::config::Config;
@@ -80,7 +80,7 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         _ => SuiteSource::Builtin(args.suite.unwrap_or_else(|| "anes96".into())),
     };
     let v = Validate {
-        config: load_config(args.config.as_ref())?,
+        config: runs::load_config_for(args.config.as_deref(), runs::Models::Chat)?,
         suite,
         subgroups: args.subgroups,
         seed: args.seed,

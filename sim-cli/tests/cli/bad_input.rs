@@ -149,3 +149,21 @@ fn commands_that_only_embed_do_not_need_the_chat_models_file() {
     assert!(!o.status.success() && stderr(&o).contains("absent.gguf"), "{}", stderr(&o));
     assert!(!dir.join("r").exists(), "nothing is written for a config whose model is missing");
 }
+
+/// `validate` loads an embedder only for SSR: with the MiniLM directory
+/// absent, a direct validation runs, and an SSR one is refused naming it.
+#[test]
+fn validate_needs_the_embedder_only_for_ssr() {
+    let dir = scratch("validate-without-minilm");
+    let embedder = "[embedding]\nprovider = \"minilm\"\n[embedding.minilm]\nmodel_dir = \"absent-minilm\"\n";
+    std::fs::write(dir.join("direct.toml"), embedder).expect("write");
+    std::fs::write(dir.join("ssr.toml"), format!("{embedder}[intent]\nmethod = \"ssr\"\n")).expect("write");
+    let validate = |config: &str, out: &str| {
+        sim(&dir, &["validate", "--config", config, "--sample", "10", "--resamples", "100", "--out", out, "--json"])
+    };
+    let direct = validate("direct.toml", "d");
+    assert!(direct.status.success(), "{}", stderr(&direct));
+    let ssr = validate("ssr.toml", "s");
+    assert!(!ssr.status.success() && stderr(&ssr).contains("absent-minilm"), "{}", stderr(&ssr));
+    assert!(!dir.join("s").exists(), "nothing is written for a config whose embedder is missing");
+}
