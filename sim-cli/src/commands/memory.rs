@@ -109,9 +109,9 @@ pub enum MemoryCommand {
         /// Promote only this tier: working or shortTerm.
         #[arg(long, value_name = "TIER", requires = "promote")]
         tier: Option<String>,
-        /// Simulated hours that pass before the pass.
-        #[arg(long, default_value_t = 1.0)]
-        hours: f64,
+        /// Whole simulated hours that pass before the pass (the plan counts hours whole).
+        #[arg(long, value_name = "H", default_value_t = 1)]
+        hours: u32,
         #[command(flatten)]
         dir: RunDirArgs,
     },
@@ -743,9 +743,6 @@ pub fn memory(cmd: MemoryCommand) -> Result<()> {
         MemoryCommand::Predict { hours_ahead, dir } => predict(hours_ahead, &dir),
         MemoryCommand::Test(cmd) => test(cmd),
         MemoryCommand::Consolidate { decay, promote, cluster, clean_expired, dry_run, tier, hours, dir } => {
-            if !(hours.is_finite() && hours >= 0.0) {
-                bail!("--hours {hours}: must be a non-negative number");
-            }
             let tier = match tier.as_deref() {
                 None => None,
                 Some(t) => match Tier::parse(t) {
@@ -760,7 +757,7 @@ pub fn memory(cmd: MemoryCommand) -> Result<()> {
             operate(
                 &dir,
                 |l| {
-                    let at = SimTime(l.now.0 + (hours * 3600.0).round() as u64);
+                    let at = SimTime(l.now.0 + u64::from(hours) * 3600);
                     Ok(Op::Consolidate {
                         decay: decay || all,
                         promote: promote || all,
