@@ -57,6 +57,22 @@ pub struct FieldConfig {
     /// drowning out the rest (the source's risk 10). Default 100. A
     /// monitoring threshold: it changes no score.
     pub ratio_alarm: f64,
+    /// The lock-in monitor's N: the share of answer slots held by the N
+    /// patterns that answered most, over a window of phases. Default 20. A
+    /// monitoring setting, apart from the queries' `k`: it changes no score.
+    /// The three lock-in settings are not written to the event log (whose
+    /// format they would change); `field stats` uses the defaults.
+    #[serde(skip, default = "default_lock_in_top")]
+    pub lock_in_top: usize,
+    /// The lock-in monitor's window, in phases (the last this many phases'
+    /// answers). Default 12.
+    #[serde(skip, default = "default_lock_in_window")]
+    pub lock_in_window: u32,
+    /// The lock-in alarm: a phase whose window is full and whose window's
+    /// top-N share exceeds this, while the field holds more than N live
+    /// patterns, is reported as locked in. Default 0.9.
+    #[serde(skip, default = "default_lock_in_alarm")]
+    pub lock_in_alarm: f64,
     /// FAISS's OpenMP threads, process-wide (see [`crate::threads`]).
     /// Default 1; 0 leaves OpenMP's own choice.
     /// Operational: never written out or read back, never in a digest.
@@ -87,6 +103,15 @@ impl FieldConfig {
         if !(self.ratio_alarm.is_finite() && self.ratio_alarm > 1.0) {
             return bad("ratio_alarm", format!("must be a finite number > 1, got {}", self.ratio_alarm));
         }
+        if self.lock_in_top == 0 {
+            return bad("lock_in_top", "must be at least 1, got 0".into());
+        }
+        if self.lock_in_window == 0 {
+            return bad("lock_in_window", "must be at least 1 phase, got 0".into());
+        }
+        if !(self.lock_in_alarm > 0.0 && self.lock_in_alarm < 1.0) {
+            return bad("lock_in_alarm", format!("must be a share between 0 and 1, got {}", self.lock_in_alarm));
+        }
         if !(0.0..=MAX_AMPLIFICATION).contains(&self.resonance_amplification) {
             let a = self.resonance_amplification;
             return bad(
@@ -102,6 +127,18 @@ fn one_thread() -> u32 {
     1
 }
 
+fn default_lock_in_top() -> usize {
+    20
+}
+
+fn default_lock_in_window() -> u32 {
+    12
+}
+
+fn default_lock_in_alarm() -> f64 {
+    0.9
+}
+
 impl Default for FieldConfig {
     fn default() -> Self {
         FieldConfig {
@@ -113,6 +150,9 @@ impl Default for FieldConfig {
             permeability: 1.0,
             resonance_amplification: 0.2,
             ratio_alarm: 100.0,
+            lock_in_top: default_lock_in_top(),
+            lock_in_window: default_lock_in_window(),
+            lock_in_alarm: default_lock_in_alarm(),
             threads: one_thread(),
         }
     }

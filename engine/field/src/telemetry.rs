@@ -36,6 +36,20 @@ pub struct TimelinePoint {
     /// Whether the ratio is above the field's `ratio_alarm`.
     #[serde(default)]
     pub alarm: bool,
+    /// The share of the window's answer slots held by its top N patterns
+    /// (the field's `lock_in_top` and `lock_in_window`); `None` before any
+    /// answer in the window.
+    #[serde(default)]
+    pub top_share: Option<f64>,
+    /// The Gini coefficient of the window's answer counts over every
+    /// pattern live at the phase or answering in the window (0: even, near
+    /// 1: a few hold all); `None` before any answer in the window.
+    #[serde(default)]
+    pub gini: Option<f64>,
+    /// Whether the phase is locked in: its window full, more than N
+    /// patterns live, and `top_share` above `lock_in_alarm`.
+    #[serde(default)]
+    pub lock_in: bool,
     /// Every pattern's effective strength, by id (the decay picture;
     /// archived patterns included).
     pub strengths: Vec<(u64, f64)>,
@@ -48,6 +62,8 @@ pub struct Telemetry {
     queries: BTreeMap<String, u64>,
     /// Per pattern, the queries whose answer held it.
     answered: BTreeMap<u64, u64>,
+    /// The same, per phase (the phase in progress last).
+    phase_answers: Vec<BTreeMap<u64, u64>>,
     timeline: Vec<TimelinePoint>,
 }
 
@@ -135,11 +151,66 @@ pub struct Monitor {
     pub first_alarm_phase: Option<u64>,
 }
 
+impl LockIn {
+    /// The monitor of a report written before it existed.
+    fn empty() -> LockIn {
+        let d = crate::FieldConfig::default();
+        LockIn {
+            top: d.lock_in_top,
+            window: d.lock_in_window,
+            alarm_share: d.lock_in_alarm,
+            top_share: None,
+            gini: None,
+            max_top_share: None,
+            alarm_phases: 0,
+            first_alarm_phase: None,
+        }
+    }
+}
+
 impl Monitor {
     /// Whether the alarm fired in any phase.
     pub fn alarmed(&self) -> bool {
         self.alarm_phases > 0
     }
+}
+
+/// The lock-in monitor over the whole timeline: who holds the answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LockIn {
+    /// N: the top patterns whose share is watched (`lock_in_top`).
+    pub top: usize,
+    /// The window, in phases (`lock_in_window`).
+    pub window: u32,
+    /// The alarm threshold on the share (`lock_in_alarm`).
+    pub alarm_share: f64,
+    /// The last phase's top-N share, if its window held an answer.
+    pub top_share: Option<f64>,
+    /// The last phase's Gini coefficient of answer counts.
+    pub gini: Option<f64>,
+    /// The largest top-N share of any phase with a full window.
+    pub max_top_share: Option<f64>,
+    /// Phases that were locked in.
+    pub alarm_phases: u64,
+    /// The first of them.
+    pub first_alarm_phase: Option<u64>,
+}
+
+/// The share of `counts`' total held by its `top` largest, and their Gini
+/// coefficient over `counts` (zeros included); `None` for no answers.
+pub fn concentration(counts: &[u64], top: usize) -> Option<(f64, f64)> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut sorted = counts.to_vec();
+    sorted.sort_unstable();
+    let held: u64 = sorted.iter().rev().take(top).sum();
+    let n = sorted.len() as f64;
+    // G = 2 * sum(i * x_i) / (n * sum(x)) - (n + 1) / n, x ascending, i from 1.
+    let weighted: f64 = sorted.iter().enumerate().map(|(i, x)| (i as f64 + 1.0) * *x as f64).sum();
+    let gini = 2.0 * weighted / (n * total as f64) - (n + 1.0) / n;
+    Some((held as f64 / total as f64, gini.max(0.0)))
 }
 
 /// The telemetry report.
@@ -161,8 +232,11 @@ pub struct TelemetryReport {
     /// `None` before any query returned anything.
     #[serde(default)]
     pub busiest: Option<Busiest>,
-    /// The strength-ratio monitor.
+    /// The strength-ratio figure and its threshold.
     pub monitor: Monitor,
+    /// The lock-in monitor.
+    #[serde(default = "LockIn::empty")]
+    pub lock_in: LockIn,
     /// Final stability.
     pub stability: Stability,
     /// The first phase at which stability exceeded 0.75, if any.
@@ -192,9 +266,29 @@ impl Telemetry {
     /// Counts a query and the patterns its answer held.
     pub fn count_query(&mut self, agent: &str, answer: impl IntoIterator<Item = u64>) {
         *self.queries.entry(agent.to_string()).or_default() += 1;
+        if self.phase_answers.len() <= self.timeline.len() {
+            self.phase_answers.resize_with(self.timeline.len() + 1, BTreeMap::new);
+        }
+        let phase = &mut self.phase_answers[self.timeline.len()];
         for id in answer {
             *self.answered.entry(id).or_default() += 1;
+            *phase.entry(id).or_default() += 1;
         }
+    }
+
+    /// The top-N share and Gini of the answers of the `window` phases up to
+    /// the phase in progress, over the patterns in `live` and those
+    /// answering.
+    fn window_concentration(&self, live: &[u64], top: usize, window: u32) -> Option<(f64, f64)> {
+        let end = self.timeline.len() + 1;
+        let start = end.saturating_sub(window as usize);
+        let mut counts: BTreeMap<u64, u64> = live.iter().map(|id| (*id, 0)).collect();
+        for phase in self.phase_answers.iter().take(end).skip(start) {
+            for (id, n) in phase {
+                *counts.entry(*id).or_default() += n;
+            }
+        }
+        concentration(&counts.into_values().collect::<Vec<_>>(), top)
     }
 
     /// The timeline so far.
@@ -210,6 +304,13 @@ impl Telemetry {
         let decayed_live: Vec<f64> =
             field.patterns().values().filter(|p| !field.archived(p, now)).map(|p| p.decayed(cfg, now)).collect();
         let strength_ratio = ratio_of(effective.iter().filter(|(_, _, live)| *live).map(|(_, s, _)| *s));
+        let live_ids: Vec<u64> = effective.iter().filter(|(_, _, live)| *live).map(|(id, _, _)| *id).collect();
+        let held = self.window_concentration(&live_ids, cfg.lock_in_top, cfg.lock_in_window);
+        // A young field is concentrated by being young: only a full window,
+        // with more than N live patterns, can be locked in.
+        let full = self.timeline.len() + 1 >= cfg.lock_in_window as usize;
+        let lock_in =
+            full && live_ids.len() > cfg.lock_in_top && held.is_some_and(|(share, _)| share > cfg.lock_in_alarm);
         self.timeline.push(TimelinePoint {
             phase: self.timeline.len() as u64 + 1,
             hours: now.0 as f64 / 3600.0,
@@ -219,6 +320,9 @@ impl Telemetry {
             stability: field.measure_stability(now),
             strength_ratio,
             alarm: strength_ratio.is_some_and(|r| r > cfg.ratio_alarm),
+            top_share: held.map(|h| h.0),
+            gini: held.map(|h| h.1),
+            lock_in,
             strengths: effective.iter().map(|(id, s, _)| (*id, *s)).collect(),
         });
         Ok(&self.timeline[self.timeline.len() - 1])
@@ -238,6 +342,27 @@ impl Telemetry {
             ratio_alarm,
             max_ratio: max.map(|m| m.0),
             max_ratio_phase: max.map(|m| m.1),
+            alarm_phases: alarms.len() as u64,
+            first_alarm_phase: alarms.first().copied(),
+        }
+    }
+
+    /// The lock-in monitor over the timeline so far.
+    pub fn lock_in(&self, cfg: &crate::FieldConfig) -> LockIn {
+        let alarms: Vec<u64> = self.timeline.iter().filter(|p| p.lock_in).map(|p| p.phase).collect();
+        let last = self.timeline.last();
+        LockIn {
+            top: cfg.lock_in_top,
+            window: cfg.lock_in_window,
+            alarm_share: cfg.lock_in_alarm,
+            top_share: last.and_then(|p| p.top_share),
+            gini: last.and_then(|p| p.gini),
+            max_top_share: self
+                .timeline
+                .iter()
+                .filter(|p| p.phase >= u64::from(cfg.lock_in_window))
+                .filter_map(|p| p.top_share)
+                .reduce(f64::max),
             alarm_phases: alarms.len() as u64,
             first_alarm_phase: alarms.first().copied(),
         }
@@ -325,6 +450,7 @@ impl Telemetry {
             multi_agent_patterns,
             busiest: self.busiest(field),
             monitor: self.monitor(cfg.ratio_alarm),
+            lock_in: self.lock_in(cfg),
             stability: field.measure_stability(now),
             convergence_phase: self.timeline.iter().find(|p| p.stability.stability > CONVERGED_ABOVE).map(|p| p.phase),
             timeline: self.timeline.clone(),
@@ -336,5 +462,37 @@ impl Telemetry {
                 .map(|p| (p.strength, p.last_access.hours_since(p.created)))
                 .collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::concentration;
+
+    /// The Gini coefficient by its other definition: the mean absolute
+    /// difference over all pairs, over twice the mean.
+    fn gini_by_pairs(x: &[u64]) -> f64 {
+        let n = x.len() as f64;
+        let mean = x.iter().sum::<u64>() as f64 / n;
+        let diffs: f64 = x.iter().flat_map(|a| x.iter().map(move |b| (*a as f64 - *b as f64).abs())).sum();
+        diffs / (2.0 * n * n * mean)
+    }
+
+    #[test]
+    fn concentration_is_the_top_share_and_the_gini_of_the_counts() {
+        assert_eq!(concentration(&[0, 0, 0], 2), None, "no answers, no figure");
+        let (share, gini) = concentration(&[5, 5, 5, 5], 2).expect("answers");
+        assert!((share - 0.5).abs() < 1e-12 && gini.abs() < 1e-12, "even: half in the top two, Gini 0");
+        let (share, gini) = concentration(&[0, 0, 0, 12], 1).expect("answers");
+        assert!((share - 1.0).abs() < 1e-12);
+        assert!((gini - 0.75).abs() < 1e-12, "one of four holds all: 1 - 1/n = {gini}");
+        for counts in [vec![3u64, 1, 4, 1, 5, 9, 2, 6], vec![0, 7, 0, 0, 1, 30, 2], vec![1, 2, 3]] {
+            let (share, gini) = concentration(&counts, 3).expect("answers");
+            assert!((gini - gini_by_pairs(&counts)).abs() < 1e-12, "{counts:?}: {gini}");
+            let mut sorted = counts.clone();
+            sorted.sort_unstable_by(|a, b| b.cmp(a));
+            let top: u64 = sorted[..3.min(sorted.len())].iter().sum();
+            assert!((share - top as f64 / counts.iter().sum::<u64>() as f64).abs() < 1e-12);
+        }
     }
 }

@@ -68,9 +68,19 @@ pub struct SimulateArgs {
     /// Boundary permeability applied at injection.
     #[arg(long, default_value_t = 1.0)]
     pub permeability: f64,
-    /// The monitor's alarm: a phase whose max/min effective strength ratio exceeds this is reported.
+    /// The strength-ratio figure's threshold: a phase whose max/min effective strength ratio exceeds it is
+    /// counted (a figure of the field's age and lambda, not of lock-in).
     #[arg(long, default_value_t = 100.0)]
     pub ratio_alarm: f64,
+    /// Lock-in monitor: the N patterns whose share of the answer slots is watched.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub lock_in_top: u32,
+    /// Lock-in monitor: the window of phases whose answers are counted.
+    #[arg(long, value_name = "PHASES", default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub lock_in_window: u32,
+    /// Lock-in alarm: a phase whose window's top-N share exceeds this (with more than N live patterns) is locked in.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.9)]
+    pub lock_in_alarm: f64,
     /// Output directory (must not exist or be empty). Default: the first free runs/field-s{seed}[-k].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -166,6 +176,9 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
     if !(a.ratio_alarm.is_finite() && a.ratio_alarm > 1.0) {
         bail!("--ratio-alarm {}: must be a finite number > 1", a.ratio_alarm);
     }
+    if !(a.lock_in_alarm > 0.0 && a.lock_in_alarm < 1.0) {
+        bail!("--lock-in-alarm {}: must be a share between 0 and 1", a.lock_in_alarm);
+    }
     let out = a.out.clone().unwrap_or_else(|| runs::dir::fresh(&format!("runs/field-s{}", a.seed)));
     if out.exists() && std::fs::read_dir(&out).map(|mut d| d.next().is_some()).unwrap_or(true) {
         bail!("output directory {} already exists and is not empty; choose another --out or remove it", out.display());
@@ -184,6 +197,9 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
             lambda: a.lambda,
             permeability: a.permeability,
             ratio_alarm: a.ratio_alarm,
+            lock_in_top: a.lock_in_top as usize,
+            lock_in_window: a.lock_in_window,
+            lock_in_alarm: a.lock_in_alarm,
             ..FieldConfig::default()
         },
         out: Some(out.clone()),
@@ -205,6 +221,7 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
         resonance: ResonanceFigures { mean: result.telemetry.resonance.mean, max: result.telemetry.resonance.max },
         busiest: result.telemetry.busiest.clone(),
         monitor: result.telemetry.monitor.clone(),
+        lock_in: result.telemetry.lock_in.clone(),
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -226,7 +243,8 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
             t.resonance.mean, t.resonance.max, t.resonance.strongly_resonant_pairs
         );
         println!("  busiest      {}", busiest_line(t.busiest.as_ref()));
-        println!("  monitor      {}", monitor_line(&t.monitor));
+        println!("  lock-in      {}", lock_in_line(&t.lock_in));
+        println!("  ratio        {}", monitor_line(&t.monitor));
         let conv = t.convergence_phase.map_or("not reached".to_string(), |p| format!("phase {p}"));
         println!("  stability    {:.3} (convergence > 0.75: {conv})", t.stability.stability);
         println!("  digest       {}", result.digest.hex());
@@ -249,7 +267,28 @@ fn busiest_line(b: Option<&::field::telemetry::Busiest>) -> String {
     })
 }
 
-/// The strength-ratio monitor in words.
+/// The lock-in monitor in words.
+fn lock_in_line(l: &::field::telemetry::LockIn) -> String {
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}%", 100.0 * v));
+    let now = format!(
+        "top {} patterns hold {} of the last {} phases' answer slots (peak {}), Gini {}",
+        l.top,
+        pct(l.top_share),
+        l.window,
+        pct(l.max_top_share),
+        l.gini.map_or("-".to_string(), |g| format!("{g:.3}"))
+    );
+    match l.first_alarm_phase {
+        Some(first) => format!(
+            "ALARM: {now}; above {} in {} phases, first at phase {first}",
+            pct(Some(l.alarm_share)),
+            l.alarm_phases
+        ),
+        None => format!("{now}; alarm at {} never reached", pct(Some(l.alarm_share))),
+    }
+}
+
+/// The strength-ratio figure in words.
 fn monitor_line(m: &::field::telemetry::Monitor) -> String {
     let max = match (m.max_ratio, m.max_ratio_phase) {
         (Some(r), Some(p)) => format!("max/min effective strength ratio peaked at {r:.2} (phase {p})"),
@@ -278,6 +317,7 @@ struct SimulateSummary {
     resonance: ResonanceFigures,
     busiest: Option<::field::telemetry::Busiest>,
     monitor: ::field::telemetry::Monitor,
+    lock_in: ::field::telemetry::LockIn,
 }
 
 /// Resonance among the live patterns at the end.
@@ -399,7 +439,8 @@ fn stats_cmd(a: StatsArgs) -> Result<()> {
         );
     }
     println!("  busiest      {}", busiest_line(report.busiest.as_ref()));
-    println!("  monitor      {}", monitor_line(&report.monitor));
+    println!("  lock-in      {}", lock_in_line(&report.lock_in));
+    println!("  ratio        {}", monitor_line(&report.monitor));
     let conv = report.convergence_phase.map_or("not reached".to_string(), |p| format!("phase {p}"));
     println!(
         "  stability    {:.3} = 0.6 x {:.3} attractor + 0.4 x {:.3} organisation; convergence: {conv}",

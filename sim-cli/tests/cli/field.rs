@@ -112,3 +112,29 @@ fn bad_field_input_is_named() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("version 2 is not supported (this engine reads version 3)"), "{}", stderr(&o));
 }
+
+/// The lock-in monitor sees lock-in: one topic answered 20 at a time locks
+/// the same patterns in over 200 phases, and the defaults (24 phases, and
+/// 200) do not; the top-N share and Gini are reported either way.
+#[test]
+fn the_lock_in_monitor_fires_on_a_locked_in_field_and_not_at_the_defaults() {
+    let dir = scratch("field-lock-in");
+    let run = |out: &str, extra: &[&str]| {
+        let mut args = vec!["field", "simulate", "--json", "--out", out];
+        args.extend(extra);
+        json(&sim(&dir, &args))["lock_in"].clone()
+    };
+    let locked = run("locked", &["--topics", "1", "--k", "20", "--phases", "200"]);
+    assert!(locked["alarm_phases"].as_u64().is_some_and(|n| n > 100), "{locked}");
+    assert_eq!(locked["first_alarm_phase"].as_u64(), Some(12), "the first phase with a full 12-phase window");
+    assert!(locked["top_share"].as_f64().is_some_and(|s| s > 0.9), "{locked}");
+    for (out, extra) in [("defaults", vec![]), ("long", vec!["--phases", "200"])] {
+        let l = run(out, &extra);
+        assert_eq!(l["alarm_phases"].as_u64(), Some(0), "{out}: {l}");
+        assert!(l["first_alarm_phase"].is_null());
+        let (share, gini) = (l["top_share"].as_f64().expect("share"), l["gini"].as_f64().expect("gini"));
+        assert!(share > 0.0 && share < 0.9 && gini > 0.0 && gini < 1.0, "{out}: {l}");
+    }
+    let refused = sim(&dir, &["field", "simulate", "--lock-in-alarm", "1.5", "--out", "x"]);
+    assert!(!refused.status.success() && stderr(&refused).contains("--lock-in-alarm 1.5"), "{}", stderr(&refused));
+}
