@@ -27,6 +27,10 @@ pub struct Hit {
     pub resonant: bool,
     /// One of those resonances is above 0.5.
     pub strongly_resonant: bool,
+    /// It is resonant with the query, as the source's Q6 defines it: cosine
+    /// above 0.7 and decayed strength above 0.1. Telemetry counts it; no
+    /// answer is filtered by it.
+    pub query_resonant: bool,
 }
 
 /// The source's thresholds: a pair resonates above this cosine...
@@ -502,7 +506,8 @@ impl Field {
         if !score.is_finite() {
             return Err(p.non_finite("score", score));
         }
-        Ok(Some(Hit { id: p.id, score, cosine, resonant: false, strongly_resonant: false }))
+        let query_resonant = cosine > RESONANT_COSINE && p.decayed(&self.cfg, now) > RESONANT_STRENGTH;
+        Ok(Some(Hit { id: p.id, score, cosine, resonant: false, strongly_resonant: false, query_resonant }))
     }
 
     /// Exhaustive exact ranking.

@@ -340,7 +340,7 @@ impl SharedContextPort for FieldContexts {
     ) -> Result<Vec<Found>, PortError> {
         let s = self.contexts.member(ctx, agent)?;
         let hits = s.field.query_and_reinforce(agent, query, k, now)?;
-        s.telemetry.count_query(agent, hits.iter().map(|h| h.id));
+        s.telemetry.count_query(agent, &hits);
         Ok(found(&s.field, &hits))
     }
 
@@ -409,7 +409,7 @@ impl SharedContextPort for FieldContexts {
                     result.and_then(|hits| s.field.reinforce_answer(&ops[*i].agent, &hits, now).map(|()| hits));
                 replies[*i] = Some(match reinforced {
                     Ok(hits) => {
-                        s.telemetry.count_query(&ops[*i].agent, hits.iter().map(|h| h.id));
+                        s.telemetry.count_query(&ops[*i].agent, &hits);
                         Ok(PortReply::Found(found(&s.field, &hits)))
                     }
                     Err(e) => Err(e.into()),

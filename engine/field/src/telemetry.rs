@@ -64,6 +64,7 @@ pub struct Telemetry {
     answered: BTreeMap<u64, u64>,
     /// The same, per phase (the phase in progress last).
     phase_answers: Vec<BTreeMap<u64, u64>>,
+    query_resonance: QueryResonance,
     timeline: Vec<TimelinePoint>,
 }
 
@@ -175,6 +176,20 @@ impl Monitor {
     }
 }
 
+/// How many answers were resonant with their query, as the source's Q6
+/// defines it (cosine above 0.7, decayed strength above 0.1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueryResonance {
+    /// Queries answered.
+    pub queries: u64,
+    /// Patterns returned, over all answers.
+    pub hits: u64,
+    /// Of which resonant with their query.
+    pub resonant_hits: u64,
+    /// Queries whose answer held at least one resonant pattern.
+    pub queries_with_resonant: u64,
+}
+
 /// The lock-in monitor over the whole timeline: who holds the answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LockIn {
@@ -237,6 +252,9 @@ pub struct TelemetryReport {
     /// The lock-in monitor.
     #[serde(default = "LockIn::empty")]
     pub lock_in: LockIn,
+    /// Answers' resonance with their queries (Q6).
+    #[serde(default)]
+    pub query_resonance: QueryResonance,
     /// Final stability.
     pub stability: Stability,
     /// The first phase at which stability exceeded 0.75, if any.
@@ -264,16 +282,22 @@ impl Telemetry {
     }
 
     /// Counts a query and the patterns its answer held.
-    pub fn count_query(&mut self, agent: &str, answer: impl IntoIterator<Item = u64>) {
+    pub fn count_query(&mut self, agent: &str, answer: &[crate::Hit]) {
         *self.queries.entry(agent.to_string()).or_default() += 1;
         if self.phase_answers.len() <= self.timeline.len() {
             self.phase_answers.resize_with(self.timeline.len() + 1, BTreeMap::new);
         }
         let phase = &mut self.phase_answers[self.timeline.len()];
-        for id in answer {
-            *self.answered.entry(id).or_default() += 1;
-            *phase.entry(id).or_default() += 1;
+        for h in answer {
+            *self.answered.entry(h.id).or_default() += 1;
+            *phase.entry(h.id).or_default() += 1;
         }
+        let resonant = answer.iter().filter(|h| h.query_resonant).count() as u64;
+        let q = &mut self.query_resonance;
+        q.queries += 1;
+        q.hits += answer.len() as u64;
+        q.resonant_hits += resonant;
+        q.queries_with_resonant += u64::from(resonant > 0);
     }
 
     /// The top-N share and Gini of the answers of the `window` phases up to
@@ -451,6 +475,7 @@ impl Telemetry {
             busiest: self.busiest(field),
             monitor: self.monitor(cfg.ratio_alarm),
             lock_in: self.lock_in(cfg),
+            query_resonance: self.query_resonance.clone(),
             stability: field.measure_stability(now),
             convergence_phase: self.timeline.iter().find(|p| p.stability.stability > CONVERGED_ABOVE).map(|p| p.phase),
             timeline: self.timeline.clone(),

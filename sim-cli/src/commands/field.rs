@@ -222,6 +222,7 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
         busiest: result.telemetry.busiest.clone(),
         monitor: result.telemetry.monitor.clone(),
         lock_in: result.telemetry.lock_in.clone(),
+        query_resonance: result.telemetry.query_resonance.clone(),
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -243,6 +244,7 @@ fn simulate_cmd(a: SimulateArgs) -> Result<()> {
             t.resonance.mean, t.resonance.max, t.resonance.strongly_resonant_pairs
         );
         println!("  busiest      {}", busiest_line(t.busiest.as_ref()));
+        println!("  to queries   {}", query_resonance_line(&t.query_resonance));
         println!("  lock-in      {}", lock_in_line(&t.lock_in));
         println!("  ratio        {}", monitor_line(&t.monitor));
         let conv = t.convergence_phase.map_or("not reached".to_string(), |p| format!("phase {p}"));
@@ -265,6 +267,14 @@ fn busiest_line(b: Option<&::field::telemetry::Busiest>) -> String {
             100.0 * b.share
         )
     })
+}
+
+/// The answers' resonance with their queries in words.
+fn query_resonance_line(q: &::field::telemetry::QueryResonance) -> String {
+    format!(
+        "{} of {} returned patterns resonant with their query (cosine > 0.7, decayed strength > 0.1); {} of {} queries had one",
+        q.resonant_hits, q.hits, q.queries_with_resonant, q.queries
+    )
 }
 
 /// The lock-in monitor in words.
@@ -318,6 +328,7 @@ struct SimulateSummary {
     busiest: Option<::field::telemetry::Busiest>,
     monitor: ::field::telemetry::Monitor,
     lock_in: ::field::telemetry::LockIn,
+    query_resonance: ::field::telemetry::QueryResonance,
 }
 
 /// Resonance among the live patterns at the end.

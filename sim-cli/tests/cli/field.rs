@@ -135,6 +135,12 @@ fn the_lock_in_monitor_fires_on_a_locked_in_field_and_not_at_the_defaults() {
         let (share, gini) = (l["top_share"].as_f64().expect("share"), l["gini"].as_f64().expect("gini"));
         assert!(share > 0.0 && share < 0.9 && gini > 0.0 && gini < 1.0, "{out}: {l}");
     }
+    // Q6's resonance with the query is counted, never used to filter.
+    let all = json(&sim(&dir, &["field", "simulate", "--json", "--out", "q6"]));
+    let q = &all["query_resonance"];
+    let (hits, resonant) = (q["hits"].as_u64().expect("hits"), q["resonant_hits"].as_u64().expect("resonant"));
+    assert!(resonant > 0 && resonant < hits, "{q}");
+    assert!(q["queries_with_resonant"].as_u64() <= q["queries"].as_u64() && q["queries"].as_u64() > Some(0), "{q}");
     let refused = sim(&dir, &["field", "simulate", "--lock-in-alarm", "1.5", "--out", "x"]);
     assert!(!refused.status.success() && stderr(&refused).contains("--lock-in-alarm 1.5"), "{}", stderr(&refused));
 }

@@ -56,6 +56,7 @@ fn top_k_is_exact_against_brute_force() {
                         cosine: c,
                         resonant: false,
                         strongly_resonant: false,
+                        query_resonant: c > RESONANT_COSINE && p.decayed(f.config(), now) > RESONANT_STRENGTH,
                     }
                 })
                 .collect();
@@ -471,4 +472,29 @@ fn the_strength_ratio_is_effective_and_alarms() {
     let m = t.monitor(10.0);
     assert_eq!((m.alarm_phases, m.first_alarm_phase, m.max_ratio_phase), (1, Some(2), Some(2)));
     assert!(m.alarmed());
+}
+
+/// The source's Q6: a pattern is resonant with a query when their cosine is
+/// above 0.7 and its decayed strength above 0.1. The flag marks hits; it
+/// filters nothing.
+#[test]
+fn a_hit_is_resonant_with_its_query_as_q6_defines_it() {
+    let mut f = Field::new(2, FieldConfig::default()).expect("field");
+    let near = [1.0f32, 0.2];
+    let far = [0.2f32, 1.0];
+    f.inject("a", "strong-near", "v", &near, 1.0, h(0)).expect("inject");
+    f.inject("a", "weak-near", "v", &near, 0.08, h(0)).expect("inject");
+    f.inject("a", "strong-far", "v", &far, 1.0, h(0)).expect("inject");
+    let hits = f.query(&[1.0, 0.0], 3, h(0)).expect("query");
+    assert_eq!(hits.len(), 3, "nothing is filtered");
+    let flag = |key: &str| {
+        let id = f.patterns().values().find(|p| p.key == key).expect("pattern").id;
+        hits.iter().find(|x| x.id == id).expect("returned").query_resonant
+    };
+    assert!(flag("strong-near"), "cosine 0.98, strength 1");
+    assert!(!flag("weak-near"), "cosine 0.98, but strength 0.08 is not above 0.1");
+    assert!(!flag("strong-far"), "cosine 0.20");
+    // Decay alone takes it below: 1.0 x e^(-0.1 x 24) = 0.09.
+    let later = f.query(&[1.0, 0.0], 3, h(24)).expect("query");
+    assert!(later.iter().all(|x| !x.query_resonant), "{later:?}");
 }
