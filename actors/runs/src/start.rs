@@ -8,7 +8,7 @@ use crate::preflight::Estimate;
 use crate::watch::Interrupt;
 use actors::progress::Progress;
 use actors::replay::rerun;
-use actors::run::{RunSpec, MAX_PANEL, MAX_PERSONAS};
+use actors::run::{RunSpec, MAX_PANEL, MAX_PERSONAS, MAX_TICKS};
 use actors::sink::TraceSink;
 use engine::config::panel::PanelSection;
 use engine::config::{ChatProvider, Config};
@@ -297,6 +297,9 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     };
     if personas == 0 || personas > MAX_PANEL {
         refuse!("--personas {personas}: a panel has 1 to {MAX_PANEL} personas");
+    }
+    if ticks == 0 || ticks > MAX_TICKS {
+        refuse!("--ticks {ticks}: a run has 1 to {MAX_TICKS} ticks");
     }
     if start.shard.is_none() && personas > MAX_PERSONAS {
         let at_least = personas.div_ceil(MAX_PERSONAS);

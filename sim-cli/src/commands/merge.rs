@@ -28,15 +28,10 @@ pub struct MergeArgs {
 
 /// Runs `sim-cli merge`.
 pub fn merge(args: MergeArgs) -> Result<()> {
-    let progress = crate::progress::TerminalProgress::new(0).map(std::sync::Arc::new);
-    let silent = actors::progress::Silent;
-    let reporter: &dyn actors::progress::Progress = match &progress {
-        Some(p) => p.as_ref(),
-        None => &silent,
-    };
-    let merged = runs::merge(&args.shards, &args.out, reporter);
-    if let Some(p) = &progress {
-        p.finish();
+    let (terminal, progress) = crate::prelude::progress(0);
+    let merged = runs::merge(&args.shards, &args.out, progress.as_ref());
+    if let Some(t) = &terminal {
+        t.finish();
     }
     let merged = merged?;
     if args.json {

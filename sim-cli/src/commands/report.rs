@@ -28,15 +28,10 @@ pub struct ReportArgs {
 
 /// Runs `sim-cli report`.
 pub fn report(args: &ReportArgs) -> Result<()> {
-    let progress = crate::progress::TerminalProgress::new(0).map(std::sync::Arc::new);
-    let silent = actors::progress::Silent;
-    let reporter: &dyn actors::progress::Progress = match &progress {
-        Some(p) => p.as_ref(),
-        None => &silent,
-    };
-    let written = runs::report(&args.dir, args.out.as_deref(), &args.by, reporter);
-    if let Some(p) = &progress {
-        p.finish();
+    let (terminal, progress) = crate::prelude::progress(0);
+    let written = runs::report(&args.dir, args.out.as_deref(), &args.by, progress.as_ref());
+    if let Some(t) = &terminal {
+        t.finish();
     }
     let written = written?;
     if args.json {

@@ -111,6 +111,8 @@ fn bad_inputs_are_refused_by_name_with_nothing_written() {
     assert!(matches!(e, Error::Survey(_)), "{e:?}");
     assert!(e.to_string().contains("bad.csv: row r2, column age: \"thirty\" is not a whole number"), "{e}");
 
+    let e = runs::start(Start { ticks: 0, ..small(&out) }, &Watch::quiet()).expect_err("no ticks");
+    assert!(e.to_string().starts_with("--ticks 0"), "{e}");
     let e = runs::start(Start { budget_usd: Some(-1.0), ..small(&out) }, &Watch::quiet()).expect_err("a budget");
     assert!(e.to_string().starts_with("--budget-usd -1"), "{e}");
     let e = runs::replay(&dir.join("nowhere"), &Watch::quiet()).expect_err("no trace");
