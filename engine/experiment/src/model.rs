@@ -14,6 +14,7 @@
 //! count, plus noise seeded by (model seed, prompt digest), so the same
 //! prompt always gets the same answer and repetitions differ by seed.
 
+use super::topic::Topic;
 use engine::chat::{ChatPort, ChatReply, ChatRequest};
 use engine::cost::{estimate_tokens, Price};
 use engine::digest::DigestWriter;
@@ -105,7 +106,10 @@ impl ScriptedAgentModel {
     }
 }
 
-fn condense(item: &str, keep: Option<usize>) -> String {
+/// What the scripted analyst makes of one item: its first `keep` words
+/// (trailing `,;:` trimmed, a full stop added), or the item whole with
+/// `None` or when it is no longer.
+pub fn condense(item: &str, keep: Option<usize>) -> String {
     let words: Vec<&str> = item.split_whitespace().collect();
     let Some(keep) = keep.filter(|k| words.len() > *k) else {
         return item.to_string();
@@ -177,6 +181,68 @@ impl ChatPort for ScriptedAgentModel {
     }
 }
 
+/// A gold finding some arm can never carry to the report, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unreachable {
+    /// The topic.
+    pub topic: String,
+    /// The finding's id.
+    pub finding: String,
+    /// The arm that cannot carry it: `message_passing`, or `shared`
+    /// (the field and the store, where the writer reads the researcher).
+    pub arm: String,
+    /// Why, in words.
+    pub cause: String,
+}
+
+/// The output budgets a finding's path goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathBudgets {
+    /// The researcher's output per passage.
+    pub researcher: u64,
+    /// The analyst's output per iteration.
+    pub analyst: u64,
+    /// The writer's report.
+    pub writer: u64,
+}
+
+/// The findings of `topic` the scripted agents can never carry, arm by
+/// arm. A finding reaches a report through its home sentence: in the field
+/// and the store the researcher shares the sentence whole and the writer
+/// reads it there; in message passing it reaches the writer only as the
+/// analyst's point, cut to `analyst_words` words. It is reachable when its
+/// key phrases survive that path and every step's output budget can hold
+/// it; whether it is selected is then a matter of salience and budget,
+/// which is what the experiment measures.
+pub fn unreachable(topic: &Topic, analyst_words: Option<usize>, budgets: PathBudgets) -> Vec<Unreachable> {
+    let mut out = Vec::new();
+    for f in &topic.findings {
+        let home = super::judge::home_sentence(topic, f);
+        let mut miss = |arm: &str, cause: String| {
+            out.push(Unreachable { topic: topic.name.clone(), finding: f.id.clone(), arm: arm.into(), cause })
+        };
+        // A point costs its tokens and a line break.
+        let fits = |text: &str, budget: u64| estimate_tokens(text) < budget;
+        if !fits(&home, budgets.researcher.min(budgets.writer)) {
+            miss(
+                "shared",
+                format!("its sentence ({} tokens) is longer than an agent's output budget", estimate_tokens(&home)),
+            );
+        }
+        let point = condense(&home, analyst_words);
+        if !super::metrics::carries(&point, f) {
+            let words = analyst_words.unwrap_or(usize::MAX);
+            miss(
+                "message_passing",
+                format!("a key phrase lies past word {words} of its sentence, where the analyst cuts"),
+            );
+        } else if !fits(&point, budgets.analyst.min(budgets.writer)) || !fits(&home, budgets.researcher) {
+            miss("message_passing", "its sentence or the analyst's point is longer than an output budget".into());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,5 +276,25 @@ mod tests {
         let (p, fitted) = prompt(Role::Writer, 10, "q?", &items, 100);
         assert!(fitted < 50 && estimate_tokens(&p) <= 100);
         assert_eq!(parse_lines(&p).len(), fitted);
+    }
+
+    /// Every shipped topic is reachable at the default budgets; a key
+    /// phrase past the analyst's cut is named, for message passing only.
+    #[test]
+    fn shipped_topics_are_reachable_and_a_late_phrase_is_not() {
+        let budgets = PathBudgets { researcher: 60, analyst: 60, writer: 150 };
+        for t in Topic::builtins().expect("valid") {
+            assert_eq!(unreachable(&t, Some(ANALYST_WORDS), budgets), Vec::new(), "{}", t.name);
+        }
+        let mut t = Topic::builtin("grid-storage").expect("built in").expect("valid");
+        t.passages[0].text = t.passages[0].text.replace(
+            "Developers now pair most new solar plants with four-hour batteries.",
+            "Developers now pair most of the new solar plants they build each year with four-hour batteries.",
+        );
+        let u = unreachable(&t, Some(ANALYST_WORDS), budgets);
+        assert_eq!(u.len(), 1, "{u:?}");
+        assert_eq!((u[0].finding.as_str(), u[0].arm.as_str()), ("f2", "message_passing"));
+        assert!(u[0].cause.contains("past word 12"), "{}", u[0].cause);
+        assert_eq!(unreachable(&t, None, budgets), Vec::new(), "whole points carry it");
     }
 }

@@ -63,13 +63,21 @@ pub struct Topic {
     pub rubric: Vec<RubricItem>,
 }
 
-/// The built-in topics, by name.
-pub const BUILTIN_TOPICS: [(&str, &str); 5] = [
+/// The built-in topics, by name: hand-written, each with its own gold
+/// findings (`sim-cli experiment topics --check` proves every one reachable).
+pub const BUILTIN_TOPICS: [(&str, &str); 12] = [
     ("grid-storage", include_str!("../../../fixtures/topics/grid-storage.toml")),
     ("sleep-wearables", include_str!("../../../fixtures/topics/sleep-wearables.toml")),
     ("urban-heat", include_str!("../../../fixtures/topics/urban-heat.toml")),
     ("remote-work", include_str!("../../../fixtures/topics/remote-work.toml")),
     ("antibiotic-resistance", include_str!("../../../fixtures/topics/antibiotic-resistance.toml")),
+    ("coral-reefs", include_str!("../../../fixtures/topics/coral-reefs.toml")),
+    ("school-phones", include_str!("../../../fixtures/topics/school-phones.toml")),
+    ("ev-charging", include_str!("../../../fixtures/topics/ev-charging.toml")),
+    ("wildfire-smoke", include_str!("../../../fixtures/topics/wildfire-smoke.toml")),
+    ("food-waste", include_str!("../../../fixtures/topics/food-waste.toml")),
+    ("plastic-recycling", include_str!("../../../fixtures/topics/plastic-recycling.toml")),
+    ("groundwater", include_str!("../../../fixtures/topics/groundwater.toml")),
 ];
 
 impl Topic {
@@ -247,7 +255,7 @@ mod tests {
 
     #[test]
     fn builtins_are_valid_and_sentences_split_after_decimals() {
-        assert_eq!(Topic::builtins().expect("valid").len(), 5);
+        assert_eq!(Topic::builtins().expect("valid").len(), 12);
         assert_eq!(
             sentences("About 1.27 million died. Next one! Last"),
             vec!["About 1.27 million died.", "Next one!", "Last"]
