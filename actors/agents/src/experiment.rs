@@ -301,7 +301,7 @@ pub async fn mission(spec: &MissionSpec) -> Result<MissionResult> {
                 .map_err(|e| Error::Spawn { actor: role.name().into(), source: Box::new(e) })?;
             team.agents.push(agent);
         }
-        if let Condition::Field = spec.condition {
+        if let Condition::Field | Condition::Store = spec.condition {
             team.field = Some(FieldHandle::spawn(spec.dim, spec.field.clone()).await?);
         }
         let agents: Vec<_> = team.agents.iter().map(|(a, _)| a.clone()).collect();
@@ -406,7 +406,11 @@ async fn write_ops(spec: &MissionSpec, worked: &mut Worked, spend: &mut Spend) -
         .flat_map(|(role, lines)| lines.unwrap_or_default().into_iter().map(move |l| (role, l)))
         .collect();
     let texts: Vec<String> = lines.iter().map(|(_, l)| l.clone()).collect();
-    let vectors = embed(spec, &texts, spend).await?;
+    // Text message passing carries no vectors: nothing is embedded.
+    let vectors = match spec.condition {
+        Condition::MessagePassing => vec![Vec::new(); texts.len()],
+        Condition::Field | Condition::Store => embed(spec, &texts, spend).await?,
+    };
     Ok(lines
         .into_iter()
         .zip(vectors)
@@ -431,7 +435,7 @@ async fn run_mission(
             seq: 0,
         },
         None => {
-            let mut port = MessagePassing::new(spec.dim, Merge::Override);
+            let mut port = MessagePassing::text_only(Merge::Override);
             let research = port.create_context(&team[..2], Vec::new(), SimTime(0))?;
             let analysis = port.create_context(&team[1..], Vec::new(), SimTime(0))?;
             Shared::Messages { port, research, analysis, seq: 0 }
@@ -440,7 +444,10 @@ async fn run_mission(
     let t = &spec.topic;
     let k = spec.budgets.k;
     let mut embedding = Spend::default();
-    let question_vec = embed(spec, std::slice::from_ref(&t.question), &mut embedding).await?.remove(0);
+    let question_vec = match field {
+        Some(_) => embed(spec, std::slice::from_ref(&t.question), &mut embedding).await?.remove(0),
+        None => Vec::new(),
+    };
     let (mut chat, mut latency_ms, mut report) = (Spend::default(), 0.0f64, String::new());
     let p = t.passages.len();
     for it in 1..=p + 2 {
@@ -488,7 +495,9 @@ async fn run_mission(
         let writes = write_ops(spec, &mut worked, &mut embedding).await?;
         if !writes.is_empty() {
             let tokens = embedding.input_tokens - before;
-            latency_ms += spec.latency.embed_call_ms + spec.latency.embed_token_ms * tokens as f64;
+            if field.is_some() {
+                latency_ms += spec.latency.embed_call_ms + spec.latency.embed_token_ms * tokens as f64;
+            }
             shared.phase(writes, now).await?;
         }
     }
@@ -540,6 +549,7 @@ async fn score(
             retention: metrics::retention(&r.report, topic),
             quality: metrics::quality(&r.report, topic),
             tokens: r.chat.input_tokens + r.chat.output_tokens + r.embedding.input_tokens,
+            chat_tokens: r.chat.input_tokens + r.chat.output_tokens,
             latency_ms,
             modelled_latency_ms,
             cross_agent_resonance: tel.map(|t| t.multi_agent_patterns.len() as u64),
@@ -679,7 +689,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
             cause: "needs at least one topic, one repetition and one lambda".into(),
         });
     }
-    let total = spec.topics.len() * spec.reps as usize * (1 + spec.lambdas.len());
+    let total = spec.topics.len() * spec.reps as usize * (2 + spec.lambdas.len());
     let mut out = Vec::with_capacity(total);
     for (ti, topic) in spec.topics.iter().enumerate() {
         for rep in 1..=spec.reps {
@@ -691,7 +701,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     ..ScriptedAgentModel::new(seed, Price::from_usd_per_mtok(0.15, 0.6))
                 }),
             };
-            let mut conditions = vec![(Condition::MessagePassing, None)];
+            let mut conditions = vec![(Condition::MessagePassing, None), (Condition::Store, None)];
             conditions.extend(spec.lambdas.iter().map(|l| (Condition::Field, Some(*l))));
             for (condition, lambda) in conditions {
                 let log = match (&spec.field_logs, lambda) {
@@ -707,7 +717,10 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     log,
                     topic: topic.clone(),
                     condition,
-                    field: FieldConfig { lambda: lambda.unwrap_or(0.1), ..FieldConfig::default() },
+                    field: match lambda {
+                        Some(l) => FieldConfig { lambda: l, ..FieldConfig::default() },
+                        None => FieldConfig::plain_store(),
+                    },
                     budgets: spec.budgets.clone(),
                     latency: spec.latency.clone(),
                     dim: spec.dim,

@@ -1,24 +1,26 @@
-//! The verdict: how each pass/fail criterion, and the whole experiment,
-//! comes out, and what the plan's decision rules say to do. A criterion
-//! that claims an improvement passes only with its threshold met and the
-//! paired Wilcoxon test below [`ALPHA`]; too few pairs are inconclusive.
+//! The verdict, pre-registered: how each criterion, and the whole
+//! experiment, comes out, and what the design document's decision rules
+//! say to do. The topic is the unit of analysis; the improvement criteria
+//! (retention, quality) are one-sided exact signed-rank tests on a
+//! difference that builds the document's threshold in; the bounds (tokens,
+//! latency) are judged on their value. At or above the minimum design
+//! ([`MIN_TOPICS`] topics) every criterion passes or fails; below it the
+//! experiment can only ask for more.
 
+use crate::stats::{one_sided, OneSided};
 use serde::{Deserialize, Serialize};
 
-/// How a criterion, or the whole experiment, came out: one model for every
-/// place that judges.
+/// How a criterion, or the whole experiment, came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// The threshold is met on enough pairs and, for a criterion that
-    /// claims an improvement (retention, quality), the paired test gives
-    /// p < 0.05.
+    /// The test gives p < [`ALPHA`] (an improvement) or the value is within
+    /// its bound, on at least [`MIN_TOPICS`] topics.
     Pass,
-    /// The threshold is missed, on enough pairs.
+    /// Not a pass, on at least [`MIN_TOPICS`] topics.
     Fail,
-    /// Too few pairs for the signed-rank test to reach significance at all
-    /// ([`significance_reachable`]), whatever the value; or an improvement
-    /// criterion's threshold is met without p < 0.05.
+    /// Fewer than [`MIN_TOPICS`] topics: below the minimum design nothing
+    /// is decided.
     Inconclusive,
 }
 
@@ -33,91 +35,77 @@ impl Verdict {
     }
 }
 
-/// The significance level of every test the experiment reports.
+/// The significance level of every test the experiment decides by.
 pub const ALPHA: f64 = 0.05;
 
-/// Whether `pairs` paired comparisons can reach a two-sided exact Wilcoxon
-/// p-value below `alpha` at all: the smallest p-value `n` pairs can give
-/// (every difference of one sign) is `2 / 2^n`, so at 0.05 it takes 6.
-pub fn significance_reachable(pairs: usize, alpha: f64) -> bool {
-    let smallest_p = 2.0 * 0.5f64.powi(pairs.min(1024) as i32);
-    smallest_p < alpha
-}
+/// The minimum design: the design document's 5 topics (x 1 repetition).
+/// Five topics of one sign give a one-sided p of 1/32 = 0.031, so a
+/// criterion can pass there; a miss fails.
+pub const MIN_TOPICS: usize = 5;
 
-/// The fewest pairs for which [`significance_reachable`] holds at `alpha`.
-pub fn pairs_needed(alpha: f64) -> usize {
-    (1..=1024).find(|n| significance_reachable(*n, alpha)).unwrap_or(1024)
-}
+/// The analysis, fixed before any run and printed before the results.
+pub const PREREGISTERED: [&str; 8] = [
+    "Unit: the topic. A topic's repetitions are averaged, arm by arm, before any test.",
+    "Test: exact Wilcoxon signed-rank, one-sided (H1: the median over topics of d is above 0), alpha = 0.05; ties (d = 0) by Pratt's method (ranked, then given no sign).",
+    "Retention: d = field - 1.2 x message passing (the document's \"at least 20% more findings\").",
+    "Quality: d = field - message passing - 0.5 (\"at least 0.5 points\"); counted in the decision only when a language-model judge or human ratings score it (the scripted judge counts the same key phrases as retention).",
+    "Tokens (<= 1.2) and latency (<= 1.5): ratios of totals, field over message passing, judged on their value with no test; tokens count the field's embeddings, and the control is text message passing with none.",
+    "At 5 topics or more every criterion passes or fails (a test that misses p < 0.05 fails); below 5 the decision is collect_more.",
+    "Decision: retention fails -> reassess; another counted criterion fails -> targeted_fixes; all pass -> the third arm decides.",
+    "Third arm: field against the plain shared store, d = field - store retention, the same test; p < 0.05 -> proceed (the field's mechanisms earn their cost), else store_suffices.",
+];
 
-/// The paired evidence behind a criterion.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Evidence {
-    /// Paired comparisons.
-    pub pairs: usize,
-    /// The exact two-sided Wilcoxon p-value of the criterion's metric,
-    /// field minus message passing.
-    pub p_value: f64,
-    /// Whether passing needs `p < ALPHA` too: true for the criteria that
-    /// claim an improvement (retention, quality), false for the bounds
-    /// (tokens, latency), whose p-value is shown beside them.
-    pub significance_required: bool,
-}
-
-/// One pass/fail criterion.
+/// One criterion.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Criterion {
     /// Its short name: `retention`, `quality`, `tokens` or `latency`.
-    #[serde(default)]
     pub key: String,
     /// What is compared.
     pub name: String,
     /// The threshold, in the criterion's own terms.
     pub threshold: f64,
-    /// The measured value.
+    /// The measured value (a ratio of means, a gain or a ratio of totals).
     pub value: f64,
     /// Whether the value meets the threshold.
     pub pass: bool,
-    /// Pass, fail or inconclusive (too few pairs to judge, or an
-    /// improvement without p < 0.05).
-    #[serde(default = "inconclusive")]
+    /// Pass, fail, or inconclusive below the minimum design.
     pub verdict: Verdict,
-    /// The exact two-sided Wilcoxon p-value of its metric, field minus
-    /// message passing.
-    #[serde(default)]
-    pub p_value: Option<f64>,
-    /// Whether passing needs p < 0.05 (retention, quality) or the value is
-    /// a bound with p shown beside it (tokens, latency).
-    #[serde(default)]
-    pub significance_required: bool,
-    /// Paired comparisons it was judged on.
-    #[serde(default)]
-    pub pairs: usize,
-    /// The fewest pairs an exact two-sided signed-rank test needs before
-    /// p < 0.05 is possible at all (6).
-    #[serde(default)]
-    pub pairs_needed: usize,
-    /// Where the value comes from: `proxy` (key phrases), `human` (the
-    /// blind ratings), `modelled` or `measured` (latency), `counted`.
-    #[serde(default)]
+    /// The difference tested per topic (improvement criteria).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub difference: Option<String>,
+    /// The topic-level one-sided test (improvement criteria).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_sided: Option<OneSided>,
+    /// Topics it was judged on.
+    pub topics: usize,
+    /// The minimum design's topics ([`MIN_TOPICS`]).
+    pub minimum_topics: usize,
+    /// Whether it counts in the decision (quality with the scripted judge
+    /// does not).
+    pub counted: bool,
+    /// Where the value comes from: `proxy` (key phrases), `semantic`,
+    /// `judge`, `human`, `modelled` or `measured` (latency), `counted`.
     pub source: String,
 }
 
-pub(super) fn inconclusive() -> Verdict {
-    Verdict::Inconclusive
-}
-
 impl Criterion {
-    /// A criterion judged on its paired evidence: inconclusive below
-    /// [`pairs_needed`] pairs; otherwise a missed threshold fails, and a met
-    /// one passes when no significance is required or `p < ALPHA`, and is
-    /// inconclusive when it is required and missing.
-    pub fn judged(key: &str, name: &str, threshold: f64, value: f64, pass: bool, e: Evidence, source: &str) -> Self {
-        let significant = e.p_value < ALPHA;
-        let verdict = match (significance_reachable(e.pairs, ALPHA), pass) {
+    /// An improvement criterion: passes when the one-sided test on the
+    /// per-topic differences `d` gives p < [`ALPHA`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn tested(
+        key: &str,
+        name: &str,
+        (threshold, value, pass): (f64, f64, bool),
+        difference: &str,
+        d: &[f64],
+        source: &str,
+        counted: bool,
+    ) -> Criterion {
+        let test = one_sided(d);
+        let verdict = match (d.len() >= MIN_TOPICS, test.p_value < ALPHA) {
             (false, _) => Verdict::Inconclusive,
-            (true, false) => Verdict::Fail,
-            (true, true) if e.significance_required && !significant => Verdict::Inconclusive,
             (true, true) => Verdict::Pass,
+            (true, false) => Verdict::Fail,
         };
         Criterion {
             key: key.into(),
@@ -126,34 +114,65 @@ impl Criterion {
             value,
             pass,
             verdict,
-            p_value: Some(e.p_value),
-            significance_required: e.significance_required,
-            pairs: e.pairs,
-            pairs_needed: pairs_needed(ALPHA),
+            difference: Some(difference.into()),
+            one_sided: Some(test),
+            topics: d.len(),
+            minimum_topics: MIN_TOPICS,
+            counted,
+            source: source.into(),
+        }
+    }
+
+    /// A bound: passes when the value is within it.
+    pub fn bound(
+        key: &str,
+        name: &str,
+        (threshold, value, pass): (f64, f64, bool),
+        topics: usize,
+        source: &str,
+    ) -> Criterion {
+        let verdict = match (topics >= MIN_TOPICS, pass) {
+            (false, _) => Verdict::Inconclusive,
+            (true, true) => Verdict::Pass,
+            (true, false) => Verdict::Fail,
+        };
+        Criterion {
+            key: key.into(),
+            name: name.into(),
+            threshold,
+            value,
+            pass,
+            verdict,
+            difference: None,
+            one_sided: None,
+            topics,
+            minimum_topics: MIN_TOPICS,
+            counted: true,
             source: source.into(),
         }
     }
 
     /// Why it came out as it did, in words.
     pub fn reason(&self) -> String {
-        let p = self.p_value.map_or("no test".to_string(), |p| format!("p = {p:.4}"));
-        match self.verdict {
-            Verdict::Inconclusive if self.pairs < self.pairs_needed => format!(
-                "{} pairs; an exact two-sided signed-rank test needs {} before p < 0.05 is possible",
-                self.pairs, self.pairs_needed
-            ),
-            Verdict::Inconclusive => format!("threshold met but {p} (not below 0.05) on {} pairs", self.pairs),
-            Verdict::Pass if self.significance_required => format!("threshold met and {p} on {} pairs", self.pairs),
-            Verdict::Pass => format!("within the bound on {} pairs ({p})", self.pairs),
-            Verdict::Fail => format!("threshold missed on {} pairs ({p})", self.pairs),
-        }
+        let counted = if self.counted { "" } else { "; reported, not counted in the decision" };
+        let test = self.one_sided.as_ref().map(|t| format!("one-sided p = {:.4}", t.p_value));
+        let why = match (self.verdict, &test) {
+            (Verdict::Inconclusive, _) => {
+                format!("{} topics, below the minimum design of {}", self.topics, self.minimum_topics)
+            }
+            (Verdict::Pass, Some(p)) => format!("{p} on {} topics", self.topics),
+            (Verdict::Fail, Some(p)) => format!("{p} on {} topics (not below 0.05)", self.topics),
+            (Verdict::Pass, None) => format!("within the bound, on {} topics", self.topics),
+            (Verdict::Fail, None) => format!("outside the bound, on {} topics", self.topics),
+        };
+        format!("{why}{counted}")
     }
 }
 
-/// What to do next, by the plan's decision rules (its section 5.4).
+/// What to do next, by the decision rules.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Recommendation {
-    /// `proceed`, `targeted_fixes`, `reassess` or `collect_more`.
+    /// One of [`RULES`]' names.
     pub action: String,
     /// The rule that fired, in words.
     pub rule: String,
@@ -162,114 +181,95 @@ pub struct Recommendation {
 }
 
 /// The decision rules, first match wins.
-pub const RULES: [(&str, &str); 4] = [
+pub const RULES: [(&str, &str); 5] = [
+    (
+        "collect_more",
+        "below the minimum design (5 topics): nothing is decided; run at least 5 topics",
+    ),
     (
         "reassess",
         "information retention fails: the core hypothesis (a shared field keeps what message passing loses) does not hold; reassess building the field entirely",
     ),
     (
         "targeted_fixes",
-        "a criterion other than retention fails: find the mechanism that underperformed and try targeted fixes before abandoning the field",
+        "a counted criterion other than retention fails: find the mechanism that underperformed and try targeted fixes before abandoning the field",
     ),
     (
-        "collect_more",
-        "no criterion fails, but some are inconclusive: too few pairs for the signed-rank test to reach p < 0.05, or a threshold met without p < 0.05; run more topics or repetitions",
+        "store_suffices",
+        "every criterion passes against message passing, but the field does not retain more than a plain shared store: a shared store is enough; the field's decay, reinforcement and resonance do not earn their cost",
     ),
-    ("proceed", "all four criteria pass: the field is validated; go ahead and build it into the product"),
+    (
+        "proceed",
+        "every criterion passes and the field retains more than a plain shared store: the field's mechanisms earn their cost; go ahead and build it into the product",
+    ),
 ];
 
-/// The overall verdict and the recommendation for `criteria`.
-pub fn decide(criteria: &[Criterion]) -> Recommendation {
-    let fails = |c: &&Criterion| c.verdict == Verdict::Fail;
-    let rule = if criteria.iter().filter(fails).any(|c| c.key == "retention") {
+/// The recommendation for `criteria` judged on `topics` topics;
+/// `field_vs_store` is the third arm's test (`None` without a store arm,
+/// which then cannot clear the field).
+pub fn decide(criteria: &[Criterion], topics: usize, field_vs_store: Option<&OneSided>) -> Recommendation {
+    let fails = |c: &&Criterion| c.counted && c.verdict == Verdict::Fail;
+    let rule = if topics < MIN_TOPICS {
         0
-    } else if criteria.iter().any(|c| c.verdict == Verdict::Fail) {
+    } else if criteria.iter().filter(fails).any(|c| c.key == "retention") {
         1
-    } else if criteria.iter().any(|c| c.verdict == Verdict::Inconclusive) {
+    } else if criteria.iter().any(|c| fails(&c)) {
         2
-    } else {
+    } else if field_vs_store.is_none_or(|t| t.p_value >= ALPHA) {
         3
+    } else {
+        4
     };
-    let verdict = [Verdict::Fail, Verdict::Fail, Verdict::Inconclusive, Verdict::Pass][rule];
+    let verdict = [Verdict::Inconclusive, Verdict::Fail, Verdict::Fail, Verdict::Fail, Verdict::Pass][rule];
     Recommendation { action: RULES[rule].0.into(), rule: RULES[rule].1.into(), verdict }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::wilcoxon;
 
+    fn retention(d: &[f64]) -> Criterion {
+        Criterion::tested("retention", "retention", (1.2, 1.3, true), "field - 1.2 x mp", d, "proxy", true)
+    }
+
+    fn bound(key: &str, pass: bool, topics: usize) -> Criterion {
+        Criterion::bound(key, key, (1.2, 1.0, pass), topics, "counted")
+    }
+
+    const WINS: [f64; 5] = [0.1, 0.2, 0.3, 0.4, 0.5];
+
+    /// The minimum design decides: five topics of one sign pass (p =
+    /// 1/32), a tie among them fails (Pratt: p = 1/16), and four topics
+    /// decide nothing.
     #[test]
-    fn six_pairs_are_the_fewest_that_can_reach_significance() {
-        assert!(!significance_reachable(5, ALPHA), "2/32 = 0.0625");
-        assert!(significance_reachable(6, ALPHA), "2/64 = 0.03125");
-        assert!(!significance_reachable(0, ALPHA));
-        assert!(significance_reachable(10_000, ALPHA));
-        // The exact test agrees: six pairs of one sign give p = 2/64.
-        assert!((wilcoxon(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).p_value - 2.0 / 64.0).abs() < 1e-12);
-    }
-
-    /// A criterion on `pairs` pairs whose test gave p = 0.01.
-    fn judged(key: &str, pass: bool, pairs: usize) -> Criterion {
-        let e = Evidence { pairs, p_value: 0.01, significance_required: matches!(key, "retention" | "quality") };
-        Criterion::judged(key, key, 1.0, 1.0, pass, e, "proxy")
-    }
-
-    fn action(criteria: &[Criterion]) -> (String, Verdict) {
-        let r = decide(criteria);
-        (r.action, r.verdict)
-    }
-
-    #[test]
-    fn a_failed_retention_says_reassess_whatever_else_holds() {
-        let c = [judged("retention", false, 15), judged("quality", false, 15), judged("tokens", true, 3)];
-        assert_eq!(action(&c), ("reassess".into(), Verdict::Fail));
+    fn five_topics_decide_and_four_do_not() {
+        let pass = retention(&WINS);
+        assert_eq!(pass.verdict, Verdict::Pass, "{}", pass.reason());
+        let tie = retention(&[0.0, 0.1, 0.2, 0.3, 0.4]);
+        assert_eq!(tie.verdict, Verdict::Fail, "{}", tie.reason());
+        assert!(tie.reason().contains("one-sided p = 0.0625"), "{}", tie.reason());
+        let four = retention(&WINS[..4]);
+        assert_eq!(four.verdict, Verdict::Inconclusive);
+        assert_eq!(decide(&[four], 4, None).action, "collect_more");
     }
 
     #[test]
-    fn another_failed_criterion_says_targeted_fixes() {
-        let c = [judged("retention", true, 15), judged("quality", true, 15), judged("latency", false, 15)];
-        assert_eq!(action(&c), ("targeted_fixes".into(), Verdict::Fail));
-    }
-
-    #[test]
-    fn too_few_pairs_say_collect_more_even_when_every_value_passes() {
-        let c = [judged("retention", true, 2), judged("quality", true, 2)];
-        assert_eq!(c[0].verdict, Verdict::Inconclusive);
-        assert_eq!(action(&c), ("collect_more".into(), Verdict::Inconclusive));
-        let missed = [judged("retention", false, 5)];
-        assert_eq!(action(&missed), ("collect_more".into(), Verdict::Inconclusive), "a miss on 5 pairs is no fail");
-    }
-
-    /// The plan's decision needs evidence: an improvement (retention,
-    /// quality) whose threshold is met passes only with p < 0.05, and is
-    /// inconclusive without it; a bound (tokens, latency) passes on its
-    /// value, its p shown beside it.
-    #[test]
-    fn an_improvement_without_significance_is_inconclusive() {
-        let with_p = |key: &str, p_value: f64, required: bool| {
-            let e = Evidence { pairs: 15, p_value, significance_required: required };
-            Criterion::judged(key, key, 1.2, 1.3, true, e, "proxy")
-        };
-        let weak = with_p("retention", 0.2, true);
-        assert_eq!(weak.verdict, Verdict::Inconclusive);
-        assert!(weak.reason().contains("p = 0.2000"), "{}", weak.reason());
-        assert_eq!(with_p("retention", 0.049, true).verdict, Verdict::Pass);
-        assert_eq!(with_p("retention", 0.05, true).verdict, Verdict::Inconclusive, "p must be below 0.05");
-        let bound = with_p("tokens", 0.9, false);
-        assert_eq!((bound.verdict, bound.p_value), (Verdict::Pass, Some(0.9)));
-        let c = [weak, with_p("quality", 0.01, true), bound];
-        assert_eq!(action(&c), ("collect_more".into(), Verdict::Inconclusive));
-        // Too few pairs are named with the number the test needs.
-        let few = judged("retention", true, 5);
-        assert_eq!((few.pairs, few.pairs_needed), (5, 6));
-        assert!(few.reason().contains("5 pairs") && few.reason().contains("needs 6"), "{}", few.reason());
-        assert_eq!(pairs_needed(ALPHA), 6);
-    }
-
-    #[test]
-    fn all_passing_on_enough_pairs_says_proceed() {
-        let c = ["retention", "quality", "tokens", "latency"].map(|k| judged(k, true, 6));
-        assert_eq!(action(&c), ("proceed".into(), Verdict::Pass));
+    fn the_rules_apply_in_order() {
+        let store_loses = crate::stats::one_sided(&WINS);
+        let store_ties = crate::stats::one_sided(&[0.0; 5]);
+        let lost = retention(&[-0.1; 5]);
+        let action = |c: &[Criterion], s: Option<&OneSided>| decide(c, 5, s).action;
+        assert_eq!(action(&[lost.clone(), bound("tokens", false, 5)], Some(&store_loses)), "reassess");
+        assert_eq!(action(&[retention(&WINS), bound("tokens", false, 5)], Some(&store_loses)), "targeted_fixes");
+        assert_eq!(action(&[retention(&WINS), bound("tokens", true, 5)], Some(&store_ties)), "store_suffices");
+        assert_eq!(action(&[retention(&WINS), bound("tokens", true, 5)], None), "store_suffices");
+        let all = [retention(&WINS), bound("tokens", true, 5), bound("latency", true, 5)];
+        let r = decide(&all, 5, Some(&store_loses));
+        assert_eq!((r.action.as_str(), r.verdict), ("proceed", Verdict::Pass));
+        // A criterion that does not count (quality by the scripted judge)
+        // never decides.
+        let mut quality = retention(&[-0.1; 5]);
+        (quality.key, quality.counted) = ("quality".into(), false);
+        assert_eq!(action(&[retention(&WINS), quality], Some(&store_loses)), "proceed");
     }
 }

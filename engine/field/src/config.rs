@@ -139,6 +139,22 @@ fn default_lock_in_alarm() -> f64 {
     0.9
 }
 
+impl FieldConfig {
+    /// A plain shared vector store: the field's index and retrieval
+    /// (cosine x strength, top k) with no decay, no access boost, no
+    /// co-access bonus and no resonance amplification. The experiment's
+    /// third arm: what a shared store gives without the field's mechanisms.
+    pub fn plain_store() -> FieldConfig {
+        FieldConfig {
+            lambda: 0.0,
+            boost_per_access: 0.0,
+            co_access_bonus: 0.0,
+            resonance_amplification: 0.0,
+            ..FieldConfig::default()
+        }
+    }
+}
+
 impl Default for FieldConfig {
     fn default() -> Self {
         FieldConfig {

@@ -37,12 +37,22 @@ pub struct MessagePassing {
     merge: Merge,
     contexts: Contexts<Inboxes>,
     seq: u64,
+    text_only: bool,
 }
 
 impl MessagePassing {
     /// The baseline with a merge strategy.
     pub fn new(dim: usize, merge: Merge) -> Self {
-        MessagePassing { dim, merge, contexts: Contexts::new(), seq: 0 }
+        MessagePassing { dim, merge, contexts: Contexts::new(), seq: 0, text_only: false }
+    }
+
+    /// Text message passing, with no vectors at all (the design document's
+    /// control): entries and queries carry empty vectors, and a query
+    /// returns the `k` newest visible messages, newest first, as a reader
+    /// works through an inbox. Nothing is embedded, so nothing is paid
+    /// for embeddings.
+    pub fn text_only(merge: Merge) -> Self {
+        MessagePassing { dim: 0, merge, contexts: Contexts::new(), seq: 0, text_only: true }
     }
 
     fn visible(merge: Merge, inbox: &[Message]) -> Vec<&Message> {
@@ -116,12 +126,16 @@ impl SharedContextPort for MessagePassing {
         if query.len() != self.dim {
             return Err(FieldError::WrongDimension { expected: self.dim, got: query.len() }.into());
         }
-        let merge = self.merge;
+        let (merge, text_only) = (self.merge, self.text_only);
         let inboxes = self.contexts.member(ctx, agent)?;
         let inbox = inboxes.get(agent).map(Vec::as_slice).unwrap_or_default();
         let mut found: Vec<(f64, u64, &Message)> =
             Self::visible(merge, inbox).into_iter().map(|m| (cosine(query, &m.entry.vector), m.seq, m)).collect();
-        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        if text_only {
+            found.sort_by_key(|m| std::cmp::Reverse(m.1));
+        } else {
+            found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        }
         Ok(found
             .into_iter()
             .take(k)

@@ -31,16 +31,20 @@ use std::path::{Path, PathBuf};
     embedded scripted agent model unless --config names a live one (chat.provider = \"openai\").\n\
     Scripted latency is modelled (per call and per token), so that the same seed gives an identical results.json;\n\
     a live model's is measured, and its calls are recorded in cassette.bin for --replay.\n\n\
-    Built-in topics: grid-storage, sleep-wearables, urban-heat, remote-work, antibiotic-resistance.\n\n\
+    Each (topic, repetition) also runs a plain shared store (the field's index without decay, reinforcement\n\
+    or resonance); message passing is text only. The analysis is pre-registered (printed first): the topic\n\
+    is the unit, one-sided exact signed-rank tests, at least 5 topics to decide.\n\n\
+    Built-in topics: `sim-cli experiment topics` lists them; `--check` proves every finding reachable.\n\n\
     `sim-cli experiment rate DIR --ratings FILE` folds a filled-in blind rating sheet back in.",
     args_conflicts_with_subcommands = true
 )]
 pub struct ExperimentArgs {
-    /// After an experiment: `rate` reads its blind rating sheet back.
+    /// `rate` reads an experiment's blind rating sheet back; `topics` lists and checks the topics.
     #[command(subcommand)]
     pub command: Option<ExperimentCommand>,
-    /// How many built-in topics (1-5), or a comma list of built-in names and topic TOML files.
-    #[arg(long, default_value = "5")]
+    /// How many built-in topics (1-12, in `experiment topics` order), or a comma list of built-in names and
+    /// topic TOML files. Fewer than 5 topics decide nothing (collect_more).
+    #[arg(long, default_value = "12")]
     pub topics: String,
     /// Repetitions per topic and condition.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -357,6 +361,77 @@ fn lambdas(args: &[LambdaArg]) -> (Vec<f64>, bool) {
 pub enum ExperimentCommand {
     /// Fold the blind kit's filled-in ratings sheet into an experiment's results (the human quality criterion).
     Rate(rate::RateArgs),
+    /// List the built-in topics; with --check, prove every gold finding reachable in every arm.
+    Topics(TopicsArgs),
+}
+
+/// Options of `sim-cli experiment topics`.
+#[derive(Debug, Args)]
+pub struct TopicsArgs {
+    /// Check, finding by finding, that every arm can carry it to the report: its key phrases survive the
+    /// analyst's cut (message passing) and its sentence fits the agents' output budgets. Exits non-zero when a
+    /// finding is unreachable.
+    #[arg(long)]
+    pub check: bool,
+    /// Topic TOML files to check instead of the built-in topics.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print JSON on stdout: `topics` (the count), `findings`, `unreachable` (empty when all are reachable) and
+    /// `list`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `sim-cli experiment topics`.
+fn topics(a: &TopicsArgs) -> Result<()> {
+    use ::experiment::model::{unreachable, PathBudgets, ANALYST_WORDS};
+    let topics = if a.files.is_empty() {
+        Topic::builtins()?
+    } else {
+        let mut v = Vec::new();
+        for f in &a.files {
+            let text = std::fs::read_to_string(f).with_context(|| format!("cannot read topic file {}", f.display()))?;
+            v.push(Topic::from_toml(&text, &f.display().to_string())?);
+        }
+        v
+    };
+    let b = Budgets::default();
+    let budgets = PathBudgets { researcher: b.researcher_output, analyst: b.analyst_output, writer: b.writer_output };
+    let missing: Vec<_> = topics.iter().flat_map(|t| unreachable(t, Some(ANALYST_WORDS), budgets)).collect();
+    let findings: usize = topics.iter().map(|t| t.findings.len()).sum();
+    if a.json {
+        let list: Vec<_> = topics
+            .iter()
+            .map(|t| serde_json::json!({"name": t.name, "title": t.title, "passages": t.passages.len(), "findings": t.findings.len()}))
+            .collect();
+        let mut v = serde_json::json!({"topics": topics.len(), "findings": findings, "list": list});
+        if a.check {
+            v["unreachable"] = serde_json::to_value(&missing)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for t in &topics {
+            println!("{:<24} {} passages, {} findings  {}", t.name, t.passages.len(), t.findings.len(), t.title);
+        }
+        if a.check {
+            for u in &missing {
+                println!("unreachable: {} {} in {}: {}", u.topic, u.finding, u.arm, u.cause);
+            }
+            println!(
+                "{} topics, {findings} findings: {}",
+                topics.len(),
+                if missing.is_empty() {
+                    "every finding is reachable in every arm".to_string()
+                } else {
+                    format!("{} unreachable", missing.len())
+                }
+            );
+        }
+    }
+    if a.check && !missing.is_empty() {
+        bail!("{} of {findings} findings are unreachable (listed above)", missing.len());
+    }
+    Ok(())
 }
 
 /// Everything an experiment runs on: what to run, the ports, and where the
@@ -385,8 +460,10 @@ pub struct Plan {
 
 /// Runs `sim-cli experiment`.
 pub fn experiment(a: ExperimentArgs) -> Result<()> {
-    if let Some(ExperimentCommand::Rate(r)) = &a.command {
-        return rate::rate(r);
+    match &a.command {
+        Some(ExperimentCommand::Rate(r)) => return rate::rate(r),
+        Some(ExperimentCommand::Topics(t)) => return topics(t),
+        None => {}
     }
     let plan = match &a.replay {
         Some(dir) => cassette::replay_plan(&a, dir)?,

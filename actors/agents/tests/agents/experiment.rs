@@ -60,19 +60,26 @@ fn a_failing_model_names_the_mission() {
     );
 }
 
-/// Both conditions of a pair share the seed; the field run reports its
-/// telemetry, message passing none.
+/// The three arms of a (topic, repetition) share the seed; the field and
+/// the store report telemetry, message passing none; message passing is
+/// text only, so it embeds nothing and its tokens are its chat tokens.
 #[test]
 fn pairs_share_the_seed_and_only_the_field_has_telemetry() {
     let missions = runtime().block_on(run_experiment(&spec(None), |_, _| {})).expect("runs");
-    let [mp, field] = [&missions[0].record, &missions[1].record];
-    assert_eq!((mp.condition, field.condition), (Condition::MessagePassing, Condition::Field));
-    assert_eq!(mp.seed, field.seed);
+    let [mp, store, field] = [&missions[0].record, &missions[1].record, &missions[2].record];
+    assert_eq!(
+        (mp.condition, store.condition, field.condition),
+        (Condition::MessagePassing, Condition::Store, Condition::Field)
+    );
+    assert_eq!((mp.seed, store.seed), (field.seed, field.seed));
+    assert_eq!((mp.tokens, mp.cost.embedding_nano_usd), (mp.chat_tokens, 0), "no embeddings in the control");
+    assert!(field.tokens > field.chat_tokens && store.tokens > store.chat_tokens, "the shared arms pay to embed");
+    assert!(store.cross_agent_resonance.is_some());
     assert!(mp.cross_agent_resonance.is_none() && missions[0].timeline.is_empty());
     assert!(
         field.cross_agent_resonance.is_some_and(|n| n > 0),
         "the analyst and the writer read the researcher's patterns"
     );
     // Three passages: iteration 1 writes; 2 to 4 read and write; 5 reads.
-    assert_eq!(missions[1].timeline.len(), 1 + 2 * 3 + 1);
+    assert_eq!(missions[2].timeline.len(), 1 + 2 * 3 + 1);
 }

@@ -95,32 +95,49 @@ pub fn recommendation_md(s: &Summary) -> String {
     }
 }
 
-pub fn criteria_table(s: &Summary) -> String {
+/// The pre-registered analysis, as a list (printed before the results).
+pub fn analysis_md(s: &Summary) -> String {
     let mut t = String::from(
-        "| criterion | threshold | value | Wilcoxon p | source | result | why |\n|---|---:|---:|---:|---|---|---|\n",
+        "Pre-registered analysis (fixed before any run):
+",
+    );
+    for line in &s.analysis {
+        t.push_str(&format!("- {line}\n"));
+    }
+    t.push('\n');
+    t
+}
+
+pub fn criteria_table(s: &Summary) -> String {
+    let mut t = analysis_md(s);
+    t.push_str(
+        "| criterion | threshold | value | difference tested per topic | one-sided p | source | counted | result | why |\n|---|---:|---:|---|---:|---|---|---|---|\n",
     );
     for c in &s.criteria {
         t.push_str(&format!(
-            "| {} | {} | {:.3} | {} | {} | {} | {} |\n",
+            "| {} | {} | {:.3} | {} | {} | {} | {} | {} | {} |\n",
             c.name,
             c.threshold,
             c.value,
-            c.p_value.map_or("-".to_string(), |p| format!("{p:.4}")),
+            c.difference.as_deref().unwrap_or("- (a bound)"),
+            c.one_sided.as_ref().map_or("-".to_string(), |o| format!("{:.4}", o.p_value)),
             c.source,
+            if c.counted { "yes" } else { "no" },
             c.verdict.name(),
             c.reason()
         ));
     }
     t.push_str(&format!(
-        "\nOverall: {} (lambda {}, {} paired comparisons; an exact two-sided signed-rank test needs at least {} \
-         before p < 0.05 is possible). Retention and quality pass only with p < 0.05 as well as their threshold; \
-         tokens and latency are bounds, their p shown beside them.\n",
+        "\nOverall: {} (lambda {}, {} topics, {} field/message-passing missions paired; the minimum design is {} topics).\n",
         s.verdict.name(),
         s.lambda,
+        s.topics,
         s.pairs,
-        ::experiment::summary::pairs_needed(::experiment::summary::ALPHA),
+        ::experiment::summary::MIN_TOPICS,
     ));
+    t.push_str(&comparisons_md(s));
     t.push_str(&monitor_md(&s.field_monitor, None));
+
     t.push_str(&recommendation_md(s));
     let (f, m) = (s.means.get("field"), s.means.get("message_passing"));
     if let (Some(f), Some(m)) = (f, m) {
@@ -151,6 +168,30 @@ pub fn criteria_table(s: &Summary) -> String {
         if let Some(l) = pick.calibrated.as_ref().and_then(|c| c.lambda) {
             t.push_str(&format!("Calibrated from pattern lifetimes: lambda {l:.3} (see report.md).\n"));
         }
+    }
+    t
+}
+
+/// The three arms compared on retention, and the token ratios.
+fn comparisons_md(s: &Summary) -> String {
+    let mut t = String::new();
+    for (name, c) in &s.comparisons {
+        t.push_str(&format!(
+            "{}: retention ratio {:.3}; d = {}, median {:.3}, one-sided p = {:.4} ({} topics, {} ties).\n",
+            name.replace('_', " "),
+            c.retention_ratio,
+            c.difference,
+            c.one_sided.median_difference,
+            c.one_sided.p_value,
+            c.one_sided.n,
+            c.one_sided.zeros
+        ));
+    }
+    for (arm, r) in &s.token_ratios {
+        t.push_str(&format!(
+            "Tokens, {arm} / message passing (text only, no embeddings): chat only {:.3}, total {:.3}.\n",
+            r.chat_only, r.total
+        ));
     }
     t
 }
@@ -195,35 +236,28 @@ pub fn report_md(
     }
     r.push_str("## Method\n\n");
     r.push_str(&format!(
-        "- {} topics x {} repetitions; each (topic, repetition) runs message passing and the field (lambda {}) with the same seed: {} paired comparisons.\n",
-        topics.len(), spec.reps, main_lambda, s.pairs
+        "- {} topics x {} repetitions; each (topic, repetition) runs message passing, the plain store and the field (lambda {}) with the same seed. The topic is the unit: its repetitions are averaged before the tests ({} topics).\n",
+        topics.len(), spec.reps, main_lambda, s.topics
     ));
     r.push_str("- Agents act in phases, one simulated hour per iteration: the researcher reads one source per iteration, the analyst synthesises from the second iteration on, the writer writes at the end.\n");
-    r.push_str("- Field: every agent injects into and queries one shared field (exact top-k by decayed, boosted score). Message passing: the researcher's findings go to the analyst's inbox, the analyst's points to the writer's; inboxes are ranked by cosine to the question and merged by key.\n");
+    r.push_str("- Field: every agent injects into and queries one shared field (exact top-k by decayed, boosted, resonance-amplified score). Store: the same index and retrieval with no decay, no reinforcement and no resonance. Message passing: text only, with no vectors; the researcher's findings go to the analyst's inbox, the analyst's points to the writer's; an inbox is read newest first and merged by key.\n");
     r.push_str(&format!(
-        "- Identical in both: model, question, embedder ({}, dim {}), k = {}, budgets (researcher output {}, analyst context {} / output {}, writer context {} / output {} tokens), latency model.\n",
-        embedder.model, spec.dim, b.k, b.researcher_output, b.analyst_context, b.analyst_output, b.writer_context, b.writer_output
+        "- Identical in every arm: model, question, k = {}, budgets (researcher output {}, analyst context {} / output {}, writer context {} / output {} tokens), latency model. The field and the store embed with {} (dim {}); message passing embeds nothing.\n",
+        b.k, b.researcher_output, b.analyst_context, b.analyst_output, b.writer_context, b.writer_output, embedder.model, spec.dim
     ));
     r.push_str(&match (&embedder.check, embedder.similarity) {
         (Some(verdict), engine::embed::check::Similarity::Lexical) => format!(
-            "- Embedder check (`sim-cli embed check`): {verdict}. Field queries and inbox ranking therefore match on shared words, not meaning.\n"
+            "- Embedder check (`sim-cli embed check`): {verdict}. Field and store queries therefore match on shared words, not meaning.\n"
         ),
         (Some(verdict), engine::embed::check::Similarity::Semantic) => format!("- Embedder check (`sim-cli embed check`): {verdict}.\n"),
         (None, _) => "- Embedder check: skipped (--skip-embed-check); the embedder's similarities were not checked.\n".to_string(),
     });
     r.push_str("- Metrics: retention = gold findings whose key phrases all appear in the report / all gold findings; quality = 1 + 4 x importance-weighted coverage (1-5); tokens = chat input + output + embedding input; latency = measured wall clock for live agents, else modelled (400 ms per call, 0.05 ms per prompt token, 10 ms per completion token, 30 ms + 0.01 ms/token per embedding call; concurrent agents overlap); cross-agent resonance = field patterns accessed by more than one agent; stability and its convergence phase (> 0.75).\n");
-    r.push_str("- Statistics: Wilcoxon signed-rank on field minus message passing per pair, exact null distribution; effect size = matched-pairs rank-biserial r.\n\n");
+    r.push_str("- Statistics: the pre-registered analysis below (topic-level, one-sided exact Wilcoxon signed-rank, Pratt's ties).\n\n");
     r.push_str("## Pass / fail\n\n");
     r.push_str(&criteria_table(s));
     r.push_str(&cost_md(s));
     r.push_str(&accuracy_md(s, records, main_lambda));
-    r.push_str("\n## Wilcoxon signed-rank tests (field - message passing)\n\n| metric | n | T | p (exact, two-sided) | effect size r | median difference |\n|---|---:|---:|---:|---:|---:|\n");
-    for (m, w) in &s.wilcoxon {
-        r.push_str(&format!(
-            "| {m} | {} | {} | {:.4} | {:.3} | {:.3} |\n",
-            w.n, w.statistic, w.p_value, w.effect_size, w.median_difference
-        ));
-    }
     r.push_str("\n## Means\n\n| condition | runs | retention | quality | tokens | latency ms |\n|---|---:|---:|---:|---:|---:|\n");
     for (c, m) in &s.means {
         r.push_str(&format!(
@@ -233,7 +267,9 @@ pub fn report_md(
     }
     r.push_str("\n## Per topic\n\n| topic | condition | retention | quality | tokens | latency ms | cross-agent resonance | stability |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
     for t in topics {
-        for (cond, lambda) in [(Condition::MessagePassing, None), (Condition::Field, Some(main_lambda))] {
+        for (cond, lambda) in
+            [(Condition::MessagePassing, None), (Condition::Store, None), (Condition::Field, Some(main_lambda))]
+        {
             let rs: Vec<&RunRecord> =
                 records.iter().filter(|x| x.topic == t.name && x.condition == cond && x.lambda == lambda).collect();
             let n = rs.len().max(1) as f64;

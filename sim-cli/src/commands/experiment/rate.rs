@@ -3,8 +3,8 @@
 //! human source. The proxy criterion is kept beside it; nothing in
 //! `results.json` is lost.
 
-use ::experiment::stats::{wilcoxon, Wilcoxon};
-use ::experiment::summary::{decide, Criterion, Evidence, QUALITY_NAME};
+use ::experiment::stats::OneSided;
+use ::experiment::summary::{decide, Criterion, QUALITY_NAME};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -48,8 +48,9 @@ pub struct RateArgs {
 }
 
 /// One pair's two scores, un-blinded.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Rated {
+    topic: String,
     field: f64,
     control: f64,
 }
@@ -63,12 +64,15 @@ struct Human {
     partial: bool,
     means: BTreeMap<&'static str, f64>,
     mean_difference: f64,
-    wilcoxon: Wilcoxon,
+    /// Topics with a rated pair: the unit of the test.
+    topics: usize,
+    /// The topic-level one-sided test of field - message passing - 0.5.
+    one_sided: OneSided,
     criterion: Criterion,
 }
 
 /// Which condition each pair's report A and B are, from `key.json`.
-fn read_key(path: &Path, id: &str) -> Result<BTreeMap<String, (String, String)>> {
+fn read_key(path: &Path, id: &str) -> Result<BTreeMap<String, (String, String, String)>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the key {}", path.display()))?;
     let v: Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
     let Some(kit) = v["experiment"].as_str() else {
@@ -80,9 +84,9 @@ fn read_key(path: &Path, id: &str) -> Result<BTreeMap<String, (String, String)>>
     let mut out = BTreeMap::new();
     for p in v["pairs"].as_array().into_iter().flatten() {
         let get = |k: &str| p[k].as_str().map(str::to_string);
-        match (get("pair"), get("A"), get("B")) {
-            (Some(pair), Some(a), Some(b)) => out.insert(pair, (a, b)),
-            _ => bail!("{}: a pair without its pair, A and B: {p}", path.display()),
+        match (get("pair"), get("A"), get("B"), get("topic")) {
+            (Some(pair), Some(a), Some(b), Some(topic)) => out.insert(pair, (a, b, topic)),
+            _ => bail!("{}: a pair without its pair, topic, A and B: {p}", path.display()),
         };
     }
     Ok(out)
@@ -104,7 +108,7 @@ fn score(cell: &str, row: usize, column: &str, sheet: &Path) -> Result<Option<f6
 fn read_sheet(
     sheet: &Path,
     id: &str,
-    key: &BTreeMap<String, (String, String)>,
+    key: &BTreeMap<String, (String, String, String)>,
     partial: bool,
 ) -> Result<BTreeMap<String, Rated>> {
     let mut r = csv::ReaderBuilder::new()
@@ -130,7 +134,7 @@ fn read_sheet(
         if cell(ce) != id {
             bail!("{} row {row}: from experiment {:?}, not this one ({id})", sheet.display(), cell(ce));
         }
-        let Some((a, _)) = key.get(&pair) else {
+        let Some((a, _, topic)) = key.get(&pair) else {
             bail!("{} row {row}: pair {pair:?} is not in the key", sheet.display());
         };
         if let Some(first) = seen.insert(pair.clone(), row) {
@@ -139,7 +143,7 @@ fn read_sheet(
         match (score(cell(ca), row, SCORE_A, sheet)?, score(cell(cb), row, SCORE_B, sheet)?) {
             (Some(sa), Some(sb)) => {
                 let (field, control) = if a == "field" { (sa, sb) } else { (sb, sa) };
-                rated.insert(pair, Rated { field, control });
+                rated.insert(pair, Rated { topic: topic.clone(), field, control });
             }
             (None, None) if partial => {}
             _ if partial => bail!("{} row {row}: pair {pair} has one score of two", sheet.display()),
@@ -173,11 +177,24 @@ pub fn rate(a: &RateArgs) -> Result<()> {
     let n = rated.len() as f64;
     let field = rated.values().map(|r| r.field).sum::<f64>() / n;
     let control = rated.values().map(|r| r.control).sum::<f64>() / n;
-    let diffs: Vec<f64> = rated.values().map(|r| r.field - r.control).collect();
     let gain = field - control;
-    let test = wilcoxon(&diffs);
-    let evidence = Evidence { pairs: rated.len(), p_value: test.p_value, significance_required: true };
-    let criterion = Criterion::judged("quality", QUALITY_NAME, 0.5, gain, gain >= 0.5, evidence, "human");
+    // The topic is the unit: a topic's rated pairs are averaged first.
+    let mut by_topic: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    for r in rated.values() {
+        let e = by_topic.entry(r.topic.as_str()).or_default();
+        (e.0, e.1) = (e.0 + r.field - r.control, e.1 + 1);
+    }
+    let d: Vec<f64> = by_topic.values().map(|(sum, n)| sum / *n as f64 - 0.5).collect();
+    let criterion = Criterion::tested(
+        "quality",
+        QUALITY_NAME,
+        (0.5, gain, gain >= 0.5),
+        "field - message_passing - 0.5",
+        &d,
+        "human",
+        true,
+    );
+    let test = criterion.one_sided.clone().context("a tested criterion carries its test")?;
     let human = Human {
         sheet: a.ratings.display().to_string(),
         rated_pairs: rated.len(),
@@ -185,7 +202,8 @@ pub fn rate(a: &RateArgs) -> Result<()> {
         partial: rated.len() < key.len(),
         means: BTreeMap::from([("field", field), ("message_passing", control)]),
         mean_difference: gain,
-        wilcoxon: test,
+        topics: d.len(),
+        one_sided: test,
         criterion: criterion.clone(),
     };
     fold_in(&mut results, &human, criterion)?;
@@ -218,8 +236,11 @@ fn fold_in(results: &mut Value, human: &Human, criterion: Criterion) -> Result<(
         summary["proxy_quality"] = serde_json::to_value(&*slot)?;
     }
     *slot = criterion;
-    let recommendation = decide(&criteria);
-    summary["pass"] = Value::Bool(criteria.iter().all(|c| c.pass));
+    let topics = summary["topics"].as_u64().context("results.json: no topic count")? as usize;
+    let store: Option<OneSided> =
+        serde_json::from_value(summary["comparisons"]["field_vs_store"]["one_sided"].clone()).ok();
+    let recommendation = decide(&criteria, topics, store.as_ref());
+    summary["pass"] = Value::Bool(criteria.iter().filter(|c| c.counted).all(|c| c.pass));
     summary["verdict"] = serde_json::to_value(recommendation.verdict)?;
     summary["recommendation"] = serde_json::to_value(&recommendation)?;
     summary["criteria"] = serde_json::to_value(&criteria)?;
@@ -231,20 +252,21 @@ const HUMAN_START: &str = "<!-- human -->\n";
 const HUMAN_END: &str = "<!-- /human -->\n";
 
 fn human_md(h: &Human) -> String {
-    let w = &h.wilcoxon;
+    let w = &h.one_sided;
     format!(
         "## Human ratings (blind, 1-5)\n\n{} of {} pairs rated ({}). Mean score: field {:.2}, message passing {:.2}; \
-         paired difference {:+.2} (exact Wilcoxon p = {:.4}, {} non-zero pairs, r = {:.2}). The quality criterion now \
-         takes this figure (source `human`); the key-phrase proxy stays in `summary.proxy_quality`.\n",
+         difference {:+.2}. Over {} topics, d = field - message passing - 0.5: one-sided p = {:.4} ({} ties). The \
+         quality criterion now takes this figure (source `human`, counted); the key-phrase proxy stays in \
+         `summary.proxy_quality`.\n",
         h.rated_pairs,
         h.total_pairs,
         h.sheet,
         h.means["field"],
         h.means["message_passing"],
         h.mean_difference,
+        h.topics,
         w.p_value,
-        w.n,
-        w.effect_size
+        w.zeros
     )
 }
 
