@@ -5,10 +5,14 @@ use serde::{Deserialize, Serialize};
 
 /// The largest amplification factor the source allows.
 pub const MAX_AMPLIFICATION: f64 = 0.2;
-/// The cap on what amplification and the co-access bonus together add to
-/// a score, as a share of the plan score (the source's risk 10: its
-/// `resonance x 0.2` is a cap on the effect, not a rate of growth).
+/// The cap on what resonance amplification adds to a score, as a share of
+/// the plan score (the source's risk 10: its `resonance x 0.2` is a cap on
+/// the effect, not a rate of growth).
 pub const MAX_EXTRA: f64 = 0.2;
+/// The most the co-access bonus adds to a pattern's strength: 50 co-accesses
+/// at the default 0.02. A pattern's score is then at most
+/// `cos x (S0 + 1) x boost cap x 1.2`, however often it is co-accessed.
+pub const MAX_CO_ACCESS: f64 = 1.0;
 /// The largest `strength x permeability` a pattern may hold. Scores stay
 /// below `MAX_STRENGTH x boost cap x 1.2` and resonances below its
 /// square, so no figure the field prints can overflow; the source's
@@ -31,10 +35,10 @@ pub struct FieldConfig {
     /// [`MAX_BOOST_CAP`](crate::field::MAX_BOOST_CAP).
     pub boost_cap: f64,
     /// Hebbian co-access bonus: each time a pattern is returned together
-    /// with others, its score rises by this share of the plan's score
-    /// (`cosine x decayed strength x boost`), inside the joint cap
-    /// [`MAX_EXTRA`](crate::field::MAX_EXTRA). Default 0.02, the
-    /// source's `boost_strength(pid, bonus=0.02)`.
+    /// with others, its strength rises by this much (it decays with the
+    /// pattern), up to [`MAX_CO_ACCESS`](crate::field::MAX_CO_ACCESS) in
+    /// all; apart from the resonance cap. Default 0.02, the source's
+    /// `boost_strength(pid, bonus=0.02)`.
     pub co_access_bonus: f64,
     /// Patterns whose decayed strength falls below this are archived (left
     /// out of queries). Default 0.05.
@@ -46,8 +50,7 @@ pub struct FieldConfig {
     /// is amplified by `factor x resonance` of its strongest pair in that
     /// answer, as a share of its plan score. The value is *replaced* at
     /// each answer, never added to, and resonance is measured without it,
-    /// so nothing grows from its own earlier amplification; with the
-    /// co-access bonus it is capped at
+    /// so nothing grows from its own earlier amplification; it is capped at
     /// [`MAX_EXTRA`](crate::field::MAX_EXTRA) of the plan score.
     /// Default 0.2, the source's factor (`amplification = resonance x
     /// 0.2`); 0 turns amplification off; above 0.2 is refused.

@@ -1,7 +1,7 @@
 //! The field: its patterns in a FAISS index, and the five operations
 //! (inject, query, decay, reinforce, measure_stability).
 
-pub use crate::config::{FieldConfig, MAX_AMPLIFICATION, MAX_BOOST_CAP, MAX_EXTRA, MAX_STRENGTH};
+pub use crate::config::{FieldConfig, MAX_AMPLIFICATION, MAX_BOOST_CAP, MAX_CO_ACCESS, MAX_EXTRA, MAX_STRENGTH};
 pub use crate::error::FieldError;
 pub use crate::pattern::Pattern;
 use crate::storage::{FlatMap, Rows};
@@ -25,7 +25,10 @@ pub struct Hit {
     /// It resonates with another hit of the same answer: their cosine is
     /// above 0.7 and both decayed strengths are above 0.1.
     pub resonant: bool,
-    /// One of those resonances is above 0.5.
+    /// Its resonance with another hit of the same answer is above 0.5: the
+    /// source's "strongly resonant" ([`strongly_resonant`]), the one
+    /// definition the field and its telemetry share. It needs no cosine
+    /// above 0.7, only `cos^2 x s_A x s_B > 0.5`.
     pub strongly_resonant: bool,
     /// It is resonant with the query, as the source's Q6 defines it: cosine
     /// above 0.7 and decayed strength above 0.1. Telemetry counts it; no
@@ -37,8 +40,15 @@ pub struct Hit {
 pub const RESONANT_COSINE: f64 = 0.7;
 /// ...when both decayed strengths are above this...
 pub const RESONANT_STRENGTH: f64 = 0.1;
-/// ...and resonates strongly when its resonance is above this.
+/// A pair is *strongly resonant* when its resonance is above this.
 pub const STRONG_RESONANCE: f64 = 0.5;
+
+/// The source's "strongly resonant": a resonance (`cos^2 x s_A x s_B`)
+/// above [`STRONG_RESONANCE`]. The field's flags, [`Field::strongly_resonant`]
+/// and the telemetry's count all use this one test.
+pub fn strongly_resonant(resonance: f64) -> bool {
+    resonance > STRONG_RESONANCE
+}
 
 /// What an injection did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,7 +246,7 @@ impl Field {
 
     /// `w_p`: the row scale of a pattern.
     fn weight(&self, p: &Pattern) -> f64 {
-        p.strength
+        p.base(&self.cfg)
             * (self.cfg.lambda * hours(self.epoch, p.last_access)).exp()
             * p.boost(&self.cfg)
             * (1.0 + p.extra(&self.cfg))
@@ -578,31 +588,36 @@ impl Field {
     /// answer. Pairs are visited in rank order, so flags never depend on
     /// anything but the answer.
     fn flag_resonance(&self, hits: &mut [Hit], now: SimTime) {
-        // Per hit once: the pattern, whether its decayed strength qualifies,
-        // and the strength resonance uses.
-        let info: Vec<Option<(&Pattern, f64)>> = hits
+        // Per hit once: the pattern, whether its decayed strength qualifies
+        // it to resonate, and the strength resonance uses.
+        let info: Vec<Option<(&Pattern, bool, f64)>> = hits
             .iter()
             .map(|h| {
                 let p = self.patterns.get(&h.id)?;
-                (p.decayed(&self.cfg, now) > RESONANT_STRENGTH).then(|| (p, p.resonant_strength(&self.cfg, now)))
+                Some((p, p.decayed(&self.cfg, now) > RESONANT_STRENGTH, p.resonant_strength(&self.cfg, now)))
             })
             .collect();
         for (i, first) in info.iter().enumerate() {
-            let Some((a, sa)) = *first else { continue };
+            let Some((a, qa, sa)) = *first else { continue };
             for (j, second) in info.iter().enumerate().skip(i + 1) {
-                let Some((b, sb)) = *second else { continue };
+                let Some((b, qb, sb)) = *second else { continue };
+                // Resonant needs a cosine above 0.7 with both qualifying;
+                // strongly resonant needs cos^2 above 0.5 / (s_A s_B),
+                // never reached when s_A s_B <= 0.5.
+                let resonant_at = if qa && qb { RESONANT_COSINE } else { f64::INFINITY };
+                let strong_at =
+                    if sa * sb > STRONG_RESONANCE { (STRONG_RESONANCE / (sa * sb)).sqrt() } else { f64::INFINITY };
+                let needed = resonant_at.min(strong_at);
                 // A fast f32 screen; the exact f64 cosine decides whenever
                 // the screen is within its error bound of the threshold.
-                if f64::from(dot32(&a.vector, &b.vector)) <= RESONANT_COSINE - COSINE_SCREEN {
+                if !needed.is_finite() || f64::from(dot32(&a.vector, &b.vector)).abs() <= needed - COSINE_SCREEN {
                     continue;
                 }
                 let c = dot(&a.vector, &b.vector);
-                if c <= RESONANT_COSINE {
-                    continue;
-                }
-                let strong = c * c * sa * sb > STRONG_RESONANCE;
+                let resonant = qa && qb && c > RESONANT_COSINE;
+                let strong = strongly_resonant(c * c * sa * sb);
                 for h in [i, j] {
-                    hits[h].resonant = true;
+                    hits[h].resonant |= resonant;
                     hits[h].strongly_resonant |= strong;
                 }
             }
@@ -652,12 +667,10 @@ impl Field {
         Ok(Some(r))
     }
 
-    /// Two patterns are *strongly resonant* when they resonate (cosine
-    /// above 0.7, both decayed strengths above 0.1) and their resonance
-    /// exceeds 0.5.
+    /// Two patterns are *strongly resonant* when their resonance exceeds
+    /// 0.5 ([`strongly_resonant`]).
     pub fn strongly_resonant(&self, a: u64, b: u64, now: SimTime) -> bool {
-        let (Some(pa), Some(pb)) = (self.patterns.get(&a), self.patterns.get(&b)) else { return false };
-        self.resonate(pa, pb, now).is_some() && matches!(self.resonance(a, b, now), Ok(Some(r)) if r > STRONG_RESONANCE)
+        matches!(self.resonance(a, b, now), Ok(Some(r)) if strongly_resonant(r))
     }
 
     /// Every pattern's effective strength at `now` (decay, boost and the

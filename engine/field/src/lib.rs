@@ -8,14 +8,16 @@
 //! - **query** ranks by the score
 //!
 //!   ```text
-//!   plan(p, q)  = cos(q, p) x S0 x e^(-lambda t) x min(1 + 0.05 x accesses, 2)
-//!   extra(p)    = min(0.02 x co_accesses + amplification, 0.2)
+//!   base(p)     = S0 + min(0.02 x co_accesses, 1)
+//!   plan(p, q)  = cos(q, p) x base(p) x e^(-lambda t) x min(1 + 0.05 x accesses, 2)
+//!   extra(p)    = min(amplification, 0.2)
 //!   score(p, q) = plan(p, q) x (1 + extra(p))
 //!   ```
 //!
 //!   (`t` in simulated hours since the last access, `S0` the pattern's
-//!   `strength x permeability`). Co-access and resonance together raise a
-//!   score by at most 0.2 of the plan score, and a pattern whose cosine is
+//!   `strength x permeability`). Co-access adds to the strength, at most 1
+//!   in all; resonance raises a score by at most 0.2 of the plan score;
+//!   so a score stays below `cos x (S0 + 1) x 2 x 1.2`, and a pattern whose cosine is
 //!   not positive scores at most 0, below every similar live pattern.
 //!   Archived patterns (`S0 x e^(-lambda t)` below 0.05) are left out.
 //!   The answer is the exact top-k under that score: the query over-fetches
@@ -25,8 +27,8 @@
 //!   archived at a time.
 //! - **reinforce** counts accesses and resets the decay clock (decay runs
 //!   from the last access with the pattern's own S0); patterns returned
-//!   together each count a co-access (+0.02 of the plan score, inside the
-//!   cap). A hit that resonates with another hit of its answer gets
+//!   together each count a co-access (+0.02 strength, up to 1, apart from
+//!   the resonance cap). A hit that resonates with another hit of its answer gets
 //!   `amplification = 0.2 x resonance` of its strongest pair, where
 //!   `resonance = cos^2 x s_A x s_B` over the plan strengths
 //!   `s = S0 x e^(-lambda t) x boost`. Amplification is replaced at every

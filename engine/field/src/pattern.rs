@@ -1,7 +1,7 @@
 //! A pattern: what an agent injected into the field, with its strength,
 //! its access history and its vector, and the arithmetic of its score.
 
-use crate::config::{FieldConfig, MAX_EXTRA};
+use crate::config::{FieldConfig, MAX_CO_ACCESS, MAX_EXTRA};
 use crate::error::FieldError;
 use engine::clock::SimTime;
 use engine::digest::Digest;
@@ -43,9 +43,20 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    /// `S0 x e^(-lambda t)`, t in hours since the last access.
+    /// What co-access has added to the strength: `min(co_access_bonus x
+    /// co_accesses, MAX_CO_ACCESS)`.
+    pub fn co_access(&self, cfg: &FieldConfig) -> f64 {
+        (cfg.co_access_bonus * f64::from(self.co_accesses)).min(MAX_CO_ACCESS)
+    }
+
+    /// `S0` with the co-access bonus: `strength + co_access`.
+    pub fn base(&self, cfg: &FieldConfig) -> f64 {
+        self.strength + self.co_access(cfg)
+    }
+
+    /// `(S0 + co-access) x e^(-lambda t)`, t in hours since the last access.
     pub fn decayed(&self, cfg: &FieldConfig, now: SimTime) -> f64 {
-        self.strength * (-cfg.lambda * now.hours_since(self.last_access)).exp()
+        self.base(cfg) * (-cfg.lambda * now.hours_since(self.last_access)).exp()
     }
 
     /// `min(1 + boost x accesses, cap)`.
@@ -59,11 +70,10 @@ impl Pattern {
         self.decayed(cfg, now) * self.boost(cfg)
     }
 
-    /// The bounded extra share, `min(co_access_bonus x co_accesses +
-    /// amplification, 0.2)`: what co-access and resonance add, as a share
-    /// of the plan score.
-    pub fn extra(&self, cfg: &FieldConfig) -> f64 {
-        (cfg.co_access_bonus * f64::from(self.co_accesses) + self.amplification).min(MAX_EXTRA)
+    /// The bounded extra share, `min(amplification, 0.2)`: what resonance
+    /// adds, as a share of the plan score.
+    pub fn extra(&self, _cfg: &FieldConfig) -> f64 {
+        self.amplification.min(MAX_EXTRA)
     }
 
     /// The effective strength, `plan strength x (1 + extra)`: decay, boost

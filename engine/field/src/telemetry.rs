@@ -436,7 +436,7 @@ impl Telemetry {
                 pairs += 1;
                 sum += r;
                 max = max.max(r);
-                strong += u64::from(r > 0.5);
+                strong += u64::from(crate::field::strongly_resonant(r));
                 if let Some(bucket) = histogram.iter_mut().rev().find(|b| r >= b.lo) {
                     bucket.count += 1;
                 }

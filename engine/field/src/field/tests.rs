@@ -105,16 +105,18 @@ fn reinjection_reinforces_and_co_access_strengthens() {
     assert!(after > before, "co-accessed patterns gain strength: {before} -> {after}");
     let p = &f.patterns()[&1];
     assert_eq!(p.co_accesses, 3);
-    assert!((p.extra(f.config()) - 0.06).abs() < 1e-12, "three co-accesses: +0.06 of the plan score");
-    // The bonus is capped: after many more co-accesses it adds 0.2, no more.
-    for t in 5..40 {
+    assert!((p.co_access(f.config()) - 0.06).abs() < 1e-12, "three co-accesses: +0.06 strength");
+    assert!((p.base(f.config()) - (p.strength + 0.06)).abs() < 1e-12);
+    assert!(p.extra(f.config()).abs() < 1e-12, "co-access is apart from the resonance share");
+    // The bonus is bounded: after many more co-accesses it adds 1, no more.
+    for t in 5..60 {
         f.query_and_reinforce("c", &[1.0, 0.15, 0.0, 0.0], 2, h(t)).expect("query");
     }
     let p = &f.patterns()[&1];
-    assert_eq!(p.co_accesses, 38);
-    assert!((p.extra(f.config()) - MAX_EXTRA).abs() < 1e-12);
-    let plan = p.plan_strength(f.config(), h(40));
-    assert!((p.score(f.config(), h(40), 0.5) - 0.5 * plan * 1.2).abs() < 1e-12);
+    assert_eq!(p.co_accesses, 58);
+    assert!((p.co_access(f.config()) - MAX_CO_ACCESS).abs() < 1e-12);
+    let plan = p.plan_strength(f.config(), h(60));
+    assert!((p.score(f.config(), h(60), 0.5) - 0.5 * plan).abs() < 1e-12, "no amplification here");
 }
 
 /// The source, section 4.3: "next decay calculation uses new
@@ -170,16 +172,20 @@ fn resonant_hits_are_flagged_and_amplified() {
     let amp = |f: &Field, id| f.patterns()[&id].amplification;
     assert!((amp(&f, a) - 0.2 * r).abs() < 1e-12, "amplified by 0.2 x resonance");
     assert!(amp(&f, c).abs() < f64::MIN_POSITIVE && f.patterns()[&c].co_accesses == 1, "co-accessed only");
-    assert!((f.patterns()[&a].extra(f.config()) - MAX_EXTRA.min(0.2 * r + 0.02)).abs() < 1e-12);
+    assert!((f.patterns()[&a].extra(f.config()) - MAX_EXTRA.min(0.2 * r)).abs() < 1e-12, "resonance alone");
+    assert!((f.patterns()[&a].co_access(f.config()) - 0.02).abs() < 1e-12, "and one co-access, apart");
     // The same answer a hundred times: amplification stays what one
-    // answer gives (its resonance grows only with the access boost), and
-    // the extra share stays capped at 0.2.
+    // answer gives (its resonance grows only with the access boost and the
+    // co-access bonus, both bounded), and the extra share stays capped at
+    // 0.2.
     for _ in 0..100 {
         let hits = f.query(&[1.0, 1.0, 1.0, 1.0], 3, h(0)).expect("query");
         f.reinforce_answer("d", &hits, h(0)).expect("reinforce");
     }
     let r_now = f.resonance(a, b, h(0)).expect("finite").expect("both exist");
-    assert!((r_now - 4.0 * r).abs() < 1e-12, "only the access boost (capped at 2) grew it: {r} -> {r_now}");
+    // Strength 1 + co-access 1 (capped), times the boost 2 (capped): 4 for
+    // each pattern, 16 for the pair.
+    assert!((r_now - 16.0 * r).abs() < 1e-9, "only the bounded boost and bonus grew it: {r} -> {r_now}");
     assert!((amp(&f, a) - 0.2 * r_now).abs() < 1e-12, "one answer's amplification, not a hundred's");
     assert!((f.patterns()[&a].extra(f.config()) - MAX_EXTRA).abs() < 1e-12);
     // An answer in which `a` resonates with nothing replaces its
@@ -264,7 +270,8 @@ fn resonance_stability_and_bad_input() {
 
 /// The documented score, computed plainly from a reference model that
 /// replays the same history by the rules of the module docs: accesses,
-/// co-accesses, amplification as `0.2 x` the strongest resonance in the
+/// co-accesses (+0.02 strength each, at most 1), amplification as `0.2 x`
+/// the strongest resonance in the
 /// answer (replaced, never summed), the decay clock reset by access.
 struct Reference {
     s0: f64,
@@ -277,13 +284,13 @@ struct Reference {
 
 impl Reference {
     fn decayed(&self, now: f64) -> f64 {
-        self.s0 * (-0.1 * (now - self.last)).exp()
+        (self.s0 + (0.02 * f64::from(self.co)).min(1.0)) * (-0.1 * (now - self.last)).exp()
     }
     fn plan(&self, now: f64) -> f64 {
         self.decayed(now) * (1.0 + 0.05 * f64::from(self.accesses)).min(2.0)
     }
     fn score(&self, cos: f64, now: f64) -> f64 {
-        cos * self.plan(now) * (1.0 + (0.02 * f64::from(self.co) + self.amp).min(0.2))
+        cos * self.plan(now) * (1.0 + self.amp.min(0.2))
     }
 }
 
@@ -331,7 +338,8 @@ fn reference_reinforce(refs: &mut [Reference], answer: &[u64], now: f64) {
 
 /// Property: over random fields, queries and reinforcement histories
 /// (amplification and co-access on), every answer's top-k equals the
-/// reference model's, id for id, score for score.
+/// reference model's, id for id, score for score, and no pattern passes
+/// the bound the co-access cap and the resonance cap set.
 #[test]
 fn top_k_matches_a_plain_recomputation_of_the_formula() {
     let mut s = Stream::derive(27, 0, 0, Purpose::Testing);
@@ -377,6 +385,11 @@ fn top_k_matches_a_plain_recomputation_of_the_formula() {
             let p = &f.patterns()[&(id as u64)];
             assert_eq!((p.accesses, p.co_accesses), (r.accesses, r.co), "case {case}, pattern {id}");
             assert!((p.amplification - r.amp).abs() < 1e-9, "case {case}, pattern {id}");
+            // The bound: however often it was accessed and co-accessed, a
+            // pattern is never stronger than (S0 + 1) x boost cap x 1.2,
+            // its strength at its last access being its largest.
+            let bound = (p.strength + MAX_CO_ACCESS) * f.config().boost_cap * (1.0 + MAX_EXTRA);
+            assert!(p.effective(f.config(), p.last_access) <= bound * (1.0 + 1e-12), "case {case}, pattern {id}");
         }
     }
 }
@@ -497,4 +510,25 @@ fn a_hit_is_resonant_with_its_query_as_q6_defines_it() {
     // Decay alone takes it below: 1.0 x e^(-0.1 x 24) = 0.09.
     let later = f.query(&[1.0, 0.0], 3, h(24)).expect("query");
     assert!(later.iter().all(|x| !x.query_resonant), "{later:?}");
+}
+
+/// "Strongly resonant" is the source's resonance > 0.5, one definition:
+/// a pair with cosine 0.6 (not resonant: that needs 0.7) at strength 1.5
+/// each has resonance 0.36 x 2.25 = 0.81 and is strongly resonant, in the
+/// answer's flags, in the field's test and in the telemetry's count; at
+/// strength 1 (resonance 0.36) it is neither.
+#[test]
+fn strongly_resonant_is_resonance_above_one_half_everywhere() {
+    for (strength, strong) in [(1.5, true), (1.0, false)] {
+        let mut f = Field::new(4, FieldConfig::default()).expect("field");
+        let a = f.inject("a", "a", "v", &[1.0, 0.0, 0.0, 0.0], strength, h(0)).expect("inject").id;
+        let b = f.inject("b", "b", "v", &[0.6, 0.8, 0.0, 0.0], strength, h(0)).expect("inject").id;
+        let r = f.resonance(a, b, h(0)).expect("finite").expect("both exist");
+        assert!((r - 0.36 * strength * strength).abs() < 1e-6, "{r}");
+        let hits = f.query(&[1.0, 1.0, 0.0, 0.0], 2, h(0)).expect("query");
+        assert!(hits.iter().all(|x| !x.resonant && x.strongly_resonant == strong), "{hits:?}");
+        assert_eq!(f.strongly_resonant(a, b, h(0)), strong);
+        let report = crate::telemetry::Telemetry::default().report(&f, h(0)).expect("report");
+        assert_eq!(report.resonance.strongly_resonant_pairs, u64::from(strong));
+    }
 }
