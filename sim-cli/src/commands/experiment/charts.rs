@@ -67,7 +67,9 @@ fn decay_chart(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: 
 /// `retention.svg`: retention per topic and condition.
 fn retention_chart(out: &Path, missions: &[Mission], topics: &[Topic], main_lambda: f64) -> Result<()> {
     let path = out.join("retention.svg");
-    let root: Plot<'_> = SVGBackend::new(&path, (900, 500)).into_drawing_area();
+    // Wide enough for every topic's name under its three bars.
+    let width = 900.max(130 * topics.len() as u32);
+    let root: Plot<'_> = SVGBackend::new(&path, (width, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let names: Vec<String> = topics.iter().map(|t| t.name.clone()).collect();
     let mut chart = ChartBuilder::on(&root)
@@ -78,7 +80,7 @@ fn retention_chart(out: &Path, missions: &[Mission], topics: &[Topic], main_lamb
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(48)
-        .build_cartesian_2d(0f64..names.len() as f64, 0f64..1.05f64)
+        .build_cartesian_2d(0f64..names.len() as f64, 0f64..1.3f64)
         .map_err(plot_err)?;
     let labels = names.clone();
     chart
@@ -97,8 +99,9 @@ fn retention_chart(out: &Path, missions: &[Mission], topics: &[Topic], main_lamb
         .draw()
         .map_err(plot_err)?;
     for (cond, lambda, offset, colour) in [
-        (Condition::MessagePassing, None, 0.1, RGBColor(120, 120, 200)),
-        (Condition::Field, Some(main_lambda), 0.5, RGBColor(220, 120, 60)),
+        (Condition::MessagePassing, None, 0.06, RGBColor(120, 120, 200)),
+        (Condition::Store, None, 0.36, RGBColor(120, 180, 120)),
+        (Condition::Field, Some(main_lambda), 0.66, RGBColor(220, 120, 60)),
     ] {
         let bars: Vec<Rectangle<(f64, f64)>> = names
             .iter()
@@ -110,7 +113,7 @@ fn retention_chart(out: &Path, missions: &[Mission], topics: &[Topic], main_lamb
                     .map(|m| m.record.retention)
                     .collect();
                 let mean = rs.iter().sum::<f64>() / rs.len().max(1) as f64;
-                Rectangle::new([(i as f64 + offset, 0.0), (i as f64 + offset + 0.38, mean)], colour.filled())
+                Rectangle::new([(i as f64 + offset, 0.0), (i as f64 + offset + 0.28, mean)], colour.filled())
             })
             .collect();
         chart
@@ -119,7 +122,14 @@ fn retention_chart(out: &Path, missions: &[Mission], topics: &[Topic], main_lamb
             .label(cond.name())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
     }
-    chart.configure_series_labels().background_style(WHITE).border_style(BLACK).draw().map_err(plot_err)?;
+    // Above the bars (retention is at most 1), where it hides none.
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
     root.present().map_err(plot_err)?;
     Ok(())
 }
