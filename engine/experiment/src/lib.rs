@@ -8,6 +8,7 @@
 //! lives in the `field` crate, which among the libraries only `agents`
 //! depends on (and `sim-cli` under its default feature `agents`).
 
+pub mod analysis;
 pub mod cassette;
 pub mod judge;
 pub mod metrics;

@@ -91,47 +91,37 @@ pub struct Criterion {
 impl Criterion {
     /// An improvement criterion: passes when the one-sided test on the
     /// per-topic differences `d` gives p < [`ALPHA`].
-    #[allow(clippy::too_many_arguments)]
     pub fn tested(
         key: &str,
         name: &str,
-        (threshold, value, pass): (f64, f64, bool),
+        measured: (f64, f64, bool),
         difference: &str,
         d: &[f64],
         source: &str,
         counted: bool,
     ) -> Criterion {
         let test = one_sided(d);
-        let verdict = match (d.len() >= MIN_TOPICS, test.p_value < ALPHA) {
-            (false, _) => Verdict::Inconclusive,
-            (true, true) => Verdict::Pass,
-            (true, false) => Verdict::Fail,
-        };
-        Criterion {
-            key: key.into(),
-            name: name.into(),
-            threshold,
-            value,
-            pass,
-            verdict,
-            difference: Some(difference.into()),
-            one_sided: Some(test),
-            topics: d.len(),
-            minimum_topics: MIN_TOPICS,
-            counted,
-            source: source.into(),
-        }
+        let passes = test.p_value < ALPHA;
+        let mut c = Criterion::judged((key, name, source), measured, d.len(), passes, counted);
+        (c.difference, c.one_sided) = (Some(difference.into()), Some(test));
+        c
     }
 
     /// A bound: passes when the value is within it.
-    pub fn bound(
-        key: &str,
-        name: &str,
+    pub fn bound(key: &str, name: &str, measured: (f64, f64, bool), topics: usize, source: &str) -> Criterion {
+        Criterion::judged((key, name, source), measured, topics, measured.2, true)
+    }
+
+    /// A criterion judged on `topics` topics: inconclusive below the
+    /// minimum design, else pass or fail as `passes` says.
+    fn judged(
+        (key, name, source): (&str, &str, &str),
         (threshold, value, pass): (f64, f64, bool),
         topics: usize,
-        source: &str,
+        passes: bool,
+        counted: bool,
     ) -> Criterion {
-        let verdict = match (topics >= MIN_TOPICS, pass) {
+        let verdict = match (topics >= MIN_TOPICS, passes) {
             (false, _) => Verdict::Inconclusive,
             (true, true) => Verdict::Pass,
             (true, false) => Verdict::Fail,
@@ -147,7 +137,7 @@ impl Criterion {
             one_sided: None,
             topics,
             minimum_topics: MIN_TOPICS,
-            counted: true,
+            counted,
             source: source.into(),
         }
     }
