@@ -2,8 +2,8 @@
 //! repetitions averaged), the three arms compared on retention with the
 //! one-sided test, and the token ratios over message passing.
 
+use super::record::{means, ratio, Condition, Means, RunRecord};
 use super::stats::{one_sided, OneSided};
-use super::summary::{means, ratio, Condition, Means, RunRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -13,6 +13,7 @@ pub mod cassette;
 pub mod judge;
 pub mod metrics;
 pub mod model;
+pub mod record;
 pub mod stats;
 pub mod summary;
 pub mod topic;
