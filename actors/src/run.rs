@@ -244,6 +244,9 @@ fn set_up(spec: RunSpec) -> Result<(Setup, TickDigests, RunSummary)> {
     summary.cost.chat_cached_input_price = cfg.raw.prices.cached_input_description(&cfg.raw.chat.model);
     summary.cost.allocations_are_estimates = true;
     summary.intent_method = cfg.raw.intent.method;
+    let consolidation = &cfg.raw.consolidation;
+    summary.consolidation.dry_run = consolidation.dry_run;
+    summary.consolidation.automatic = consolidation.enabled && !consolidation.dry_run;
     if cfg.raw.chat.provider == engine::config::ChatProvider::Gguf {
         use engine::config::GgufKernel;
         let level = match cfg.raw.chat.gguf.kernel {

@@ -22,6 +22,20 @@ fn bar(count: u64, max: u64, width: usize) -> String {
     "#".repeat(n)
 }
 
+/// The consolidation line: what the automatic pass did (or, in a dry run,
+/// would have done), or that none ran.
+fn print_consolidation(m: &engine::report::ConsolidationTotals) {
+    if m.automatic || m.dry_run {
+        let (what, would) = if m.dry_run { (" (dry run: nothing changed)", "would be ") } else { ("", "") };
+        println!(
+            "Memory consolidation{what}: {} {would}promoted, {} {would}expired, {} promotions blocked by the batch size, {} queued at the session end, {} cluster links",
+            m.promoted, m.expired, m.blocked, m.queued, m.clustered
+        );
+    } else {
+        println!("Memory consolidation: not run during the run (off by default); `sim-cli memory consolidate DIR` runs a pass");
+    }
+}
+
 /// Prints the readable summary.
 pub fn print_summary(s: &RunSummary) {
     println!("Run of {} personas x {} ticks, scenario {:?}, seed {}", s.personas, s.ticks, s.scenario, s.seed);
@@ -76,11 +90,7 @@ pub fn print_summary(s: &RunSummary) {
     for e in &c.endpoints {
         println!("  {}: {} requests, {} failed", e.url, thousands(e.requests), thousands(e.failures));
     }
-    let m = &s.consolidation;
-    println!(
-        "Memory consolidation: {} promoted, {} expired, {} promotions blocked by the batch size, {} queued at the session end, {} cluster links",
-        m.promoted, m.expired, m.blocked, m.queued, m.clustered
-    );
+    print_consolidation(&s.consolidation);
     let t = &s.tokens;
     let cached = match t.chat_input_cached {
         0 => String::new(),

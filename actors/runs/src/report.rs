@@ -418,7 +418,9 @@ fn memory(h: &mut String, a: &Analysis) {
     h.push_str(
         "</tbody></table><p class=\"note\">Records per tier at the end of each tick, from the trace's \
         creations, promotions and expiries (a persona's memories enter the working tier). Energies are not shown: \
-        the trace records consolidation's decisions, not every decay.</p></section>",
+        the trace records consolidation's decisions, not every decay. The automatic pass at each commit is off \
+        unless <code>[consolidation] enabled</code>; passes run by hand (<code>sim-cli memory consolidate</code>) \
+        are in <code>sim-cli memory status</code>, not here.</p></section>",
     );
 }
 

@@ -60,8 +60,8 @@ fn golden_digests_of_a_fixed_small_run() {
     );
 }
 
-const GOLDEN_DIGEST: &str = "f6d8f3e8aa23270af6ffc6b88c4ac296b2853cd813d26071815553c055b2370f";
-const GOLDEN_FULL_DIGEST: &str = "8fc979b37f0c6af3fa91faac726d2bbf86f8c8e2379aa57d2bb3c511eb0a989a";
+const GOLDEN_DIGEST: &str = "d638fc63f390b4591fa7888bc292082ba8ad976bc4e8a27bd98015e626a04247";
+const GOLDEN_FULL_DIGEST: &str = "089735d414896175abc2101ce29493e7f056ec44e1b5886b3c01d6c7ebbb6148";
 
 /// The modelled chat provider with faults at 20% (429, 5xx and timeouts
 /// decided from request digest and attempt): the same digests at 1 and 4

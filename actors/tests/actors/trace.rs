@@ -11,7 +11,7 @@ use engine::turn::Status;
 #[test]
 fn the_trace_encoder_writes_the_bytes_the_serde_reader_reads() {
     let mut spec = RunSpec::defaults(7, 16, 5);
-    spec.config = crate::support::faulty(2, 0.1, "[intent]\nmethod = \"both\"\n");
+    spec.config = crate::support::faulty(2, 0.1, "[intent]\nmethod = \"both\"\n[consolidation]\nenabled = true\n");
     let header = Header::new(&spec.config, 7, 16, 5).with_budget(Some(1 << 40));
     let (result, reports) = run_with(spec, 2);
     let frames: Vec<_> = reports.into_iter().map(|r| r.into_frame()).collect();

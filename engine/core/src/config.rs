@@ -52,26 +52,26 @@ impl Default for RunSection {
     }
 }
 
-/// Memory consolidation during a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Memory consolidation during a run. Every default is off or zero.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConsolidationSection {
-    /// Run consolidation at each tick commit. Default true.
+    /// Run the automatic consolidation pass (decay, session boundary,
+    /// promotion, clustering, expiry) at each tick commit. Default false:
+    /// the consolidation plan runs consolidation by hand first
+    /// (`sim-cli memory consolidate`) and schedules it only once the
+    /// manual passes are understood. Energy bookkeeping (an access adds
+    /// `access_boost`, a new memory starts at `initial_energy`) runs
+    /// either way.
     pub enabled: bool,
-    /// Compute and record what consolidation would do, change nothing.
-    /// Default false.
+    /// Play the automatic pass on a copy at each commit and record what it
+    /// would do, changing nothing; it needs no `enabled`. Default false.
     pub dry_run: bool,
     /// The tick that ends the session (working memories above the session
     /// threshold are queued for promotion). Default 0: the run's last tick.
     pub session_end_tick: u32,
     /// Thresholds and rates, `[consolidation.rules]`.
     pub rules: crate::memory::ConsolidationConfig,
-}
-
-impl Default for ConsolidationSection {
-    fn default() -> Self {
-        ConsolidationSection { enabled: true, dry_run: false, session_end_tick: 0, rules: Default::default() }
-    }
 }
 
 /// Memory retrieval: the recency, importance and relevance score.

@@ -235,9 +235,9 @@ impl MemoryWorld {
                     if *cluster {
                         let owned: BTreeMap<RecordId, Vec<f32>> = ledger
                             .currents()
-                            .filter_map(|v| vector(&v.record).map(|x| (v.record.clone(), x)))
+                            .filter_map(|v| vector(&v.record).map(|x| (v.record.origin(), x)))
                             .collect();
-                        let changes = ledger.cluster(cfg, scope, false, |r| owned.get(r).map(Vec::as_slice));
+                        let changes = ledger.cluster(cfg, scope, false, |r| owned.get(&r.origin()).map(Vec::as_slice));
                         out.extend(changes.into_iter().map(|c| (owner.clone(), c)));
                     }
                     if *clean_expired {
@@ -259,8 +259,10 @@ impl MemoryWorld {
                     .unwrap_or(256);
                 // A recorded vector; else (a log from before vectors were
                 // recorded) the local hash embedder's, as then.
-                let vector =
-                    |r: &RecordId| vectors.get(r).cloned().or_else(|| content.get(r).map(|t| embed_text(t, dim)));
+                let vector = |r: &RecordId| {
+                    let r = &r.origin();
+                    vectors.get(r).cloned().or_else(|| content.get(r).map(|t| embed_text(t, dim)))
+                };
                 pass("test".into(), &mut self.test, &vector);
                 Ok(out)
             }

@@ -18,4 +18,4 @@ pub mod state;
 
 pub use memory::{MemoryId, MemoryKind, MemoryRecord, MemoryStream, Scored};
 pub use profile::{generate, Profile, Traits};
-pub use state::{Belief, PersonaCommit, PersonaState};
+pub use state::{Belief, Energy, PersonaCommit, PersonaState};

@@ -262,6 +262,15 @@ pub struct CostTotals {
 /// Memory consolidation over the run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConsolidationTotals {
+    /// The automatic pass changed memory at each commit (`[consolidation]
+    /// enabled`, not a dry run). Off by default: the plan runs
+    /// consolidation by hand first (`sim-cli memory consolidate`).
+    #[serde(default)]
+    pub automatic: bool,
+    /// The pass was played on a copy at each commit and only reported
+    /// (`[consolidation] dry_run`): the counts are what it would have done.
+    #[serde(default)]
+    pub dry_run: bool,
     /// Records promoted (working to short-term, short-term to long-term).
     pub promoted: u64,
     /// Records expired.
@@ -471,6 +480,11 @@ impl RunSummary {
             merged_shards: Some(shards),
             ticks: first.ticks,
             embedding: EmbeddingTotals { strategy: first.embedding.strategy, ..Default::default() },
+            consolidation: ConsolidationTotals {
+                automatic: first.consolidation.automatic,
+                dry_run: first.consolidation.dry_run,
+                ..Default::default()
+            },
             ..Default::default()
         };
         for p in scenario.probes.iter().filter(|p| !p.options.is_empty()) {

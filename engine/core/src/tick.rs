@@ -33,7 +33,7 @@ use crate::digest::Digest;
 use crate::embed::{EmbedCall, EmbedRole, Embedding, StageResult, StageStats};
 use crate::intent::stage::SsrPlan;
 use crate::memory::{Change, MemoryId};
-use crate::persona::state::{Applied, Consolidate, JobCommit, NewMemory};
+use crate::persona::state::{Applied, Consolidate, Energy, JobCommit, NewMemory};
 use crate::persona::PersonaCommit;
 use crate::report::Timings;
 use crate::scenario::{Job, Scenario};
@@ -619,7 +619,8 @@ impl TickWork {
         let (tick, now) = (self.tick, self.now);
         dispatch.stage(tick, "commit", 0, self.jobs.len() as u64);
         let section = &spec.cfg.raw.consolidation;
-        let consolidate = section.enabled.then(|| Consolidate {
+        let energy = Energy::of(&section.rules);
+        let consolidate = (section.enabled || section.dry_run).then(|| Consolidate {
             rules: section.rules.clone(),
             dry_run: section.dry_run,
             end_session: tick == spec.session_end_tick,
@@ -654,7 +655,7 @@ impl TickWork {
             }
             let jobs = ok.iter().filter_map(|i| self.parts[*i].take()).collect();
             committed[g] = ok;
-            due.push((g, PersonaCommit { tick, now, jobs, consolidation: consolidate.clone() }));
+            due.push((g, PersonaCommit { tick, now, jobs, energy, consolidation: consolidate.clone() }));
         }
         let commits = ask(book, self, Stage::Commit, due, |b| dispatch.commit(b)).await;
         for (g, applied) in commits {

@@ -496,12 +496,20 @@ fn promotions(last_hours: u32, last_ticks: Option<u32>, dir: &RunDirArgs) -> Res
                 persona,
                 record,
                 to: Some(tier.as_str()),
+                node: c.node(),
                 blocked: false,
                 energy: *energy,
             }),
-            Change::PromotionBlocked { record, energy } => {
-                Some(PromotionEvent { tick, hour, persona, record, to: None, blocked: true, energy: *energy })
-            }
+            Change::PromotionBlocked { record, energy } => Some(PromotionEvent {
+                tick,
+                hour,
+                persona,
+                record,
+                to: None,
+                node: None,
+                blocked: true,
+                energy: *energy,
+            }),
             Change::Created { .. }
             | Change::Decayed { .. }
             | Change::Accessed { .. }
@@ -606,18 +614,28 @@ fn health(dir: &RunDirArgs) -> Result<()> {
     })
 }
 
+/// `memory inspect`: a record's lineage, the record it began as and the
+/// nodes promotion made from it, with every version and the plan's
+/// `PROMOTED_TO` links between the nodes.
 fn inspect(id: &RecordId, dir: &RunDirArgs) -> Result<()> {
     let l = load(dir)?;
     let found = l.world.ledgers().find(|(_, ledger)| !ledger.history(id).is_empty());
     let Some((owner, ledger)) = found else { bail!("memory id {id}: no such memory in {}", dir.run().display()) };
-    let history = ledger.history(id);
+    let history = ledger.lineage(id);
     if dir.test_only && !history.iter().any(|v| v.is_test) {
         bail!("memory id {id} is not a test memory (--test-only)");
     }
     let record = id
         .memory()
         .and_then(|m| l.world.personas.iter().find(|p| p.profile.id == m.persona).and_then(|p| p.memory.get(m)));
-    let text = record.map(|r| r.description.to_string()).or_else(|| l.world.test_content.get(id).cloned());
+    let text = record.map(|r| r.description.to_string()).or_else(|| l.world.test_content.get(&id.origin()).cloned());
+    let promotions: Vec<PromotionLink<'_>> = history
+        .iter()
+        .filter_map(|v| {
+            let from = ledger.promoted_from(v)?;
+            Some(PromotionLink { from, to: &v.record, at_hour: v.valid_from.0 / 3600, energy: v.energy })
+        })
+        .collect();
     let v = RecordView {
         id,
         owner: &owner,
@@ -625,20 +643,23 @@ fn inspect(id: &RecordId, dir: &RunDirArgs) -> Result<()> {
         kind: record.map(|r| r.kind),
         tick: record.map(|r| r.tick),
         importance: record.map(|r| r.importance),
+        current: ledger.current(id).map(|v| &v.record),
         versions: &history,
+        promoted_to: promotions,
         cluster_links: ledger.cluster_links(id),
     };
     emit(dir.json, &v, |v| {
         println!("{id} ({owner})\n  {}", v.description.as_deref().unwrap_or("-"));
         println!(
-            "  {:>7} {:<10} {:>8} {:>7} {:>10} {:>10}  previous",
-            "version", "tier", "energy", "access", "from hour", "to hour"
+            "  {:<24} {:>7} {:<10} {:>8} {:>7} {:>10} {:>10}  previous",
+            "node", "version", "tier", "energy", "access", "from hour", "to hour"
         );
         for h in &history {
             let to = h.valid_to.map_or("current".into(), |t| (t.0 / 3600).to_string());
             let prev = h.previous.map_or("-".into(), |p| p.to_string());
             println!(
-                "  {:>7} {:<10} {:>8.3} {:>7} {:>10} {:>10}  {prev}",
+                "  {:<24} {:>7} {:<10} {:>8.3} {:>7} {:>10} {:>10}  {prev}",
+                h.record.to_string(),
                 h.version,
                 h.tier.as_str(),
                 h.energy,
@@ -646,6 +667,9 @@ fn inspect(id: &RecordId, dir: &RunDirArgs) -> Result<()> {
                 h.valid_from.0 / 3600,
                 to
             );
+        }
+        for p in &v.promoted_to {
+            println!("  promoted: {} -> {} at hour {}, energy {:.3}", p.from, p.to, p.at_hour, p.energy);
         }
         let links: Vec<String> = v.cluster_links.iter().map(|r| r.to_string()).collect();
         println!("  cluster links: [{}]", links.join(", "));
@@ -710,7 +734,7 @@ fn operate(dir: &RunDirArgs, op: impl FnOnce(&Loaded) -> Result<Op>, dry_run: bo
     let changes: Vec<OwnedChange<'_>> = changes
         .iter()
         .filter(|(_, c)| !matches!(c, Change::Decayed { .. }))
-        .map(|(owner, change)| OwnedChange { owner, change })
+        .map(|(owner, change)| OwnedChange { owner, change, node: change.node() })
         .collect();
     let decayed = l.world.ledgers().count();
     let v = Operated { op: &op, dry_run, changes };
@@ -727,7 +751,8 @@ fn operate(dir: &RunDirArgs, op: impl FnOnce(&Loaded) -> Result<Op>, dry_run: bo
             }
         );
         for c in v.changes.iter().take(50) {
-            println!("  {} {}", c.owner, serde_json::to_string(c.change).unwrap_or_default());
+            let node = c.node.as_ref().map_or(String::new(), |n| format!(" -> node {n}"));
+            println!("  {} {}{node}", c.owner, serde_json::to_string(c.change).unwrap_or_default());
         }
     })
 }

@@ -1,25 +1,37 @@
 use crate::support::{scratch, sim, stderr};
 
+/// A run directory made with the automatic pass on (`[consolidation]
+/// enabled = true`), for the commands that report on it.
+fn consolidating_run(dir: &std::path::Path, personas: &str, ticks: &str) {
+    std::fs::write(dir.join("auto.toml"), "[consolidation]\nenabled = true\n").expect("config");
+    let args = ["run", "--config", "auto.toml", "--personas", personas, "--ticks", ticks, "--out", "r"];
+    assert!(sim(dir, &args).status.success());
+}
+
+/// The plan's order, "Manual Before Automatic": a default run promotes
+/// nothing; a manual pass (`memory consolidate`) does, and every promotion
+/// archives the version it replaces.
 #[test]
 fn status_and_inspect_on_a_real_run() {
     let dir = scratch("memory");
     assert!(sim(&dir, &["run", "--personas", "12", "--ticks", "4", "--out", "r"]).status.success());
-    let out = sim(&dir, &["memory", "status", "r", "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("r/summary.json")).expect("summary")).expect("json");
+    assert_eq!(summary["consolidation"]["promoted"], 0, "no automatic pass by default");
+    let before = json(&sim(&dir, &["memory", "status", "r", "--json"]));
+    assert_eq!((before["tiers"]["shortTerm"].as_u64(), before["tiers"]["archived"].as_u64()), (Some(0), Some(0)));
+    let pass = json(&sim(&dir, &["memory", "consolidate", "--hours", "0", "r", "--json"]));
+    let promoted = pass["changes"].as_array().expect("changes").iter().filter(|c| c["change"]["promoted"].is_object());
+    let promoted = promoted.count() as u64;
+    assert!(promoted > 0, "retrieved memories gained energy during the run: {pass}");
+    let v = json(&sim(&dir, &["memory", "status", "r", "--json"]));
     for k in ["working", "shortTerm", "longTerm", "archived", "expired"] {
         assert!(v["tiers"][k].is_u64() && v["real"][k].is_u64() && v["test"][k].is_u64(), "{k}");
     }
     assert_eq!(v["test"]["working"], 0);
     let live = ["working", "shortTerm", "longTerm"].iter().map(|k| v["tiers"][k].as_u64().unwrap_or(0)).sum::<u64>();
     assert!(live > 0);
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("r/summary.json")).expect("summary")).expect("json");
-    assert!(summary["consolidation"]["promoted"].as_u64().unwrap_or(0) > 0);
-    assert_eq!(
-        v["tiers"]["archived"], summary["consolidation"]["promoted"],
-        "every promotion archives the version it replaces"
-    );
+    assert_eq!(v["tiers"]["archived"].as_u64(), Some(promoted), "every promotion archives the version it replaces");
     let one = sim(&dir, &["memory", "inspect", "m-00002-0000", "--run", "r", "--json"]);
     assert!(one.status.success(), "{}", stderr(&one));
     let m: serde_json::Value = serde_json::from_slice(&one.stdout).expect("json");
@@ -95,7 +107,7 @@ fn test_memories_persist_and_never_touch_real_ones() {
 #[test]
 fn monitoring_commands_answer_in_json() {
     let dir = scratch("memory-monitor");
-    assert!(sim(&dir, &["run", "--personas", "10", "--ticks", "4", "--out", "r"]).status.success());
+    consolidating_run(&dir, "10", "4");
     // The plan: `--memory-energy` returns the energy histogram and the
     // average energy; the records are listed with id, tier, energy and
     // last access.

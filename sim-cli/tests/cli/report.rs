@@ -172,7 +172,8 @@ fn reactions_are_picked_by_vector_centroid_with_embeddings_else_by_intent() {
 #[test]
 fn the_reports_tier_counts_agree_with_memory_status() {
     let dir = scratch("report-tiers");
-    ok(&sim(&dir, &["run", "--personas", "30", "--ticks", "4", "--out", "r", "--json"]));
+    std::fs::write(dir.join("auto.toml"), "[consolidation]\nenabled = true\n").expect("config");
+    ok(&sim(&dir, &["run", "--config", "auto.toml", "--personas", "30", "--ticks", "4", "--out", "r", "--json"]));
     let r = sim(&dir, &["report", "r", "--json"]);
     ok(&r);
     let report: serde_json::Value = serde_json::from_slice(&r.stdout).expect("json");

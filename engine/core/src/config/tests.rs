@@ -34,7 +34,7 @@ fn content_hash_ignores_operational_settings() {
         "[embedding]\ndim = 64\n",
         "[chat]\nmalformed_rate = 0.5\n",
         "[run]\nhours_per_tick = 2\n",
-        "[consolidation]\nenabled = false\n",
+        "[consolidation]\nenabled = true\n",
     ] {
         assert_ne!(with(content).content_hash(), base.content_hash(), "{content}");
     }

@@ -21,8 +21,8 @@ pub struct Version {
     pub energy: f64,
     /// When the record was created.
     pub created: SimTime,
-    /// Last access. A version opened by promotion was last accessed at the
-    /// promotion, as the plan's promoted node is.
+    /// Last access. A promoted node was last accessed at its promotion, as
+    /// the plan's is.
     pub last_accessed: SimTime,
     /// Accesses.
     pub access_count: u32,
@@ -52,7 +52,10 @@ pub struct Version {
     pub is_test: bool,
     /// Queued for promotion at a session boundary.
     pub queued: bool,
-    /// Version this one was promoted (or changed) from.
+    /// The version this one follows: the same record's before a reset or
+    /// an expiry, or, for a promoted node's first version, the closed
+    /// version of the node it was promoted from (the plan's `PROMOTED_TO`
+    /// link, read backwards; [`Ledger::promoted_from`]).
     pub previous: Option<u64>,
     /// Start of validity.
     pub valid_from: SimTime,
@@ -115,13 +118,14 @@ pub enum Change {
         /// Energy after.
         energy: f64,
     },
-    /// Promoted to a higher tier: a new version.
+    /// Promoted to a higher tier: the record's current version is closed
+    /// (archived) and a new node, [`Change::node`], opens in the tier.
     Promoted {
-        /// Record.
+        /// The record promoted (now archived).
         record: RecordId,
-        /// Closed version.
+        /// Its closed version.
         from_version: u64,
-        /// New version.
+        /// The promoted node's first version.
         to_version: u64,
         /// New tier.
         tier: Tier,
@@ -177,6 +181,23 @@ pub enum Change {
 }
 
 impl Change {
+    /// The node a promotion created: the promoted record's id with the
+    /// tier it entered ([`RecordId::promoted`]).
+    pub fn node(&self) -> Option<RecordId> {
+        match self {
+            Change::Promoted { record, tier, .. } => Some(record.promoted(*tier)),
+            Change::Created { .. }
+            | Change::Decayed { .. }
+            | Change::Accessed { .. }
+            | Change::PromotionBlocked { .. }
+            | Change::Expired { .. }
+            | Change::Reset { .. }
+            | Change::Queued { .. }
+            | Change::Closed { .. }
+            | Change::Clustered { .. } => None,
+        }
+    }
+
     /// The record the change is about (the first one, for a cluster).
     pub fn record(&self) -> &RecordId {
         match self {
@@ -292,9 +313,19 @@ impl Ledger {
         &self.versions
     }
 
-    /// The current version of a record.
+    /// The current version of a record's lineage: the record's own, or,
+    /// once it was promoted, that of the node promotion made.
     pub fn current(&self, record: &RecordId) -> Option<&Version> {
-        self.current.get(record).map(|i| &self.versions[*i])
+        self.node_index(record).map(|i| &self.versions[i])
+    }
+
+    /// Where the current version of `record`'s lineage is. Only one node of
+    /// a lineage is current at a time: promotion closes the old one.
+    fn node_index(&self, record: &RecordId) -> Option<usize> {
+        if let Some(i) = self.current.get(record) {
+            return Some(*i);
+        }
+        record.lineage().iter().find_map(|r| self.current.get(r).copied())
     }
 
     /// The current versions, by record id.
@@ -307,8 +338,24 @@ impl Ledger {
         self.versions.iter().filter(|v| v.record == *record).collect()
     }
 
-    /// Cluster links of a record.
+    /// The versions of every node of a record's lineage (the record it
+    /// began as and the nodes promoted from it), oldest first.
+    pub fn lineage(&self, record: &RecordId) -> Vec<&Version> {
+        let origin = record.origin();
+        self.versions.iter().filter(|v| v.record.origin() == origin).collect()
+    }
+
+    /// The node `v`'s node was promoted from (the plan's `promotedFrom`),
+    /// when `v` is a promoted node's first version.
+    pub fn promoted_from(&self, v: &Version) -> Option<&RecordId> {
+        let before = &self.versions.get(usize::try_from(v.previous?).ok()?)?.record;
+        (*before != v.record).then_some(before)
+    }
+
+    /// Cluster links of a record's lineage (clusters join the memories
+    /// retrieved together, whatever node of theirs is current).
     pub fn cluster_links(&self, record: &RecordId) -> Vec<&RecordId> {
+        let record = &record.origin();
         self.clusters
             .iter()
             .filter_map(|(a, b)| match (a == record, b == record) {
@@ -328,8 +375,8 @@ impl Ledger {
     }
 
     fn current_index(&self, record: &RecordId) -> Result<usize, LedgerError> {
-        match self.current.get(record) {
-            Some(i) => Ok(*i),
+        match self.node_index(record) {
+            Some(i) => Ok(i),
             None if self.known.contains(record) => Err(LedgerError::Closed(record.clone())),
             None => Err(LedgerError::UnknownRecord(record.clone())),
         }
@@ -409,13 +456,19 @@ impl Ledger {
             }
         };
         let to_version = self.promote_version(i, tier, now);
-        Ok(Change::Promoted { record: record.clone(), from_version: old.version, to_version, tier, energy: old.energy })
+        Ok(Change::Promoted { record: old.record, from_version: old.version, to_version, tier, energy: old.energy })
     }
 
-    /// Closes version `i` as archived (recording its tier) and opens its
-    /// successor in `tier`. As in the plan's promotion, the successor was
-    /// last accessed at the promotion and has not decayed yet, so its next
-    /// decay measures from `now`.
+    /// The plan's promotion: closes the node of version `i` as archived
+    /// (recording its tier, counting the attempt) and creates a new node in
+    /// `tier`, [`RecordId::promoted`], linked to it through `previous`.
+    /// Nothing is destroyed. As the plan's `CREATE (promoted:Memory {…})`,
+    /// the new node carries the content (its id names the same memory),
+    /// energy, creation time, access count and test flag (and the instance
+    /// that made the record); it was last
+    /// accessed and promoted now, has not decayed (its next decay measures
+    /// from `now`), and starts with no session, no promotion attempts and
+    /// its energy as its peak.
     fn promote_version(&mut self, i: usize, tier: Tier, now: SimTime) -> u64 {
         let old = self.versions[i].clone();
         let closed = &mut self.versions[i];
@@ -423,18 +476,30 @@ impl Ledger {
         closed.from_tier = Some(old.tier);
         closed.tier = Tier::Archived;
         closed.promotion_attempts += 1;
+        let node = old.record.promoted(tier);
+        self.current.remove(&old.record);
+        self.known.insert(node.clone());
         self.push(Version {
+            version: 0,
+            record: node,
             tier,
-            last_promotion: Some(now),
+            energy: old.energy,
+            created: old.created,
             last_accessed: now,
+            access_count: old.access_count,
+            peak_energy: old.energy,
             last_decay: None,
+            last_promotion: Some(now),
+            promotion_attempts: 0,
+            session: None,
+            instance_id: old.instance_id,
+            decay_rate: 0.0,
+            from_tier: None,
+            is_test: old.is_test,
             queued: false,
             previous: Some(old.version),
             valid_from: now,
             valid_to: None,
-            promotion_attempts: old.promotion_attempts + 1,
-            from_tier: None,
-            ..old
         })
     }
 
@@ -449,7 +514,7 @@ impl Ledger {
         v.peak_energy = v.peak_energy.max(v.energy);
         v.access_count += 1;
         v.last_accessed = v.last_accessed.max(now);
-        Ok(Change::Accessed { record: record.clone(), energy: v.energy })
+        Ok(Change::Accessed { record: v.record.clone(), energy: v.energy })
     }
 
     /// Gives back the room the version list grew into beyond what it holds.
@@ -610,6 +675,7 @@ impl Ledger {
         let i = self.current_index(record)?;
         let old = self.versions[i].clone();
         self.versions[i].valid_to = Some(now);
+        let node = old.record.clone();
         let to_version = self.push(Version {
             energy,
             peak_energy: old.peak_energy.max(energy),
@@ -618,7 +684,7 @@ impl Ledger {
             valid_to: None,
             ..old
         });
-        Ok(Change::Reset { record: record.clone(), to_version, energy })
+        Ok(Change::Reset { record: node, to_version, energy })
     }
 
     /// Closes a test record's current version without a successor. Its
@@ -629,8 +695,9 @@ impl Ledger {
             return Err(LedgerError::NotTest(record.clone()));
         }
         self.versions[i].valid_to = Some(now);
-        self.current.remove(record);
-        Ok(Change::Closed { record: record.clone(), version: i as u64 })
+        let node = self.versions[i].record.clone();
+        self.current.remove(&node);
+        Ok(Change::Closed { record: node, version: i as u64 })
     }
 
     /// The session boundary: working records above `session_threshold`

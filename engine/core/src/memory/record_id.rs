@@ -1,6 +1,7 @@
 //! Memory ids (a persona's memory: owner and sequence) and ledger
 //! record ids.
 
+use super::tier::Tier;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -22,18 +23,19 @@ impl MemoryId {
     }
 }
 
-/// A memory id's text, `m-{persona:05}-{seq:04}`, on the stack: ids are
-/// written into digests and traces by the million, where the formatting
-/// machinery would cost more than the rest of the write.
+/// A memory id's text, `m-{persona:05}-{seq:04}` (with its promoted node's
+/// tier after a dot, `.shortTerm`), on the stack: ids are written into
+/// digests and traces by the million, where the formatting machinery would
+/// cost more than the rest of the write.
 #[derive(Clone, Copy)]
 pub struct MemoryIdText {
-    buf: [u8; 23],
+    buf: [u8; 33],
     len: u8,
 }
 
 impl MemoryIdText {
     fn new(id: MemoryId) -> Self {
-        let mut t = MemoryIdText { buf: [0; 23], len: 0 };
+        let mut t = MemoryIdText { buf: [0; 33], len: 0 };
         t.push(b'm');
         t.push(b'-');
         t.number(id.persona, 5);
@@ -47,6 +49,15 @@ impl MemoryIdText {
         self.len += 1;
     }
 
+    /// The id of its promoted node in `tier`: a dot and the tier's name.
+    fn node(mut self, tier: Tier) -> Self {
+        self.push(b'.');
+        for b in tier.as_str().bytes() {
+            self.push(b);
+        }
+        self
+    }
+
     /// `n` in decimal, zero-padded to `width` digits, copied in one piece.
     fn number(&mut self, n: u32, width: usize) {
         let (digits, start) = crate::scan::decimal(u64::from(n), width);
@@ -57,7 +68,7 @@ impl MemoryIdText {
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        // Only ASCII digits, `m` and `-` are ever pushed.
+        // Only ASCII digits, letters, `-` and `.` are ever pushed.
         std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or_default()
     }
 }
@@ -75,24 +86,47 @@ impl fmt::Display for MemoryId {
     }
 }
 
-/// A ledger record's id: one of a persona's memories, or a record named by
-/// hand (test memories). Compared, ordered and hashed as a value, so the
-/// ledger never formats or parses an id to look one up. It reads and
-/// writes as text (`m-00007-0003`, `test-gradual-decay-1`) in every format.
+/// A ledger record's id: one of a persona's memories, a record named by
+/// hand (test memories), or the node promotion made from one of them.
+/// Compared, ordered and hashed as a value, so the ledger never formats or
+/// parses an id to look one up. It reads and writes as text
+/// (`m-00007-0003`, `test-gradual-decay-1`, `m-00007-0003.shortTerm`) in
+/// every format.
+///
+/// The consolidation plan's promotion creates a new node with a fresh id
+/// (`randomUUID()`) and links the old one to it (`PROMOTED_TO`). Here the
+/// new node's id is its origin's with the tier it was promoted into
+/// ([`RecordId::promoted`]): as unique, since a lineage enters each tier at
+/// most once, and the same on every run, which a random id would not be.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RecordId {
     /// A persona's memory.
     Memory(MemoryId),
-    /// A record named by hand.
+    /// A record named by hand; a promoted node of one is named
+    /// `{origin}.{tier}`.
     Named(String),
+    /// The node that promotion into the tier made from a persona's memory.
+    Promoted(MemoryId, Tier),
 }
+
+/// The tiers a record can be promoted into, whose names end a promoted
+/// node's id.
+const PROMOTED_INTO: [Tier; 2] = [Tier::ShortTerm, Tier::LongTerm];
 
 impl RecordId {
     /// The id `text` stands for: a memory when it is exactly a memory id as
-    /// [`MemoryId`] writes it, otherwise a named record.
+    /// [`MemoryId`] writes it (a promoted node when a dot and a tier it can
+    /// be promoted into follow), otherwise a named record.
     pub fn parse(text: &str) -> RecordId {
-        match MemoryId::parse(text) {
-            Some(id) if id.to_string() == text => RecordId::Memory(id),
+        let (memory, tier) = match text.split_once('.') {
+            Some((m, t)) => (m, PROMOTED_INTO.into_iter().find(|x| x.as_str() == t).map(Some)),
+            None => (text, Some(None)),
+        };
+        match (MemoryId::parse(memory), tier) {
+            (Some(id), Some(tier)) if id.to_string() == memory => match tier {
+                None => RecordId::Memory(id),
+                Some(t) => RecordId::Promoted(id, t),
+            },
             _ => RecordId::Named(text.to_string()),
         }
     }
@@ -102,15 +136,51 @@ impl RecordId {
         match self {
             RecordId::Memory(id) => f(id.text().as_str()),
             RecordId::Named(name) => f(name),
+            RecordId::Promoted(id, tier) => f(id.text().node(*tier).as_str()),
         }
     }
 
-    /// The memory, when this is one.
+    /// The memory whose content the record carries: a persona's memory, or
+    /// a node promoted from one.
     pub fn memory(&self) -> Option<MemoryId> {
         match self {
-            RecordId::Memory(id) => Some(*id),
+            RecordId::Memory(id) | RecordId::Promoted(id, _) => Some(*id),
             RecordId::Named(_) => None,
         }
+    }
+
+    /// The record its lineage began with: itself, unless it is a promoted
+    /// node.
+    pub fn origin(&self) -> RecordId {
+        match self {
+            RecordId::Memory(id) | RecordId::Promoted(id, _) => RecordId::Memory(*id),
+            RecordId::Named(name) => RecordId::Named(Self::named_origin(name).to_string()),
+        }
+    }
+
+    fn named_origin(name: &str) -> &str {
+        PROMOTED_INTO
+            .into_iter()
+            .find_map(|t| name.strip_suffix(t.as_str())?.strip_suffix('.'))
+            .filter(|origin| !origin.is_empty())
+            .unwrap_or(name)
+    }
+
+    /// The id of the node that promoting this record's lineage into `tier`
+    /// creates: its origin's id, a dot and the tier's name.
+    pub fn promoted(&self, tier: Tier) -> RecordId {
+        match self {
+            RecordId::Memory(id) | RecordId::Promoted(id, _) => RecordId::Promoted(*id, tier),
+            RecordId::Named(name) => RecordId::Named(format!("{}.{}", Self::named_origin(name), tier.as_str())),
+        }
+    }
+
+    /// The ids its lineage can hold: its origin, then the nodes promotion
+    /// into each tier makes.
+    pub fn lineage(&self) -> [RecordId; 3] {
+        let origin = self.origin();
+        let (short, long) = (origin.promoted(Tier::ShortTerm), origin.promoted(Tier::LongTerm));
+        [origin, short, long]
     }
 }
 
@@ -136,10 +206,7 @@ impl From<MemoryId> for RecordId {
 
 impl std::fmt::Display for RecordId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RecordId::Memory(id) => id.fmt(f),
-            RecordId::Named(name) => f.write_str(name),
-        }
+        self.with_text(|text| f.write_str(text))
     }
 }
 
@@ -159,5 +226,33 @@ impl bincode::Encode for RecordId {
 impl<'de> Deserialize<'de> for RecordId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         String::deserialize(d).map(|s| RecordId::parse(&s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every id reads back from the text it writes, the widest memory
+    /// node's included; a tier that promotion never enters, or a dot after
+    /// something that is not a memory id, makes a named record.
+    #[test]
+    fn ids_read_back_from_their_text() {
+        let widest = MemoryId { persona: u32::MAX, seq: u32::MAX };
+        for id in [
+            RecordId::Memory(MemoryId { persona: 7, seq: 3 }),
+            RecordId::Promoted(MemoryId { persona: 7, seq: 3 }, Tier::ShortTerm),
+            RecordId::Promoted(widest, Tier::ShortTerm),
+            RecordId::Promoted(widest, Tier::LongTerm),
+            RecordId::Named("test-high-access-1.shortTerm".into()),
+            RecordId::Named("m-00007-0003.archived".into()),
+            RecordId::Named("x.shortTerm".into()),
+        ] {
+            let text = id.to_string();
+            assert_eq!(RecordId::parse(&text), id, "{text}");
+            assert_eq!(serde_json::from_str::<RecordId>(&serde_json::to_string(&id).expect("json")).ok(), Some(id));
+        }
+        assert_eq!(RecordId::parse("m-00007-0003.shortTerm").origin().to_string(), "m-00007-0003");
+        assert_eq!(RecordId::parse(".shortTerm").origin(), RecordId::parse(".shortTerm"), "no empty origin");
     }
 }

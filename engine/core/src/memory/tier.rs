@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A record's tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, bincode::Encode)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, bincode::Encode)]
 #[serde(rename_all = "camelCase")]
 pub enum Tier {
     /// Fresh; decays fast.

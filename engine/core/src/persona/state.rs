@@ -68,8 +68,33 @@ pub struct PersonaCommit {
     pub now: SimTime,
     /// The parts of the persona's successful jobs, in job order.
     pub jobs: Vec<JobCommit>,
-    /// Consolidation to run after the jobs are applied, if enabled.
+    /// The energy bookkeeping of accesses and new memories, which every
+    /// commit keeps, consolidation on or off.
+    pub energy: Energy,
+    /// The automatic consolidation pass to run after the jobs are applied,
+    /// if `[consolidation] enabled`.
     pub consolidation: Option<Consolidate>,
+}
+
+/// The energy bookkeeping of a commit, kept whether or not consolidation
+/// runs: a retrieved memory's energy rises by `access_boost` (the plan's
+/// test access, `energy + boostAmount`), and a new memory starts in the
+/// working tier at `initial_energy`. This is what a later manual
+/// consolidation (`sim-cli memory consolidate`) decays and promotes; the
+/// plan asks for that pass to be run by hand before any is automatic.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Energy {
+    /// Energy an access adds.
+    pub access_boost: f64,
+    /// Energy of a new memory.
+    pub initial_energy: f64,
+}
+
+impl Energy {
+    /// The bookkeeping `rules` give.
+    pub fn of(rules: &ConsolidationConfig) -> Energy {
+        Energy { access_boost: rules.access_boost, initial_energy: rules.initial_energy }
+    }
 }
 
 /// One consolidation pass at a commit.
@@ -102,18 +127,8 @@ struct Pass {
     scratch: Option<crate::memory::Ledger>,
     now: SimTime,
     tick: u32,
-    boost: f64,
-    initial: f64,
-    /// What the real ledger gets: the same, or in a dry run what it gets
-    /// with consolidation off.
-    real_boost: f64,
-    real_initial: f64,
+    energy: Energy,
 }
-
-/// Access boost and starting energy with consolidation off: accesses are
-/// counted, energy is untouched.
-const OFF_BOOST: f64 = 0.0;
-const OFF_ENERGY: f64 = 1.0;
 
 fn write_change(w: &mut DigestWriter, c: &Change) {
     // A record id is hashed as the text it reads as, as it always was.
@@ -242,9 +257,10 @@ impl PersonaState {
         self.memory.records().iter().zip(&self.visible).any(|(r, v)| *v && r.vector.is_some())
     }
 
-    /// Applies a tick's commit: decay up to now, the jobs' accesses and
-    /// new memories, then (if enabled) the session boundary, promotion,
-    /// clustering and expiry.
+    /// Applies a tick's commit: the jobs' accesses and new memories with
+    /// their energy, and, when the automatic pass is enabled, decay up to
+    /// now before them and the session boundary, promotion, clustering and
+    /// expiry after.
     pub fn apply(&mut self, commit: PersonaCommit) -> Applied {
         let mut w = DigestWriter::new("persona commit v1");
         w.digest(&self.digest).u32(commit.tick).u64(commit.now.0);
@@ -257,21 +273,7 @@ impl PersonaState {
         if let Some(c) = &commit.consolidation {
             changes.extend(scratch.as_mut().unwrap_or(&mut self.ledger).decay(&c.rules, commit.now, scope, false));
         }
-        // `active`: the rules the reported pass plays by; `applied`: the rules
-        // that change the real ledger (none in a dry run).
-        let active = commit.consolidation.as_ref();
-        let applied = active.filter(|c| !c.dry_run);
-        let mut pass = Pass {
-            w,
-            changes,
-            scratch,
-            now: commit.now,
-            tick: commit.tick,
-            boost: active.map_or(OFF_BOOST, |c| c.rules.access_boost),
-            initial: active.map_or(OFF_ENERGY, |c| c.rules.initial_energy),
-            real_boost: applied.map_or(OFF_BOOST, |c| c.rules.access_boost),
-            real_initial: applied.map_or(OFF_ENERGY, |c| c.rules.initial_energy),
-        };
+        let mut pass = Pass { w, changes, scratch, now: commit.now, tick: commit.tick, energy: commit.energy };
         let added: usize = commit.jobs.iter().map(|j| j.memories.len()).sum();
         self.memory.reserve_exact(added);
         self.visible.reserve_exact(added);
@@ -329,13 +331,14 @@ impl PersonaState {
         }
         self.memory.touch(&job.touched, pass.now);
         let touched: Vec<RecordId> = job.touched.iter().map(|t| RecordId::Memory(*t)).collect();
-        // In a dry run the real ledger is kept exactly as with consolidation
-        // off (accesses counted, no energy added); the scratch copy plays the
-        // pass and its changes are the ones reported.
+        // In a dry run the real ledger is kept exactly as with the automatic
+        // pass off (the bookkeeping alone); the scratch copy plays the pass
+        // and its changes are the ones reported.
+        let boost = pass.energy.access_boost;
         for t in &touched {
-            let real = self.ledger.access(t, pass.now, pass.real_boost);
+            let real = self.ledger.access(t, pass.now, boost);
             let reported = match pass.scratch.as_mut() {
-                Some(l) => l.access(t, pass.now, pass.boost),
+                Some(l) => l.access(t, pass.now, boost),
                 None => real,
             };
             if let Ok(c) = reported {
@@ -371,9 +374,10 @@ impl PersonaState {
                 vector: m.vector.map(|e| e.vector),
             });
             let record = RecordId::Memory(id);
-            let real = self.ledger.create(&record, pass.now, pass.real_initial, Tier::Working, false, None);
+            let initial = pass.energy.initial_energy;
+            let real = self.ledger.create(&record, pass.now, initial, Tier::Working, false, None);
             let reported = match pass.scratch.as_mut() {
-                Some(l) => l.create(&record, pass.now, pass.initial, Tier::Working, false, None),
+                Some(l) => l.create(&record, pass.now, initial, Tier::Working, false, None),
                 None => real,
             };
             if let Ok(c) = reported {
@@ -422,7 +426,14 @@ mod tests {
             vector: None,
         };
         let job = JobCommit { touched, memories: vec![memory], belief: None, importance: 5, reflected: false };
-        PersonaCommit { tick, now: SimTime(u64::from(tick) * 3600), jobs: vec![job], consolidation }
+        let rules = consolidation.as_ref().map_or_else(ConsolidationConfig::default, |c| c.rules.clone());
+        PersonaCommit {
+            tick,
+            now: SimTime(u64::from(tick) * 3600),
+            jobs: vec![job],
+            energy: Energy::of(&rules),
+            consolidation,
+        }
     }
 
     /// With `consolidation.dry_run`, the real ledger is exactly that of a

@@ -436,12 +436,12 @@ impl Builder {
                 match c {
                     Change::Promoted { record, tier, .. } => {
                         m.promoted += 1;
-                        let from = self.promoted_to.insert(record.clone(), *tier).unwrap_or(working);
+                        let from = self.promoted_to.insert(record.origin(), *tier).unwrap_or(working);
                         self.move_tier(from, *tier);
                     }
                     Change::Expired { record, .. } => {
                         m.expired += 1;
-                        let from = self.promoted_to.remove(record).unwrap_or(working);
+                        let from = self.promoted_to.remove(&record.origin()).unwrap_or(working);
                         self.move_tier(from, crate::memory::Tier::Expired);
                     }
                     Change::Clustered { .. } => m.clustered += 1,

@@ -79,7 +79,7 @@ pub(super) fn test(cmd: TestCommand) -> Result<()> {
                     id: &v.record,
                     tier: v.tier.as_str(),
                     energy: v.energy,
-                    content: l.world.test_content.get(&v.record),
+                    content: l.world.test_content.get(&v.record.origin()),
                 })
                 .collect();
             emit(dir.json, &TestMemories { test_memories }, |v| {

@@ -147,6 +147,9 @@ pub(super) struct PromotionEvent<'a> {
     pub(super) record: &'a RecordId,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) to: Option<&'static str>,
+    /// The node the promotion made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) node: Option<RecordId>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(super) blocked: bool,
     pub(super) energy: f64,
@@ -199,8 +202,23 @@ pub(super) struct RecordView<'a> {
     pub(super) kind: Option<engine::persona::MemoryKind>,
     pub(super) tick: Option<u32>,
     pub(super) importance: Option<u8>,
+    /// The node of the lineage that is current, if any.
+    pub(super) current: Option<&'a RecordId>,
+    /// Every version of every node of the lineage, oldest first.
     pub(super) versions: &'a [&'a Version],
+    /// The plan's `PROMOTED_TO` links, oldest first.
+    pub(super) promoted_to: Vec<PromotionLink<'a>>,
     pub(super) cluster_links: Vec<&'a RecordId>,
+}
+
+/// A promotion: the node closed, the node made, when and at what energy
+/// (the plan's `(m)-[:PROMOTED_TO {at, energy}]->(promoted)`).
+#[derive(Debug, Serialize)]
+pub(super) struct PromotionLink<'a> {
+    pub(super) from: &'a RecordId,
+    pub(super) to: &'a RecordId,
+    pub(super) at_hour: u64,
+    pub(super) energy: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -230,6 +248,9 @@ pub(super) struct Prediction<'a> {
 pub(super) struct OwnedChange<'a> {
     pub(super) owner: &'a str,
     pub(super) change: &'a Change,
+    /// For a promotion, the new node it made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) node: Option<RecordId>,
 }
 
 #[derive(Debug, Serialize)]

@@ -53,10 +53,67 @@ fn promotion_is_strictly_above_the_thresholds_and_batched() {
     assert_eq!(l.current(&r("st-above")).map(|v| v.tier), Some(Tier::LongTerm));
     assert_eq!(l.current(&r("at")).map(|v| v.tier), Some(Tier::Working), "2.0 is not above 2.0");
     assert_eq!(l.current(&r("st-at")).map(|v| v.tier), Some(Tier::ShortTerm));
-    let history = l.history(&r("w3"));
+    let history = l.lineage(&r("w3"));
     assert_eq!(history.len(), 2);
     assert_eq!((history[0].tier, history[0].valid_to), (Tier::Archived, Some(h(1))));
     assert_eq!(history[1].previous, Some(history[0].version));
+}
+
+/// The plan's promotion makes a new node and destroys nothing:
+/// `CREATE (promoted:Memory {… tier: newTier, energy: m.energy, created:
+/// m.created, promotedFrom: m.id, lastAccessed: datetime(), accessCount:
+/// m.accessCount, isTest: m.isTest, validFrom: datetime(), lastPromotion:
+/// datetime()})`, `CREATE (m)-[:PROMOTED_TO {at, energy}]->(promoted)`,
+/// and the old node is archived with `validTo` set and one more promotion
+/// attempt. Accesses then reach the new node, by either id.
+#[test]
+fn a_promotion_creates_a_linked_node_and_closes_the_old_one() {
+    let cfg = ConsolidationConfig::default();
+    let mut l = Ledger::default();
+    let m = RecordId::Memory(crate::persona::MemoryId { persona: 7, seq: 3 });
+    l.create(&m, h(1), 3.0, Tier::Working, false, Some("s".into())).expect("create");
+    l.access(&m, h(2), 1.0).expect("access");
+    let changes = l.promote(&cfg, h(3), Scope::All, false);
+    let [Change::Promoted { record, from_version, to_version, tier: Tier::ShortTerm, energy }] = &changes[..] else {
+        panic!("one promotion: {changes:?}")
+    };
+    let node = changes[0].node().expect("a node");
+    assert_eq!((record, node.to_string().as_str()), (&m, "m-00007-0003.shortTerm"));
+    assert_eq!(RecordId::parse("m-00007-0003.shortTerm"), node, "the node's id reads back");
+    let old = l.history(&m);
+    assert_eq!(old.len(), 1, "the old node keeps its one version");
+    assert_eq!((old[0].version, old[0].tier, old[0].from_tier), (*from_version, Tier::Archived, Some(Tier::Working)));
+    assert_eq!((old[0].valid_to, old[0].promotion_attempts, old[0].energy), (Some(h(3)), 1, 4.0));
+    let new = l.history(&node);
+    assert_eq!(new.len(), 1);
+    let n = new[0];
+    assert_eq!((n.version, n.tier, n.energy, *energy), (*to_version, Tier::ShortTerm, 4.0, 4.0));
+    assert_eq!((n.created, n.last_accessed, n.last_promotion, n.valid_from), (h(1), h(3), Some(h(3)), h(3)));
+    assert_eq!((n.access_count, n.promotion_attempts, n.session.as_deref(), n.valid_to), (2, 0, None, None));
+    assert_eq!(l.promoted_from(n), Some(&m), "promotedFrom: the old node's id");
+    assert_eq!(l.promoted_from(old[0]), None);
+    assert_eq!(l.current(&m).map(|v| &v.record), Some(&node), "the lineage's current node");
+    assert_eq!(l.lineage(&node).len(), 2);
+    let Ok(Change::Accessed { record, energy }) = l.access(&m, h(4), 1.0) else { panic!("access") };
+    assert_eq!((record, energy), (node.clone(), 5.0), "an access by the memory's id reaches the node");
+    // A second promotion makes the long-term node from the same origin.
+    let changes = l.promote(&cfg, h(4), Scope::All, false);
+    assert_eq!(changes.iter().filter_map(Change::node).collect::<Vec<_>>(), []);
+    l.access(&node, h(4), 1.0).expect("access");
+    let long = l.promote(&cfg, h(5), Scope::All, false);
+    let ids: Vec<String> = long.iter().filter_map(Change::node).map(|n| n.to_string()).collect();
+    assert_eq!(ids, ["m-00007-0003.longTerm"]);
+    assert_eq!(
+        l.lineage(&m).iter().map(|v| v.tier).collect::<Vec<_>>(),
+        [Tier::Archived, Tier::Archived, Tier::LongTerm]
+    );
+    // Named records get a named node.
+    l.create(&r("t-0001"), h(5), 9.0, Tier::Working, true, None).expect("create");
+    let named: Vec<String> =
+        l.promote(&cfg, h(5), Scope::All, false).iter().filter_map(Change::node).map(|n| n.to_string()).collect();
+    assert_eq!(named, ["t-0001.shortTerm"]);
+    assert_eq!(r("t-0001.shortTerm").origin(), r("t-0001"));
+    assert_eq!(r("t-0001.longTerm").promoted(Tier::LongTerm), r("t-0001.longTerm"));
 }
 
 #[test]
@@ -154,7 +211,7 @@ fn decay_measures_from_the_last_decay_else_the_last_access() {
     assert!((energy(&l) - expected).abs() < 1e-12, "two hours since the last decay, not one since the access");
 }
 
-/// A promoted version was last accessed at its promotion and has not
+/// A promoted node was last accessed at its promotion and has not
 /// decayed yet (the plan's promoted node: `lastAccessed: datetime()`, no
 /// `lastDecay`), so it decays from the promotion; the archived version
 /// keeps its own times.
@@ -166,7 +223,7 @@ fn a_promoted_version_decays_from_its_promotion() {
     l.decay(&cfg, h(1), Scope::All, false);
     let before = l.current(&r("m")).map_or(f64::NAN, |v| v.energy);
     assert!(matches!(&l.promote(&cfg, h(4), Scope::All, false)[..], [Change::Promoted { .. }]));
-    let history = l.history(&r("m"));
+    let history = l.lineage(&r("m"));
     assert_eq!((history[0].last_accessed, history[0].last_decay), (h(0), Some(h(1))), "archived as it was");
     let promoted = history[1];
     assert_eq!((promoted.last_accessed, promoted.last_decay, promoted.last_promotion), (h(4), None, Some(h(4))));
