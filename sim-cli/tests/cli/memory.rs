@@ -21,9 +21,26 @@ fn status_and_inspect_on_a_real_run() {
     let before = json(&sim(&dir, &["memory", "status", "r", "--json"]));
     assert_eq!((before["tiers"]["shortTerm"].as_u64(), before["tiers"]["archived"].as_u64()), (Some(0), Some(0)));
     let pass = json(&sim(&dir, &["memory", "consolidate", "--hours", "0", "r", "--json"]));
-    let promoted = pass["changes"].as_array().expect("changes").iter().filter(|c| c["change"]["promoted"].is_object());
-    let promoted = promoted.count() as u64;
+    let promotions: Vec<&serde_json::Value> =
+        pass["changes"].as_array().expect("changes").iter().filter(|c| c["change"]["promoted"].is_object()).collect();
+    let promoted = promotions.len() as u64;
     assert!(promoted > 0, "retrieved memories gained energy during the run: {pass}");
+    // The plan's promotion creates a new node linked to the old one: the
+    // memory's id shows the lineage, the node's id the same.
+    let first = &promotions[0];
+    let (memory, node) = (first["change"]["promoted"]["record"].as_str().expect("id"), first["node"].as_str());
+    assert_eq!(node, Some(format!("{memory}.shortTerm").as_str()));
+    for id in [memory, node.expect("node")] {
+        let lineage = json(&sim(&dir, &["memory", "inspect", id, "r", "--json"]));
+        let nodes: Vec<&str> =
+            lineage["versions"].as_array().expect("versions").iter().filter_map(|v| v["record"].as_str()).collect();
+        assert_eq!((nodes.first().copied(), nodes.last().copied()), (Some(memory), node), "{lineage}");
+        assert_eq!(lineage["current"].as_str(), node);
+        assert_eq!(
+            (lineage["promoted_to"][0]["from"].as_str(), lineage["promoted_to"][0]["to"].as_str()),
+            (Some(memory), node)
+        );
+    }
     let v = json(&sim(&dir, &["memory", "status", "r", "--json"]));
     for k in ["working", "shortTerm", "longTerm", "archived", "expired"] {
         assert!(v["tiers"][k].is_u64() && v["real"][k].is_u64() && v["test"][k].is_u64(), "{k}");
