@@ -18,9 +18,9 @@
 //!   cache, batched against both per-persona baselines;
 //! - `minilm/batch/<n>`: 64 texts through the inference client at batch
 //!   size 1, 8, 32 and 64 (throughput in texts per second);
-//! - `minilm/exact/{unpadded,grouped,padded}`: each text alone, texts
-//!   grouped by token length (what requests run; exact too) and one padded
-//!   pass (not exact), on 32 texts of mixed length;
+//! - `minilm/exact/{one-by-one,packed,padded}`: each text alone, all of
+//!   them packed into one pass (what requests run; exact too) and one
+//!   padded pass (not exact), on 32 texts of mixed length;
 //! - `minilm/tokenise`: the tokeniser's share.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -145,11 +145,11 @@ fn minilm(c: &mut Criterion) {
     }
     let short = corpus(32);
     group.throughput(Throughput::Elements(short.len() as u64));
-    group.bench_function(BenchmarkId::new("exact", "unpadded"), |b| {
+    group.bench_function(BenchmarkId::new("exact", "one-by-one"), |b| {
         b.iter(|| short.iter().map(|t| model.embed_one(t).expect("embeds")).collect::<Vec<_>>());
     });
-    group.bench_function(BenchmarkId::new("exact", "grouped"), |b| {
-        b.iter(|| model.embed_grouped(&short).expect("embeds"));
+    group.bench_function(BenchmarkId::new("exact", "packed"), |b| {
+        b.iter(|| model.embed_packed(&short).expect("embeds"));
     });
     group.bench_function(BenchmarkId::new("exact", "padded"), |b| {
         b.iter(|| model.embed_padded(&short).expect("embeds"));

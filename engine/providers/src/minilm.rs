@@ -5,15 +5,21 @@
 //!
 //! **Exactness.** No text is ever padded. A padded batch would change the
 //! length of the attention and pooling reductions, and so the last bits of
-//! a vector with what else is in its batch. A request's texts are grouped
-//! by token length instead, and each group of equal-length texts runs as
-//! one forward pass with no mask ([`MiniLm::embed_grouped`]): every text
-//! computes exactly what it computes alone ([`MiniLm::embed_one`]), so its
-//! vector is a function of the text and the weights only, whatever the
-//! batch, the batch size or the thread count (the tests check this bit for
-//! bit). A request of many texts saves the per-request overhead and runs
-//! its equal-length texts together. [`MiniLm::embed_padded`] runs the
-//! padded alternative, for the bench that measures what exactness costs.
+//! a vector with what else is in its batch. A request's texts are packed
+//! instead ([`MiniLm::embed_packed`]): the tokens of all of them form one
+//! matrix, on which every row-wise operation runs once, while attention
+//! runs per text (`bert::Bert::forward_packed` says why each row comes
+//! out the same bits whatever else is packed with it). A text's vector is
+//! therefore a function of the text and the weights only, whatever the
+//! batch, its order, the batch size or the thread count (the tests check
+//! this bit for bit), and [`MiniLm::embed_one`] is a pack of one.
+//! [`MiniLm::embed_padded`] runs the padded alternative, for the bench that
+//! measures what exactness costs.
+//!
+//! **Speed.** A pack holds at most [`PASS_TOKENS`] tokens, so the linear
+//! layers, most of the work, run as large matrix products on every core
+//! (candle's thread pool, kept warm across a request by
+//! `Device::with_context`).
 //!
 //! **Limits.** A text longer than 256 word pieces (the model's limit) is
 //! truncated and counted ([`MiniLm::truncated_texts`]). An empty text is
@@ -48,8 +54,10 @@ pub const MODEL_NAME: &str = engine::config::MINILM_MODEL;
 pub const DIM: usize = engine::config::MINILM_DIM;
 /// Word pieces per text, special tokens included (the model card's limit).
 pub const MAX_TOKENS: usize = 256;
-/// Texts of one token length per forward pass, at most (bounds memory).
-const GROUP_MAX: usize = 32;
+/// Tokens per packed forward pass, at most: the widest activation is then
+/// `PASS_TOKENS x 1536` floats (24 MiB), and a pass of a few dozen texts
+/// keeps both cores busy in its matrix products.
+pub const PASS_TOKENS: usize = 4096;
 /// Its vocabulary size.
 const VOCAB: usize = 30_522;
 /// Its transformer layers (all-MiniLM-L12-v2 has the same width and
@@ -158,49 +166,51 @@ impl MiniLm {
         Ok(self.tokenize(text)?.ids.len())
     }
 
-    /// One text's vector: a forward pass of the text alone, the mean of its
-    /// token states, L2-normalised.
+    /// One text's vector: a forward pass of the text alone (a pack of
+    /// one), the mean of its token states, L2-normalised.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
-        let tokens = self.tokenize(text)?;
-        if tokens.truncated {
-            self.truncated.fetch_add(1, Ordering::Relaxed);
-        }
-        let n = tokens.ids.len();
-        let ids = Tensor::from_vec(tokens.ids, (1, n), &Device::Cpu).map_err(|e| model_error("input", e))?;
-        let types = ids.zeros_like().map_err(|e| model_error("input", e))?;
-        let states = self.model.forward(&ids, &types, None).map_err(|e| model_error("forward pass", e))?;
-        let states = states.squeeze(0).and_then(|s| s.to_vec2::<f32>()).map_err(|e| model_error("output", e))?;
-        Ok(pool(states.iter().map(Vec::as_slice)))
+        let mut out = self.embed_packed(std::slice::from_ref(&text.to_string()))?;
+        Ok(out.pop().map(|(v, _)| v).unwrap_or_default())
     }
 
-    /// Several texts, grouped by token length: each group of equal-length
-    /// texts runs as one unpadded forward pass (no mask, nothing added),
-    /// so a text's vector is the one [`MiniLm::embed_one`] gives it, bit
-    /// for bit (the tests hold this on the exactness corpus). Returns the
-    /// vectors in order, with each text's word pieces.
-    pub fn embed_grouped(&self, texts: &[String]) -> Result<Vec<(Vec<f32>, usize)>> {
+    /// Several texts, packed: in order, as many texts per forward pass as
+    /// fit in [`PASS_TOKENS`] tokens, each pass one matrix of all its
+    /// texts' tokens (`bert::Bert::forward_packed`). A text's vector is
+    /// the one [`MiniLm::embed_one`] gives it, bit for bit, whatever else
+    /// is packed with it. Returns the vectors in order, with each text's
+    /// word pieces.
+    pub fn embed_packed(&self, texts: &[String]) -> Result<Vec<(Vec<f32>, usize)>> {
         let tokens = texts.iter().map(|t| self.tokenize(t)).collect::<Result<Vec<_>>>()?;
         let truncated = tokens.iter().filter(|t| t.truncated).count() as u64;
         self.truncated.fetch_add(truncated, Ordering::Relaxed);
-        let mut groups: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-        for (i, t) in tokens.iter().enumerate() {
-            groups.entry(t.ids.len()).or_default().push(i);
-        }
-        let mut out: Vec<Option<(Vec<f32>, usize)>> = vec![None; texts.len()];
-        for (len, members) in groups {
-            for chunk in members.chunks(GROUP_MAX) {
-                let ids: Vec<u32> = chunk.iter().flat_map(|i| tokens[*i].ids.iter().copied()).collect();
-                let ids =
-                    Tensor::from_vec(ids, (chunk.len(), len), &Device::Cpu).map_err(|e| model_error("input", e))?;
-                let types = ids.zeros_like().map_err(|e| model_error("input", e))?;
-                let states = self.model.forward(&ids, &types, None).map_err(|e| model_error("forward pass", e))?;
-                let states = states.to_vec3::<f32>().map_err(|e| model_error("output", e))?;
-                for (i, s) in chunk.iter().zip(states) {
-                    out[*i] = Some((pool(s.iter().map(Vec::as_slice)), len));
-                }
+        let mut out = Vec::with_capacity(texts.len());
+        let mut pass: Vec<&[u32]> = Vec::new();
+        let mut held = 0;
+        for t in &tokens {
+            if held + t.ids.len() > PASS_TOKENS && !pass.is_empty() {
+                self.run_pass(&pass, &mut out)?;
+                (pass, held) = (Vec::new(), 0);
             }
+            held += t.ids.len();
+            pass.push(&t.ids);
         }
-        Ok(out.into_iter().map(|v| v.expect("every text is in one group; this is a bug")).collect())
+        if !pass.is_empty() {
+            self.run_pass(&pass, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// One packed pass: each text's vector (the mean of its rows,
+    /// L2-normalised) and word pieces, appended to `out` in order.
+    fn run_pass(&self, pass: &[&[u32]], out: &mut Vec<(Vec<f32>, usize)>) -> Result<()> {
+        let states = self.model.forward_packed(pass).map_err(|e| model_error("forward pass", e))?;
+        let rows = states.to_vec2::<f32>().map_err(|e| model_error("output", e))?;
+        let mut start = 0;
+        for ids in pass {
+            out.push((pool(rows[start..start + ids.len()].iter().map(Vec::as_slice)), ids.len()));
+            start += ids.len();
+        }
+        Ok(())
     }
 
     /// The padded alternative: one forward pass over all `texts`, padded to
@@ -280,7 +290,7 @@ pub fn load_configured(settings: &MinilmSettings) -> Result<Arc<MiniLm>> {
 }
 
 /// The provider over a loaded model: each physical request runs on tokio's
-/// blocking pool, its texts one at a time.
+/// blocking pool, its texts packed ([`MiniLm::embed_packed`]).
 #[derive(Debug, Clone)]
 pub struct MiniLmProvider {
     model: Arc<MiniLm>,
@@ -316,7 +326,9 @@ impl EmbedProvider for MiniLmProvider {
         let texts = req.texts.to_vec();
         Box::pin(async move {
             let work = move || -> Result<ProviderReply> {
-                let embedded = model.embed_grouped(&texts)?;
+                // In candle's thread pool, warm across the pass's many
+                // parallel sections.
+                let embedded = Device::Cpu.with_context(|| model.embed_packed(&texts))?;
                 let tokens = embedded.iter().map(|(_, n)| *n as u64).sum();
                 Ok(ProviderReply {
                     vectors: embedded.into_iter().map(|(v, _)| v).collect(),

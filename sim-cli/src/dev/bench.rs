@@ -146,7 +146,8 @@ fn bench_chat(args: &ChatBenchArgs) -> Result<()> {
 #[command(after_help = "Two baselines: per-persona makes one port call per text and awaits each in turn,\n\
     as the original system's embedding calls blocked each loop; per-persona-concurrent makes the same\n\
     calls concurrently under the client's concurrency cap, rate limits and cache. Chat uses the scripted model,\n\
-    so the difference is the embedding work. Every workload is reported, neutral or not.\n\n\
+    so the difference is the embedding work. Every workload is reported, neutral or not. Repetitions are\n\
+    interleaved (each round runs every strategy once, from a different one each round).\n\n\
     Without --config the provider is the modelled one (--latency-ms per request). With --config, its\n\
     [embedding] section decides, e.g. the local MiniLM model:\n\n  \
     sim-cli bench embed --config fixtures/configs/minilm.toml")]
@@ -300,7 +301,10 @@ fn base_config(args: &EmbedBenchArgs) -> Result<RawConfig> {
     Ok(RawConfig::from_toml(&toml, "bench config")?)
 }
 
-/// Runs each strategy cold and warm, `reps` times each, in one process.
+/// Runs each strategy cold and warm, `reps` times each, in one process, the
+/// repetitions interleaved: each round runs every strategy once, starting
+/// from a different one each round, so a slow spell of this shared machine
+/// falls on all of them alike.
 fn measure(args: &EmbedBenchArgs, base: &RawConfig) -> Result<Vec<Cell>> {
     let dir = std::env::temp_dir().join(format!("sim-bench-embed-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -311,34 +315,43 @@ fn measure(args: &EmbedBenchArgs, base: &RawConfig) -> Result<Vec<Cell>> {
         (Strategy::PerConsumer, "per-persona"),
         (Strategy::PerConsumerConcurrent, "per-persona-concurrent"),
     ];
-    for (strategy, name) in strategies {
-        let cache_file = dir.join(format!("{name}.cache"));
-        let _ = std::fs::remove_file(&cache_file);
-        for cache in ["cold", "warm"] {
+    for cache in ["cold", "warm"] {
+        let mut configs = Vec::new();
+        for (_, name) in strategies {
+            let cache_file = dir.join(format!("{name}.cache"));
+            let _ = std::fs::remove_file(&cache_file);
             let mut raw = base.clone();
             raw.embedding.cache = true;
             raw.embedding.cache_file = if cache == "warm" { cache_file.display().to_string() } else { String::new() };
-            let config = raw.resolve("bench config")?;
-            let make = || {
-                let mut spec = RunSpec::defaults(args.seed, args.personas, args.ticks);
-                spec.config = config.clone();
-                spec.strategy = strategy;
-                spec
-            };
-            if cache == "warm" {
-                // Warm the cache with this strategy's own execution shape.
+            configs.push(raw.resolve("bench config")?);
+        }
+        let make = |s: usize| {
+            let mut spec = RunSpec::defaults(args.seed, args.personas, args.ticks);
+            spec.config = configs[s].clone();
+            spec.strategy = strategies[s].0;
+            spec
+        };
+        if cache == "warm" {
+            // Warm each cache with its strategy's own execution shape.
+            for (s, (_, name)) in strategies.iter().enumerate() {
                 eprintln!("bench embed: warming the {name} cache");
-                rt.block_on(run(make(), Arc::new(Silent), false, |_| Ok(())))?;
+                rt.block_on(run(make(s), Arc::new(Silent), false, |_| Ok(())))?;
             }
-            let mut ms = Vec::new();
-            let mut last = RunSummary::default();
-            for rep in 1..=args.reps {
-                eprintln!("bench embed: {name}, {cache} cache, repetition {rep} of {}", args.reps);
+        }
+        let first = cells.len();
+        for (_, name) in strategies {
+            cells.push(Cell { strategy: name, cache, ms: Vec::new(), last: RunSummary::default() });
+        }
+        for rep in 0..args.reps as usize {
+            for turn in 0..strategies.len() {
+                let s = (rep + turn) % strategies.len();
+                eprintln!("bench embed: {cache} cache, round {} of {}: {}", rep + 1, args.reps, strategies[s].1);
                 let started = Instant::now();
-                last = rt.block_on(run(make(), Arc::new(Silent), false, |_| Ok(())))?.summary;
-                ms.push(started.elapsed().as_secs_f64() * 1000.0);
+                let summary = rt.block_on(run(make(s), Arc::new(Silent), false, |_| Ok(())))?.summary;
+                let cell = &mut cells[first + s];
+                cell.ms.push(started.elapsed().as_secs_f64() * 1000.0);
+                cell.last = summary;
             }
-            cells.push(Cell { strategy: name, cache, ms, last });
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -61,19 +61,70 @@ fn vectors_match_sentence_transformers_and_the_published_similarities() {
     }
 }
 
+/// The bits of every vector, in order, as one hex digest line.
+fn vectors_digest(vectors: &[Vec<f32>]) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    for v in vectors {
+        for x in v {
+            h.update(x.to_bits().to_le_bytes());
+        }
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every third text of the exactness corpus, long ones included: what the
+/// thread-count children embed.
+fn sample(corpus: &[String]) -> Vec<String> {
+    corpus.iter().step_by(3).cloned().collect()
+}
+
+/// The property the packed forward pass keeps: a text's vector is the same
+/// bits alone, in any batch (any companions, any order, any size, packs
+/// split at the token budget or not), through the inference client at any
+/// batch size, and at any thread count. Random batches of the exactness
+/// corpus are drawn from a seeded stream; the thread counts run in child
+/// processes of this test (candle sizes its thread pool once per process,
+/// from `RAYON_NUM_THREADS`).
 #[test]
-fn a_text_has_one_vector_whatever_its_batch() {
+fn a_text_has_one_vector_alone_in_any_batch_and_at_any_thread_count() {
+    use engine::rng::{Purpose, Stream};
     let corpus = corpus();
     assert!(corpus.len() >= 200);
     let m = model();
+    if std::env::var_os("MINILM_THREADS_CHILD").is_some() {
+        // A child: the sample packed in one call, as a digest.
+        let vectors: Vec<Vec<f32>> =
+            m.embed_packed(&sample(&corpus)).expect("embeds").into_iter().map(|(v, _)| v).collect();
+        println!("vectors digest: {}", vectors_digest(&vectors));
+        return;
+    }
     let alone: Vec<Vec<f32>> = corpus.iter().map(|t| m.embed_one(t).expect("embeds")).collect();
+    let same = |v: &[f32], i: usize| v.iter().zip(&alone[i]).all(|(a, b)| a.to_bits() == b.to_bits());
     let truncated_before = m.truncated_texts();
-    assert!(
-        corpus.iter().filter(|t| m.token_count(t).expect("tokenises") == MAX_TOKENS).count() >= 10,
-        "the corpus reaches the truncation limit"
-    );
+    let counts: Vec<usize> = corpus.iter().map(|t| m.token_count(t).expect("tokenises")).collect();
+    assert!(counts.iter().filter(|n| **n == MAX_TOKENS).count() >= 10, "the corpus reaches the truncation limit");
+
+    // Random batches, and one of long texts only, past the token budget.
+    let mut s = Stream::derive(11, 0, 0, Purpose::Testing);
+    let mut cases: Vec<Vec<usize>> =
+        (0..8).map(|_| (0..1 + s.below(40)).map(|_| s.below(corpus.len())).collect()).collect();
+    cases.push((0..corpus.len()).filter(|i| counts[*i] >= 200).take(24).collect());
+    let mut split = 0;
+    for (case, picks) in cases.iter().enumerate() {
+        let texts: Vec<String> = picks.iter().map(|i| corpus[*i].clone()).collect();
+        split += usize::from(picks.iter().map(|i| counts[*i]).sum::<usize>() > providers::minilm::PASS_TOKENS);
+        let packed = m.embed_packed(&texts).expect("embeds");
+        for ((v, n), i) in packed.iter().zip(picks) {
+            assert!(same(v, *i), "case {case}: text {i} differs in a batch of {}", picks.len());
+            assert_eq!(*n, counts[*i]);
+        }
+    }
+    assert!(split > 0, "some batch spans more than one pass");
+
+    // Through the inference client: requests of 7 and of 64 texts.
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    for batch in [1, 7, 32] {
+    for batch in [7, 64] {
         let text = format!(
             "[embedding]\nprovider = \"minilm\"\nbatch_size = {batch}\ncache = false\n[embedding.minilm]\nmodel_dir = \"{}\"\n",
             root().join("models/all-MiniLM-L6-v2").display()
@@ -83,19 +134,34 @@ fn a_text_has_one_vector_whatever_its_batch() {
         let client = providers::build_embedder(&cfg, 1).expect("client");
         let key = EmbedKey { role: EmbedRole::Memory, model: MINILM_MODEL.into(), dim: MINILM_DIM };
         let out = rt.block_on(client.embed(&key, &corpus)).expect("embeds");
-        assert_eq!(out.calls.len(), corpus.len().div_ceil(batch));
-        for (i, (v, want)) in out.vectors.iter().zip(&alone).enumerate() {
-            assert!(
-                v.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()),
-                "text {i} differs at batch size {batch}"
-            );
+        assert!(out.calls.len() >= corpus.len().div_ceil(batch), "requests of at most {batch} texts");
+        for (i, v) in out.vectors.iter().enumerate() {
+            assert!(same(v, i), "text {i} differs at batch size {batch}");
         }
         let billed: u64 = out.calls.iter().map(|c| c.spend.input_tokens).sum();
-        let counted: u64 = corpus.iter().map(|t| m.token_count(t).expect("tokenises") as u64).sum();
-        assert_eq!(billed, counted, "the model's own word pieces are billed");
+        assert_eq!(billed, counts.iter().sum::<usize>() as u64, "the model's own word pieces are billed");
         assert_eq!(out.calls.iter().map(|c| c.spend.nano_usd).sum::<u64>(), 0, "a local model costs nothing");
     }
     assert!(m.truncated_texts() > truncated_before, "truncations are counted");
+
+    // At 1 and 3 threads, in child processes.
+    let want: Vec<Vec<f32>> = (0..corpus.len()).step_by(3).map(|i| alone[i].clone()).collect();
+    let want = vectors_digest(&want);
+    let exe = std::env::current_exe().expect("the test binary");
+    for threads in ["1", "3"] {
+        let out = std::process::Command::new(&exe)
+            .args(["--exact", "minilm::a_text_has_one_vector_alone_in_any_batch_and_at_any_thread_count"])
+            .args(["--nocapture", "--test-threads", "1"])
+            .env("MINILM_THREADS_CHILD", "1")
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .expect("the child runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // The harness prints the line after the test's name.
+        let got = stdout.lines().find_map(|l| Some(l.split_once("vectors digest: ")?.1.trim().to_string()));
+        assert!(out.status.success(), "{threads} threads: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(got.as_deref(), Some(want.as_str()), "{threads} threads give other bits");
+    }
 }
 
 #[test]
