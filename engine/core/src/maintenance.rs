@@ -319,8 +319,9 @@ mod tests {
 
     /// The plan's high-access scenario consolidated at its own "now" by a
     /// full pass (decay, then promotion): record i was last accessed 10 i
-    /// minutes ago and decays from then, to i e^(-0.5 i / 6), so 3, 4 and 5
-    /// stay above 2.0 and promote; 1 and 2 do not.
+    /// minutes ago, 0 whole hours, so as in the plan's Cypher
+    /// (`duration.between(…).hours`) it keeps its energy i, and 3, 4 and 5
+    /// are above 2.0 and promote; 1 and 2 do not.
     #[test]
     fn a_full_pass_promotes_the_high_access_scenario_as_the_plan_does() {
         let cfg = ConsolidationConfig::default();
@@ -349,7 +350,7 @@ mod tests {
         assert_eq!(ids, ["test-high-access-5", "test-high-access-4", "test-high-access-3"], "highest energy first");
         for (id, tier, energy) in &promoted {
             let i: f64 = id.trim_start_matches("test-high-access-").parse().expect("a number");
-            let expected = i * (-cfg.working_decay * i / 6.0).exp();
+            let expected = i;
             assert_eq!(*tier, Tier::ShortTerm, "{id}");
             assert!((energy - expected).abs() < 1e-12, "{id}: {energy} vs {expected}");
             let current = w.test.current(&id.as_str().into()).expect("current");

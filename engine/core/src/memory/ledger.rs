@@ -542,12 +542,18 @@ impl Ledger {
         }
     }
 
-    /// Exponential decay of every live record in scope over the simulated
-    /// hours since [`Version::decay_from`] (its last decay, else its last
-    /// access, as the plan's `coalesce(lastDecay, lastAccessed)`):
-    /// `energy * e^(-rate * hours)`. Hours are fractional, the continuous
-    /// form of the plan's law: its Cypher reads a duration's whole `.hours`,
-    /// which would drop each pass's remainder.
+    /// Exponential decay of every live record in scope over the whole
+    /// simulated hours since [`Version::decay_from`] (its last decay, else
+    /// its last access, as the plan's `coalesce(lastDecay, lastAccessed)`):
+    /// `energy * e^(-rate * hours)`, the hours counted whole as the plan's
+    /// `duration.between(…).hours` counts them.
+    ///
+    /// Where the plan then sets `lastDecay` to now, the record's last decay
+    /// moves on by the whole hours decayed only, keeping the part hour for
+    /// the next pass. Dropping it would make a memory's energy depend on how
+    /// often passes run (a pass every 30 minutes would never decay
+    /// anything); kept, passes at any times decay exactly as one pass over
+    /// the same span.
     pub fn decay(&mut self, cfg: &ConsolidationConfig, now: SimTime, scope: Scope, dry_run: bool) -> Vec<Change> {
         let mut out = Vec::new();
         let idx: Vec<usize> = self.current.values().copied().collect();
@@ -558,13 +564,14 @@ impl Ledger {
             }
             let rate = cfg.decay_rate(v.tier);
             let from = v.decay_from();
-            let to = v.energy * (-rate * now.hours_since(from)).exp();
+            let hours = now.0.saturating_sub(from.0) / 3600;
+            let to = v.energy * (-rate * hours as f64).exp();
             out.push(Change::Decayed { record: v.record.clone(), from: v.energy, to });
             if !dry_run {
                 let v = &mut self.versions[i];
                 v.energy = to;
                 v.decay_rate = rate;
-                v.last_decay = Some(from.max(now));
+                v.last_decay = Some(SimTime(from.0 + hours * 3600));
             }
         }
         out

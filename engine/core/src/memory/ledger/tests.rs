@@ -29,6 +29,33 @@ fn decay_matches_the_closed_form() {
     }
 }
 
+/// The plan counts decay in whole hours (`duration.between(coalesce(
+/// m.lastDecay, m.lastAccessed), datetime()).hours`). The part hour a pass
+/// leaves is kept for the next, so passes at 0:30, 1:15 and 2:00 decay
+/// exactly as one pass at 2:00.
+#[test]
+fn decay_counts_whole_hours_and_keeps_the_part_hour() {
+    let cfg = ConsolidationConfig::default();
+    let minutes = |m: u64| SimTime(m * 60);
+    let mut stepped = Ledger::default();
+    stepped.create(&r("m"), h(0), 4.0, Tier::Working, false, None).expect("create");
+    let mut once = stepped.clone();
+    let energy = |l: &Ledger| l.current(&r("m")).map_or(f64::NAN, |v| v.energy);
+    stepped.decay(&cfg, minutes(30), Scope::All, false);
+    assert_eq!(energy(&stepped).to_bits(), 4.0f64.to_bits(), "half an hour is 0 whole hours");
+    stepped.decay(&cfg, minutes(75), Scope::All, false);
+    assert_eq!(energy(&stepped).to_bits(), (4.0 * (-cfg.working_decay).exp()).to_bits(), "one whole hour");
+    assert_eq!(stepped.current(&r("m")).and_then(|v| v.last_decay), Some(h(1)), "the quarter hour is kept");
+    stepped.decay(&cfg, h(2), Scope::All, false);
+    once.decay(&cfg, h(2), Scope::All, false);
+    let want = 4.0 * (-cfg.working_decay).exp() * (-cfg.working_decay).exp();
+    assert_eq!(
+        (energy(&stepped).to_bits(), energy(&once).to_bits()),
+        (want.to_bits(), (4.0 * (-2.0 * cfg.working_decay).exp()).to_bits())
+    );
+    assert!((energy(&stepped) - energy(&once)).abs() < 1e-15, "three passes decay as one");
+}
+
 #[test]
 fn promotion_is_strictly_above_the_thresholds_and_batched() {
     let cfg = ConsolidationConfig { promotion_batch_size: 2, ..Default::default() };
