@@ -231,10 +231,10 @@ fn validate_and_experiment_refuse_batch_mode() {
     let dir = scratch("batch-refused");
     let s = server(&dir, &[]);
     config(&dir, "batch.toml", s.port, "batch");
-    let mut commands = vec![vec!["validate", "--config", "batch.toml", "--sample", "10", "--yes"]];
-    if cfg!(feature = "agents") {
-        commands.push(vec!["experiment", "--config", "batch.toml"]);
-    }
+    let commands = [
+        vec!["validate", "--config", "batch.toml", "--sample", "10", "--yes"],
+        vec!["experiment", "--config", "batch.toml"],
+    ];
     for args in commands {
         let o = sim(&dir, &args);
         assert!(!o.status.success(), "{args:?}");

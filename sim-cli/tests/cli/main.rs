@@ -1,4 +1,10 @@
 //! Tests of the `sim-cli` binary: what a user types and sees.
+//!
+//! The slim build (`cargo test -p sim-cli --no-default-features`) differs
+//! from the full one only in its command list and in the agents' errors:
+//! it runs `slim`, `bad_input` and `run`, which test those and its panels.
+//! Every other module runs once, in the full build: the slim build runs the
+//! same code for them.
 
 mod support;
 
@@ -7,15 +13,20 @@ mod run;
 // Bad input: each case names the input and the cause and exits non-zero.
 mod bad_input;
 // Traces: replay, divergence, inspect, damage, parts, resume, no secrets.
+#[cfg(feature = "agents")]
 mod trace;
 // `[chat] mode = "batch"` against a loopback Batch API server: price, digest, failures, resume.
+#[cfg(feature = "agents")]
 mod batch;
 // `sim-cli soak` (the short campaign CI runs: determinism, kills, faults, full disk,
 // mutated inputs) and `sim-cli check-determinism`.
+#[cfg(feature = "agents")]
 mod soak;
 // A panel in shards (`run --shard`, `merge`): the unsharded digest, refusals, the k8s and Slurm examples, `bench scale --shards`.
+#[cfg(feature = "agents")]
 mod shards;
 // Memory commands on a recorded run.
+#[cfg(feature = "agents")]
 mod memory;
 // `sim-cli field`: simulate, replay, stats, bench.
 #[cfg(feature = "agents")]
@@ -27,10 +38,13 @@ mod experiment;
 #[cfg(not(feature = "agents"))]
 mod slim;
 // The local MiniLM model: a run, replay, strategies, threads, `embed check`.
+#[cfg(feature = "agents")]
 mod minilm;
 // `sim-cli report`: aggregates, the page in headless Chromium, bad input.
+#[cfg(feature = "agents")]
 mod report;
 // `sim-cli validate`: the ANES suite's digest and figures, the page, one's own survey, bad input.
+#[cfg(feature = "agents")]
 mod validate;
 // The user guide's command list (docs/GUIDE.md) against `--help`, and its minimal scenario.
 #[cfg(feature = "agents")]

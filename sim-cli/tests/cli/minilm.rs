@@ -144,7 +144,6 @@ fn the_check_passes_minilm_reports_the_hash_embedder_as_lexical_and_fails_a_brok
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("broken fails the check") && err.contains("He drove to the stadium."), "{err}");
-    #[cfg(feature = "agents")]
     {
         // The experiment runs the check first, and refuses unless told to skip it.
         let broken = broken.to_str().expect("utf-8");
@@ -184,7 +183,6 @@ fn memory_commands_and_the_experiment_embed_through_minilm() {
     let op: serde_json::Value = serde_json::from_str(ops.lines().next().expect("a line")).expect("json");
     assert_eq!(op["vectors"][0].as_array().map(Vec::len), Some(384), "the scenario's vectors are recorded");
 
-    #[cfg(feature = "agents")]
     {
         let out =
             json(&sim(&dir, &["experiment", "--config", &cfg, "--topics", "1", "--reps", "1", "--out", "x", "--json"]));

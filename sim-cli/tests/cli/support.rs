@@ -1,6 +1,6 @@
 //! Running the binary.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// Runs `sim-cli` with `args` in `dir`.
@@ -22,8 +22,10 @@ pub fn stderr(o: &Output) -> String {
 }
 
 /// Chromium from Debian's package (the test command installs it), with the
-/// flags this machine's closed network needs.
-pub fn chromium(dir: &Path, args: &[&str]) -> std::process::Output {
+/// flags this machine's closed network needs. Only `report` uses it, which
+/// runs in the full build.
+#[cfg(feature = "agents")]
+pub fn chromium(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     let profile = dir.join("chromium-profile");
     let profile = format!("--user-data-dir={}", profile.display());
     let mut all = vec![
