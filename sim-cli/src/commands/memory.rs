@@ -414,10 +414,10 @@ fn energy(tier: Option<&str>, dir: &RunDirArgs) -> Result<()> {
     emit(dir.json, &v, |v| {
         let scope = want.map_or(String::new(), |t| format!(" in {}", t.as_str()));
         println!("Live memories{scope}: {} (average energy {})", v.count, num(v.average));
-        println!("  {:<16} {:<10} {:<10} {:>8} {:>12}", "id", "owner", "tier", "energy", "last access");
+        println!("  {:<24} {:<10} {:<10} {:>8} {:>12}", "id", "owner", "tier", "energy", "last access");
         for r in v.records.iter().take(ENERGY_LISTED) {
             let hour = format!("hour {}", r.last_accessed_hour);
-            println!("  {:<16} {:<10} {:<10} {:>8.3} {hour:>12}", r.record.to_string(), r.owner, r.tier, r.energy);
+            println!("  {:<24} {:<10} {:<10} {:>8.3} {hour:>12}", r.record.to_string(), r.owner, r.tier, r.energy);
         }
         if v.count > ENERGY_LISTED {
             println!("  ... and {} more (--json lists every one)", v.count - ENERGY_LISTED);
@@ -705,7 +705,7 @@ fn predict(hours_ahead: u32, dir: &RunDirArgs) -> Result<()> {
         );
         for r in v.records.iter().filter(|r| r.prediction == "will expire").take(30) {
             println!(
-                "  {:<16} {:<10} {:.3} -> {:.3} ({} hours since access)",
+                "  {:<24} {:<10} {:.3} -> {:.3} ({} hours since access)",
                 r.record.to_string(),
                 r.tier,
                 r.energy,

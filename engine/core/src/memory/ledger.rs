@@ -244,6 +244,10 @@ pub enum LedgerError {
     /// A real record where the operation is for test records only.
     #[error("memory record \"{0}\" is not a test memory")]
     NotTest(RecordId),
+    /// A new record named as a promoted node is (`….shortTerm`,
+    /// `….longTerm`): promotion alone makes those.
+    #[error("memory record \"{0}\" is named like a promoted node (only promotion makes ids ending in .shortTerm or .longTerm)")]
+    NodeName(RecordId),
 }
 
 /// Every version of every record.
@@ -321,9 +325,13 @@ impl Ledger {
 
     /// Where the current version of `record`'s lineage is. Only one node of
     /// a lineage is current at a time: promotion closes the old one.
+    /// An id that never named a node finds nothing.
     fn node_index(&self, record: &RecordId) -> Option<usize> {
         if let Some(i) = self.current.get(record) {
             return Some(*i);
+        }
+        if !self.known.contains(record) {
+            return None;
         }
         record.lineage().iter().find_map(|r| self.current.get(r).copied())
     }
@@ -404,6 +412,9 @@ impl Ledger {
         if !(energy.is_finite() && energy >= 0.0) {
             return Err(LedgerError::BadEnergy(energy));
         }
+        if record.origin() != record {
+            return Err(LedgerError::NodeName(record));
+        }
         if !self.known.insert(record.clone()) {
             return Err(LedgerError::Exists(record));
         }
@@ -478,7 +489,10 @@ impl Ledger {
         closed.promotion_attempts += 1;
         let node = old.record.promoted(tier);
         self.current.remove(&old.record);
-        self.known.insert(node.clone());
+        // New: no record is created under a node's name, and a lineage
+        // enters each tier once.
+        let fresh = self.known.insert(node.clone());
+        debug_assert!(fresh, "{node} existed before its promotion; this is a bug");
         self.push(Version {
             version: 0,
             record: node,
@@ -552,8 +566,8 @@ impl Ledger {
     /// moves on by the whole hours decayed only, keeping the part hour for
     /// the next pass. Dropping it would make a memory's energy depend on how
     /// often passes run (a pass every 30 minutes would never decay
-    /// anything); kept, passes at any times decay exactly as one pass over
-    /// the same span.
+    /// anything); kept, passes at any times decay as one pass over the same
+    /// span, up to rounding.
     pub fn decay(&mut self, cfg: &ConsolidationConfig, now: SimTime, scope: Scope, dry_run: bool) -> Vec<Change> {
         let mut out = Vec::new();
         let idx: Vec<usize> = self.current.values().copied().collect();

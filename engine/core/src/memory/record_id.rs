@@ -169,6 +169,7 @@ impl RecordId {
     /// The id of the node that promoting this record's lineage into `tier`
     /// creates: its origin's id, a dot and the tier's name.
     pub fn promoted(&self, tier: Tier) -> RecordId {
+        debug_assert!(PROMOTED_INTO.contains(&tier), "no record is promoted into {tier:?}; this is a bug");
         match self {
             RecordId::Memory(id) | RecordId::Promoted(id, _) => RecordId::Promoted(*id, tier),
             RecordId::Named(name) => RecordId::Named(format!("{}.{}", Self::named_origin(name), tier.as_str())),

@@ -121,6 +121,13 @@ fn a_text_has_one_vector_alone_in_any_batch_and_at_any_thread_count() {
         }
     }
     assert!(split > 0, "some batch spans more than one pass");
+    // Against the encoder's other path, the padded one: a pack of one text
+    // gives the bits of a batch of one with nothing to mask (the forward
+    // pass every text ran alone before packing).
+    for i in (0..corpus.len()).step_by(5) {
+        let padded = m.embed_padded(std::slice::from_ref(&corpus[i])).expect("embeds");
+        assert!(same(&padded[0], i), "text {i}: packed alone differs from the padded path's batch of one");
+    }
 
     // Through the inference client: requests of 7 and of 64 texts.
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");

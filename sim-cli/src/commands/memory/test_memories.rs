@@ -27,7 +27,7 @@ pub(super) fn test(cmd: TestCommand) -> Result<()> {
                                 .test
                                 .versions()
                                 .iter()
-                                .map(|v| &v.record)
+                                .map(|v| v.record.origin())
                                 .collect::<std::collections::BTreeSet<_>>()
                                 .len()
                                 + 1

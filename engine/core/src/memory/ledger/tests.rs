@@ -141,6 +141,12 @@ fn a_promotion_creates_a_linked_node_and_closes_the_old_one() {
     assert_eq!(named, ["t-0001.shortTerm"]);
     assert_eq!(r("t-0001.shortTerm").origin(), r("t-0001"));
     assert_eq!(r("t-0001.longTerm").promoted(Tier::LongTerm), r("t-0001.longTerm"));
+    // Only promotion makes a node: no record takes a node's name, and a
+    // node that never existed finds nothing.
+    let taken = l.create(&r("t-0002.shortTerm"), h(5), 1.0, Tier::Working, true, None);
+    assert_eq!(taken, Err(LedgerError::NodeName(r("t-0002.shortTerm"))));
+    assert_eq!(l.access(&r("t-0001.longTerm"), h(6), 1.0), Err(LedgerError::UnknownRecord(r("t-0001.longTerm"))));
+    assert!(l.current(&r("m-00007-0003.shortTerm")).is_some(), "an archived node's id reaches its lineage");
 }
 
 #[test]
