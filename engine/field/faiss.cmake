@@ -1,20 +1,21 @@
 # The FAISS build's flags for this workspace.
 #
 # The `faiss-sys` crate (feature `static`) compiles the FAISS it vendors
-# with CMake, at CMake's Release default of -O3. `.cargo/config.toml`
-# names this file in CMAKE_TOOLCHAIN_FILE, which the `cmake` crate passes
-# to CMake, and CMake reads it before FAISS's own CMakeLists.txt.
+# with CMake, in Release mode (-O3). `.cargo/config.toml` names this file
+# in CMAKE_TOOLCHAIN_FILE, which the `cmake` crate passes on to CMake;
+# CMake reads it when FAISS's CMakeLists.txt calls project().
 #
-# -O2 instead of -O3: FAISS's compile takes 186 CPU-seconds instead of
-# 266 on the machines this project is built on, because one file the
-# field never uses (the fast-scan kernels, impl/pq4_fast_scan_search_qbs.cpp)
-# takes 85 s at -O3 and 27 s at -O2. The field searches a flat
-# inner-product index (a scalar inner-product loop, or BLAS for batches),
-# re-scores every candidate in its own fixed-order kernel and ranks on
-# that, so its results do not depend on these flags; docs/BENCHMARKS.md
-# ("The first build") has the measurement and the checks.
+# Two files of FAISS are compiled at -O1 instead of -O3: the fast-scan
+# kernels (impl/pq4_fast_scan_search_qbs.cpp and _1.cpp), which serve
+# FAISS's PQ fast-scan indexes. The field uses a flat inner-product index
+# and never calls them, but at -O3 they cost 100 of FAISS's 266
+# CPU-seconds of compile (20 at -O1), most of it on the first build's
+# critical path. Everything the field runs stays at -O3: at -O2, GCC no
+# longer vectorises FAISS's inner-product loop and a single query over
+# 5,000 x 2,048 runs 4x slower. docs/BENCHMARKS.md ("The first build")
+# has the measurements.
 #
-# A cache entry, not CMAKE_CXX_FLAGS_RELEASE_INIT: CMake's GNU module
-# appends its own -O3 to the _INIT value, and the last -O wins.
-set(CMAKE_CXX_FLAGS_RELEASE "-O2 -DNDEBUG" CACHE STRING "FAISS's Release flags (see the comment at the top of this file)" FORCE)
-set(CMAKE_C_FLAGS_RELEASE "-O2 -DNDEBUG" CACHE STRING "FAISS's Release flags (see the comment at the top of this file)" FORCE)
+# Source properties must be set once FAISS's faiss/ directory has been
+# read, so the project include below defers the call to the end of the
+# top-level CMakeLists.txt.
+set(CMAKE_PROJECT_faiss_INCLUDE "${CMAKE_CURRENT_LIST_DIR}/faiss-project.cmake")
