@@ -22,7 +22,7 @@ use crate::field::FieldHandle;
 use crate::{Error, Result};
 use ::experiment::cassette::mission_key;
 use ::experiment::judge::{JudgeScore, ScriptedJudge, SCRIPTED_JUDGE};
-use ::experiment::model::{parse_lines, prompt};
+use ::experiment::model::{live_prompt, parse_lines, prompt};
 use ::experiment::summary::{Condition, MissionCost, RunRecord};
 use ::experiment::topic::sentences;
 use ::experiment::{metrics, Role, ScriptedAgentModel, Topic};
@@ -142,6 +142,10 @@ pub struct AgentActor {
     pub chat: Arc<dyn ChatPort>,
     /// The model's name in requests.
     pub model: String,
+    /// The model is a live one: its prompts open with the role's brief
+    /// ([`live_prompt`]); the scripted model's carry only
+    /// the fields it reads.
+    pub live: bool,
 }
 
 impl Actor for AgentActor {
@@ -161,7 +165,8 @@ impl Actor for AgentActor {
         calls: &mut u64,
     ) -> std::result::Result<(), ActorProcessingErr> {
         let AgentMsg::Work { question, items, context_budget, output_budget, reply } = msg;
-        let (text, items_seen) = prompt(self.role, output_budget, &question, &items, context_budget);
+        let compose = if self.live { live_prompt } else { prompt };
+        let (text, items_seen) = compose(self.role, output_budget, &question, &items, context_budget);
         let request = ChatRequest::new(&self.model, ChatPurpose::Agent, text);
         *calls += 1;
         let answer = self
@@ -203,6 +208,9 @@ pub struct MissionSpec {
     pub chat: Arc<dyn ChatPort>,
     /// Model name.
     pub model: String,
+    /// `chat` is a live model (not the scripted agent model): the agents
+    /// brief it on its role in every prompt.
+    pub live: bool,
     /// Where the field condition logs its phases (`field.events`), if anywhere.
     pub log: Option<std::path::PathBuf>,
 }
@@ -295,7 +303,7 @@ pub async fn mission(spec: &MissionSpec) -> Result<MissionResult> {
     let mut team = Team { agents: Vec::new(), field: None };
     let result = async {
         for role in ROLES {
-            let actor = AgentActor { role, chat: Arc::clone(&spec.chat), model: spec.model.clone() };
+            let actor = AgentActor { role, chat: Arc::clone(&spec.chat), model: spec.model.clone(), live: spec.live };
             let agent = Actor::spawn(None, actor, ())
                 .await
                 .map_err(|e| Error::Spawn { actor: role.name().into(), source: Box::new(e) })?;
@@ -728,6 +736,7 @@ pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usiz
                     embed_model: spec.embed_model.clone(),
                     chat: Arc::clone(&chat),
                     model: spec.model.clone(),
+                    live: spec.chat.is_some(),
                 };
                 let started = std::time::Instant::now();
                 let r = mission(&m).await.map_err(|e| Error::InMission {

@@ -52,8 +52,35 @@ impl Role {
     }
 }
 
-/// Builds an agent prompt. Items are added in the order given while they
-/// fit `context_budget` tokens; returns the prompt and how many fitted.
+/// What a role is asked to do, in words: the first line of a live
+/// model's prompt ([`live_prompt`]). The scripted model reads only the
+/// prompt's fields, so its prompts carry none. The analyst is held to
+/// [`ANALYST_WORDS`] words per point, as the scripted analyst is, so that
+/// every arm and every model cuts points the same way.
+pub fn brief(role: Role) -> String {
+    let task = match role {
+        Role::Researcher => "The ITEMS are passages of a source. Give the findings in them that bear on the \
+                             question, one point per finding, each a sentence of the passage with its figures \
+                             and names kept."
+            .to_string(),
+        Role::Analyst => format!(
+            "The ITEMS are the findings gathered so far. Give the most important ones as points of at most \
+             {ANALYST_WORDS} words each, most important first, with their figures kept."
+        ),
+        Role::Writer => "The ITEMS are what the team gathered. Write the final report: one point per finding, \
+                         each a complete sentence with its figures and names kept, no finding twice."
+            .to_string(),
+    };
+    format!(
+        "You are the {} of a team of three (researcher, analyst, writer) writing a report that answers the \
+         QUESTION below. {task} Stay within the OUTPUT BUDGET.",
+        role.name()
+    )
+}
+
+/// Builds an agent prompt for the scripted model. Items are added in the
+/// order given while they fit `context_budget` tokens; returns the prompt
+/// and how many fitted.
 pub fn prompt(
     role: Role,
     output_budget: u64,
@@ -61,7 +88,34 @@ pub fn prompt(
     items: &[String],
     context_budget: u64,
 ) -> (String, usize) {
-    let mut p = format!("ROLE: {}\nOUTPUT BUDGET: {output_budget} tokens\nQUESTION: {question}\nITEMS:\n", role.name());
+    compose(String::new(), role, output_budget, question, items, context_budget)
+}
+
+/// [`prompt`] for a live model: the same fields, opened by the role's
+/// [`brief`] (`TASK: ...`), whose tokens count against the context budget
+/// as the rest of the prompt does.
+pub fn live_prompt(
+    role: Role,
+    output_budget: u64,
+    question: &str,
+    items: &[String],
+    context_budget: u64,
+) -> (String, usize) {
+    compose(format!("TASK: {}\n", brief(role)), role, output_budget, question, items, context_budget)
+}
+
+fn compose(
+    mut p: String,
+    role: Role,
+    output_budget: u64,
+    question: &str,
+    items: &[String],
+    context_budget: u64,
+) -> (String, usize) {
+    p.push_str(&format!(
+        "ROLE: {}\nOUTPUT BUDGET: {output_budget} tokens\nQUESTION: {question}\nITEMS:\n",
+        role.name()
+    ));
     let mut used = estimate_tokens(&p);
     let mut fitted = 0;
     for item in items {
@@ -276,6 +330,26 @@ mod tests {
         let (p, fitted) = prompt(Role::Writer, 10, "q?", &items, 100);
         assert!(fitted < 50 && estimate_tokens(&p) <= 100);
         assert_eq!(parse_lines(&p).len(), fitted);
+    }
+
+    /// A live model's prompt opens with its role's brief and then holds the
+    /// scripted prompt's fields; the brief's tokens count against the
+    /// context budget, so fewer items fit, and the analyst is held to the
+    /// scripted analyst's words per point.
+    #[test]
+    fn a_live_prompt_opens_with_the_brief_within_the_same_budget() {
+        let items: Vec<String> = (0..50).map(|i| format!("item number {i} with some words")).collect();
+        for role in [Role::Researcher, Role::Analyst, Role::Writer] {
+            let (scripted, fitted) = prompt(role, 10, "q?", &items, 200);
+            let (live, live_fitted) = live_prompt(role, 10, "q?", &items, 200);
+            let first = live.lines().next().expect("a first line");
+            assert!(first.starts_with(&format!("TASK: You are the {} of a team", role.name())), "{first}");
+            assert!(live_fitted < fitted && estimate_tokens(&live) <= 200, "{live_fitted} of {fitted}");
+            assert_eq!(live.lines().skip(1).take(4).collect::<Vec<_>>(), scripted.lines().take(4).collect::<Vec<_>>());
+            assert_eq!(parse_lines(&live).len(), live_fitted);
+            assert!(!scripted.contains("TASK:"), "the scripted model's prompts are unchanged");
+        }
+        assert!(brief(Role::Analyst).contains(&format!("at most {ANALYST_WORDS} words")));
     }
 
     /// Every shipped topic is reachable at the default budgets; a key

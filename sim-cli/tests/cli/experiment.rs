@@ -242,6 +242,14 @@ fn a_config_runs_the_agents_on_a_live_model() {
     let o = sim(&dir, &["experiment", "--replay", "cut", "--out", "cut-out"]);
     assert!(!o.status.success() && stderr(&o).contains("cut/cassette.bin"), "{}", stderr(&o));
     assert!(seen.lock().iter().any(|l| l.contains("/chat/completions")), "the agents called the model");
+    // A live model is told its role's task; the scripted model never is.
+    for role in ["researcher", "analyst", "writer"] {
+        let brief = format!("TASK: You are the {role} of a team");
+        assert!(
+            seen.lock().iter().any(|l| l.starts_with("BODY") && l.contains(&brief)),
+            "no request briefs the {role}"
+        );
+    }
     let report = std::fs::read_to_string(dir.join("r/report.md")).expect("report");
     assert!(report.contains("the live model `loopback-model`"), "{report}");
     // The live model judges too: every run scored through it.

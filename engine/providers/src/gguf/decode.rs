@@ -100,6 +100,15 @@ pub fn free_field(schema: &Value) -> Option<String> {
     strings.next().is_none().then(|| name.clone())
 }
 
+/// The reply's one field when it is a list of free texts (a research
+/// agent's points), if the schema has no other field.
+pub fn list_field(schema: &Value) -> Option<String> {
+    let props = schema.get("properties")?.as_object()?;
+    let (name, v) = props.iter().next().filter(|_| props.len() == 1)?;
+    let strings = v.get("type") == Some(&json!("array")) && v["items"].get("type") == Some(&json!("string"));
+    strings.then(|| name.clone())
+}
+
 /// The free-text fields a reply can hold (lists at their longest), and the
 /// room each gets.
 fn text_slots(schema: &Value, max_tokens: usize) -> (u64, u64) {
@@ -146,6 +155,33 @@ fn bounded_schema(request: &ChatRequest, max_tokens: usize) -> Value {
 /// Most tokens of the free-text layout's first turn: about
 /// [`MAX_TEXT_CHARS`] characters of English.
 const FREE_TOKENS: usize = 48;
+
+/// Most tokens of the first turn when the reply is a list of free texts:
+/// room for [`MAX_ITEMS`] of them.
+const FREE_LIST_TOKENS: usize = FREE_TOKENS * MAX_ITEMS as usize;
+
+/// The points of a list written in the model's own words: one per line,
+/// list markers (`-`, `*`, `1.`, `2)`) taken off, control characters
+/// dropped, each cut to `max_chars` characters; lines shorter than the
+/// schema's minimum, and lines that only announce what follows (ending in
+/// `:`, such as "Here are the findings:"), are skipped; at most
+/// `max_items`.
+fn own_points(free: &str, max_chars: usize, max_items: usize) -> Vec<String> {
+    free.lines()
+        .map(|line| {
+            let line = line.trim();
+            let unnumbered = line.trim_start_matches(|c: char| c.is_ascii_digit());
+            let line = match unnumbered.strip_prefix(['.', ')']) {
+                Some(rest) if unnumbered.len() < line.len() => rest,
+                _ => line.strip_prefix(['-', '*', '\u{2022}']).unwrap_or(line),
+            };
+            let text: String = line.trim().chars().filter(|c| !c.is_control()).take(max_chars).collect();
+            text.trim().to_string()
+        })
+        .filter(|p| p.chars().count() >= engine::chat::schema::MIN_TEXT_CHARS && !p.ends_with(':'))
+        .take(max_items)
+        .collect()
+}
 
 /// The second turn of the free-text layout.
 const AS_JSON: &str = "Now give that same answer as one JSON object.";
@@ -261,29 +297,47 @@ impl Decoder<'_> {
         let key = DigestWriter::new("gguf sampling v1").u64(seed).finish();
         let mut sampler = Sampler { temperature: self.temperature, top_p: self.top_p, stream: Stream::from_key(key.0) };
         let schema = grammar_schema(request, self.max_tokens);
-        let field = match self.layout {
-            GgufLayout::FreeText => free_field(&schema),
-            GgufLayout::Schema => None,
+        let (field, list) = match self.layout {
+            GgufLayout::FreeText => (free_field(&schema), list_field(&schema)),
+            GgufLayout::Schema => (None, None),
         };
-        let asked = match field {
+        let asked = match (&field, &list) {
             // The prompt as it is: it asks for its answer in its own words.
-            Some(_) => request.prompt.to_string(),
-            None => format!("{}\n{}", request.prompt, instruction(request)),
+            (Some(_), _) | (_, Some(_)) => request.prompt.to_string(),
+            (None, None) => format!("{}\n{}", request.prompt, instruction(request)),
         };
         let prompt: &str = &asked;
         let rendered = self.vocab.chat(&[("user", prompt)]).map_err(|e| e.to_string())?;
         let stable = engine::persona::prompt::stable_prefix_len(prompt);
         let prefix_end = rendered.find(prompt).map_or(0, |at| at + stable);
         let mut session = self.start(&rendered, &rendered[..prefix_end])?;
+        if let Some(list) = list {
+            // A list of points in the model's own words, one per line; the
+            // JSON object is built around them. With no usable line, the
+            // object is decoded under the schema after them, as below.
+            let free = self.generate(&mut session, &mut sampler, None, "", FREE_LIST_TOKENS)?;
+            let free_text = self.vocab.decode(&free);
+            let items = &schema["properties"][&list];
+            let max_chars = items["items"]["maxLength"].as_u64().unwrap_or(MAX_TEXT_CHARS) as usize;
+            let max_items = items["maxItems"].as_u64().unwrap_or(MAX_ITEMS) as usize;
+            let points = own_points(&free_text, max_chars, max_items);
+            if !points.is_empty() {
+                session.counts.text = json!({ list: points }).to_string();
+                return Ok(session.counts);
+            }
+            let out = self.generate(&mut session, &mut sampler, Some(&schema), "", FREE_TOKENS)?;
+            session.counts.text = self.vocab.decode(&out);
+            return Ok(session.counts);
+        }
         let Some(field) = field else {
-            let out = self.generate(&mut session, &mut sampler, Some(&schema), "")?;
+            let out = self.generate(&mut session, &mut sampler, Some(&schema), "", FREE_TOKENS)?;
             session.counts.text = self.vocab.decode(&out);
             return Ok(session.counts);
         };
         // The answer in the model's own words, then a second turn asking
         // for it as JSON, its text put in place and only the rest decoded
         // under the schema.
-        let free = self.generate(&mut session, &mut sampler, None, "")?;
+        let free = self.generate(&mut session, &mut sampler, None, "", FREE_TOKENS)?;
         let free_text = self.vocab.decode(&free);
         let both = self
             .vocab
@@ -311,7 +365,7 @@ impl Decoder<'_> {
             Some(text) => format!("{{{}: {}, ", json!(field), json!(text)),
             None => String::new(),
         };
-        let out = self.generate(&mut session, &mut sampler, Some(&schema), &forced)?;
+        let out = self.generate(&mut session, &mut sampler, Some(&schema), &forced, FREE_TOKENS)?;
         session.counts.text = format!("{forced}{}", self.vocab.decode(&out));
         Ok(session.counts)
     }
@@ -360,8 +414,9 @@ impl Decoder<'_> {
     }
 
     /// Tokens generated until the end of the turn or the token limit: under
-    /// the JSON Schema of `constrained` when given, else any text (the
-    /// special tokens other than the end of turn are never sampled). A
+    /// the JSON Schema of `constrained` when given, else any text, at most
+    /// `free_tokens` of it (the special tokens other than the end of turn
+    /// are never sampled). A
     /// constrained reply always closes: its strings are held to their room
     /// in tokens, and the budget keeps room for the close
     /// ([`super::close`]).
@@ -371,6 +426,7 @@ impl Decoder<'_> {
         sampler: &mut Sampler,
         constrained: Option<&Value>,
         forced: &str,
+        free_tokens: usize,
     ) -> Result<Vec<TokenId>, String> {
         let trie = self.vocab.env().tok_trie();
         let mut matcher = match constrained {
@@ -393,7 +449,7 @@ impl Decoder<'_> {
             session.counts.prompt_tokens += tokens.len() as u64;
         }
         let room = constrained.map_or(usize::MAX, string_room);
-        let limit = if matcher.is_some() { self.max_tokens } else { self.max_tokens.min(FREE_TOKENS) };
+        let limit = if matcher.is_some() { self.max_tokens } else { self.max_tokens.min(free_tokens) };
         let mut out = Vec::new();
         loop {
             let mut near_end = None;
@@ -524,7 +580,8 @@ pub fn free_mask(vocab: &Vocab) -> SimpleVob {
 
 #[cfg(test)]
 mod tests {
-    use super::own_words;
+    use super::{list_field, own_points, own_words};
+    use engine::chat::{schema::schema, ChatPurpose};
 
     #[test]
     fn the_own_words_are_the_labelled_line_or_the_first_one() {
@@ -541,5 +598,35 @@ mod tests {
             "held to maxLength"
         );
         assert_eq!(own_words("", "why", 240), None);
+    }
+
+    /// An agent's points in its own words: one per line, markers off,
+    /// short lines skipped, each held to maxLength, at most maxItems.
+    #[test]
+    fn own_points_are_the_lines_without_their_markers() {
+        let free =
+            "Here are the findings:\n- Solar costs fell 89% since 2010.\n2. Storage doubles every year.\n\n* ok\n\
+                    3) Grid batteries store 4 hours.\n\u{2022} A fourth point past the limit.";
+        assert_eq!(
+            own_points(free, 240, 3),
+            ["Solar costs fell 89% since 2010.", "Storage doubles every year.", "Grid batteries store 4 hours."]
+        );
+        assert_eq!(
+            own_points("1990 was a year of change.", 240, 3),
+            ["1990 was a year of change."],
+            "a number that is no marker"
+        );
+        assert_eq!(own_points("- a very long point indeed", 12, 3), ["a very long"]);
+        assert!(own_points("ok\n-\n\n", 240, 3).is_empty());
+    }
+
+    /// Only a reply whose one field is a list of strings is written as
+    /// lines: the agents' points, not a reflection's insights (objects).
+    #[test]
+    fn a_list_field_is_an_agents_points_only() {
+        assert_eq!(list_field(&schema(ChatPurpose::Agent)).as_deref(), Some("points"));
+        for purpose in [ChatPurpose::Reflection, ChatPurpose::Reaction, ChatPurpose::Probe, ChatPurpose::Judge] {
+            assert_eq!(list_field(&schema(purpose)), None, "{purpose:?}");
+        }
     }
 }
