@@ -1,0 +1,398 @@
+"""simengine: persona panels from Python, on the same library ``sim-cli`` runs.
+
+    >>> import simengine
+    >>> r = simengine.run(personas=50, ticks=3)      # the embedded defaults
+    >>> r.digest                                     # the same as sim-cli's
+    >>> r.outcomes()                                 # one row per job, a DataFrame
+
+Runs are written to a run directory, as ``sim-cli run`` writes them, and
+``simengine.open(path)`` reads one made by either. The engine works with the
+GIL released; Ctrl-C stops a run at its next tick boundary and raises
+``simengine.Interrupted``, which ``run(resume=...)`` continues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
+
+from . import _native
+from .errors import (
+    BudgetError,
+    ConfigError,
+    Interrupted,
+    PanelError,
+    ProviderError,
+    ScenarioError,
+    SimEngineError,
+)
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = [
+    "run",
+    "open",
+    "replay",
+    "report",
+    "merge",
+    "Run",
+    "SimEngineError",
+    "ConfigError",
+    "ScenarioError",
+    "PanelError",
+    "ProviderError",
+    "BudgetError",
+    "Interrupted",
+    "ENGINE_VERSION",
+]
+
+ENGINE_VERSION: str = _native.ENGINE_VERSION
+"""The engine's version (the workspace's, as ``sim-cli --version`` prints it)."""
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Union[bool, Callable[[int, str, int, int], Any]]
+
+# The outcome table's columns and their pandas dtypes. Nullable integers
+# (Int64) where a cell can be empty (a failed job has no intent); lists stay
+# lists (object).
+_OUTCOME_DTYPES: dict[str, str] = {
+    "tick": "int64",
+    "position": "int64",
+    "persona": "string",
+    "name": "string",
+    "age": "Int64",
+    "age_band": "string",
+    "city": "string",
+    "occupation": "string",
+    "income": "string",
+    "interests": "object",
+    "price_sensitivity": "Float64",
+    "stimulus": "string",
+    "exposure": "int64",
+    "status": "string",
+    "failed_stage": "string",
+    "reason": "string",
+    "intent": "Int64",
+    "sentiment": "Float64",
+    "importance": "Int64",
+    "ssr_expected": "Float64",
+    "chat_nano_usd": "int64",
+    "embedding_nano_usd": "int64",
+    "total_nano_usd": "int64",
+    "input_tokens": "int64",
+    "output_tokens": "int64",
+    "reaction": "string",
+    "respondent": "string",
+}
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError as e:  # pragma: no cover - pandas is a dependency
+        raise ImportError("simengine's tables are pandas DataFrames: pip install pandas") from e
+    return pandas
+
+
+class Run:
+    """A run directory: one written by ``simengine.run`` or by ``sim-cli run``.
+
+    Tables are read from the run's trace, the one record of what happened.
+    """
+
+    def __init__(self, path: PathLike, summary: dict[str, Any] | None = None) -> None:
+        self.path: Path = Path(path)
+        self._summary = summary
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The run's summary, as ``sim-cli run --json`` prints it."""
+        if self._summary is None:
+            self._summary = json.loads(_native.summary_json(str(self.path)))
+        return self._summary
+
+    @property
+    def digest(self) -> str:
+        """The run's digest: persona state and outcome content, the figure a
+        replay, a resume and a merge of shards reproduce."""
+        return str(self.summary["digest"])
+
+    @property
+    def full_digest(self) -> str:
+        """The digest of everything recorded, costs included."""
+        return str(self.summary["full_digest"])
+
+    def outcomes(self) -> "pandas.DataFrame":
+        """One row per job (a persona meeting a stimulus in a tick).
+
+        Columns, in order: ``tick``, ``position`` (the job's place in its
+        tick), ``persona`` (``p-00007``), the persona's ``name``, ``age``,
+        ``age_band``, ``city``, ``occupation``, ``income``, ``interests`` (a
+        list) and ``price_sensitivity``; the ``stimulus`` and its
+        ``exposure``; ``status`` (``ok``, ``failed``, ``refused``),
+        ``failed_stage`` and ``reason``; the reply's ``intent`` (1-5),
+        ``sentiment`` (-1 to 1) and ``importance`` (1-10); ``ssr_expected``
+        (the SSR rating's expected value, with ``[intent] method = "ssr"`` or
+        ``"both"``); the job's costs ``chat_nano_usd``,
+        ``embedding_nano_usd`` (an allocated estimate), ``total_nano_usd``,
+        ``input_tokens``, ``output_tokens``; the ``reaction`` text and the
+        panel row's ``respondent`` id for a panel given by data. Empty cells
+        are ``<NA>``.
+        """
+        pd = _pandas()
+        columns = _native.outcome_columns(str(self.path))
+        frame = pd.DataFrame(columns, columns=list(_OUTCOME_DTYPES))
+        return frame.astype(_OUTCOME_DTYPES)
+
+    def intents(self) -> "pandas.DataFrame":
+        """Purchase intent per persona, stimulus and tick: ``tick``,
+        ``persona``, ``stimulus``, ``intent`` (1-5; ``<NA>`` for a job with
+        no reply) and ``ssr_expected``."""
+        return self.outcomes()[["tick", "persona", "stimulus", "intent", "ssr_expected"]].reset_index(drop=True)
+
+    def costs(self) -> "pandas.DataFrame":
+        """What each job cost, allocated to the persona that caused it:
+        ``tick``, ``position``, ``persona``, ``stimulus``, the nano-USD
+        columns and tokens, and ``total_usd``. The totals are the run's
+        provider spend exactly (``summary["cost"]``)."""
+        frame = self.outcomes()[
+            [
+                "tick",
+                "position",
+                "persona",
+                "stimulus",
+                "chat_nano_usd",
+                "embedding_nano_usd",
+                "total_nano_usd",
+                "input_tokens",
+                "output_tokens",
+            ]
+        ].reset_index(drop=True)
+        frame["total_usd"] = frame["total_nano_usd"] / 1e9
+        return frame
+
+    def report(self, out: PathLike | None = None) -> Path:
+        """Writes the run's HTML report; returns the page's path."""
+        return report(self.path, out=out)
+
+    def replay(self) -> dict[str, Any]:
+        """Replays the run from its trace with no model call (see ``replay``)."""
+        return replay(self.path)
+
+    def to_parquet(self, directory: PathLike) -> list[Path]:
+        """Writes ``outcomes.parquet``, ``intents.parquet`` and
+        ``costs.parquet`` into ``directory`` (created if missing), with the
+        columns and types of the methods of those names. Needs pyarrow."""
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError as e:
+            raise ImportError("Run.to_parquet needs pyarrow: pip install pyarrow") from e
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, frame in (("outcomes", self.outcomes()), ("intents", self.intents()), ("costs", self.costs())):
+            path = out / f"{name}.parquet"
+            frame.to_parquet(path, index=False)
+            written.append(path)
+        return written
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return f"Run({str(self.path)!r}, personas={s.get('personas')}, ticks={s.get('ticks')}, digest={self.digest[:16]}…)"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        s = self.summary
+        jobs = s.get("jobs", {})
+        cost = s.get("cost", {})
+        rows = [
+            ("directory", str(self.path)),
+            ("scenario", s.get("scenario")),
+            ("personas x ticks", f"{s.get('personas')} x {s.get('ticks')} (completed {s.get('ticks_completed')})"),
+            ("seed", s.get("seed")),
+            ("jobs", f"{jobs.get('total')} total, {jobs.get('ok')} ok, {jobs.get('failed')} failed, {jobs.get('refused')} refused"),
+            ("cost (nano-USD)", cost.get("provider_total_nano_usd", cost)),
+            ("digest", s.get("digest")),
+        ]
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td><code>{html.escape(str(v))}</code></td></tr>"
+            for k, v in rows
+        )
+        return f"<table><caption>simengine run</caption>{body}</table>"
+
+
+def _read(what: str, path: PathLike) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise PanelError(f"{what} {path}: cannot read it: {e}") from e
+
+
+def _panel(panel: Any, panel_map: Any) -> tuple[str, str, str, str] | None:
+    if panel is None and panel_map is None:
+        return None
+    if panel is None or panel_map is None:
+        raise PanelError("panel and panel_map go together: a panel needs its map, and a map its panel")
+    pd = _pandas()
+    if isinstance(panel, pd.DataFrame):
+        csv, csv_name = panel.to_csv(index=False), "<DataFrame>"
+    elif isinstance(panel, (str, os.PathLike)):
+        csv_name, csv = str(panel), _read("panel", panel)
+    else:
+        raise PanelError(f"panel: expected a pandas DataFrame or a CSV file's path, not {type(panel).__name__}")
+    if isinstance(panel_map, Mapping):
+        map_name = "<panel_map dict>"
+        map_text = _native.panel_map_toml(json.dumps(dict(panel_map)))
+    elif isinstance(panel_map, (str, os.PathLike)):
+        map_name, map_text = str(panel_map), _read("panel_map", panel_map)
+    else:
+        raise PanelError(
+            f"panel_map: expected a dict shaped like [panel.columns] or a panel-map file's path, not {type(panel_map).__name__}"
+        )
+    return csv, csv_name, map_text, map_name
+
+
+class _Bar:
+    """Progress on a tqdm.auto bar over the run's ticks, when tqdm is installed."""
+
+    def __init__(self, ticks: int) -> None:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            self.bar = None
+            return
+        self.bar = tqdm(total=ticks or None, unit="tick", desc="simengine")
+        self.tick = 0
+
+    def __call__(self, tick: int, stage: str, done: int, total: int) -> None:
+        if self.bar is None:
+            return
+        if tick - 1 > self.tick:
+            self.bar.update(tick - 1 - self.tick)
+            self.tick = tick - 1
+        self.bar.set_postfix_str(f"tick {tick}: {stage} {done}/{total}", refresh=False)
+        self.bar.refresh()
+
+    def close(self, ticks_done: int | None) -> None:
+        if self.bar is None:
+            return
+        if ticks_done is not None and ticks_done > self.tick:
+            self.bar.update(ticks_done - self.tick)
+        self.bar.close()
+
+
+def run(
+    *,
+    scenario: str = "default",
+    personas: int | None = None,
+    ticks: int = 3,
+    seed: int = 42,
+    config: PathLike | None = None,
+    out: PathLike | None = None,
+    panel: "pandas.DataFrame | PathLike | None" = None,
+    panel_map: "Mapping[str, Any] | PathLike | None" = None,
+    resume: bool | PathLike = False,
+    threads: int | None = None,
+    budget_usd: float | None = None,
+    confirm_live: bool = False,
+    progress: Progress = True,
+) -> Run:
+    """Runs a panel, as ``sim-cli run`` does, and returns its ``Run``.
+
+    ``scenario`` is a built-in name or a scenario file; ``personas`` defaults
+    to 50 (with a panel: every row, or a seeded subsample of that many);
+    ``config`` is a configuration file (the embedded defaults without one:
+    scripted models, no network). ``out`` is the run directory (default a new
+    one under ``runs/``).
+
+    ``panel`` is a pandas DataFrame (used as it is, no file written) or a CSV
+    file, one persona per row; ``panel_map`` a dict shaped like the panel
+    map's ``[panel.columns]`` table (``{"id": "id", "age": {"trait":
+    "age"}}``) or a panel-map file.
+
+    ``resume=True`` continues the interrupted run in ``out`` (or give its
+    directory), to the digest an uninterrupted run would have had.
+    ``progress`` is True (a tqdm.auto bar when tqdm is installed, silence
+    otherwise), False, or a callable ``(tick, stage, done, total)`` called on
+    this thread. A live chat model (``provider = "openai"``) is billed, and
+    runs only with ``confirm_live=True``.
+
+    Raises ``ConfigError``, ``ScenarioError``, ``PanelError``,
+    ``ProviderError``, ``BudgetError``, or ``Interrupted`` (Ctrl-C, with
+    ``run_dir`` to resume).
+    """
+    resume_dir: str | None = None
+    if resume is True:
+        if out is None:
+            raise ConfigError("resume=True continues the run in out: give out= (or resume=its directory)")
+        resume_dir = str(out)
+    elif resume is not False:
+        resume_dir = str(resume)
+    panel_data = None if resume_dir else _panel(panel, panel_map)
+    bar: _Bar | None = None
+    callback: Callable[[int, str, int, int], Any] | None
+    if progress is True:
+        bar = _Bar(ticks)
+        callback = bar
+    elif progress is False or progress is None:
+        callback = None
+    elif callable(progress):
+        callback = progress
+    else:
+        raise ConfigError(f"progress: expected True, False or a callable, not {type(progress).__name__}")
+    summary: dict[str, Any] | None = None
+    try:
+        directory, summary_json = _native.run(
+            scenario=scenario,
+            personas=personas,
+            ticks=ticks,
+            seed=seed,
+            config=None if config is None else str(config),
+            out=None if out is None else str(out),
+            panel=panel_data,
+            resume=resume_dir,
+            threads=threads,
+            budget_usd=budget_usd,
+            confirm_live=confirm_live,
+            progress=callback,
+        )
+        summary = json.loads(summary_json)
+    finally:
+        if bar is not None:
+            bar.close(None if summary is None else summary.get("ticks_completed"))
+    return Run(directory, summary)
+
+
+def open(path: PathLike) -> Run:  # noqa: A001 - mirrors the CLI's verbs
+    """The ``Run`` of an existing run directory (or its ``trace.bin``), one
+    written by ``sim-cli run`` included."""
+    r = Run(path)
+    r.summary  # noqa: B018 - reads it now, so that a bad path raises here
+    return r
+
+
+def replay(path: PathLike) -> dict[str, Any]:
+    """Re-runs a run from its trace with no model call (``sim-cli replay``):
+    the answers come from the trace, and every tick's digests are compared.
+    Returns ``ticks_recorded``, ``ticks_matched``, ``complete``,
+    ``provider_calls`` (0) and ``divergence`` (``None``, or the first
+    difference: its tick, persona, job and field)."""
+    return dict(_native.replay(str(path)))
+
+
+def report(path: PathLike, out: PathLike | None = None) -> Path:
+    """Writes a run's self-contained HTML report (``sim-cli report``); returns
+    the page's path."""
+    return Path(_native.report(str(path), None if out is None else str(out)))
+
+
+def merge(paths: Sequence[PathLike], out: PathLike) -> Run:
+    """Joins a panel's shard runs (``run --shard I/N`` each, or ``sim-cli run
+    --shard``) into one run in ``out`` whose digest equals the unsharded
+    run's (``sim-cli merge``)."""
+    directory, summary_json = _native.merge([str(p) for p in paths], str(out))
+    return Run(directory, json.loads(summary_json))

@@ -1,0 +1,29 @@
+"""Type stubs of the native module (python/src/binding.rs)."""
+
+from typing import Any, Callable
+
+__all__ = ["ENGINE_VERSION", "merge", "outcome_columns", "panel_map_toml", "replay", "report", "run", "summary_json"]
+
+ENGINE_VERSION: str
+
+def run(
+    *,
+    scenario: str,
+    personas: int | None,
+    ticks: int,
+    seed: int,
+    config: str | None,
+    out: str | None,
+    panel: tuple[str, str, str, str] | None,
+    resume: str | None,
+    threads: int | None,
+    budget_usd: float | None,
+    confirm_live: bool,
+    progress: Callable[[int, str, int, int], Any] | None,
+) -> tuple[str, str]: ...
+def summary_json(dir: str) -> str: ...
+def outcome_columns(dir: str) -> dict[str, list[Any]]: ...
+def replay(dir: str) -> dict[str, Any]: ...
+def report(dir: str, out: str | None = None) -> str: ...
+def merge(shards: list[str], out: str) -> tuple[str, str]: ...
+def panel_map_toml(columns: str) -> str: ...

@@ -1,0 +1,223 @@
+//! The functions of `simengine._native`. Each converts its arguments,
+//! calls the `runs` library with the GIL released ([`crate::wait`]) and
+//! converts the result back; `python/simengine/__init__.py` wraps them in
+//! the package's typed API.
+
+use crate::errors::{self, Inputs};
+use crate::wait::{drive, Latest};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// A panel given by data, as the Python side passes it: the CSV text and
+/// the map's TOML text, each with the name its errors use.
+type Panel = (String, String, String, String);
+
+/// Runs a panel, or resumes the run in `resume`: `sim-cli run`'s work, by
+/// the same library call. Returns the run directory and its summary as
+/// JSON. A live (`openai`) chat model runs only with `confirm_live`.
+#[pyfunction]
+#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, confirm_live, progress))]
+#[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.run`, one for one.
+fn run(
+    py: Python<'_>,
+    scenario: String,
+    personas: Option<u32>,
+    ticks: u32,
+    seed: u64,
+    config: Option<PathBuf>,
+    out: Option<PathBuf>,
+    panel: Option<Panel>,
+    resume: Option<PathBuf>,
+    threads: Option<u32>,
+    budget_usd: Option<f64>,
+    confirm_live: bool,
+    progress: Option<Bound<'_, PyAny>>,
+) -> PyResult<(String, String)> {
+    let latest = Arc::new(Latest::default());
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let inputs = Inputs { scenario: Some(scenario.clone()) };
+    let (watched, flag) = (latest.clone(), interrupt.clone());
+    let work = move || -> runs::Result<(String, String)> {
+        let confirm = move |cfg: &engine::config::Config, _: &dyn Fn() -> runs::preflight::Estimate| {
+            if cfg.raw.chat.provider == engine::config::ChatProvider::Openai && !confirm_live {
+                return Err(runs::Error::NotConfirmed(
+                    "the config names a live chat model (provider \"openai\"), which is billed: pass confirm_live=True \
+                     to run it; nothing was run"
+                        .into(),
+                ));
+            }
+            Ok(())
+        };
+        let watch =
+            runs::Watch { threads, progress: watched, interrupt: runs::Interrupt::Flag(flag), confirm: &confirm };
+        let finished = match resume {
+            Some(dir) => runs::resume(&dir, runs::TraceHooks::default(), &watch)?,
+            None => {
+                let start = runs::Start {
+                    scenario,
+                    personas,
+                    panel: panel.map(|(csv, csv_name, map, map_name)| runs::PanelData { csv, csv_name, map, map_name }),
+                    ticks,
+                    seed,
+                    out,
+                    budget_usd,
+                    ..runs::Start::new(runs::load_config(config.as_deref())?)
+                };
+                runs::start(start, &watch)?
+            }
+        };
+        finished.completed()?;
+        let summary = serde_json::to_string(&finished.summary)
+            .map_err(|e| runs::Error::Input(format!("cannot encode the summary: {e}")))?;
+        Ok((finished.dir.path().display().to_string(), summary))
+    };
+    settle(py, drive(py, &latest, progress.as_ref(), &interrupt, work)?, &inputs)
+}
+
+/// An operation's result as Python sees it: its error as the package's
+/// exception (a run stopped by Ctrl-C is `simengine.Interrupted`); an
+/// operation that finished although Ctrl-C came meanwhile (too late to
+/// stop at a tick boundary) raises the `KeyboardInterrupt` once it has.
+fn settle<T>(py: Python<'_>, done: crate::wait::Outcome<runs::Result<T>>, inputs: &Inputs) -> PyResult<T> {
+    match (done.result, done.interrupted) {
+        (Err(e), _) => Err(errors::to_py(py, &e, inputs)),
+        (Ok(_), Some(keyboard)) => Err(keyboard),
+        (Ok(value), None) => Ok(value),
+    }
+}
+
+/// The summary of the run in `dir`, as JSON: what `sim-cli run --json`
+/// printed when it ended.
+#[pyfunction]
+fn summary_json(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
+    py.detach(|| {
+        let (run_dir, _) = runs::RunDir::open(&dir)?;
+        let path = run_dir.summary();
+        std::fs::read_to_string(&path)
+            .map_err(|source| runs::Error::Io { what: format!("cannot read the summary {}", path.display()), source })
+    })
+    .map_err(|e| errors::to_py(py, &e, &Inputs::default()))
+}
+
+/// One list per column of the run's outcomes (one row per job), from its
+/// trace: `runs::export::Row`'s fields, typed (`None` where a cell is
+/// empty), lists staying lists.
+#[pyfunction]
+fn outcome_columns<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let rows = py
+        .detach(|| runs::export::rows(&dir, &runs::export::Filter::default()))
+        .map_err(|e| errors::to_py(py, &e, &Inputs::default()))?;
+    let columns = PyDict::new(py);
+    macro_rules! column {
+        ($($field:ident),* $(,)?) => {
+            $(
+                let values: Vec<_> = rows.iter().map(|r| r.$field.clone()).collect();
+                columns.set_item(stringify!($field), PyList::new(py, values)?)?;
+            )*
+        };
+    }
+    column!(
+        tick,
+        position,
+        persona,
+        name,
+        age,
+        age_band,
+        city,
+        occupation,
+        income,
+        interests,
+        price_sensitivity,
+        stimulus,
+        exposure,
+        status,
+        failed_stage,
+        reason,
+        intent,
+        sentiment,
+        importance,
+        ssr_expected,
+        chat_nano_usd,
+        embedding_nano_usd,
+        total_nano_usd,
+        input_tokens,
+        output_tokens,
+        reaction,
+        respondent,
+    );
+    Ok(columns)
+}
+
+/// Replays the run in `dir` from its trace with no model call (`sim-cli
+/// replay`). Returns what it found.
+#[pyfunction]
+fn replay<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let latest = Latest::default();
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let flag = interrupt.clone();
+    let work =
+        move || runs::replay(&dir, &runs::Watch { interrupt: runs::Interrupt::Flag(flag), ..runs::Watch::quiet() });
+    let replayed = settle(py, drive(py, &latest, None, &interrupt, work)?, &Inputs::default())?;
+    let d = PyDict::new(py);
+    d.set_item("trace", replayed.trace.display().to_string())?;
+    d.set_item("ticks_recorded", replayed.ticks_recorded)?;
+    d.set_item("ticks_planned", replayed.ticks_planned)?;
+    d.set_item("ticks_matched", replayed.ticks_matched)?;
+    d.set_item("complete", replayed.complete)?;
+    d.set_item("divergence", replayed.divergence.as_ref().map(ToString::to_string))?;
+    d.set_item("provider_calls", replayed.provider_calls)?;
+    Ok(d)
+}
+
+/// Writes the HTML report of the run in `dir` (`sim-cli report`) to
+/// `out` (default: beside the trace); returns the page's path.
+#[pyfunction]
+#[pyo3(signature = (dir, out=None))]
+fn report(py: Python<'_>, dir: PathBuf, out: Option<PathBuf>) -> PyResult<String> {
+    py.detach(|| runs::report(&dir, out.as_deref(), &[], &actors::progress::Silent))
+        .map(|r| r.html.display().to_string())
+        .map_err(|e| errors::to_py(py, &e, &Inputs::default()))
+}
+
+/// Merges the shard runs in `shards` into the run `out` (`sim-cli
+/// merge`); returns its directory and summary as JSON.
+#[pyfunction]
+fn merge(py: Python<'_>, shards: Vec<PathBuf>, out: PathBuf) -> PyResult<(String, String)> {
+    py.detach(|| {
+        let merged = runs::merge(&shards, &out, &actors::progress::Silent)?;
+        let summary = serde_json::to_string(&merged.summary)
+            .map_err(|e| runs::Error::Input(format!("cannot encode the summary: {e}")))?;
+        Ok((merged.dir.path().display().to_string(), summary))
+    })
+    .map_err(|e| errors::to_py(py, &e, &Inputs::default()))
+}
+
+/// The TOML of a panel map whose `[panel.columns]` table is `columns`
+/// (JSON text of the Python dict).
+#[pyfunction]
+fn panel_map_toml(py: Python<'_>, columns: &str) -> PyResult<String> {
+    let refuse = |cause: String| errors::refused(py, true, &format!("panel_map: {cause}"));
+    let value: toml::Value = serde_json::from_str(columns).map_err(|e| refuse(e.to_string()))?;
+    let mut panel = toml::Table::new();
+    panel.insert("columns".into(), value);
+    let mut root = toml::Table::new();
+    root.insert("panel".into(), toml::Value::Table(panel));
+    toml::to_string(&root).map_err(|e| refuse(e.to_string()))
+}
+
+/// `simengine._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(summary_json, m)?)?;
+    m.add_function(wrap_pyfunction!(outcome_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_function(wrap_pyfunction!(report, m)?)?;
+    m.add_function(wrap_pyfunction!(merge, m)?)?;
+    m.add_function(wrap_pyfunction!(panel_map_toml, m)?)?;
+    m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,210 @@
+"""The Python package against the library it wraps: the API, its tables, its
+exceptions, its digests beside sim-cli's, and Ctrl-C with a resume.
+
+sim-cli is never on the PATH here: the package calls the library. The one
+test that compares with the CLI runs the binary named by SIM_CLI (the
+test suite's build of it), and fails if it is not set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import simengine
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "fixtures"
+
+PANEL_MAP = {"id": "id", "age": {"trait": "age"}, "educ": {"trait": "education"}}
+
+
+def people(n: int = 6) -> pd.DataFrame:
+    return pd.DataFrame({"id": [f"r{i}" for i in range(n)], "age": [30 + i for i in range(n)], "educ": ["college"] * n})
+
+
+def test_a_run_gives_its_outcomes_as_a_typed_frame(tmp_path: Path) -> None:
+    r = simengine.run(personas=50, ticks=3, out=tmp_path / "r", progress=False)
+    frame = r.outcomes()
+    assert frame.shape == (150, 27)
+    assert list(frame.columns[:4]) == ["tick", "position", "persona", "name"]
+    assert str(frame["intent"].dtype) == "Int64" and str(frame["tick"].dtype) == "int64"
+    assert frame["intent"].between(1, 5).all()
+    assert isinstance(frame["interests"].iloc[0], list)
+    assert set(frame["status"]) == {"ok"}
+    assert sorted(frame["tick"].unique()) == [1, 2, 3]
+    # Every cost is allocated, and the allocations add up to the provider's spend exactly.
+    costs = r.costs()
+    assert int(costs["total_nano_usd"].sum()) == r.summary["cost"]["provider_total_nano_usd"]
+    assert costs["total_usd"].sum() == pytest.approx(r.summary["cost"]["provider_total_usd"])
+    intents = r.intents()
+    assert list(intents.columns) == ["tick", "persona", "stimulus", "intent", "ssr_expected"]
+    assert intents["ssr_expected"].isna().all(), "the default intent method is direct: no SSR"
+    assert r.digest == r.summary["digest"] and len(r.digest) == 64
+
+
+def test_the_same_inputs_give_the_clis_digest(tmp_path: Path) -> None:
+    cli = os.environ.get("SIM_CLI")
+    assert cli, "SIM_CLI must name a sim-cli binary (bash .ci/test sets it)"
+    r = simengine.run(personas=20, ticks=2, seed=5, out=tmp_path / "py", progress=False)
+    out = subprocess.run(
+        [cli, "run", "--personas", "20", "--ticks", "2", "--seed", "5", "--out", str(tmp_path / "cli"), "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    summary = json.loads(out.stdout)
+    assert (r.digest, r.full_digest) == (summary["digest"], summary["full_digest"])
+    # And a run the CLI wrote opens from Python with the same tables.
+    opened = simengine.open(tmp_path / "cli")
+    assert opened.digest == r.digest
+    assert opened.outcomes().drop(columns=[]).equals(r.outcomes())
+
+
+def test_a_panel_frame_becomes_personas_row_by_row(tmp_path: Path) -> None:
+    frame = people()
+    r = simengine.run(panel=frame, panel_map=PANEL_MAP, ticks=1, out=tmp_path / "r", progress=False)
+    out = r.outcomes()
+    assert sorted(out["respondent"].unique()) == sorted(frame["id"])
+    ages = dict(zip(out["respondent"], out["age"]))
+    assert all(ages[row.id] == row.age for row in frame.itertuples())
+    # The same panel from files gives the same run.
+    frame.to_csv(tmp_path / "people.csv", index=False)
+    (tmp_path / "map.toml").write_text('[panel.columns]\nid = "id"\nage = { trait = "age" }\neduc = { trait = "education" }\n')
+    again = simengine.run(
+        panel=tmp_path / "people.csv", panel_map=tmp_path / "map.toml", ticks=1, out=tmp_path / "f", progress=False
+    )
+    assert again.digest == r.digest
+
+
+def test_a_bad_panel_frame_names_the_row_and_the_column(tmp_path: Path) -> None:
+    frame = people()
+    frame["age"] = frame["age"].astype(object)
+    frame.loc[2, "age"] = "forty"
+    with pytest.raises(simengine.PanelError) as bad_age:
+        simengine.run(panel=frame, panel_map=PANEL_MAP, ticks=1, out=tmp_path / "a", progress=False)
+    assert (bad_age.value.row, bad_age.value.column) == ("r2", "age"), str(bad_age.value)
+    assert "forty" in str(bad_age.value) or "age" in str(bad_age.value)
+    duplicate = people()
+    duplicate.loc[4, "id"] = "r1"
+    with pytest.raises(simengine.PanelError) as twice:
+        simengine.run(panel=duplicate, panel_map=PANEL_MAP, ticks=1, out=tmp_path / "b", progress=False)
+    assert twice.value.row == "r1" and twice.value.column == "id", str(twice.value)
+    with pytest.raises(simengine.PanelError) as unknown:
+        simengine.run(panel=people(), panel_map={**PANEL_MAP, "shoe_size": {"trait": "shoe size"}}, ticks=1,
+                      out=tmp_path / "c", progress=False)
+    assert unknown.value.column == "shoe_size", str(unknown.value)
+    assert isinstance(unknown.value, simengine.SimEngineError)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists(), "nothing is written on bad input"
+
+
+def test_bad_inputs_raise_the_packages_exceptions(tmp_path: Path) -> None:
+    bad = tmp_path / "bad-scenario.toml"
+    bad.write_text("name = [")
+    with pytest.raises(simengine.ScenarioError, match="bad-scenario.toml"):
+        simengine.run(scenario=str(bad), out=tmp_path / "s", progress=False)
+    with pytest.raises(simengine.ScenarioError):
+        simengine.run(scenario="no-such-scenario", out=tmp_path / "n", progress=False)
+    config = tmp_path / "config.toml"
+    config.write_text("[chat]\nprovider = \"telepathy\"\n")
+    with pytest.raises(simengine.ConfigError, match="config.toml"):
+        simengine.run(config=config, out=tmp_path / "c", progress=False)
+    live = tmp_path / "live.toml"
+    live.write_text(
+        '[chat]\nprovider = "openai"\nmodel = "m"\n[chat.http]\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = ""\n'
+    )
+    with pytest.raises(simengine.BudgetError, match="confirm_live"):
+        simengine.run(config=live, out=tmp_path / "l", progress=False)
+    keyed = tmp_path / "keyed.toml"
+    keyed.write_text(
+        '[chat]\nprovider = "openai"\nmodel = "m"\n[chat.http]\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'api_key_env = "SIMENGINE_TEST_NO_SUCH_KEY"\n'
+    )
+    with pytest.raises(simengine.ConfigError, match="SIMENGINE_TEST_NO_SUCH_KEY"):
+        simengine.run(config=keyed, out=tmp_path / "k", progress=False, confirm_live=True)
+    with pytest.raises(simengine.SimEngineError, match="nowhere"):
+        simengine.open(tmp_path / "nowhere")
+
+
+def test_replay_report_and_merge(tmp_path: Path) -> None:
+    whole = simengine.run(personas=12, ticks=2, out=tmp_path / "whole", progress=False)
+    replayed = simengine.replay(whole.path)
+    assert replayed["ticks_matched"] == 2 and replayed["divergence"] is None and replayed["provider_calls"] == 0
+    page = simengine.report(whole.path)
+    assert page.exists() and page.read_text().lstrip().lower().startswith("<!doctype html")
+    cli = os.environ["SIM_CLI"]
+    shards = []
+    for i in range(2):
+        d = tmp_path / f"shard{i}"
+        subprocess.run([cli, "run", "--personas", "12", "--ticks", "2", "--shard", f"{i}/2", "--out", str(d)],
+                       check=True, capture_output=True)
+        shards.append(d)
+    merged = simengine.merge(shards, out=tmp_path / "merged")
+    assert merged.digest == whole.digest
+    assert "<table>" in whole._repr_html_() and whole.digest in whole._repr_html_()
+
+
+def test_progress_reaches_a_callable_on_this_thread(tmp_path: Path) -> None:
+    import threading
+
+    seen: list[tuple[int, str, int, int, bool]] = []
+    main = threading.current_thread()
+    simengine.run(personas=200, ticks=2, out=tmp_path / "r",
+                  progress=lambda t, s, d, n: seen.append((t, s, d, n, threading.current_thread() is main)))
+    assert seen, "no progress reached the callable"
+    assert all(on_main for *_, on_main in seen)
+    assert {t for t, *_ in seen} <= {1, 2}
+
+
+def test_parquet_round_trip(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    r = simengine.run(personas=10, ticks=1, out=tmp_path / "r", progress=False)
+    written = r.to_parquet(tmp_path / "pq")
+    assert [p.name for p in written] == ["outcomes.parquet", "intents.parquet", "costs.parquet"]
+    back = pd.read_parquet(tmp_path / "pq" / "outcomes.parquet")
+    assert back.shape == r.outcomes().shape and list(back["persona"]) == list(r.outcomes()["persona"])
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, simengine
+    said = []
+    def progress(tick, stage, done, total):
+        if tick >= 2 and not said:
+            said.append(True)
+            print("tick-2", flush=True)
+    try:
+        simengine.run(personas=3000, ticks=6, out=sys.argv[1], progress=progress)
+    except simengine.Interrupted as e:
+        print("interrupted", e.run_dir, e.after_tick, flush=True)
+        sys.exit(3)
+    print("finished", flush=True)
+    """
+)
+
+
+def test_ctrl_c_stops_at_a_tick_boundary_and_resumes_to_the_same_digest(tmp_path: Path) -> None:
+    run_dir = tmp_path / "r"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    for line in child.stdout:
+        if line.startswith("tick-2"):
+            child.send_signal(signal.SIGINT)
+            break
+    rest = child.stdout.read()
+    assert child.wait(timeout=600) == 3, rest
+    said = [line.split() for line in rest.splitlines() if line.startswith("interrupted")]
+    assert len(said) == 1, rest
+    _, directory, after_tick = said[0]
+    assert Path(directory) == run_dir and 1 <= int(after_tick) < 6, rest
+    resumed = simengine.run(out=run_dir, resume=True, progress=False)
+    whole = simengine.run(personas=3000, ticks=6, out=tmp_path / "whole", progress=False)
+    assert resumed.digest == whole.digest
