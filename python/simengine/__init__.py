@@ -38,7 +38,9 @@ __all__ = [
     "replay",
     "report",
     "merge",
+    "validate",
     "Run",
+    "Validation",
     "SimEngineError",
     "ConfigError",
     "ScenarioError",
@@ -186,18 +188,8 @@ class Run:
         """Writes ``outcomes.parquet``, ``intents.parquet`` and
         ``costs.parquet`` into ``directory`` (created if missing), with the
         columns and types of the methods of those names. Needs pyarrow."""
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError as e:
-            raise ImportError("Run.to_parquet needs pyarrow: pip install pyarrow") from e
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-        for name, frame in (("outcomes", self.outcomes()), ("intents", self.intents()), ("costs", self.costs())):
-            path = out / f"{name}.parquet"
-            frame.to_parquet(path, index=False)
-            written.append(path)
-        return written
+        frames = {"outcomes": self.outcomes(), "intents": self.intents(), "costs": self.costs()}
+        return _write_parquet(directory, frames, "Run.to_parquet")
 
     def __repr__(self) -> str:
         s = self.summary
@@ -285,6 +277,34 @@ class _Bar:
         self.bar.close()
 
 
+def _progress(progress: Progress, ticks: int) -> tuple[_Bar | None, Callable[[int, str, int, int], Any] | None]:
+    """The bar (for ``progress=True``) and the callable the engine's progress goes to."""
+    if progress is True:
+        bar = _Bar(ticks)
+        return bar, bar
+    if progress is False or progress is None:
+        return None, None
+    if callable(progress):
+        return None, progress
+    raise ConfigError(f"progress: expected True, False or a callable, not {type(progress).__name__}")
+
+
+def _write_parquet(directory: PathLike, frames: dict[str, "pandas.DataFrame"], what: str) -> list[Path]:
+    """Writes each frame to ``directory/NAME.parquet``; returns the paths."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as e:
+        raise ImportError(f"{what} needs pyarrow: pip install pyarrow") from e
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in frames.items():
+        path = out / f"{name}.parquet"
+        frame.to_parquet(path, index=False)
+        written.append(path)
+    return written
+
+
 def run(
     *,
     scenario: str = "default",
@@ -333,17 +353,7 @@ def run(
     elif resume is not False:
         resume_dir = str(resume)
     panel_data = None if resume_dir else _panel(panel, panel_map)
-    bar: _Bar | None = None
-    callback: Callable[[int, str, int, int], Any] | None
-    if progress is True:
-        bar = _Bar(ticks)
-        callback = bar
-    elif progress is False or progress is None:
-        callback = None
-    elif callable(progress):
-        callback = progress
-    else:
-        raise ConfigError(f"progress: expected True, False or a callable, not {type(progress).__name__}")
+    bar, callback = _progress(progress, ticks)
     summary: dict[str, Any] | None = None
     try:
         directory, summary_json = _native.run(
@@ -396,3 +406,140 @@ def merge(paths: Sequence[PathLike], out: PathLike) -> Run:
     run's (``sim-cli merge``)."""
     directory, summary_json = _native.merge([str(p) for p in paths], str(out))
     return Run(directory, json.loads(summary_json))
+
+
+class Validation:
+    """A validation (``simengine.validate`` or ``sim-cli validate``): a
+    panel's answers scored against real people's, on the held-out half."""
+
+    def __init__(self, path: PathLike, summary: dict[str, Any], answers_path: PathLike) -> None:
+        self.path: Path = Path(path)
+        self.summary: dict[str, Any] = summary
+        self._answers = Path(answers_path)
+
+    @property
+    def digest(self) -> str:
+        """The validation's digest (its answers and figures)."""
+        return str(self.summary["digest"])
+
+    def figures(self) -> "pandas.DataFrame":
+        """One row per question, source and figure, on the held-out half:
+        ``question``, ``kind`` (``ordinal`` or ``nominal``), ``source`` (the
+        model, and the baselines it must beat), ``figure`` (``ks_similarity``,
+        ``wasserstein``, ``spread_ratio``, ``subgroup_correlation``,
+        ``exact_match``, ``within_one``, as applicable), ``value`` and the
+        bootstrap interval ``low`` and ``high``, and the source's
+        ``answered`` and ``missing`` counts. A figure a source cannot have is
+        left out; an interval that cannot be drawn is ``<NA>``."""
+        pd = _pandas()
+        rows = []
+        for q in self.summary["questions"]:
+            for src in q["sources"]:
+                for figure, cell in src.items():
+                    if not isinstance(cell, dict) or "value" not in cell:
+                        continue
+                    interval = cell.get("interval") or [None, None]
+                    rows.append(
+                        {
+                            "question": q["id"],
+                            "kind": q["kind"],
+                            "source": src["name"],
+                            "figure": figure,
+                            "value": cell["value"],
+                            "low": interval[0],
+                            "high": interval[1],
+                            "answered": src.get("answered"),
+                            "missing": src.get("missing"),
+                        }
+                    )
+        columns = ["question", "kind", "source", "figure", "value", "low", "high", "answered", "missing"]
+        dtypes = {
+            "question": "string",
+            "kind": "string",
+            "source": "string",
+            "figure": "string",
+            "value": "Float64",
+            "low": "Float64",
+            "high": "Float64",
+            "answered": "Int64",
+            "missing": "Int64",
+        }
+        return pd.DataFrame(rows, columns=columns).astype(dtypes)
+
+    def answers(self) -> "pandas.DataFrame":
+        """One row per respondent and question: ``respondent``, ``half``
+        (``fitted`` or ``held_out``), ``question``, the person's answer
+        ``human``, the model's ``model`` and its re-run ``model_rerun``
+        (option numbers from 1; ``<NA>`` where none parsed), the
+        ``attempts``, ``cost_nano_usd`` and the model's ``why``."""
+        pd = _pandas()
+        frame = pd.read_csv(self._answers, dtype={"respondent": "string", "half": "string", "question": "string", "why": "string"}, keep_default_na=False, na_values=[""])
+        for column in ("human", "model", "model_rerun", "attempts", "attempts_rerun", "cost_nano_usd"):
+            if column in frame:
+                frame[column] = frame[column].astype("Int64")
+        return frame
+
+    def to_parquet(self, directory: PathLike) -> list[Path]:
+        """Writes ``figures.parquet`` and ``answers.parquet`` into ``directory``.
+        Needs pyarrow."""
+        return _write_parquet(directory, {"figures": self.figures(), "answers": self.answers()}, "Validation.to_parquet")
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return f"Validation({str(self.path)!r}, suite={s.get('suite')!r}, respondents={s.get('respondents')}, digest={self.digest[:16]}…)"
+
+
+def validate(
+    *,
+    suite: str = "anes96",
+    panel: PathLike | None = None,
+    panel_map: PathLike | None = None,
+    answers: PathLike | None = None,
+    questions: PathLike | None = None,
+    subgroups: PathLike | None = None,
+    config: PathLike | None = None,
+    seed: int = 42,
+    sample: int | None = None,
+    out: PathLike | None = None,
+    resamples: int = 1000,
+    confirm_live: bool = False,
+    progress: Progress = True,
+) -> Validation:
+    """Checks a panel against real people (``sim-cli validate``): personas
+    built from respondents answer the survey's questions on the configured
+    chat model, and their answers are scored against the people's on the
+    held-out half, beside baselines, with bootstrap intervals.
+
+    ``suite`` is a built-in survey (``anes96``: ANES 1996), or give your
+    four files: ``panel`` (CSV), ``panel_map`` (TOML), ``answers`` (CSV) and
+    ``questions`` (TOML), as the guide's "Checked against people" describes.
+    ``sample`` takes a seeded subsample of that many respondents (at least
+    10). A validation of the same inputs left unfinished in ``out`` is
+    continued.
+    """
+    given = [panel, panel_map, answers, questions]
+    if any(p is not None for p in given) and not all(p is not None for p in given):
+        raise PanelError("validate: panel, panel_map, answers and questions go together; give all four or none")
+    files = None
+    if panel is not None and panel_map is not None and answers is not None and questions is not None:
+        files = (str(panel), str(panel_map), str(answers), str(questions))
+    bar, callback = _progress(progress, 0)
+    summary: dict[str, Any] | None = None
+    try:
+        directory, summary_json, answers_path = _native.validate(
+            suite=suite,
+            files=files,
+            subgroups=None if subgroups is None else str(subgroups),
+            config=None if config is None else str(config),
+            seed=seed,
+            sample=sample,
+            out=None if out is None else str(out),
+            resamples=resamples,
+            confirm_live=confirm_live,
+            progress=callback,
+        )
+        summary = json.loads(summary_json)
+    finally:
+        if bar is not None:
+            bar.close(None)
+    return Validation(directory, summary, answers_path)

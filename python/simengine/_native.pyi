@@ -2,7 +2,7 @@
 
 from typing import Any, Callable
 
-__all__ = ["ENGINE_VERSION", "merge", "outcome_columns", "panel_map_toml", "replay", "report", "run", "summary_json"]
+__all__ = ["ENGINE_VERSION", "merge", "outcome_columns", "panel_map_toml", "replay", "report", "run", "summary_json", "validate"]
 
 ENGINE_VERSION: str
 
@@ -27,3 +27,16 @@ def replay(dir: str) -> dict[str, Any]: ...
 def report(dir: str, out: str | None = None) -> str: ...
 def merge(shards: list[str], out: str) -> tuple[str, str]: ...
 def panel_map_toml(columns: str) -> str: ...
+def validate(
+    *,
+    suite: str,
+    files: tuple[str, str, str, str] | None,
+    subgroups: str | None,
+    config: str | None,
+    seed: int,
+    sample: int | None,
+    out: str | None,
+    resamples: int,
+    confirm_live: bool,
+    progress: Callable[[int, str, int, int], Any] | None,
+) -> tuple[str, str, str]: ...

@@ -41,16 +41,7 @@ fn run(
     let inputs = Inputs { scenario: Some(scenario.clone()) };
     let (watched, flag) = (latest.clone(), interrupt.clone());
     let work = move || -> runs::Result<(String, String)> {
-        let confirm = move |cfg: &engine::config::Config, _: &dyn Fn() -> runs::preflight::Estimate| {
-            if cfg.raw.chat.provider == engine::config::ChatProvider::Openai && !confirm_live {
-                return Err(runs::Error::NotConfirmed(
-                    "the config names a live chat model (provider \"openai\"), which is billed: pass confirm_live=True \
-                     to run it; nothing was run"
-                        .into(),
-                ));
-            }
-            Ok(())
-        };
+        let confirm = live_confirmation(confirm_live);
         let watch =
             runs::Watch { threads, progress: watched, interrupt: runs::Interrupt::Flag(flag), confirm: &confirm };
         let finished = match resume {
@@ -87,6 +78,67 @@ fn settle<T>(py: Python<'_>, done: crate::wait::Outcome<runs::Result<T>>, inputs
         (Ok(_), Some(keyboard)) => Err(keyboard),
         (Ok(value), None) => Ok(value),
     }
+}
+
+/// The go-ahead for a billed model: refused unless the caller passed
+/// `confirm_live`.
+fn live_confirmation(
+    confirm_live: bool,
+) -> impl Fn(&engine::config::Config, &dyn Fn() -> runs::preflight::Estimate) -> runs::Result<()> {
+    move |cfg, _| {
+        if cfg.raw.chat.provider == engine::config::ChatProvider::Openai && !confirm_live {
+            return Err(runs::Error::NotConfirmed(
+                "the config names a live chat model (provider \"openai\"), which is billed: pass confirm_live=True \
+                 to run it; nothing was run"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Scores a panel against real people's answers (`sim-cli validate`): a
+/// built-in `suite`, or the user's four `files` (panel, panel map,
+/// answers, questions). Returns the validation's directory, its summary
+/// as JSON and the path of its answers file.
+#[pyfunction]
+#[pyo3(signature = (*, suite, files, subgroups, config, seed, sample, out, resamples, confirm_live, progress))]
+#[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.validate`, one for one.
+fn validate(
+    py: Python<'_>,
+    suite: String,
+    files: Option<(PathBuf, PathBuf, PathBuf, PathBuf)>,
+    subgroups: Option<PathBuf>,
+    config: Option<PathBuf>,
+    seed: u64,
+    sample: Option<u32>,
+    out: Option<PathBuf>,
+    resamples: u32,
+    confirm_live: bool,
+    progress: Option<Bound<'_, PyAny>>,
+) -> PyResult<(String, String, String)> {
+    let latest = Arc::new(Latest::default());
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let (watched, flag) = (latest.clone(), interrupt.clone());
+    let work = move || -> runs::Result<(String, String, String)> {
+        let confirm = live_confirmation(confirm_live);
+        let watch =
+            runs::Watch { threads: None, progress: watched, interrupt: runs::Interrupt::Flag(flag), confirm: &confirm };
+        let suite = match files {
+            Some((panel, panel_map, answers, questions)) => {
+                runs::validate::SuiteSource::Files { panel, panel_map, answers, questions }
+            }
+            None => runs::validate::SuiteSource::Builtin(suite),
+        };
+        let config = runs::load_config_for(config.as_deref(), runs::Models::Chat)?;
+        let args = runs::Validate { config, suite, subgroups, seed, sample, out, resamples };
+        let done = runs::validate(args, &watch)?;
+        let summary = serde_json::to_string(&done.summary)
+            .map_err(|e| runs::Error::Input(format!("cannot encode the summary: {e}")))?;
+        let answers = done.dir.join(runs::dir::ANSWERS);
+        Ok((done.dir.display().to_string(), summary, answers.display().to_string()))
+    };
+    settle(py, drive(py, &latest, progress.as_ref(), &interrupt, work)?, &Inputs::default())
 }
 
 /// The summary of the run in `dir`, as JSON: what `sim-cli run --json`
@@ -217,6 +269,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(merge, m)?)?;
+    m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(panel_map_toml, m)?)?;
     m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
     Ok(())

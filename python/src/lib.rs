@@ -4,12 +4,12 @@
 //! It converts types and owns the waiting; the work is the `runs` crate's
 //! (the run as a library, the same code `sim-cli` calls):
 //!
-//! - [`binding`] holds the module's functions: `run`, `summary_json`,
+//! - `binding.rs` holds the module's functions: `run`, `summary_json`,
 //!   `outcome_columns`, `replay_json`, `report`, `merge`;
-//! - [`wait`] runs an operation on its own thread with the GIL released,
+//! - `wait.rs` runs an operation on its own thread with the GIL released,
 //!   polls for signals and hands progress to Python on the calling
 //!   thread, so that worker threads never call into Python;
-//! - [`errors`] turns the library's typed errors into the package's
+//! - `errors.rs` turns the library's typed errors into the package's
 //!   exceptions (`simengine.errors`).
 //!
 //! The module exists only with the `python` feature, which maturin turns

@@ -9,6 +9,7 @@ test suite's build of it), and fails if it is not set.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -208,3 +209,28 @@ def test_ctrl_c_stops_at_a_tick_boundary_and_resumes_to_the_same_digest(tmp_path
     resumed = simengine.run(out=run_dir, resume=True, progress=False)
     whole = simengine.run(personas=3000, ticks=6, out=tmp_path / "whole", progress=False)
     assert resumed.digest == whole.digest
+
+
+def test_validate_scores_a_panel_against_people_as_the_cli_does(tmp_path: Path) -> None:
+    v = simengine.validate(suite="anes96", sample=40, resamples=100, out=tmp_path / "v", progress=False)
+    figures = v.figures()
+    assert list(figures.columns) == ["question", "kind", "source", "figure", "value", "low", "high", "answered", "missing"]
+    assert set(figures["question"]) == {q["id"] for q in v.summary["questions"]}
+    assert len(set(figures["source"])) >= 2, "the model beside at least one baseline"
+    assert figures["value"].notna().all() and bool(figures["value"].map(math.isfinite).all())
+    answers = v.answers()
+    assert len(answers) == 40 * len(v.summary["questions"])
+    assert set(answers["half"]) == {"fitted", "held_out"}
+    assert str(answers["human"].dtype) == "Int64"
+    cli = os.environ["SIM_CLI"]
+    out = subprocess.run(
+        [cli, "validate", "--suite", "anes96", "--sample", "40", "--resamples", "100", "--out", str(tmp_path / "c"), "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(out.stdout)["digest"] == v.digest
+    with pytest.raises(simengine.PanelError, match="all four"):
+        simengine.validate(panel=tmp_path / "p.csv", out=tmp_path / "x", progress=False)
+    with pytest.raises(simengine.SimEngineError, match="no-such-suite"):
+        simengine.validate(suite="no-such-suite", out=tmp_path / "y", progress=False)
