@@ -224,27 +224,36 @@ def _read(what: str, path: PathLike) -> str:
         raise PanelError(f"{what} {path}: cannot read it: {e}") from e
 
 
+def _csv(what: str, data: Any) -> tuple[str, str]:
+    """A DataFrame's CSV text (written in memory) or a CSV file's, and the
+    name its errors use."""
+    pd = _pandas()
+    if isinstance(data, pd.DataFrame):
+        return data.to_csv(index=False), f"<{what} DataFrame>"
+    if isinstance(data, (str, os.PathLike)):
+        return _read(what, data), str(data)
+    raise PanelError(f"{what}: expected a pandas DataFrame or a CSV file's path, not {type(data).__name__}")
+
+
+def _map(panel_map: Any) -> tuple[str, str]:
+    """A panel map's TOML text (from a dict shaped like ``[panel.columns]``,
+    or a file's), and the name its errors use."""
+    if isinstance(panel_map, Mapping):
+        return _native.panel_map_toml(json.dumps(dict(panel_map))), "<panel_map dict>"
+    if isinstance(panel_map, (str, os.PathLike)):
+        return _read("panel_map", panel_map), str(panel_map)
+    raise PanelError(
+        f"panel_map: expected a dict shaped like [panel.columns] or a panel-map file's path, not {type(panel_map).__name__}"
+    )
+
+
 def _panel(panel: Any, panel_map: Any) -> tuple[str, str, str, str] | None:
     if panel is None and panel_map is None:
         return None
     if panel is None or panel_map is None:
         raise PanelError("panel and panel_map go together: a panel needs its map, and a map its panel")
-    pd = _pandas()
-    if isinstance(panel, pd.DataFrame):
-        csv, csv_name = panel.to_csv(index=False), "<DataFrame>"
-    elif isinstance(panel, (str, os.PathLike)):
-        csv_name, csv = str(panel), _read("panel", panel)
-    else:
-        raise PanelError(f"panel: expected a pandas DataFrame or a CSV file's path, not {type(panel).__name__}")
-    if isinstance(panel_map, Mapping):
-        map_name = "<panel_map dict>"
-        map_text = _native.panel_map_toml(json.dumps(dict(panel_map)))
-    elif isinstance(panel_map, (str, os.PathLike)):
-        map_name, map_text = str(panel_map), _read("panel_map", panel_map)
-    else:
-        raise PanelError(
-            f"panel_map: expected a dict shaped like [panel.columns] or a panel-map file's path, not {type(panel_map).__name__}"
-        )
+    csv, csv_name = _csv("panel", panel)
+    map_text, map_name = _map(panel_map)
     return csv, csv_name, map_text, map_name
 
 
@@ -492,9 +501,9 @@ class Validation:
 def validate(
     *,
     suite: str = "anes96",
-    panel: PathLike | None = None,
-    panel_map: PathLike | None = None,
-    answers: PathLike | None = None,
+    panel: "pandas.DataFrame | PathLike | None" = None,
+    panel_map: "Mapping[str, Any] | PathLike | None" = None,
+    answers: "pandas.DataFrame | PathLike | None" = None,
     questions: PathLike | None = None,
     subgroups: PathLike | None = None,
     config: PathLike | None = None,
@@ -510,25 +519,33 @@ def validate(
     chat model, and their answers are scored against the people's on the
     held-out half, beside baselines, with bootstrap intervals.
 
-    ``suite`` is a built-in survey (``anes96``: ANES 1996), or give your
-    four files: ``panel`` (CSV), ``panel_map`` (TOML), ``answers`` (CSV) and
-    ``questions`` (TOML), as the guide's "Checked against people" describes.
-    ``sample`` takes a seeded subsample of that many respondents (at least
-    10). A validation of the same inputs left unfinished in ``out`` is
-    continued.
+    ``suite`` is a built-in survey (``anes96``: ANES 1996), or give your four
+    inputs: ``panel`` (a DataFrame or a CSV file, one respondent per row),
+    ``panel_map`` (a dict shaped like ``[panel.columns]``, or a TOML file),
+    ``answers`` (a DataFrame or a CSV file: the people's answers, one column
+    per question) and ``questions`` (a TOML file: the questions, their
+    options and subgroups), as the guide's "Checked against people"
+    describes. ``sample`` takes a seeded subsample of that many respondents
+    (at least 10). A validation of the same inputs left unfinished in
+    ``out`` is continued.
     """
     given = [panel, panel_map, answers, questions]
     if any(p is not None for p in given) and not all(p is not None for p in given):
         raise PanelError("validate: panel, panel_map, answers and questions go together; give all four or none")
-    files = None
+    texts = None
     if panel is not None and panel_map is not None and answers is not None and questions is not None:
-        files = (str(panel), str(panel_map), str(answers), str(questions))
+        texts = [
+            _csv("panel", panel),
+            _map(panel_map),
+            _csv("answers", answers),
+            (_read("questions", questions), str(questions)),
+        ]
     bar, callback = _progress(progress, 0)
     summary: dict[str, Any] | None = None
     try:
         directory, summary_json, answers_path = _native.validate(
             suite=suite,
-            files=files,
+            texts=texts,
             subgroups=None if subgroups is None else str(subgroups),
             config=None if config is None else str(config),
             seed=seed,

@@ -30,7 +30,7 @@ def panel_map_toml(columns: str) -> str: ...
 def validate(
     *,
     suite: str,
-    files: tuple[str, str, str, str] | None,
+    texts: list[tuple[str, str]] | None,
     subgroups: str | None,
     config: str | None,
     seed: int,

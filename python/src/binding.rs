@@ -98,16 +98,17 @@ fn live_confirmation(
 }
 
 /// Scores a panel against real people's answers (`sim-cli validate`): a
-/// built-in `suite`, or the user's four `files` (panel, panel map,
-/// answers, questions). Returns the validation's directory, its summary
+/// built-in `suite`, or the user's four inputs as `texts` (panel, panel
+/// map, answers, questions: each a text and the name its errors use).
+/// Returns the validation's directory, its summary
 /// as JSON and the path of its answers file.
 #[pyfunction]
-#[pyo3(signature = (*, suite, files, subgroups, config, seed, sample, out, resamples, confirm_live, progress))]
+#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, confirm_live, progress))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.validate`, one for one.
 fn validate(
     py: Python<'_>,
     suite: String,
-    files: Option<(PathBuf, PathBuf, PathBuf, PathBuf)>,
+    texts: Option<[(String, String); 4]>,
     subgroups: Option<PathBuf>,
     config: Option<PathBuf>,
     seed: u64,
@@ -124,9 +125,9 @@ fn validate(
         let confirm = live_confirmation(confirm_live);
         let watch =
             runs::Watch { threads: None, progress: watched, interrupt: runs::Interrupt::Flag(flag), confirm: &confirm };
-        let suite = match files {
-            Some((panel, panel_map, answers, questions)) => {
-                runs::validate::SuiteSource::Files { panel, panel_map, answers, questions }
+        let suite = match texts {
+            Some([panel, panel_map, answers, questions]) => {
+                runs::validate::SuiteSource::Texts { panel, panel_map, answers, questions }
             }
             None => runs::validate::SuiteSource::Builtin(suite),
         };

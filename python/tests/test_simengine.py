@@ -230,6 +230,19 @@ def test_validate_scores_a_panel_against_people_as_the_cli_does(tmp_path: Path) 
         text=True,
     )
     assert json.loads(out.stdout)["digest"] == v.digest
+    # The same people as DataFrames give the same validation.
+    suite = FIXTURES / "surveys" / "anes96"
+    frames = simengine.validate(
+        panel=pd.read_csv(suite / "panel.csv", dtype=str, keep_default_na=False),
+        panel_map=suite / "panel-map.toml",
+        answers=pd.read_csv(suite / "answers.csv", dtype=str, keep_default_na=False),
+        questions=suite / "survey.toml",
+        sample=40,
+        resamples=100,
+        out=tmp_path / "frames",
+        progress=False,
+    )
+    assert frames.figures()["value"].round(12).tolist() == figures["value"].round(12).tolist()
     with pytest.raises(simengine.PanelError, match="all four"):
         simengine.validate(panel=tmp_path / "p.csv", out=tmp_path / "x", progress=False)
     with pytest.raises(simengine.SimEngineError, match="no-such-suite"):

@@ -26,6 +26,18 @@ use survey::{Panel, Suite, Survey};
 pub enum SuiteSource {
     /// A built-in suite by name (`anes96`).
     Builtin(String),
+    /// The four inputs as texts, each with the name its errors use (a
+    /// binding's data frames, written to CSV text in memory).
+    Texts {
+        /// The respondents' traits (CSV text, its name).
+        panel: (String, String),
+        /// The panel map (TOML text, its name).
+        panel_map: (String, String),
+        /// The people's answers (CSV text, its name).
+        answers: (String, String),
+        /// The questions (TOML text, its name).
+        questions: (String, String),
+    },
     /// The user's four files.
     Files {
         /// The respondents' traits (CSV, one row each).
@@ -274,26 +286,28 @@ fn ask_both(
     asked
 }
 
-/// The suite `source` names: a built-in one, or the user's four files.
+/// The suite `source` names: a built-in one, or the user's four inputs.
 fn load_suite(source: &SuiteSource) -> Result<Suite> {
-    let (panel, map, answers, questions) = match source {
-        SuiteSource::Builtin(name) => match Suite::builtin(name) {
-            Some(s) => return Ok(s),
-            None => refuse!("--suite {name}: no such suite (built in: {})", BUILTIN.join(", ")),
-        },
-        SuiteSource::Files { panel, panel_map, answers, questions } => (panel, panel_map, answers, questions),
-    };
     let read = |flag: &str, p: &Path| -> Result<(String, String)> {
         let name = p.display().to_string();
         let text = std::fs::read_to_string(p).map_err(Error::io(format!("cannot read {flag} {name}")))?;
         Ok((text, name))
     };
-    let (panel, map, answers, questions) = (
-        read("--panel", panel)?,
-        read("--panel-map", map)?,
-        read("--answers", answers)?,
-        read("--questions", questions)?,
-    );
+    let (panel, map, answers, questions) = match source {
+        SuiteSource::Builtin(name) => match Suite::builtin(name) {
+            Some(s) => return Ok(s),
+            None => refuse!("--suite {name}: no such suite (built in: {})", BUILTIN.join(", ")),
+        },
+        SuiteSource::Texts { panel, panel_map, answers, questions } => {
+            (panel.clone(), panel_map.clone(), answers.clone(), questions.clone())
+        }
+        SuiteSource::Files { panel, panel_map, answers, questions } => (
+            read("--panel", panel)?,
+            read("--panel-map", panel_map)?,
+            read("--answers", answers)?,
+            read("--questions", questions)?,
+        ),
+    };
     let name =
         Path::new(&questions.1).file_stem().map_or_else(|| "survey".to_string(), |s| s.to_string_lossy().into_owned());
     let texts = Texts {
