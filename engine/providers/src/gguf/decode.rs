@@ -170,10 +170,13 @@ fn own_points(free: &str, max_chars: usize, max_items: usize) -> Vec<String> {
     free.lines()
         .map(|line| {
             let line = line.trim();
+            // A marker is followed by a space: "3.5 million" and "-5%" are
+            // figures, not markers.
+            let marker = |rest: &str| rest.starts_with(char::is_whitespace);
             let unnumbered = line.trim_start_matches(|c: char| c.is_ascii_digit());
             let line = match unnumbered.strip_prefix(['.', ')']) {
-                Some(rest) if unnumbered.len() < line.len() => rest,
-                _ => line.strip_prefix(['-', '*', '\u{2022}']).unwrap_or(line),
+                Some(rest) if unnumbered.len() < line.len() && marker(rest) => rest,
+                _ => line.strip_prefix(['-', '*', '\u{2022}']).filter(|rest| marker(rest)).unwrap_or(line),
             };
             let text: String = line.trim().chars().filter(|c| !c.is_control()).take(max_chars).collect();
             text.trim().to_string()
@@ -615,6 +618,11 @@ mod tests {
             own_points("1990 was a year of change.", 240, 3),
             ["1990 was a year of change."],
             "a number that is no marker"
+        );
+        assert_eq!(
+            own_points("3.5 million homes have panels.\n-5% is the yearly cost fall.\n2) Storage doubles.", 240, 3),
+            ["3.5 million homes have panels.", "-5% is the yearly cost fall.", "Storage doubles."],
+            "figures keep their digits and signs"
         );
         assert_eq!(own_points("- a very long point indeed", 12, 3), ["a very long"]);
         assert!(own_points("ok\n-\n\n", 240, 3).is_empty());
