@@ -229,7 +229,15 @@ def _csv(what: str, data: Any) -> tuple[str, str]:
     name its errors use."""
     pd = _pandas()
     if isinstance(data, pd.DataFrame):
-        return data.to_csv(index=False), f"<{what} DataFrame>"
+        frame = data.copy()
+        for column in frame.columns:
+            values = frame[column]
+            present = values.dropna()
+            # An integer column with a missing value is float in pandas; its
+            # CSV must say 2, not 2.0, and leave the missing cell empty.
+            if pd.api.types.is_float_dtype(values) and len(present) and (present == present.round()).all():
+                frame[column] = values.astype("Int64")
+        return frame.to_csv(index=False), f"<{what} DataFrame>"
     if isinstance(data, (str, os.PathLike)):
         return _read(what, data), str(data)
     raise PanelError(f"{what}: expected a pandas DataFrame or a CSV file's path, not {type(data).__name__}")
@@ -354,6 +362,9 @@ def run(
     ``ProviderError``, ``BudgetError``, or ``Interrupted`` (Ctrl-C, with
     ``run_dir`` to resume).
     """
+    for name, value, least in (("personas", personas, 1), ("ticks", ticks, 1), ("seed", seed, 0), ("threads", threads, 1)):
+        if value is not None and (not isinstance(value, int) or value < least):
+            raise ConfigError(f"{name}: expected a whole number of at least {least}, not {value!r}")
     resume_dir: str | None = None
     if resume is True:
         if out is None:
@@ -362,7 +373,8 @@ def run(
     elif resume is not False:
         resume_dir = str(resume)
     panel_data = None if resume_dir else _panel(panel, panel_map)
-    bar, callback = _progress(progress, ticks)
+    # A resumed run's ticks are in its trace: the bar counts without a total.
+    bar, callback = _progress(progress, 0 if resume_dir else ticks)
     summary: dict[str, Any] | None = None
     try:
         directory, summary_json = _native.run(
@@ -529,6 +541,9 @@ def validate(
     (at least 10). A validation of the same inputs left unfinished in
     ``out`` is continued.
     """
+    for name, value, least in (("seed", seed, 0), ("sample", sample, 1), ("resamples", resamples, 1)):
+        if value is not None and (not isinstance(value, int) or value < least):
+            raise ConfigError(f"{name}: expected a whole number of at least {least}, not {value!r}")
     given = [panel, panel_map, answers, questions]
     if any(p is not None for p in given) and not all(p is not None for p in given):
         raise PanelError("validate: panel, panel_map, answers and questions go together; give all four or none")

@@ -35,7 +35,8 @@ class ScenarioError(SimEngineError):
 class PanelError(SimEngineError):
     """A panel (a DataFrame or a CSV file), its map, or survey data is refused.
 
-    ``file`` names the input (``"<DataFrame>"`` for a frame), ``row`` the
+    ``file`` names the input (``"<panel DataFrame>"`` or ``"<answers
+    DataFrame>"`` for a frame), ``row`` the
     row's id (or its line when the id is missing) and ``column`` the column,
     where the engine says them; otherwise they are ``None``.
     """

@@ -4,7 +4,7 @@
 //! the package's typed API.
 
 use crate::errors::{self, Inputs};
-use crate::wait::{drive, Latest};
+use crate::wait::{drive, guarded, Latest};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::path::PathBuf;
@@ -146,12 +146,12 @@ fn validate(
 /// printed when it ended.
 #[pyfunction]
 fn summary_json(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
-    py.detach(|| {
+    guarded(py, || {
         let (run_dir, _) = runs::RunDir::open(&dir)?;
         let path = run_dir.summary();
         std::fs::read_to_string(&path)
             .map_err(|source| runs::Error::Io { what: format!("cannot read the summary {}", path.display()), source })
-    })
+    })?
     .map_err(|e| errors::to_py(py, &e, &Inputs::default()))
 }
 
@@ -160,8 +160,7 @@ fn summary_json(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
 /// empty), lists staying lists.
 #[pyfunction]
 fn outcome_columns<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-    let rows = py
-        .detach(|| runs::export::rows(&dir, &runs::export::Filter::default()))
+    let rows = guarded(py, || runs::export::rows(&dir, &runs::export::Filter::default()))?
         .map_err(|e| errors::to_py(py, &e, &Inputs::default()))?;
     let columns = PyDict::new(py);
     macro_rules! column {
@@ -201,6 +200,11 @@ fn outcome_columns<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, Py
         reaction,
         respondent,
     );
+    // f32 figures through their shortest decimal, so that 0.7 is 0.7 (as
+    // the CSV export writes it), not 0.699999988 widened.
+    let decimal = |v: Option<f32>| v.map(|x| x.to_string().parse::<f64>().unwrap_or(f64::from(x)));
+    columns.set_item("sentiment", PyList::new(py, rows.iter().map(|r| decimal(r.sentiment)))?)?;
+    columns.set_item("price_sensitivity", PyList::new(py, rows.iter().map(|r| decimal(r.price_sensitivity)))?)?;
     Ok(columns)
 }
 
@@ -230,7 +234,7 @@ fn replay<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
 #[pyfunction]
 #[pyo3(signature = (dir, out=None))]
 fn report(py: Python<'_>, dir: PathBuf, out: Option<PathBuf>) -> PyResult<String> {
-    py.detach(|| runs::report(&dir, out.as_deref(), &[], &actors::progress::Silent))
+    guarded(py, || runs::report(&dir, out.as_deref(), &[], &actors::progress::Silent))?
         .map(|r| r.html.display().to_string())
         .map_err(|e| errors::to_py(py, &e, &Inputs::default()))
 }
@@ -239,12 +243,12 @@ fn report(py: Python<'_>, dir: PathBuf, out: Option<PathBuf>) -> PyResult<String
 /// merge`); returns its directory and summary as JSON.
 #[pyfunction]
 fn merge(py: Python<'_>, shards: Vec<PathBuf>, out: PathBuf) -> PyResult<(String, String)> {
-    py.detach(|| {
+    guarded(py, || {
         let merged = runs::merge(&shards, &out, &actors::progress::Silent)?;
         let summary = serde_json::to_string(&merged.summary)
             .map_err(|e| runs::Error::Input(format!("cannot encode the summary: {e}")))?;
         Ok((merged.dir.path().display().to_string(), summary))
-    })
+    })?
     .map_err(|e| errors::to_py(py, &e, &Inputs::default()))
 }
 

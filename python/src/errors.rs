@@ -48,10 +48,8 @@ pub struct Inputs {
 }
 
 fn kind_of_engine(e: &engine::Error, inputs: &Inputs) -> Kind {
-    let names_scenario = |file: &str| {
-        inputs.scenario.as_deref().is_some_and(|s| file == s || file.ends_with(&format!("scenario {s}")))
-            || file.contains("scenario")
-    };
+    let names_scenario =
+        |file: &str| inputs.scenario.as_deref().is_some_and(|s| file == s || file == format!("built-in scenario {s}"));
     match e {
         engine::Error::Config { .. } => Kind::Config,
         engine::Error::Fixture { source_name, .. } | engine::Error::Parse { source_name, .. }
@@ -89,6 +87,8 @@ fn kind_of(e: &runs::Error, inputs: &Inputs) -> Kind {
         runs::Error::Context { source, .. }
         | runs::Error::Stopped { source, .. }
         | runs::Error::MergeFailed { source, .. } => kind_of(source, inputs),
+        runs::Error::Io { what, .. } if what.starts_with("cannot read config") => Kind::Config,
+        runs::Error::Io { what, .. } if what.starts_with("cannot read scenario") => Kind::Scenario,
         runs::Error::Io { .. } | runs::Error::Refused(_) | runs::Error::Actors(_) | runs::Error::Diverged(_) => {
             Kind::Base
         }

@@ -44,7 +44,10 @@ impl Latest {
                 stderr.call_method1("write", (format!("{note}\n"),))?;
             }
         }
-        if let (Some(callback), Some((tick, stage, done, total))) = (progress, self.event.lock().take()) {
+        // Taken first, so that the engine's threads never wait on the lock
+        // while Python runs the callback.
+        let event = self.event.lock().take();
+        if let (Some(callback), Some((tick, stage, done, total))) = (progress, event) {
             callback.call1((tick, stage, done, total))?;
         }
         Ok(())
@@ -85,7 +88,7 @@ pub fn drive<T: Send + 'static>(
             let _ = tx.send(result);
         })
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start the engine's thread: {e}")))?;
-    let mut interrupted = None;
+    let mut interrupted: Option<PyErr> = None;
     let mut failed = None;
     let result = loop {
         match py.detach(|| rx.lock().recv_timeout(POLL)) {
@@ -95,20 +98,30 @@ pub fn drive<T: Send + 'static>(
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        if interrupted.is_none() {
-            if let Err(e) = py.check_signals() {
-                interrupt.store(true, Ordering::Relaxed);
-                interrupted = Some(e);
+        // A Ctrl-C raised in a signal handler, or inside the progress
+        // callback (a KeyboardInterrupt), sets the interrupt flag: a run
+        // stops at its next tick boundary. A second one stops the wait at
+        // once; the engine's thread is left to finish on its own (what a
+        // run committed is kept, and it resumes).
+        let signal = py.check_signals().err();
+        let delivered = if failed.is_none() { latest.deliver(py, progress).err() } else { None };
+        let (signal, delivered) = match delivered {
+            Some(e) if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) => (signal.or(Some(e)), None),
+            other => (signal, other),
+        };
+        if let Some(e) = signal {
+            interrupt.store(true, Ordering::Relaxed);
+            if interrupted.is_some() {
+                return Err(e);
             }
+            interrupted = Some(e);
         }
-        if failed.is_none() {
-            if let Err(e) = latest.deliver(py, progress) {
-                // The caller's progress callback raised: the run stops at
-                // its next tick boundary, and the callback's exception is
-                // raised once it has.
-                interrupt.store(true, Ordering::Relaxed);
-                failed = Some(e);
-            }
+        if let Some(e) = delivered {
+            // The caller's progress callback raised: the run stops at its
+            // next tick boundary, and the callback's exception is raised
+            // once it has.
+            interrupt.store(true, Ordering::Relaxed);
+            failed = Some(e);
         }
     };
     let _ = worker.join();
@@ -121,13 +134,23 @@ pub fn drive<T: Send + 'static>(
     }
     match result {
         Ok(result) => Ok(Outcome { result, interrupted }),
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
-            Err(crate::errors::internal(py, &format!("the engine failed (this is a bug): {what}")))
-        }
+        Err(panic) => Err(panicked(py, &*panic)),
     }
+}
+
+/// A panic of the engine's as `simengine.SimEngineError`.
+fn panicked(py: Python<'_>, panic: &(dyn std::any::Any + Send)) -> PyErr {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into());
+    crate::errors::internal(py, &format!("the engine failed (this is a bug): {what}"))
+}
+
+/// `work` with the GIL released on this thread (a short operation: a
+/// summary, a table, a report), a panic caught and raised as
+/// `simengine.SimEngineError`.
+pub fn guarded<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyResult<T> {
+    py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))).map_err(|panic| panicked(py, &*panic))
 }

@@ -105,6 +105,14 @@ def test_a_bad_panel_frame_names_the_row_and_the_column(tmp_path: Path) -> None:
     assert unknown.value.column == "shoe_size", str(unknown.value)
     assert isinstance(unknown.value, simengine.SimEngineError)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists(), "nothing is written on bad input"
+    # An integer column with a gap is float in pandas; it still reads as whole numbers.
+    gappy = people()
+    gappy["age"] = gappy["age"].astype(float)
+    gappy.loc[1, "age"] = float("nan")
+    r = simengine.run(panel=gappy, panel_map=PANEL_MAP, ticks=1, out=tmp_path / "d", progress=False)
+    assert dict(zip(r.outcomes()["respondent"], r.outcomes()["age"]))["r2"] == 32
+    with pytest.raises(simengine.ConfigError, match="personas"):
+        simengine.run(personas=-3, out=tmp_path / "e", progress=False)
 
 
 def test_bad_inputs_raise_the_packages_exceptions(tmp_path: Path) -> None:

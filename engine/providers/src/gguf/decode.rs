@@ -161,7 +161,7 @@ const FREE_TOKENS: usize = 48;
 const FREE_LIST_TOKENS: usize = FREE_TOKENS * MAX_ITEMS as usize;
 
 /// The points of a list written in the model's own words: one per line,
-/// list markers (`-`, `*`, `1.`, `2)`) taken off, control characters
+/// list markers (`-`, `*`, `1.`, `12)`, each followed by a space) taken off, control characters
 /// dropped, each cut to `max_chars` characters; lines shorter than the
 /// schema's minimum, and lines that only announce what follows (ending in
 /// `:`, such as "Here are the findings:"), are skipped; at most
@@ -174,8 +174,10 @@ fn own_points(free: &str, max_chars: usize, max_items: usize) -> Vec<String> {
             // figures, not markers.
             let marker = |rest: &str| rest.starts_with(char::is_whitespace);
             let unnumbered = line.trim_start_matches(|c: char| c.is_ascii_digit());
+            // A list number has one or two digits: "2020. Costs fell" is a year.
+            let digits = line.len() - unnumbered.len();
             let line = match unnumbered.strip_prefix(['.', ')']) {
-                Some(rest) if unnumbered.len() < line.len() && marker(rest) => rest,
+                Some(rest) if (1..=2).contains(&digits) && marker(rest) => rest,
                 _ => line.strip_prefix(['-', '*', '\u{2022}']).filter(|rest| marker(rest)).unwrap_or(line),
             };
             let text: String = line.trim().chars().filter(|c| !c.is_control()).take(max_chars).collect();
@@ -623,6 +625,11 @@ mod tests {
             own_points("3.5 million homes have panels.\n-5% is the yearly cost fall.\n2) Storage doubles.", 240, 3),
             ["3.5 million homes have panels.", "-5% is the yearly cost fall.", "Storage doubles."],
             "figures keep their digits and signs"
+        );
+        assert_eq!(
+            own_points("2020. Costs fell by half.", 240, 3),
+            ["2020. Costs fell by half."],
+            "a year is no marker"
         );
         assert_eq!(own_points("- a very long point indeed", 12, 3), ["a very long"]);
         assert!(own_points("ok\n-\n\n", 240, 3).is_empty());
