@@ -294,6 +294,14 @@ class _Bar:
         self.bar.close()
 
 
+def _counts(**counts: tuple[int | None, int]) -> None:
+    """Refuses a count that is not a whole number of at least its least
+    value (``None`` is the default), as ``ConfigError``."""
+    for name, (value, least) in counts.items():
+        if value is not None and (not isinstance(value, int) or value < least):
+            raise ConfigError(f"{name}: expected a whole number of at least {least}, not {value!r}")
+
+
 def _progress(progress: Progress, ticks: int) -> tuple[_Bar | None, Callable[[int, str, int, int], Any] | None]:
     """The bar (for ``progress=True``) and the callable the engine's progress goes to."""
     if progress is True:
@@ -362,9 +370,7 @@ def run(
     ``ProviderError``, ``BudgetError``, or ``Interrupted`` (Ctrl-C, with
     ``run_dir`` to resume).
     """
-    for name, value, least in (("personas", personas, 1), ("ticks", ticks, 1), ("seed", seed, 0), ("threads", threads, 1)):
-        if value is not None and (not isinstance(value, int) or value < least):
-            raise ConfigError(f"{name}: expected a whole number of at least {least}, not {value!r}")
+    _counts(personas=(personas, 1), ticks=(ticks, 1), seed=(seed, 0), threads=(threads, 1))
     resume_dir: str | None = None
     if resume is True:
         if out is None:
@@ -541,9 +547,7 @@ def validate(
     (at least 10). A validation of the same inputs left unfinished in
     ``out`` is continued.
     """
-    for name, value, least in (("seed", seed, 0), ("sample", sample, 1), ("resamples", resamples, 1)):
-        if value is not None and (not isinstance(value, int) or value < least):
-            raise ConfigError(f"{name}: expected a whole number of at least {least}, not {value!r}")
+    _counts(seed=(seed, 0), sample=(sample, 1), resamples=(resamples, 1))
     given = [panel, panel_map, answers, questions]
     if any(p is not None for p in given) and not all(p is not None for p in given):
         raise PanelError("validate: panel, panel_map, answers and questions go together; give all four or none")
