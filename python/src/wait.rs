@@ -68,7 +68,8 @@ pub struct Outcome<T> {
 /// taking the GIL back every [`POLL`] to run Python's signal handlers and
 /// pass the newest progress event to `progress`. A signal handler's
 /// exception (Ctrl-C's `KeyboardInterrupt`) sets `interrupt`, and the
-/// wait goes on until the work stops at its next tick boundary.
+/// wait goes on until the work stops at its next tick boundary; a second
+/// one returns it at once, leaving the work's thread to finish alone.
 pub fn drive<T: Send + 'static>(
     py: Python<'_>,
     latest: &Latest,
