@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
@@ -90,6 +91,32 @@ _OUTCOME_DTYPES: dict[str, str] = {
     "respondent": "string",
 }
 
+# The memory table's columns and their pandas dtypes.
+_MEMORY_DTYPES: dict[str, str] = {
+    "persona": "string",
+    "record": "string",
+    "version": "int64",
+    "current": "bool",
+    "tier": "string",
+    "from_tier": "string",
+    "energy": "float64",
+    "peak_energy": "float64",
+    "access_count": "int64",
+    "decay_rate": "float64",
+    "kind": "string",
+    "text": "string",
+    "importance": "Int64",
+    "sentiment": "Float64",
+    "tick": "Int64",
+    "sources": "object",
+    "created_hour": "float64",
+    "last_accessed_hour": "float64",
+    "valid_from_hour": "float64",
+    "valid_to_hour": "Float64",
+    "previous": "Int64",
+    "is_test": "bool",
+}
+
 
 def _pandas() -> Any:
     try:
@@ -147,7 +174,8 @@ class Run:
         pd = _pandas()
         columns = _native.outcome_columns(str(self.path))
         frame = pd.DataFrame(columns, columns=list(_OUTCOME_DTYPES))
-        return frame.astype(_OUTCOME_DTYPES)
+        typed: pandas.DataFrame = frame.astype(_OUTCOME_DTYPES)
+        return typed
 
     def intents(self) -> "pandas.DataFrame":
         """Purchase intent per persona, stimulus and tick: ``tick``,
@@ -176,6 +204,41 @@ class Run:
         frame["total_usd"] = frame["total_nano_usd"] / 1e9
         return frame
 
+    def memories(self, persona: str | int | None = None, history: bool = False) -> "pandas.DataFrame":
+        """The personas' memories at the run's end, with their tiers and
+        energy: one row per memory record's current version, or per version
+        with ``history=True`` (records are versioned, never destroyed).
+
+        The states are rebuilt from the trace with no model call, and the
+        run's memory operations (``sim-cli memory decay``, ``promote``, …)
+        applied over them, as the ``memory`` commands see them. ``persona``
+        keeps one persona's (``7`` or ``"p-00007"``; ``"test"`` for the test
+        memories). Operation log lines that no longer apply are skipped with
+        a warning (``warnings.warn``), as the CLI skips them.
+
+        Columns, in order: ``persona``, ``record`` (the record's id),
+        ``version``, ``current`` (whether it is the record's current
+        version), ``tier`` (``working``, ``shortTerm``, ``longTerm``,
+        ``archived``, ``expired``), ``from_tier`` (an archived or expired
+        version's former tier), ``energy``, ``peak_energy``,
+        ``access_count``, ``decay_rate`` (per simulated hour, as last
+        applied); the memory's ``kind`` (``observation``, ``reflection``),
+        ``text``, ``importance`` (1-10), ``sentiment`` (-1 to 1), ``tick``
+        and ``sources`` (a list: the stimulus or memories it came from);
+        ``created_hour``, ``last_accessed_hour``, ``valid_from_hour`` and
+        ``valid_to_hour`` (simulated hours from the run's start;
+        ``<NA>`` for a current version); ``previous`` (the version it
+        follows) and ``is_test``.
+        """
+        pd = _pandas()
+        who = None if persona is None else str(persona)
+        columns, skipped = _native.memory_columns(str(self.path), who, history)
+        for why in skipped:
+            warnings.warn(why, stacklevel=2)
+        frame = pd.DataFrame(columns, columns=list(_MEMORY_DTYPES))
+        typed: pandas.DataFrame = frame.astype(_MEMORY_DTYPES)
+        return typed
+
     def report(self, out: PathLike | None = None) -> Path:
         """Writes the run's HTML report; returns the page's path."""
         return report(self.path, out=out)
@@ -185,10 +248,16 @@ class Run:
         return replay(self.path)
 
     def to_parquet(self, directory: PathLike) -> list[Path]:
-        """Writes ``outcomes.parquet``, ``intents.parquet`` and
-        ``costs.parquet`` into ``directory`` (created if missing), with the
-        columns and types of the methods of those names. Needs pyarrow."""
-        frames = {"outcomes": self.outcomes(), "intents": self.intents(), "costs": self.costs()}
+        """Writes ``outcomes.parquet``, ``intents.parquet``,
+        ``costs.parquet`` and ``memories.parquet`` into ``directory``
+        (created if missing), with the columns and types of the methods of
+        those names. Needs pyarrow."""
+        frames = {
+            "outcomes": self.outcomes(),
+            "intents": self.intents(),
+            "costs": self.costs(),
+            "memories": self.memories(),
+        }
         return _write_parquet(directory, frames, "Run.to_parquet")
 
     def __repr__(self) -> str:
@@ -491,7 +560,8 @@ class Validation:
             "answered": "Int64",
             "missing": "Int64",
         }
-        return pd.DataFrame(rows, columns=columns).astype(dtypes)
+        typed: pandas.DataFrame = pd.DataFrame(rows, columns=columns).astype(dtypes)
+        return typed
 
     def answers(self) -> "pandas.DataFrame":
         """One row per respondent and question: ``respondent``, ``half``
@@ -504,7 +574,8 @@ class Validation:
         for column in ("human", "model", "model_rerun", "attempts", "attempts_rerun", "cost_nano_usd"):
             if column in frame:
                 frame[column] = frame[column].astype("Int64")
-        return frame
+        typed: pandas.DataFrame = frame
+        return typed
 
     def to_parquet(self, directory: PathLike) -> list[Path]:
         """Writes ``figures.parquet`` and ``answers.parquet`` into ``directory``.

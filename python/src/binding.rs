@@ -155,6 +155,21 @@ fn summary_json(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
     .map_err(|e| errors::to_py(py, &e, &Inputs::default()))
 }
 
+/// A dict of one list per named field of `rows`, in order.
+macro_rules! columns {
+    ($py:expr, $rows:expr; $($field:ident),* $(,)?) => {{
+        let columns = PyDict::new($py);
+        $(columns.set_item(stringify!($field), PyList::new($py, $rows.iter().map(|r| r.$field.clone()))?)?;)*
+        columns
+    }};
+}
+
+/// An f32 figure through its shortest decimal, so that 0.7 is 0.7 (as the
+/// CSV export writes it), not 0.699999988 widened.
+fn decimal(v: Option<f32>) -> Option<f64> {
+    v.map(|x| x.to_string().parse::<f64>().unwrap_or(f64::from(x)))
+}
+
 /// One list per column of the run's outcomes (one row per job), from its
 /// trace: `runs::export::Row`'s fields, typed (`None` where a cell is
 /// empty), lists staying lists.
@@ -162,16 +177,7 @@ fn summary_json(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
 fn outcome_columns<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
     let rows = guarded(py, || runs::export::rows(&dir, &runs::export::Filter::default()))?
         .map_err(|e| errors::to_py(py, &e, &Inputs::default()))?;
-    let columns = PyDict::new(py);
-    macro_rules! column {
-        ($($field:ident),* $(,)?) => {
-            $(
-                let values: Vec<_> = rows.iter().map(|r| r.$field.clone()).collect();
-                columns.set_item(stringify!($field), PyList::new(py, values)?)?;
-            )*
-        };
-    }
-    column!(
+    let columns = columns!(py, rows;
         tick,
         position,
         persona,
@@ -200,12 +206,56 @@ fn outcome_columns<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, Py
         reaction,
         respondent,
     );
-    // f32 figures through their shortest decimal, so that 0.7 is 0.7 (as
-    // the CSV export writes it), not 0.699999988 widened.
-    let decimal = |v: Option<f32>| v.map(|x| x.to_string().parse::<f64>().unwrap_or(f64::from(x)));
     columns.set_item("sentiment", PyList::new(py, rows.iter().map(|r| decimal(r.sentiment)))?)?;
     columns.set_item("price_sensitivity", PyList::new(py, rows.iter().map(|r| decimal(r.price_sensitivity)))?)?;
     Ok(columns)
+}
+
+/// One list per column of the memory of the run in `dir` (one row per
+/// version of a memory record: `runs::memory::Row`'s fields), with the
+/// warnings of its operation log (lines skipped, with why). The trace is
+/// re-run with no model call to rebuild the personas' states.
+#[pyfunction]
+#[pyo3(signature = (dir, persona=None, history=false))]
+fn memory_columns<'py>(
+    py: Python<'py>,
+    dir: PathBuf,
+    persona: Option<String>,
+    history: bool,
+) -> PyResult<(Bound<'py, PyDict>, Vec<String>)> {
+    let latest = Latest::default();
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let work = move || {
+        let memory = runs::memory::load(&dir, |_| Arc::new(actors::progress::Silent))?;
+        let rows = runs::memory::rows(&memory, &runs::memory::Select { persona, history })?;
+        Ok((rows, memory.warnings().map(str::to_string).collect::<Vec<_>>()))
+    };
+    let (rows, warnings) = settle(py, drive(py, &latest, None, &interrupt, work)?, &Inputs::default())?;
+    let columns = columns!(py, rows;
+        persona,
+        record,
+        version,
+        current,
+        tier,
+        from_tier,
+        energy,
+        peak_energy,
+        access_count,
+        decay_rate,
+        kind,
+        text,
+        importance,
+        tick,
+        sources,
+        created_hour,
+        last_accessed_hour,
+        valid_from_hour,
+        valid_to_hour,
+        previous,
+        is_test,
+    );
+    columns.set_item("sentiment", PyList::new(py, rows.iter().map(|r| decimal(r.sentiment)))?)?;
+    Ok((columns, warnings))
 }
 
 /// Replays the run in `dir` from its trace with no model call (`sim-cli
@@ -271,6 +321,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(summary_json, m)?)?;
     m.add_function(wrap_pyfunction!(outcome_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_columns, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(merge, m)?)?;

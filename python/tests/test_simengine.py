@@ -177,9 +177,40 @@ def test_parquet_round_trip(tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     r = simengine.run(personas=10, ticks=1, out=tmp_path / "r", progress=False)
     written = r.to_parquet(tmp_path / "pq")
-    assert [p.name for p in written] == ["outcomes.parquet", "intents.parquet", "costs.parquet"]
+    assert [p.name for p in written] == ["outcomes.parquet", "intents.parquet", "costs.parquet", "memories.parquet"]
     back = pd.read_parquet(tmp_path / "pq" / "outcomes.parquet")
     assert back.shape == r.outcomes().shape and list(back["persona"]) == list(r.outcomes()["persona"])
+
+
+def test_memories_are_the_memory_commands_state(tmp_path: Path) -> None:
+    cli = os.environ.get("SIM_CLI")
+    assert cli, "SIM_CLI must name a sim-cli binary (bash .ci/test sets it)"
+    r = simengine.run(personas=5, ticks=3, out=tmp_path / "r", progress=False)
+    before = r.memories()
+    # Every memory a run makes starts in the working tier: one observation
+    # per job, and the reflections of the personas that reflected.
+    assert (before["kind"] == "observation").sum() == 15 and set(before["kind"]) <= {"observation", "reflection"}
+    assert set(before["tier"]) == {"working"} and before["current"].all()
+    assert before["text"].notna().all() and isinstance(before["sources"].iloc[0], list)
+    assert str(before["energy"].dtype) == "float64" and str(before["importance"].dtype) == "Int64"
+    # A consolidation pass by the CLI (logged in the run's memory-ops.jsonl)
+    # is what the package sees next: the same tiers as `memory status`.
+    subprocess.run([cli, "memory", "consolidate", str(r.path), "--hours", "0"], check=True, capture_output=True)
+    status = json.loads(
+        subprocess.run([cli, "memory", "status", str(r.path), "--json"], check=True, capture_output=True, text=True).stdout
+    )
+    after = r.memories(history=True)
+    counted = after[after["current"] | (after["tier"] == "archived")]
+    assert counted["tier"].value_counts().to_dict() == {k: v for k, v in status["tiers"].items() if v}
+    assert status["tiers"]["shortTerm"] > 0, "the pass promoted nothing: the comparison shows nothing"
+    one = r.memories(persona="p-00002", history=True)
+    assert set(one["persona"]) == {"p-00002"} and len(one) == len(after[after["persona"] == "p-00002"])
+    promoted = one[one["tier"] == "shortTerm"].iloc[0]
+    closed = one[one["version"] == promoted["previous"]].iloc[0]
+    assert (closed["tier"], closed["from_tier"], closed["current"]) == ("archived", "working", False)
+    assert closed["text"] == promoted["text"]
+    with pytest.raises(simengine.SimEngineError, match="p-00004"):
+        r.memories(persona=9)
 
 
 CHILD = textwrap.dedent(

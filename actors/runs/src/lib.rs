@@ -8,8 +8,8 @@
 //!   [`replay()`] re-runs a trace with no model call; [`merge()`] joins a
 //!   panel's shards into the unsharded run's digest.
 //! - [`report()`] writes a run's HTML report, [`export::write_outcomes`]
-//!   its outcomes as JSON lines or CSV, and [`validate()`] scores a panel
-//!   against real survey answers.
+//!   its outcomes as JSON lines or CSV, [`memory::load`] its personas'
+//!   memory, and [`validate()`] scores a panel against real survey answers.
 //! - [`load_config`] reads a configuration file as every command does.
 //!
 //! ```no_run
@@ -22,6 +22,7 @@
 pub mod dir;
 mod error;
 pub mod export;
+pub mod memory;
 mod merge;
 pub mod preflight;
 mod replay;
