@@ -50,10 +50,18 @@ __all__ = [
     "BudgetError",
     "Interrupted",
     "ENGINE_VERSION",
+    "HAS_AGENTS",
+    "field_simulate",
 ]
 
 ENGINE_VERSION: str = _native.ENGINE_VERSION
 """The engine's version (the workspace's, as ``sim-cli --version`` prints it)."""
+
+HAS_AGENTS: bool = bool(getattr(_native, "HAS_AGENTS", False))
+"""Whether this build has the agents' workload (the shared memory field, and
+so FAISS): ``field_simulate``. The default build leaves it out, as FAISS
+adds minutes to the first build; ``MATURIN_PEP517_ARGS="--features agents"
+pip install .`` puts it in."""
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Union[bool, Callable[[int, str, int, int], Any]]
@@ -335,15 +343,17 @@ def _panel(panel: Any, panel_map: Any) -> tuple[str, str, str, str] | None:
 
 
 class _Bar:
-    """Progress on a tqdm.auto bar over the run's ticks, when tqdm is installed."""
+    """Progress on a tqdm.auto bar over the run's ticks (or the field's
+    phases), when tqdm is installed."""
 
-    def __init__(self, ticks: int) -> None:
+    def __init__(self, ticks: int, unit: str = "tick") -> None:
+        self.unit = unit
         try:
             from tqdm.auto import tqdm
         except ImportError:
             self.bar = None
             return
-        self.bar = tqdm(total=ticks or None, unit="tick", desc="simengine")
+        self.bar = tqdm(total=ticks or None, unit=unit, desc="simengine")
         self.tick = 0
 
     def __call__(self, tick: int, stage: str, done: int, total: int) -> None:
@@ -352,7 +362,7 @@ class _Bar:
         if tick - 1 > self.tick:
             self.bar.update(tick - 1 - self.tick)
             self.tick = tick - 1
-        self.bar.set_postfix_str(f"tick {tick}: {stage} {done}/{total}", refresh=False)
+        self.bar.set_postfix_str(f"{self.unit} {tick}: {stage} {done}/{total}", refresh=False)
         self.bar.refresh()
 
     def close(self, ticks_done: int | None) -> None:
@@ -371,10 +381,12 @@ def _counts(**counts: tuple[int | None, int]) -> None:
             raise ConfigError(f"{name}: expected a whole number of at least {least}, not {value!r}")
 
 
-def _progress(progress: Progress, ticks: int) -> tuple[_Bar | None, Callable[[int, str, int, int], Any] | None]:
+def _progress(
+    progress: Progress, ticks: int, unit: str = "tick"
+) -> tuple[_Bar | None, Callable[[int, str, int, int], Any] | None]:
     """The bar (for ``progress=True``) and the callable the engine's progress goes to."""
     if progress is True:
-        bar = _Bar(ticks)
+        bar = _Bar(ticks, unit)
         return bar, bar
     if progress is False or progress is None:
         return None, None
@@ -488,6 +500,73 @@ def replay(path: PathLike) -> dict[str, Any]:
     ``provider_calls`` (0) and ``divergence`` (``None``, or the first
     difference: its tick, persona, job and field)."""
     return dict(_native.replay(str(path)))
+
+
+def field_simulate(
+    *,
+    seed: int = 42,
+    agents: int = 3,
+    phases: int = 24,
+    ops: int = 4,
+    dim: int = 256,
+    topics: int = 6,
+    k: int = 5,
+    hours_per_phase: float = 1.0,
+    lambda_: float = 0.1,
+    permeability: float = 1.0,
+    out: PathLike | None = None,
+    threads: int | None = None,
+    progress: Progress = True,
+) -> dict[str, Any]:
+    """Drives the shared memory field with a seeded synthetic mission
+    (``sim-cli field simulate``, the same defaults and the same digest):
+    ``agents`` inject findings near ``topics`` centres and query for them,
+    ``ops`` operations each per phase, over ``phases`` phases of
+    ``hours_per_phase`` simulated hours; the field decays at ``lambda_`` per
+    hour and resonates with ``permeability``.
+
+    Returns ``digest`` (the field's, as the CLI prints it), ``operations``
+    (``ok``, ``failed``), ``out`` and ``telemetry`` (the report the CLI
+    writes to ``telemetry.json``: patterns, resonance, stability, the
+    ratio monitor, lock-in). With ``out`` (a new or empty directory) the
+    field's event log, index and patterns are written there, as the CLI
+    writes them, so that ``sim-cli field replay`` and ``field stats`` read
+    them.
+
+    Needs a build with the agents' workload (``HAS_AGENTS``): without it
+    this raises ``SimEngineError`` saying how to install one.
+    """
+    native = getattr(_native, "field_simulate", None)
+    if native is None:
+        raise SimEngineError(
+            "field_simulate: this simengine was built without the agents' workload (the shared memory field, "
+            'and so FAISS); reinstall it with it: MATURIN_PEP517_ARGS="--features agents" pip install .'
+        )
+    _counts(agents=(agents, 1), phases=(phases, 1), ops=(ops, 1), dim=(dim, 1), topics=(topics, 1), k=(k, 1))
+    bar, callback = _progress(progress, phases, "phase")
+    done = None
+    try:
+        text = native(
+            seed=seed,
+            agents=agents,
+            phases=phases,
+            ops=ops,
+            dim=dim,
+            topics=topics,
+            k=k,
+            hours_per_phase=hours_per_phase,
+            lambda_=lambda_,
+            permeability=permeability,
+            out=None if out is None else str(out),
+            threads=threads,
+            progress=callback,
+        )
+        done = phases
+    finally:
+        if bar is not None:
+            bar.close(done)
+    result: dict[str, Any] = json.loads(text)
+    return result
 
 
 def report(path: PathLike, out: PathLike | None = None) -> Path:

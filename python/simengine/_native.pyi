@@ -2,9 +2,10 @@
 
 from typing import Any, Callable
 
-__all__ = ["ENGINE_VERSION", "memory_columns", "merge", "outcome_columns", "panel_map_toml", "replay", "report", "run", "summary_json", "validate"]
+__all__ = ["ENGINE_VERSION", "HAS_AGENTS", "field_simulate", "memory_columns", "merge", "outcome_columns", "panel_map_toml", "replay", "report", "run", "summary_json", "validate"]
 
 ENGINE_VERSION: str
+HAS_AGENTS: bool
 
 def run(
     *,
@@ -41,3 +42,21 @@ def validate(
     confirm_live: bool,
     progress: Callable[[int, str, int, int], Any] | None,
 ) -> tuple[str, str, str]: ...
+
+# Only in a build with the agents workload (HAS_AGENTS; the `agents` feature).
+def field_simulate(
+    *,
+    seed: int,
+    agents: int,
+    phases: int,
+    ops: int,
+    dim: int,
+    topics: int,
+    k: int,
+    hours_per_phase: float,
+    lambda_: float,
+    permeability: float,
+    out: str | None,
+    threads: int | None,
+    progress: Callable[[int, str, int, int], Any] | None,
+) -> str: ...

@@ -328,5 +328,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(panel_map_toml, m)?)?;
     m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
+    #[cfg(feature = "agents")]
+    crate::agents::add(m)?;
+    m.add("HAS_AGENTS", cfg!(feature = "agents"))?;
     Ok(())
 }

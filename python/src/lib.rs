@@ -12,10 +12,15 @@
 //! - `errors.rs` turns the library's typed errors into the package's
 //!   exceptions (`simengine.errors`).
 //!
+//! - `agents.rs` (the `agents` feature, which brings FAISS) runs the
+//!   agents' workload: `field_simulate`.
+//!
 //! The module exists only with the `python` feature, which maturin turns
 //! on (`pyproject.toml`). Without it this crate is empty, so that
 //! `cargo build/test --workspace` never needs a Python to link against.
 
+#[cfg(feature = "agents")]
+mod agents;
 #[cfg(feature = "python")]
 mod binding;
 #[cfg(feature = "python")]

@@ -213,6 +213,36 @@ def test_memories_are_the_memory_commands_state(tmp_path: Path) -> None:
         r.memories(persona=9)
 
 
+@pytest.mark.skipif(not simengine.HAS_AGENTS, reason="a build without the agents' workload (see the test below)")
+def test_field_simulate_is_the_clis_field_simulation(tmp_path: Path) -> None:
+    cli = os.environ.get("SIM_CLI")
+    assert cli, "SIM_CLI must name a sim-cli binary (bash .ci/test sets it)"
+    args = ["--phases", "6", "--agents", "4", "--seed", "7"]
+    out = subprocess.run(
+        [cli, "field", "simulate", *args, "--out", str(tmp_path / "cli"), "--json"], check=True, capture_output=True, text=True
+    )
+    theirs = json.loads(out.stdout)
+    ours = simengine.field_simulate(phases=6, agents=4, seed=7, out=tmp_path / "py", progress=False)
+    assert ours["digest"] == theirs["digest"] and len(ours["digest"]) == 64
+    assert ours["operations"] == theirs["operations"] and ours["operations"]["ok"] > 0
+    assert ours["telemetry"]["patterns"] == theirs["patterns"] > 0
+    written = sorted(p.name for p in (tmp_path / "py").iterdir())
+    assert written == sorted(p.name for p in (tmp_path / "cli").iterdir())
+    assert json.loads((tmp_path / "py" / "telemetry.json").read_text()) == ours["telemetry"]
+    # Another seed, another field.
+    assert simengine.field_simulate(phases=6, agents=4, seed=8, progress=False)["digest"] != ours["digest"]
+    with pytest.raises(simengine.ConfigError, match="lambda"):
+        simengine.field_simulate(phases=2, lambda_=-1.0, progress=False)
+    with pytest.raises(simengine.ConfigError, match="not empty"):
+        simengine.field_simulate(phases=2, out=tmp_path / "py", progress=False)
+
+
+@pytest.mark.skipif(simengine.HAS_AGENTS, reason="a build with the agents' workload (see the test above)")
+def test_a_build_without_the_agents_workload_says_how_to_get_it() -> None:
+    with pytest.raises(simengine.SimEngineError, match='MATURIN_PEP517_ARGS="--features agents" pip install'):
+        simengine.field_simulate(phases=2, progress=False)
+
+
 CHILD = textwrap.dedent(
     """
     import sys, simengine

@@ -75,6 +75,12 @@ pub async fn simulate(spec: &FieldSimSpec, mut progress: impl FnMut(u32)) -> Res
             cause: "agents, phases, topics, dim and k must be at least 1".into(),
         });
     }
+    if !(spec.hours_per_phase.is_finite() && spec.hours_per_phase > 0.0) {
+        return Err(Error::InvalidInput {
+            what: "field simulation",
+            cause: format!("hours per phase must be a finite number > 0, got {}", spec.hours_per_phase),
+        });
+    }
     let mut s = Stream::derive(spec.seed, 0, 0, Purpose::Field);
     let centres: Vec<Vec<f32>> = (0..spec.topics).map(|_| (0..spec.dim).map(|_| s.normal() as f32).collect()).collect();
     let (field, join) = FieldHandle::spawn(spec.dim, spec.field.clone()).await?;
