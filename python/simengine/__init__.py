@@ -602,7 +602,8 @@ class Validation:
         ``question``, ``kind`` (``ordinal`` or ``nominal``), ``source`` (the
         model, and the baselines it must beat), ``figure`` (``ks_similarity``,
         ``wasserstein``, ``spread_ratio``, ``subgroup_correlation``,
-        ``exact_match``, ``within_one``, as applicable), ``value`` and the
+        ``exact_match``, ``within_one``, ``log_loss``, ``brier``,
+        ``own_probability``, ``simbench``, as applicable), ``value`` and the
         bootstrap interval ``low`` and ``high``, and the source's
         ``answered`` and ``missing`` counts. A figure a source cannot have is
         left out; an interval that cannot be drawn is ``<NA>``."""
@@ -656,10 +657,103 @@ class Validation:
         typed: pandas.DataFrame = frame
         return typed
 
+    def calibration(self) -> "pandas.DataFrame":
+        """With ``validate(calibrate=True)``, one row per question: the
+        ``question``, the fitted ``respondents``, the ``temperature``
+        (``<NA>`` for sampled answers, which no temperature changes), the
+        model's weight in its blend with the marginal (``weight_marginal``)
+        and with the demographic cell (``weight_demographic``), the fitted
+        half's log-loss of each (``fitted_log_loss_raw``, ``_temperature``,
+        ``_blend_marginal``, ``_blend_demographic``) and the ``digest`` of
+        what the calibration fits. Empty without ``calibrate``."""
+        pd = _pandas()
+        rows = []
+        for c in (self.summary.get("calibration") or {}).get("questions", []):
+            losses = c["fitted_log_loss"]
+            rows.append(
+                {
+                    "question": c["question"],
+                    "respondents": c["respondents"],
+                    "temperature": c["temperature"],
+                    "weight_marginal": c["weight_marginal"],
+                    "weight_demographic": c["weight_demographic"],
+                    **{f"fitted_log_loss_{k}": v for k, v in losses.items()},
+                    "digest": c["digest"],
+                }
+            )
+        dtypes = {
+            "question": "string",
+            "respondents": "Int64",
+            "temperature": "Float64",
+            "weight_marginal": "Float64",
+            "weight_demographic": "Float64",
+            "fitted_log_loss_raw": "Float64",
+            "fitted_log_loss_temperature": "Float64",
+            "fitted_log_loss_blend_marginal": "Float64",
+            "fitted_log_loss_blend_demographic": "Float64",
+            "digest": "string",
+        }
+        typed: pandas.DataFrame = pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
+        return typed
+
+    def rectified(self) -> "pandas.DataFrame":
+        """With ``validate(rectify=True)``, one row per question and
+        option: ``question``, ``option`` (from 1), ``label``, the people-only
+        estimate of its share with its 95% interval (``people_only``,
+        ``people_only_low``, ``people_only_high``), the PPI++ estimate with
+        its interval (``rectified``, ``rectified_low``, ``rectified_high``),
+        its ``lambda`` (0: the model's forecasts unused) and
+        ``effective_n``, and the held-out people's actual share
+        (``held_out_share``), which both estimates are scored against.
+        Empty without ``rectify``."""
+        pd = _pandas()
+        rows = []
+        for r in self.summary.get("rectified") or []:
+            for o in r["options"]:
+                p, e = o["people_only"], o["rectified"]
+                rows.append(
+                    {
+                        "question": r["question"],
+                        "option": o["option"],
+                        "label": o["label"],
+                        "people_only": p["value"],
+                        "people_only_low": p["interval"][0],
+                        "people_only_high": p["interval"][1],
+                        "rectified": e["value"],
+                        "rectified_low": e["interval"][0],
+                        "rectified_high": e["interval"][1],
+                        "lambda": e["lambda"],
+                        "effective_n": e["effective_n"],
+                        "held_out_share": o["held_out_share"],
+                    }
+                )
+        dtypes = {
+            "question": "string",
+            "option": "Int64",
+            "label": "string",
+            "people_only": "Float64",
+            "people_only_low": "Float64",
+            "people_only_high": "Float64",
+            "rectified": "Float64",
+            "rectified_low": "Float64",
+            "rectified_high": "Float64",
+            "lambda": "Float64",
+            "effective_n": "Float64",
+            "held_out_share": "Float64",
+        }
+        typed: pandas.DataFrame = pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
+        return typed
+
     def to_parquet(self, directory: PathLike) -> list[Path]:
-        """Writes ``figures.parquet`` and ``answers.parquet`` into ``directory``.
-        Needs pyarrow."""
-        return _write_parquet(directory, {"figures": self.figures(), "answers": self.answers()}, "Validation.to_parquet")
+        """Writes ``figures.parquet`` and ``answers.parquet`` into
+        ``directory``, and ``calibration.parquet`` and ``rectified.parquet``
+        when the validation has them. Needs pyarrow."""
+        frames = {"figures": self.figures(), "answers": self.answers()}
+        if self.summary.get("calibration"):
+            frames["calibration"] = self.calibration()
+        if self.summary.get("rectified"):
+            frames["rectified"] = self.rectified()
+        return _write_parquet(directory, frames, "Validation.to_parquet")
 
     def __repr__(self) -> str:
         s = self.summary
@@ -679,6 +773,8 @@ def validate(
     sample: int | None = None,
     out: PathLike | None = None,
     resamples: int = 1000,
+    calibrate: bool = False,
+    rectify: bool = False,
     confirm_live: bool = False,
     progress: Progress = True,
 ) -> Validation:
@@ -696,6 +792,14 @@ def validate(
     describes. ``sample`` takes a seeded subsample of that many respondents
     (at least 10). A validation of the same inputs left unfinished in
     ``out`` is continued.
+
+    ``calibrate=True`` fits, per question on the fitted half, a temperature
+    and the model's weight in a blend with the marginal and with the
+    demographic baseline, and scores each calibrated model on the held-out
+    half as a source of its own (``Validation.calibration()``; the fit is
+    written to ``calibration.json``). ``rectify=True`` estimates each
+    option's share by PPI++ from the fitted half's people and the model's
+    forecasts of the held-out half (``Validation.rectified()``).
     """
     _counts(seed=(seed, 0), sample=(sample, 1), resamples=(resamples, 1))
     given = [panel, panel_map, answers, questions]
@@ -721,6 +825,8 @@ def validate(
             sample=sample,
             out=None if out is None else str(out),
             resamples=resamples,
+            calibrate=calibrate,
+            rectify=rectify,
             confirm_live=confirm_live,
             progress=callback,
         )

@@ -39,6 +39,8 @@ def validate(
     sample: int | None,
     out: str | None,
     resamples: int,
+    calibrate: bool,
+    rectify: bool,
     confirm_live: bool,
     progress: Callable[[int, str, int, int], Any] | None,
 ) -> tuple[str, str, str]: ...

@@ -103,7 +103,7 @@ fn live_confirmation(
 /// Returns the validation's directory, its summary
 /// as JSON and the path of its answers file.
 #[pyfunction]
-#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, confirm_live, progress))]
+#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, calibrate, rectify, confirm_live, progress))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.validate`, one for one.
 fn validate(
     py: Python<'_>,
@@ -115,6 +115,8 @@ fn validate(
     sample: Option<u32>,
     out: Option<PathBuf>,
     resamples: u32,
+    calibrate: bool,
+    rectify: bool,
     confirm_live: bool,
     progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<(String, String, String)> {
@@ -132,7 +134,7 @@ fn validate(
             None => runs::validate::SuiteSource::Builtin(suite),
         };
         let config = runs::load_config_for(config.as_deref(), runs::Models::Chat)?;
-        let args = runs::Validate { config, suite, subgroups, seed, sample, out, resamples };
+        let args = runs::Validate { config, suite, subgroups, seed, sample, out, resamples, calibrate, rectify };
         let done = runs::validate(args, &watch)?;
         let summary = serde_json::to_string(&done.summary)
             .map_err(|e| runs::Error::Input(format!("cannot encode the summary: {e}")))?;

@@ -286,7 +286,11 @@ def test_validate_scores_a_panel_against_people_as_the_cli_does(tmp_path: Path) 
     assert list(figures.columns) == ["question", "kind", "source", "figure", "value", "low", "high", "answered", "missing"]
     assert set(figures["question"]) == {q["id"] for q in v.summary["questions"]}
     assert len(set(figures["source"])) >= 2, "the model beside at least one baseline"
-    assert figures["value"].notna().all() and bool(figures["value"].map(math.isfinite).all())
+    missing = figures[figures["value"].isna()]
+    # Only the sampled model's forecast figures are empty: one answer per respondent forecasts nothing.
+    assert set(missing["source"]) == {"model (direct)"}
+    assert set(missing["figure"]) == {"log_loss", "brier", "own_probability"}
+    assert bool(figures["value"].dropna().map(math.isfinite).all())
     answers = v.answers()
     assert len(answers) == 40 * len(v.summary["questions"])
     assert set(answers["half"]) == {"fitted", "held_out"}
@@ -314,5 +318,18 @@ def test_validate_scores_a_panel_against_people_as_the_cli_does(tmp_path: Path) 
     assert frames.figures()["value"].round(12).tolist() == figures["value"].round(12).tolist()
     with pytest.raises(simengine.PanelError, match="all four"):
         simengine.validate(panel=tmp_path / "p.csv", out=tmp_path / "x", progress=False)
+    # Calibrated on the fitted half, rectified shares, as tables.
+    calibrated = simengine.validate(
+        suite="anes96", sample=60, resamples=100, calibrate=True, rectify=True, out=tmp_path / "cal", progress=False
+    )
+    fits = calibrated.calibration()
+    assert list(fits["question"]) == [q["id"] for q in calibrated.summary["questions"]]
+    assert fits["weight_marginal"].between(0, 1).all() and fits["temperature"].isna().all()
+    shares = calibrated.rectified()
+    assert shares.groupby("question")["people_only"].sum().round(9).eq(1).all()
+    assert (shares["rectified_low"] <= shares["rectified"]).all() and (shares["rectified"] <= shares["rectified_high"]).all()
+    assert (tmp_path / "cal" / "calibration.json").exists()
+    assert calibrated.figures()["source"].str.contains("calibrated").any()
+    assert v.calibration().empty and v.rectified().empty
     with pytest.raises(simengine.SimEngineError, match="no-such-suite"):
         simengine.validate(suite="no-such-suite", out=tmp_path / "y", progress=False)

@@ -47,6 +47,8 @@ pub const REPORT_JSON: &str = "report.json";
 pub const VALIDATION: &str = "validate.json";
 /// A validation's answers, one line per respondent and question.
 pub const ANSWERS: &str = "answers.csv";
+/// A validation's fitted calibration (`validate --calibrate`).
+pub const CALIBRATION: &str = "calibration.json";
 /// A merge's spill files, removed when it ends.
 pub const MERGE_SPILL: &str = ".merge";
 

@@ -5,7 +5,7 @@
 mod ask;
 mod page;
 
-use crate::dir::{ANSWERS, REPORT, SUMMARY, VALIDATION};
+use crate::dir::{ANSWERS, CALIBRATION, REPORT, SUMMARY, VALIDATION};
 use crate::error::{refuse, Error, Result};
 use crate::preflight::Estimate;
 use crate::start::{runtime, Watch};
@@ -74,6 +74,13 @@ pub struct Validate {
     pub out: Option<PathBuf>,
     /// Bootstrap resamples behind each interval.
     pub resamples: u32,
+    /// Fit a temperature and blend weights per question on the fitted
+    /// half, score the calibrated model on the held-out half beside the
+    /// raw one, and write `calibration.json`.
+    pub calibrate: bool,
+    /// Estimate each option's share by PPI++ from the fitted half's people
+    /// and the model's forecasts of the held-out half.
+    pub rectify: bool,
 }
 
 impl Validate {
@@ -88,6 +95,8 @@ impl Validate {
             sample: None,
             out: None,
             resamples: 1000,
+            calibrate: false,
+            rectify: false,
         }
     }
 }
@@ -157,6 +166,14 @@ pub struct Summary {
     /// Every figure, per question, source and subgroup.
     #[serde(flatten)]
     pub scores: Scores,
+    /// With `--calibrate`: per question, the temperature and blend weights
+    /// fitted on the fitted half (as `calibration.json` holds them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<CalibrationFile>,
+    /// With `--rectify`: per question and option, the people-only and the
+    /// PPI++ estimates of the share, against the held-out people's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rectified: Option<Vec<survey::rectify::QuestionShares>>,
     /// The output directory.
     pub out: String,
 }
@@ -216,17 +233,26 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     };
     (watch.confirm)(cfg, &estimate)?;
     let [first, second] = ask_both(cfg, &args, watch, &suite.survey, &respondents, &out, resumed)?;
-    let mut sources = vec![Source { name: "model (direct)".into(), answers: ask::direct(&suite.survey, &first) }];
+    let mut sources = vec![Source::new("model (direct)", ask::direct(&suite.survey, &first))];
     if ssr {
-        sources
-            .push(Source { name: "model (SSR)".into(), answers: ask::ssr(cfg, &suite.survey, &first, watch.threads)? });
+        sources.push(Source::new("model (SSR)", ask::ssr(cfg, &suite.survey, &first, watch.threads)?));
     }
     let split = score::held_out(respondents.len(), args.seed);
-    sources.extend(score::baselines(&suite.survey, &respondents, &human, &split, args.seed));
-    let rerun = Source {
-        name: format!("a second run (seed {})", args.seed.wrapping_add(1)),
-        answers: ask::direct(&suite.survey, &second),
-    };
+    let baselines = score::baselines(&suite.survey, &respondents, &human, &split, args.seed);
+    // The model source calibrated and rectified: the last one that
+    // forecasts (SSR's pmfs), else the direct answers.
+    let model = sources.iter().rposition(|s| s.answers.iter().flatten().flatten().any(|a| a.forecast.is_some()));
+    let model = sources[model.unwrap_or(0)].clone();
+    let calibration = args.calibrate.then(|| {
+        let (fits, calibrated) =
+            survey::calibrate::calibrate(&suite.survey, &model, &baselines[1], &baselines[2], &human, &split);
+        sources.extend(calibrated);
+        calibration_file(cfg, &suite, &model.name, fits)
+    });
+    let rectified = args.rectify.then(|| survey::rectify::shares(&suite.survey, &model, &human, &split));
+    sources.extend(baselines);
+    let rerun =
+        Source::new(format!("a second run (seed {})", args.seed.wrapping_add(1)), ask::direct(&suite.survey, &second));
     let settings = Settings { seed: args.seed, resamples: args.resamples as usize };
     let scores = score::score(&suite.survey, &respondents, &human, &sources, Some(&rerun), settings);
     let digest = digest(cfg, &suite, args.seed, &respondents, [&first, &second], &sources);
@@ -242,6 +268,8 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         panel: total,
         calls: calls(&[&first, &second]),
         scores,
+        calibration,
+        rectified,
         out: out.display().to_string(),
     };
     let table = Table {
@@ -254,6 +282,80 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     };
     write_outputs(&out, &summary, &table)?;
     Ok(Validation { dir: out, summary, resumed })
+}
+
+/// `calibration.json`: what was fitted, and what it fits.
+#[derive(Debug, Clone, Serialize)]
+pub struct CalibrationFile {
+    /// The format's version.
+    pub format: u32,
+    /// The suite it was fitted on.
+    pub suite: String,
+    /// The chat model whose answers were calibrated.
+    pub chat_model: String,
+    /// The model source calibrated (`model (direct)`, `model (SSR)`).
+    pub source: String,
+    /// How the model answered: `sample` (one answer per respondent).
+    pub answer_mode: String,
+    /// The order the options were shown in: `as_asked`.
+    pub order: String,
+    /// The configuration's content hash (the model, its sampling, the
+    /// intent settings).
+    pub config_hash: String,
+    /// Per question.
+    pub questions: Vec<CalibratedQuestion>,
+}
+
+/// One question's calibration, with the digest of what it fits.
+#[derive(Debug, Clone, Serialize)]
+pub struct CalibratedQuestion {
+    /// What was fitted.
+    #[serde(flatten)]
+    pub fit: survey::calibrate::Calibration,
+    /// The question's text.
+    pub text: String,
+    /// Its options.
+    pub options: Vec<String>,
+    /// Digest of the model (the config's content hash), the survey's
+    /// prompt context, the question's text and options, the answer mode
+    /// and the order: a calibration applies where this matches.
+    pub digest: String,
+}
+
+fn calibration_file(
+    cfg: &Config,
+    suite: &Suite,
+    source: &str,
+    fits: Vec<survey::calibrate::Calibration>,
+) -> CalibrationFile {
+    let (mode, order) = ("sample", "as_asked");
+    let config_hash = cfg.content_hash().hex();
+    let questions = suite
+        .survey
+        .questions
+        .iter()
+        .zip(fits)
+        .map(|(q, fit)| {
+            let mut w = DigestWriter::new("calibration v1");
+            w.str(&config_hash).str(suite.survey.context.as_deref().unwrap_or("")).str(&q.id).str(&q.text);
+            w.u32(q.options.len() as u32);
+            q.options.iter().for_each(|o| {
+                w.str(o);
+            });
+            w.str(mode).str(order);
+            CalibratedQuestion { fit, text: q.text.clone(), options: q.options.clone(), digest: w.finish().hex() }
+        })
+        .collect();
+    CalibrationFile {
+        format: 1,
+        suite: suite.name.clone(),
+        chat_model: cfg.raw.chat.model.clone(),
+        source: source.to_string(),
+        answer_mode: mode.into(),
+        order: order.into(),
+        config_hash,
+        questions,
+    }
 }
 
 /// Both runs of the panel (at `--seed` and `--seed + 1`), after the live
@@ -479,6 +581,11 @@ fn write_outputs(out: &Path, summary: &Summary, t: &Table<'_>) -> Result<()> {
     let encoded =
         serde_json::to_string_pretty(summary).map_err(|e| Error::Input(format!("cannot encode the summary: {e}")))?;
     write(SUMMARY, encoded.as_bytes())?;
+    if let Some(c) = &summary.calibration {
+        let encoded =
+            serde_json::to_string_pretty(c).map_err(|e| Error::Input(format!("cannot encode the calibration: {e}")))?;
+        write(CALIBRATION, encoded.as_bytes())?;
+    }
     let ssr = t.sources.iter().position(|s| s.name == "model (SSR)");
     let mut csv = csv::Writer::from_writer(Vec::new());
     let mut header = vec!["respondent", "half", "question", "human", "model", "model_rerun"];

@@ -22,8 +22,10 @@
 //! ```
 
 pub mod answers;
+pub mod calibrate;
 pub mod panel;
 pub mod question;
+pub mod rectify;
 pub mod score;
 pub mod stats;
 pub mod suite;

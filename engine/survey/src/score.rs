@@ -38,14 +38,21 @@ pub const MIN_CELL: usize = 5;
 /// correlation across bands.
 pub const MIN_BAND: usize = 5;
 
-/// One synthetic answer: the option chosen (1 for the first) and the pmf
-/// it stands for (one-hot for a direct answer, SSR's pmf otherwise).
+/// One synthetic answer: the option chosen (1 for the first), the pmf it
+/// stands for in the panel's distribution (one-hot for a direct answer,
+/// SSR's pmf otherwise), and the forecast it makes of the respondent's own
+/// answer, which log-loss and the Brier score judge.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     /// The option, from 1.
     pub point: u8,
     /// Probability of each option.
     pub pmf: Vec<f64>,
+    /// The probability the source gives each option for this respondent;
+    /// `None` for one sampled answer (a draw forecasts nothing, and its
+    /// one-hot would score infinite log-loss on every miss). A baseline's
+    /// is the distribution it draws from.
+    pub forecast: Option<Vec<f64>>,
 }
 
 impl Answer {
@@ -53,7 +60,14 @@ impl Answer {
     pub fn direct(point: u8, k: usize) -> Answer {
         let mut pmf = vec![0.0; k];
         pmf[usize::from(point) - 1] = 1.0;
-        Answer { point, pmf }
+        Answer { point, pmf, forecast: None }
+    }
+
+    /// A draw `point` from the distribution `forecast` (a baseline's
+    /// answer): the draw enters the panel's distribution, the
+    /// distribution is the forecast.
+    pub fn drawn(point: u8, forecast: Vec<f64>) -> Answer {
+        Answer { forecast: Some(forecast.clone()), ..Answer::direct(point, forecast.len()) }
     }
 
     /// An SSR answer: for an ordinal question the option nearest the pmf's
@@ -63,18 +77,28 @@ impl Answer {
             Kind::Ordinal => stats::mean(&pmf).round().clamp(1.0, pmf.len() as f64) as u8,
             Kind::Nominal => (pmf.iter().enumerate().fold(0, |b, (i, p)| if *p > pmf[b] { i } else { b }) + 1) as u8,
         };
-        Answer { point, pmf }
+        Answer { point, forecast: Some(pmf.clone()), pmf }
     }
 }
 
 /// A named source of answers: `answers[q][r]`, `None` where the model
 /// gave no valid answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Source {
     /// Its name in the report (`model (direct)`).
     pub name: String,
     /// Per question, per respondent.
     pub answers: Vec<Vec<Option<Answer>>>,
+    /// For a calibrated model, per question: how much of its blend the
+    /// model carries (1 for the model alone).
+    pub model_weight: Option<Vec<f64>>,
+}
+
+impl Source {
+    /// A source of `answers` named `name`.
+    pub fn new(name: impl Into<String>, answers: Vec<Vec<Option<Answer>>>) -> Source {
+        Source { name: name.into(), answers, model_weight: None }
+    }
 }
 
 /// How the scoring draws.
@@ -126,6 +150,23 @@ pub struct SourceScore {
     /// Share within one option of the respondent (ordinal).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub within_one: Option<Figure>,
+    /// Mean log-loss (nats) of its forecasts of each respondent's answer;
+    /// null for sampled answers (see `forecast_note`).
+    pub log_loss: Figure,
+    /// Mean (multi-class) Brier score of the same forecasts, 0 to 2.
+    pub brier: Figure,
+    /// Mean probability its forecasts give each respondent's own answer.
+    pub own_probability: Figure,
+    /// SimBench's score of its distribution: 100 x (1 - TV(it, people) /
+    /// TV(uniform, people)); 0 is uniform's, 100 the people's own, below 0
+    /// worse than uniform. Null when the people are uniform.
+    pub simbench: Figure,
+    /// Why its forecast figures are null, when they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forecast_note: Option<String>,
+    /// For a calibrated model: how much of its blend the model carries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_weight: Option<f64>,
     /// Counts by (human option, synthetic option).
     pub confusion: Vec<Vec<u32>>,
 }
@@ -239,11 +280,11 @@ pub fn baselines(
         let draw = |s: &mut Stream, weights: &[f64]| {
             let total: f64 = weights.iter().sum();
             let pick = if total > 0.0 { s.weighted(weights) } else { s.below(k) };
-            Some(Answer::direct(pick as u8 + 1, k))
+            Some(Answer::drawn(pick as u8 + 1, stats::smoothed(weights)))
         };
         let (mut u, mut m, mut d) = (Vec::new(), Vec::new(), Vec::new());
         for cell in &cells {
-            u.push(Some(Answer::direct(s.below(k) as u8 + 1, k)));
+            u.push(Some(Answer::drawn(s.below(k) as u8 + 1, vec![1.0 / k as f64; k])));
             m.push(draw(&mut s, &counts));
             let in_cell = by_cell.get(cell.as_slice()).filter(|c| c.iter().sum::<f64>() >= MIN_CELL as f64);
             d.push(draw(&mut s, in_cell.unwrap_or(&counts)));
@@ -252,17 +293,13 @@ pub fn baselines(
         marginal.push(m);
         demographic.push(d);
     }
-    vec![
-        Source { name: "uniform".into(), answers: uniform },
-        Source { name: "marginal".into(), answers: marginal },
-        Source { name: "demographic".into(), answers: demographic },
-    ]
+    vec![Source::new("uniform", uniform), Source::new("marginal", marginal), Source::new("demographic", demographic)]
 }
 
 /// The figures of one resample: per source, in [`SourceScore`]'s order,
 /// then the bands' human and source means, then reliability's two.
 struct Draw {
-    sources: Vec<[Option<f64>; 7]>,
+    sources: Vec<[Option<f64>; 11]>,
     bands: Vec<Vec<Option<f64>>>,
     reliability: [Option<f64>; 2],
 }
@@ -319,6 +356,7 @@ impl Question<'_> {
         let mut sources = Vec::new();
         for answers in &self.sources {
             let (mut hc, mut sp, mut exact, mut within, mut n) = (vec![0.0; self.k], vec![0.0; self.k], 0.0, 0.0, 0.0);
+            let (mut ll, mut br, mut own_p, mut nf) = (0.0, 0.0, 0.0, 0.0);
             for &i in sample {
                 let Some(a) = answers[i] else { continue };
                 let h = self.human[i];
@@ -327,6 +365,12 @@ impl Question<'_> {
                 exact += f64::from(u8::from(a.point == h));
                 within += f64::from(u8::from(a.point.abs_diff(h) <= 1));
                 n += 1.0;
+                if let Some(f) = &a.forecast {
+                    ll += stats::log_loss(f, h);
+                    br += stats::brier(f, h);
+                    own_p += f[usize::from(h) - 1];
+                    nf += 1.0;
+                }
             }
             let (hp, sp) = (stats::pmf(&hc), stats::pmf(&sp));
             let own: Vec<Option<f64>> =
@@ -340,6 +384,8 @@ impl Question<'_> {
             }
             let some = n > 0.0;
             let hsd = stats::sd(&hp);
+            let uniform_tv = stats::total_variation(&vec![1.0 / self.k as f64; self.k], &hp);
+            let forecasts = nf > 0.0;
             sources.push([
                 (some && ordinal).then(|| 1.0 - stats::ks_distance(&hp, &sp)),
                 (some && !ordinal).then(|| stats::total_variation(&hp, &sp)),
@@ -348,6 +394,10 @@ impl Question<'_> {
                 stats::pearson(&hx, &sx),
                 some.then(|| exact / n),
                 (some && ordinal).then(|| within / n),
+                forecasts.then(|| ll / nf),
+                forecasts.then(|| br / nf),
+                forecasts.then(|| own_p / nf),
+                (some && uniform_tv > 0.0).then(|| 100.0 * (1.0 - stats::total_variation(&sp, &hp) / uniform_tv)),
             ]);
             bands.push(own);
         }
@@ -377,7 +427,8 @@ fn figure(value: Option<f64>, resampled: impl Iterator<Item = Option<f64>>) -> F
 
 /// Source `j`'s figures on one question: `full` over the held-out half,
 /// `draws` over the bootstrap resamples.
-fn source_score(j: usize, name: &str, data: &Question<'_>, full: &Draw, draws: &[Draw]) -> SourceScore {
+fn source_score(j: usize, source: &Source, q: usize, data: &Question<'_>, full: &Draw, draws: &[Draw]) -> SourceScore {
+    let name = &source.name;
     let ordinal = data.kind == Kind::Ordinal;
     let v = full.sources[j];
     let fig = |m: usize| figure(v[m], draws.iter().map(|d| d.sources[j][m]));
@@ -404,6 +455,17 @@ fn source_score(j: usize, name: &str, data: &Question<'_>, full: &Draw, draws: &
         subgroup_correlation: fig(4),
         exact_match: fig(5),
         within_one: if ordinal { opt(6) } else { None },
+        log_loss: fig(7),
+        brier: fig(8),
+        own_probability: fig(9),
+        simbench: fig(10),
+        forecast_note: (answered > 0 && data.sources[j].iter().flatten().all(|a| a.forecast.is_none())).then(|| {
+            "one sampled answer per respondent forecasts nothing (a one-hot answer scores infinite log-loss on \
+             every miss): log-loss, Brier and own-answer probability need a forecast (--answer-mode probabilities, \
+             SSR or --calibrate)"
+                .to_string()
+        }),
+        model_weight: source.model_weight.as_ref().and_then(|w| w.get(q).copied()),
         confusion,
     }
 }
@@ -456,7 +518,7 @@ pub fn score(
         let human_pmf = stats::pmf(&human_counts);
         let ordinal = question.kind == Kind::Ordinal;
         let scores: Vec<SourceScore> =
-            sources.iter().enumerate().map(|(j, src)| source_score(j, &src.name, &data, &full, &draws)).collect();
+            sources.iter().enumerate().map(|(j, src)| source_score(j, src, q, &data, &full, &draws)).collect();
         let band_scores = data
             .bands
             .iter()
@@ -501,6 +563,17 @@ mod tests {
     use super::*;
     use crate::Suite;
 
+    /// Log-loss and Brier by hand: a forecast of (0.5, 0.3, 0.2).
+    #[test]
+    fn log_loss_and_brier_score_a_forecast() {
+        let f = [0.5, 0.3, 0.2];
+        assert!((stats::log_loss(&f, 2) - 0.3f64.ln().abs()).abs() < 1e-15);
+        // (0.5)^2 + (0.3 - 1)^2 + (0.2)^2 = 0.25 + 0.49 + 0.04
+        assert!((stats::brier(&f, 2) - 0.78).abs() < 1e-12);
+        assert!((stats::log_loss(&[1.0, 0.0], 2) - 1e6f64.ln()).abs() < 1e-9, "floored, not infinite");
+        assert_eq!(stats::smoothed(&[3.0, 0.0, 1.0]), vec![3.5 / 5.5, 0.5 / 5.5, 1.5 / 5.5]);
+    }
+
     fn perfect(suite: &Suite) -> Source {
         let answers = suite
             .answers
@@ -509,7 +582,7 @@ mod tests {
             .zip(&suite.survey.questions)
             .map(|(column, q)| column.iter().map(|a| a.map(|p| Answer::direct(p, q.options.len()))).collect())
             .collect();
-        Source { name: "the people themselves".into(), answers }
+        Source::new("the people themselves", answers)
     }
 
     /// The people scored against themselves get every figure at its best,
@@ -541,6 +614,20 @@ mod tests {
             let exact = |s: &SourceScore| s.exact_match.value.expect("defined");
             assert!(exact(uniform) < exact(marginal) + 0.05 && exact(marginal) < 0.6, "{}: guessing is poor", q.id);
             assert_eq!(me.confusion.iter().flatten().sum::<u32>() as usize, q.held_out);
+            // Forecasts: a baseline's is the distribution it draws from, so
+            // uniform's log-loss is ln k exactly; sampled answers have none.
+            let ll = |s: &SourceScore| s.log_loss.value.expect("a baseline forecasts");
+            let k = q.options.len() as f64;
+            assert!((ll(uniform) - k.ln()).abs() < 1e-12, "{}: uniform's log-loss {} is not ln {k}", q.id, ll(uniform));
+            assert!(ll(marginal) < ll(uniform) && ll(demographic) < ll(uniform) + 0.05, "{}", q.id);
+            let own = uniform.own_probability.value.expect("defined");
+            assert!(
+                (own - 1.0 / k).abs() < 1e-12
+                    && (uniform.brier.value.expect("defined") - (1.0 - 1.0 / k)).abs() < 1e-12
+            );
+            assert!(me.log_loss.value.is_none() && me.brier.value.is_none() && me.forecast_note.is_some());
+            assert!(close(&me.simbench, 100.0), "{}: the people's own distribution scores 100", q.id);
+            assert!(uniform.forecast_note.is_none());
             if q.kind == Kind::Ordinal {
                 let ks = |s: &SourceScore| s.ks_similarity.and_then(|f| f.value).expect("ordinal");
                 assert!(close(me.ks_similarity.as_ref().expect("ks"), 1.0));

@@ -48,6 +48,31 @@ pub fn wasserstein(a: &[f64], b: &[f64]) -> f64 {
     total
 }
 
+/// The least probability a forecast is credited with in [`log_loss`]: a
+/// forecast that gives an answer that happened no mass at all would score
+/// infinity; floored, it scores -ln 1e-6 = 13.8 nats.
+pub const LOG_LOSS_FLOOR: f64 = 1e-6;
+
+/// The log-loss of forecast `f` (a pmf) for the answer `h` (from 1), in
+/// nats: -ln f[h], with f[h] floored at [`LOG_LOSS_FLOOR`].
+pub fn log_loss(f: &[f64], h: u8) -> f64 {
+    -f[usize::from(h) - 1].max(LOG_LOSS_FLOOR).ln()
+}
+
+/// The (multi-class) Brier score of forecast `f` for the answer `h`: the
+/// squared distance to the answer's one-hot vector, from 0 (all mass on
+/// it) to 2 (all mass elsewhere).
+pub fn brier(f: &[f64], h: u8) -> f64 {
+    f.iter().enumerate().map(|(i, p)| (p - f64::from(u8::from(i + 1 == usize::from(h)))).powi(2)).sum()
+}
+
+/// `counts` as a forecast: additively smoothed by half a count per
+/// option (the Jeffreys prior), so that an option nobody in the fitted
+/// data chose keeps some mass. With no counts, uniform.
+pub fn smoothed(counts: &[f64]) -> Vec<f64> {
+    pmf(&counts.iter().map(|c| c + 0.5).collect::<Vec<_>>())
+}
+
 /// The mean scale point (1 to k) of a pmf.
 pub fn mean(p: &[f64]) -> f64 {
     p.iter().enumerate().map(|(i, x)| (i + 1) as f64 * x).sum()

@@ -54,6 +54,16 @@ pub struct ValidateArgs {
     /// validation there is continued.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Calibrate the model on people: per question, fit a temperature and the model's weight in a blend with
+    /// the marginal and with the demographic baseline on the fitted half; score each calibrated model on the
+    /// held-out half as a source of its own; write calibration.json.
+    #[arg(long)]
+    pub calibrate: bool,
+    /// Estimate each option's share by prediction-powered inference (PPI++): the fitted half's people and the
+    /// model's forecasts of the held-out half, with 95% intervals, beside the people-only estimate, both scored
+    /// against the held-out people.
+    #[arg(long)]
+    pub rectify: bool,
     /// Bootstrap resamples behind each interval.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(100..=100_000))]
     pub resamples: u32,
@@ -87,6 +97,8 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         sample: args.sample,
         out: args.out,
         resamples: args.resamples,
+        calibrate: args.calibrate,
+        rectify: args.rectify,
     };
     let (above, yes) = (args.confirm_above_usd, args.yes);
     let confirm = |cfg: &Config, estimate: &dyn Fn() -> Estimate| {

@@ -162,6 +162,72 @@ column = "region"
 bands = [{ label = "North", min = 1, max = 1 }, { label = "South", min = 2, max = 2 }]
 "#;
 
+/// `--calibrate --rectify`: the calibrated models are sources of their own
+/// with their weights, every source forecasts or says why not, uniform's
+/// log-loss is ln k, the marginal's is the fitted half's smoothed
+/// distribution scored on the held-out half (recomputed here from
+/// answers.csv), and calibration.json is written.
+#[test]
+fn calibration_and_rectified_shares_are_scored_on_held_out_people() {
+    let dir = scratch("validate-calibrate");
+    let args = ["validate", "--sample", "200", "--seed", "11", "--resamples", "100", "--calibrate", "--rectify"];
+    let v = json(&sim(&dir, &[&args[..], &["--json", "--out", "v"]].concat()));
+    let rows = rows(&dir.join("v"));
+    let file: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("v").join(runs::dir::CALIBRATION)).expect("calibration.json"))
+            .expect("JSON");
+    assert_eq!((file["answer_mode"].as_str(), file["source"].as_str()), (Some("sample"), Some("model (direct)")));
+    for (q, c) in v["questions"].as_array().expect("questions").iter().zip(file["questions"].as_array().expect("qs")) {
+        let id = q["id"].as_str().expect("id");
+        assert_eq!((c["question"].as_str(), c["digest"].as_str().map(str::len)), (Some(id), Some(64)));
+        assert!(c["temperature"].is_null(), "{id}: sampled answers have no temperature");
+        let sources = q["sources"].as_array().expect("sources");
+        let by = |name: &str| sources.iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("{id}: {name}"));
+        let value = |s: &Value, f: &str| s[f]["value"].as_f64();
+        let k = q["options"].as_array().expect("options").len();
+        assert!((value(by("uniform"), "log_loss").expect("uniform") - (k as f64).ln()).abs() < 1e-12, "{id}");
+        assert!(value(by("model (direct)"), "log_loss").is_none() && by("model (direct)")["forecast_note"].is_string());
+        // The marginal's log-loss, recomputed from answers.csv.
+        let answers = |half: &str| -> Vec<usize> {
+            rows.iter()
+                .filter(|r| r[2] == id && r[1] == half && !r[3].is_empty())
+                .map(|r| r[3].parse().expect("h"))
+                .collect()
+        };
+        let (fitted, held) = (answers("fitted"), answers("held_out"));
+        let share = |h: usize| {
+            (fitted.iter().filter(|&&x| x == h).count() as f64 + 0.5) / (fitted.len() as f64 + 0.5 * k as f64)
+        };
+        let want = held.iter().map(|&h| -share(h).ln()).sum::<f64>() / held.len() as f64;
+        assert!((value(by("marginal"), "log_loss").expect("marginal") - want).abs() < 1e-12, "{id}");
+        for name in ["blend with marginal", "blend with demographic"] {
+            let blend = by(&format!("model (direct) calibrated: {name}"));
+            let w = blend["model_weight"].as_f64().expect("a weight");
+            assert!((0.0..=1.0).contains(&w), "{id}: {w}");
+            let (ll, base) = (value(blend, "log_loss").expect("a blend forecasts"), want);
+            assert!(ll <= base + 0.02 || name.ends_with("demographic"), "{id}: {ll} against the marginal's {base}");
+            assert!(blend["brier"]["interval"].is_array() && blend["log_loss"]["interval"].is_array());
+            if q["kind"] == "ordinal" {
+                let spread = value(blend, "spread_ratio").expect("ordinal");
+                assert!((0.8..=1.25).contains(&spread), "{id} {name}: spread ratio {spread}");
+            }
+        }
+        let r = v["rectified"].as_array().expect("rectified").iter().find(|r| r["question"] == id).expect("each");
+        let options = r["options"].as_array().expect("options");
+        assert_eq!(options.len(), k);
+        let total: f64 = options.iter().map(|o| o["people_only"]["value"].as_f64().expect("v")).sum();
+        assert!((total - 1.0).abs() < 1e-9, "the people-only shares add up");
+        for o in options {
+            let e = &o["rectified"];
+            let (v, [lo, hi]) =
+                (e["value"].as_f64().expect("v"), [0, 1].map(|i| e["interval"][i].as_f64().expect("i")));
+            assert!(lo <= v && v <= hi && (0.0..=1.0).contains(&e["lambda"].as_f64().expect("lambda")), "{id}");
+        }
+    }
+    let text = String::from_utf8_lossy(&sim(&dir, &[&args[..], &["--out", "t"]].concat()).stdout).into_owned();
+    assert!(text.contains("the model carries") && text.contains("rectified (PPI++, 100 labelled, 100 unlabelled)"));
+}
+
 fn own_survey(dir: &Path) {
     let mut panel = String::from(PANEL);
     let mut answers = String::from("id,coffee,pet\n");

@@ -2,6 +2,7 @@
 
 use super::Summary;
 use std::fmt::Write;
+use survey::rectify::{Estimate, QuestionShares};
 use survey::score::{Figure, QuestionScore, SourceScore};
 use survey::Kind;
 
@@ -29,11 +30,17 @@ fn columns(kind: Kind) -> Vec<Column> {
             ("subgroup r", |s| Some(&s.subgroup_correlation)),
             ("exact", |s| Some(&s.exact_match)),
             ("within one", |s| s.within_one.as_ref()),
+            ("log-loss", |s| Some(&s.log_loss)),
+            ("Brier", |s| Some(&s.brier)),
+            ("SimBench", |s| Some(&s.simbench)),
         ],
         Kind::Nominal => vec![
             ("total variation", |s| s.total_variation.as_ref()),
             ("subgroup r", |s| Some(&s.subgroup_correlation)),
             ("exact", |s| Some(&s.exact_match)),
+            ("log-loss", |s| Some(&s.log_loss)),
+            ("Brier", |s| Some(&s.brier)),
+            ("SimBench", |s| Some(&s.simbench)),
         ],
     }
 }
@@ -47,6 +54,87 @@ fn people_line(q: &QuestionScore) -> String {
             format!("people: {}", shares.join(", "))
         }
     }
+}
+
+/// The calibration of `q`, in a sentence, when the validation has one.
+fn calibration_line(s: &Summary, q: &QuestionScore) -> Option<String> {
+    let c = s.calibration.as_ref()?.questions.iter().find(|c| c.fit.question == q.id)?;
+    let t = c.fit.temperature.map_or("not applicable (sampled answers)".into(), |t| format!("{t:.3}"));
+    Some(format!(
+        "calibrated on {} fitted respondents: temperature {t}; the model carries {:.3} of its blend with the \
+         marginal, {:.3} of its blend with the demographic cell",
+        c.fit.respondents, c.fit.weight_marginal, c.fit.weight_demographic
+    ))
+}
+
+/// The rectified shares of `q`, when the validation has them.
+fn rectified_of<'a>(s: &'a Summary, q: &QuestionScore) -> Option<&'a QuestionShares> {
+    s.rectified.as_ref()?.iter().find(|r| r.question == q.id)
+}
+
+/// Whether rectifying shrank the error, in words.
+fn shrank(r: &QuestionShares) -> &'static str {
+    if r.shrinks_error {
+        "rectifying shrank it"
+    } else {
+        "rectifying did not shrink it"
+    }
+}
+
+/// An estimate with its interval, to three decimals.
+fn estimate(e: &Estimate) -> String {
+    format!("{:.3} [{:.3}, {:.3}]", e.value, e.interval[0], e.interval[1])
+}
+
+fn rectified_text(r: &QuestionShares) -> String {
+    let shares: Vec<String> = r
+        .options
+        .iter()
+        .map(|o| {
+            let [p, e] = [&o.people_only, &o.rectified.estimate].map(estimate);
+            format!("{} {p} / {e} / {:.3}", o.option, o.held_out_share)
+        })
+        .collect();
+    format!(
+        "  shares, people only / rectified (PPI++, {} labelled, {} unlabelled) / held-out people: {}\n  \
+         mean absolute error against the held-out people: people only {:.4}, rectified {:.4} ({})",
+        r.labelled,
+        r.unlabelled,
+        shares.join("; "),
+        r.error_people_only,
+        r.error_rectified,
+        shrank(r)
+    )
+}
+
+fn rectified_html(r: &QuestionShares) -> String {
+    let mut out = String::from(
+        "<table><tr><th>option</th><th>people only</th><th>rectified (PPI++)</th><th>&lambda;</th>\
+         <th>effective n</th><th>held-out people</th></tr>",
+    );
+    for o in &r.options {
+        let [p, e] = [&o.people_only, &o.rectified.estimate].map(estimate);
+        let _ = write!(
+            out,
+            "<tr><td>{}. {}</td><td>{p}</td><td>{e}</td><td>{:.3}</td><td>{}</td><td>{:.3}</td></tr>",
+            o.option,
+            esc(&o.label),
+            o.rectified.lambda,
+            o.rectified.effective_n.map_or("-".into(), |n| format!("{n:.1}")),
+            o.held_out_share
+        );
+    }
+    let _ = write!(
+        out,
+        "</table><p>Mean absolute error against the held-out people: people only {:.4}, rectified {:.4} \
+         ({}; {} labelled, {} unlabelled).</p>",
+        r.error_people_only,
+        r.error_rectified,
+        shrank(r),
+        r.labelled,
+        r.unlabelled
+    );
+    out
 }
 
 /// The readable summary.
@@ -85,13 +173,14 @@ pub fn text(s: &Summary) -> String {
             people_line(q)
         );
         let cols = columns(q.kind);
-        let _ = write!(out, "  {:<30}", "");
+        let width = q.sources.iter().map(|s| s.name.chars().count()).max().unwrap_or(0).max(30);
+        let _ = write!(out, "  {:<width$}", "");
         for (h, _) in &cols {
             let _ = write!(out, " {h:<19}");
         }
         out.push('\n');
         for src in &q.sources {
-            let _ = write!(out, "  {:<30}", src.name);
+            let _ = write!(out, "  {:<width$}", src.name);
             for (_, get) in &cols {
                 let _ = write!(out, " {:<19}", fig(get(src)));
             }
@@ -99,6 +188,12 @@ pub fn text(s: &Summary) -> String {
                 let _ = write!(out, " ({} without an answer)", src.missing);
             }
             out.push('\n');
+        }
+        if let Some(line) = calibration_line(s, q) {
+            let _ = writeln!(out, "  {line}");
+        }
+        if let Some(r) = rectified_of(s, q) {
+            let _ = writeln!(out, "{}", rectified_text(r));
         }
         if let Some(r) = &q.reliability {
             let _ = writeln!(
@@ -184,6 +279,27 @@ fn bars(q: &QuestionScore) -> String {
     svg
 }
 
+/// The model's confusion matrix of `q` as a table.
+fn confusion_html(q: &QuestionScore) -> String {
+    let mut out = String::new();
+    if let Some(model) = q.sources.first() {
+        let _ = write!(out, "<table class=\"confusion\"><tr><th>people \\ {}</th>", esc(&model.name));
+        for i in 1..=q.options.len() {
+            let _ = write!(out, "<th>{i}</th>");
+        }
+        out.push_str("</tr>");
+        for (i, row) in model.confusion.iter().enumerate() {
+            let _ = write!(out, "<tr><td>{}. {}</td>", i + 1, esc(&q.options[i]));
+            for n in row {
+                let _ = write!(out, "<td>{n}</td>");
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("</table>");
+    }
+    out
+}
+
 /// The self-contained HTML page.
 pub fn html(s: &Summary) -> String {
     let mut out = String::from("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">");
@@ -234,6 +350,12 @@ pub fn html(s: &Summary) -> String {
             out.push_str("</tr>");
         }
         out.push_str("</table>");
+        if let Some(line) = calibration_line(s, q) {
+            let _ = write!(out, "<p>{}</p>", esc(&line));
+        }
+        if let Some(r) = rectified_of(s, q) {
+            out.push_str(&rectified_html(r));
+        }
         if let Some(r) = &q.reliability {
             let _ = write!(
                 out,
@@ -264,21 +386,7 @@ pub fn html(s: &Summary) -> String {
             out.push_str("</tr>");
         }
         out.push_str("</table>");
-        if let Some(model) = q.sources.first() {
-            let _ = write!(out, "<table class=\"confusion\"><tr><th>people \\ {}</th>", esc(&model.name));
-            for i in 1..=q.options.len() {
-                let _ = write!(out, "<th>{i}</th>");
-            }
-            out.push_str("</tr>");
-            for (i, row) in model.confusion.iter().enumerate() {
-                let _ = write!(out, "<tr><td>{}. {}</td>", i + 1, esc(&q.options[i]));
-                for n in row {
-                    let _ = write!(out, "<td>{n}</td>");
-                }
-                out.push_str("</tr>");
-            }
-            out.push_str("</table>");
-        }
+        out.push_str(&confusion_html(q));
         out.push_str("</section>");
     }
     out.push_str("</body></html>\n");
