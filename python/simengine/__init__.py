@@ -773,6 +773,7 @@ def validate(
     sample: int | None = None,
     out: PathLike | None = None,
     resamples: int = 1000,
+    answer_mode: str | None = None,
     calibrate: bool = False,
     rectify: bool = False,
     confirm_live: bool = False,
@@ -792,6 +793,12 @@ def validate(
     describes. ``sample`` takes a seeded subsample of that many respondents
     (at least 10). A validation of the same inputs left unfinished in
     ``out`` is continued.
+
+    ``answer_mode`` (``"sample"`` or ``"probabilities"``; default the
+    config's ``[answers] mode``, else sample): ``"probabilities"`` asks
+    each persona for its model's probability of every option at the
+    answer, once, with no reason generated (the scripted and GGUF models
+    give them), and scores those distributions.
 
     ``calibrate=True`` fits, per question on the fitted half, a temperature
     and the model's weight in a blend with the marginal and with the
@@ -825,6 +832,7 @@ def validate(
             sample=sample,
             out=None if out is None else str(out),
             resamples=resamples,
+            answer_mode=answer_mode,
             calibrate=calibrate,
             rectify=rectify,
             confirm_live=confirm_live,

@@ -39,6 +39,7 @@ def validate(
     sample: int | None,
     out: str | None,
     resamples: int,
+    answer_mode: str | None,
     calibrate: bool,
     rectify: bool,
     confirm_live: bool,

@@ -103,7 +103,7 @@ fn live_confirmation(
 /// Returns the validation's directory, its summary
 /// as JSON and the path of its answers file.
 #[pyfunction]
-#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, calibrate, rectify, confirm_live, progress))]
+#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, calibrate, rectify, confirm_live, progress))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.validate`, one for one.
 fn validate(
     py: Python<'_>,
@@ -115,11 +115,21 @@ fn validate(
     sample: Option<u32>,
     out: Option<PathBuf>,
     resamples: u32,
+    answer_mode: Option<String>,
     calibrate: bool,
     rectify: bool,
     confirm_live: bool,
     progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<(String, String, String)> {
+    let mode = match answer_mode.as_deref() {
+        None => None,
+        Some("sample") => Some(engine::config::AnswerMode::Sample),
+        Some("probabilities") => Some(engine::config::AnswerMode::Probabilities),
+        Some(other) => {
+            let why = format!("answer_mode {other:?}: expected \"sample\" or \"probabilities\"");
+            return Err(errors::refused(py, false, &why));
+        }
+    };
     let latest = Arc::new(Latest::default());
     let interrupt = Arc::new(AtomicBool::new(false));
     let (watched, flag) = (latest.clone(), interrupt.clone());
@@ -133,7 +143,10 @@ fn validate(
             }
             None => runs::validate::SuiteSource::Builtin(suite),
         };
-        let config = runs::load_config_for(config.as_deref(), runs::Models::Chat)?;
+        let mut config = runs::load_config_for(config.as_deref(), runs::Models::Chat)?;
+        if let Some(mode) = mode {
+            config.raw.answers.mode = mode;
+        }
         let args = runs::Validate { config, suite, subgroups, seed, sample, out, resamples, calibrate, rectify };
         let done = runs::validate(args, &watch)?;
         let summary = serde_json::to_string(&done.summary)

@@ -331,5 +331,11 @@ def test_validate_scores_a_panel_against_people_as_the_cli_does(tmp_path: Path) 
     assert (tmp_path / "cal" / "calibration.json").exists()
     assert calibrated.figures()["source"].str.contains("calibrated").any()
     assert v.calibration().empty and v.rectified().empty
+    weighed = simengine.validate(suite="anes96", sample=20, resamples=100, answer_mode="probabilities", out=tmp_path / "p", progress=False)
+    assert weighed.summary["answer_mode"] == "probabilities"
+    forecast = weighed.figures().query("figure == 'log_loss' and source == 'model (probabilities)'")
+    assert len(forecast) == 3 and forecast["value"].notna().all()
+    with pytest.raises(simengine.ConfigError, match="answer_mode"):
+        simengine.validate(suite="anes96", sample=20, answer_mode="logits", out=tmp_path / "q", progress=False)
     with pytest.raises(simengine.SimEngineError, match="no-such-suite"):
         simengine.validate(suite="no-such-suite", out=tmp_path / "y", progress=False)

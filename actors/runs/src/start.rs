@@ -278,6 +278,18 @@ pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime> {
 
 /// Starts the run `start` describes and runs it to its end, an interrupt
 /// or a failure. A shard whose directory already holds it is resumed.
+/// A run asks in sample mode only: `[answers]` is for `validate`.
+fn refuse_answer_modes(config: &Config) -> Result<()> {
+    if !config.raw.answers.is_default() {
+        refuse!(
+            "config [answers] mode = \"{}\": a run asks its purchase intent in sample mode; the answer modes apply \
+             to `validate` (remove [answers] from this config, or pass --answer-mode to validate)",
+            config.raw.answers.mode.as_str()
+        );
+    }
+    Ok(())
+}
+
 pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     let Start { mut config, seed, ticks, .. } = start;
     let budget_nano_usd = match start.budget_usd {
@@ -285,6 +297,7 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
         Some(b) if b.is_finite() && b > 0.0 && b < 1e9 => Some((b * NANO_PER_USD as f64).round() as u64),
         Some(b) => refuse!("--budget-usd {b}: must be a positive number of USD below 1e9"),
     };
+    refuse_answer_modes(&config)?;
     // Every input is read and checked before anything is written.
     let personas = match &start.panel {
         Some(panel) => {

@@ -11,7 +11,7 @@ use crate::preflight::Estimate;
 use crate::start::{runtime, Watch};
 use ask::{Asked, Replies};
 use engine::chat::ChatPort;
-use engine::config::{ChatProvider, Config, EmbeddingModel};
+use engine::config::{AnswerMode, ChatProvider, Config, EmbeddingModel};
 use engine::cost::{estimate_tokens, Spend, NANO_PER_USD};
 use engine::digest::{Digest, DigestWriter};
 use serde::Serialize;
@@ -150,8 +150,14 @@ pub struct Summary {
     pub seed: u64,
     /// The chat model that answered.
     pub chat_model: String,
-    /// `direct`, or `direct+ssr` when SSR rates the free text too.
+    /// `direct`, `direct+ssr` when SSR rates the free text too, or
+    /// `probabilities`.
     pub method: String,
+    /// `sample` or `probabilities` (`[answers] mode`, `--answer-mode`).
+    pub answer_mode: String,
+    /// What the mode changed (a step skipped, with why).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// The embedder SSR used, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embedding_model: Option<String>,
@@ -200,7 +206,8 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     let human: Vec<Vec<Option<u8>>> =
         suite.answers.by_question.iter().map(|column| people.iter().map(|&r| column[r]).collect()).collect();
     let respondents: Vec<_> = people.iter().map(|&r| suite.panel.respondents[r].clone()).collect();
-    let ssr = cfg.raw.intent.ssr();
+    let (probabilities, notes) = mode_notes(cfg);
+    let ssr = cfg.raw.intent.ssr() && !probabilities;
     if ssr && cfg.raw.embedding.model() == EmbeddingModel::Disabled {
         refuse!("the config asks for SSR ([intent] method = \"ssr\") but turns embeddings off: SSR needs an embedder");
     }
@@ -218,14 +225,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
             out.display()
         ));
     }
-    let asked = (respondents.len() * suite.survey.questions.len() * 2) as u64;
-    watch.progress.note(&format!(
-        "validate {}: {} of {total} respondents x {} questions x 2 runs = {asked} chat calls at least, to {}",
-        suite.name,
-        respondents.len(),
-        suite.survey.questions.len(),
-        cfg.raw.chat.model
-    ));
+    let asked = announce(watch, cfg, &suite, respondents.len(), total);
     let estimate = || {
         let prompt = suite.survey.questions[0].prompt(suite.survey.context.as_deref(), &respondents[0]);
         let per_call = cfg.chat_price.bill(estimate_tokens(&prompt), cfg.raw.chat.max_output_tokens).nano_usd;
@@ -233,7 +233,8 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     };
     (watch.confirm)(cfg, &estimate)?;
     let [first, second] = ask_both(cfg, &args, watch, &suite.survey, &respondents, &out, resumed)?;
-    let mut sources = vec![Source::new("model (direct)", ask::direct(&suite.survey, &first))];
+    let name = if probabilities { "model (probabilities)" } else { "model (direct)" };
+    let mut sources = vec![Source::new(name, ask::direct(&suite.survey, &first))];
     if ssr {
         sources.push(Source::new("model (SSR)", ask::ssr(cfg, &suite.survey, &first, watch.threads)?));
     }
@@ -251,17 +252,24 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     });
     let rectified = args.rectify.then(|| survey::rectify::shares(&suite.survey, &model, &human, &split));
     sources.extend(baselines);
-    let rerun =
-        Source::new(format!("a second run (seed {})", args.seed.wrapping_add(1)), ask::direct(&suite.survey, &second));
+    let rerun = (!second.is_empty()).then(|| {
+        Source::new(format!("a second run (seed {})", args.seed.wrapping_add(1)), ask::direct(&suite.survey, &second))
+    });
     let settings = Settings { seed: args.seed, resamples: args.resamples as usize };
-    let scores = score::score(&suite.survey, &respondents, &human, &sources, Some(&rerun), settings);
+    let scores = score::score(&suite.survey, &respondents, &human, &sources, rerun.as_ref(), settings);
     let digest = digest(cfg, &suite, args.seed, &respondents, [&first, &second], &sources);
     let summary = Summary {
         digest: digest.hex(),
         suite: suite.name.clone(),
         seed: args.seed,
         chat_model: cfg.raw.chat.model.clone(),
-        method: if ssr { "direct+ssr".into() } else { "direct".into() },
+        method: match (probabilities, ssr) {
+            (true, _) => "probabilities".into(),
+            (false, true) => "direct+ssr".into(),
+            (false, false) => "direct".into(),
+        },
+        answer_mode: cfg.raw.answers.mode.as_str().into(),
+        notes,
         embedding_model: ssr.then(|| cfg.raw.embedding.model.clone()),
         config_hash: cfg.content_hash().hex(),
         inputs: suite.inputs.hex(),
@@ -295,7 +303,8 @@ pub struct CalibrationFile {
     pub chat_model: String,
     /// The model source calibrated (`model (direct)`, `model (SSR)`).
     pub source: String,
-    /// How the model answered: `sample` (one answer per respondent).
+    /// How the model answered: `sample` (one answer per respondent) or
+    /// `probabilities` (its probability of each option).
     pub answer_mode: String,
     /// The order the options were shown in: `as_asked`.
     pub order: String,
@@ -328,7 +337,7 @@ fn calibration_file(
     source: &str,
     fits: Vec<survey::calibrate::Calibration>,
 ) -> CalibrationFile {
-    let (mode, order) = ("sample", "as_asked");
+    let (mode, order) = (cfg.raw.answers.mode.as_str(), "as_asked");
     let config_hash = cfg.content_hash().hex();
     let questions = suite
         .survey
@@ -358,6 +367,44 @@ fn calibration_file(
     }
 }
 
+/// Says what will be asked; returns how many questions.
+fn announce(watch: &Watch<'_>, cfg: &Config, suite: &Suite, respondents: usize, total: usize) -> u64 {
+    let probabilities = cfg.raw.answers.mode == AnswerMode::Probabilities;
+    let rounds = if probabilities { 1 } else { 2 };
+    let asked = (respondents * suite.survey.questions.len() * rounds) as u64;
+    watch.progress.note(&format!(
+        "validate {}: {respondents} of {total} respondents x {} questions x {} = {asked} chat calls at least, to {} \
+         ({} mode)",
+        suite.name,
+        suite.survey.questions.len(),
+        if probabilities { "1 run" } else { "2 runs" },
+        cfg.raw.chat.model,
+        cfg.raw.answers.mode.as_str()
+    ));
+    asked
+}
+
+/// Whether the config asks for probabilities, and what that mode skips.
+fn mode_notes(cfg: &Config) -> (bool, Vec<String>) {
+    let probabilities = cfg.raw.answers.mode == AnswerMode::Probabilities;
+    let mut notes = Vec::new();
+    if probabilities && cfg.raw.intent.ssr() {
+        notes.push(
+            "SSR was skipped: it rates the reason a sampled answer gives, and --answer-mode probabilities \
+             generates none"
+                .to_string(),
+        );
+    }
+    if probabilities {
+        notes.push(
+            "asked once: in probabilities mode a second run in the same option order gives the same \
+             probabilities, so reliability is not applicable"
+                .to_string(),
+        );
+    }
+    (probabilities, notes)
+}
+
 /// Both runs of the panel (at `--seed` and `--seed + 1`), after the live
 /// model's connection check; when that check fails on a new directory, the
 /// directory is removed again, since nothing was bought.
@@ -374,8 +421,23 @@ fn ask_both(
     let progress = watch.progress.as_ref();
     let asked = rt.block_on(async {
         let chat = providers::build_chat(cfg, args.seed).map_err(actors::Error::from)?;
+        if cfg.raw.answers.mode == AnswerMode::Probabilities {
+            // A provider that cannot weigh the options says so before
+            // anything is sent.
+            let prompt = survey.questions[0].prompt(survey.context.as_deref(), &respondents[0]);
+            let request =
+                engine::chat::ChatRequest::new(&cfg.raw.chat.model, engine::chat::ChatPurpose::Survey, prompt)
+                    .with_options(survey.questions[0].points());
+            if let Err(e @ engine::chat::ChatError::Engine(_)) = chat.option_probabilities(&request).await {
+                return Err(Error::Chat(e));
+            }
+        }
         crate::preflight::probe(cfg, chat.as_ref(), progress).await?;
         let first = chat_port(cfg, args.seed, out, 1)?;
+        if cfg.raw.answers.mode == AnswerMode::Probabilities {
+            let first = ask::probabilities_all(cfg, first, survey, respondents, progress).await?;
+            return Ok([first, Vec::new()]);
+        }
         let first = ask::ask_all(cfg, first, survey, respondents, "run 1 of 2", progress).await;
         let rerun = chat_port(cfg, args.seed.wrapping_add(1), out, 2)?;
         let second = ask::ask_all(cfg, rerun, survey, respondents, "run 2 of 2", progress).await;
@@ -592,29 +654,39 @@ fn write_outputs(out: &Path, summary: &Summary, t: &Table<'_>) -> Result<()> {
     if ssr.is_some() {
         header.extend(["model_ssr", "model_ssr_expected"]);
     }
+    let probabilities = t.runs[0].iter().flatten().any(|a| a.probabilities.is_some());
+    if probabilities {
+        header.push("model_probabilities");
+    }
     header.extend(["attempts", "attempts_rerun", "cost_nano_usd", "why"]);
     let to_csv = |e| crate::export::csv_error(e, "cannot write answers.csv");
     csv.write_record(&header).map_err(to_csv)?;
     let opt = |x: Option<u8>| x.map_or_else(String::new, |p| p.to_string());
     for (q, question) in t.survey.questions.iter().enumerate() {
         for (r, person) in t.respondents.iter().enumerate() {
-            let (a, b): (&Asked, &Asked) = (&t.runs[0][q][r], &t.runs[1][q][r]);
+            // In probabilities mode there is no second run.
+            let (a, b): (&Asked, Option<&Asked>) = (&t.runs[0][q][r], t.runs[1].get(q).map(|c| &c[r]));
             let mut row = vec![
                 person.id.clone(),
                 if t.split[r] { "held_out" } else { "fitted" }.to_string(),
                 question.id.clone(),
                 opt(t.human[q][r]),
                 opt(a.point),
-                opt(b.point),
+                opt(b.and_then(|b| b.point)),
             ];
             if let Some(j) = ssr {
                 let answer = t.sources[j].answers[q][r].as_ref();
                 row.push(opt(answer.map(|x| x.point)));
                 row.push(answer.map_or_else(String::new, |x| format!("{:.4}", survey::stats::mean(&x.pmf))));
             }
+            if probabilities {
+                let shares: Vec<String> =
+                    a.probabilities.iter().flatten().map(|p| format!("{p:.6}")).collect::<Vec<_>>();
+                row.push(shares.join(";"));
+            }
             row.push(a.attempts.to_string());
-            row.push(b.attempts.to_string());
-            row.push((a.spend.nano_usd + b.spend.nano_usd).to_string());
+            row.push(b.map_or_else(String::new, |b| b.attempts.to_string()));
+            row.push((a.spend.nano_usd + b.map_or(0, |b| b.spend.nano_usd)).to_string());
             row.push(a.why.clone());
             csv.write_record(&row).map_err(to_csv)?;
         }

@@ -268,6 +268,34 @@ impl From<ChatError> for crate::Error {
 /// A chat port's result.
 pub type ChatResult<T> = std::result::Result<T, ChatError>;
 
+/// The probability a chat model gives each option of a closed question at
+/// its answer slot, renormalised over the options (`--answer-mode
+/// probabilities`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptionProbabilities {
+    /// One per option, in order, summing to 1.
+    pub probabilities: Vec<f64>,
+    /// The mass the options had before renormalising (1 where the model
+    /// can answer nothing else).
+    pub mass: f64,
+    /// What the call was billed.
+    pub spend: Spend,
+    /// The tokens were estimated, not reported.
+    pub estimated: bool,
+}
+
+/// The error of a port that cannot give option probabilities.
+pub fn no_probabilities(provider: &str) -> ChatError {
+    ChatError::Engine(crate::Error::Config {
+        source_name: "[answers]".into(),
+        field: "mode".into(),
+        cause: format!(
+            "the chat provider {provider} cannot give its probabilities over the options; use mode \"sample\" \
+             (--answer-mode sample)"
+        ),
+    })
+}
+
 /// What one chat endpoint served (the run report lists them).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointCount {
@@ -310,6 +338,14 @@ pub trait ChatPort: Send + Sync {
     /// it polls them rather than submitting their requests again. Other
     /// ports ignore it; ports that wrap another pass it on.
     fn attach_journal(&self, _journal: Arc<dyn BatchJournal>, _earlier: Vec<SubmittedBatch>) {}
+
+    /// The model's probability of each of `request`'s options (its
+    /// `options`, numbered from 1) at the answer slot of the prompt, with
+    /// no reply generated. Ports that cannot refuse ([`no_probabilities`]);
+    /// ports that wrap another pass it on.
+    fn option_probabilities<'a>(&'a self, _request: &'a ChatRequest) -> BoxFuture<'a, ChatResult<OptionProbabilities>> {
+        Box::pin(std::future::ready(Err(no_probabilities("here"))))
+    }
 }
 
 /// A batch submitted to a provider's Batch API: its id, its input file and

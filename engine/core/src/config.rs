@@ -319,6 +319,47 @@ pub struct RawConfig {
     /// drawn from the trait table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub panel: Option<panel::PanelSection>,
+    /// `[answers]`: how closed questions are answered.
+    #[serde(skip_serializing_if = "AnswersSection::is_default")]
+    pub answers: AnswersSection,
+}
+
+/// How a closed question (a survey question in `validate`) is answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerMode {
+    /// One sampled answer per persona, with its reason (the default).
+    #[default]
+    Sample,
+    /// The model's probability of each option at the answer slot; no
+    /// reason is generated.
+    Probabilities,
+}
+
+impl AnswerMode {
+    /// Its name in the config and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerMode::Sample => "sample",
+            AnswerMode::Probabilities => "probabilities",
+        }
+    }
+}
+
+/// `[answers]`: how closed questions are answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AnswersSection {
+    /// `sample` (default) or `probabilities`.
+    pub mode: AnswerMode,
+}
+
+impl AnswersSection {
+    /// Whether it is the default (and so left out of the canonical form,
+    /// which keeps every digest made before it existed).
+    pub fn is_default(&self) -> bool {
+        *self == AnswersSection::default()
+    }
 }
 
 /// The resolved, validated configuration.

@@ -80,7 +80,18 @@ pub trait ChatUpstream: Send + Sync {
         endpoint: usize,
         call: UpstreamCall<'a>,
     ) -> BoxFuture<'a, std::result::Result<UpstreamReply, ProviderError>>;
+
+    /// The probability of each of `request`'s options at its answer slot,
+    /// their mass before renormalising, and the prompt tokens run; `None`
+    /// for an upstream that cannot give them.
+    fn option_probabilities<'a>(&'a self, _request: &'a ChatRequest) -> BoxFuture<'a, Option<UpstreamWeighed>> {
+        Box::pin(std::future::ready(None))
+    }
 }
+
+/// What an upstream gives for [`ChatUpstream::option_probabilities`]:
+/// (probabilities, mass, prompt tokens), or why it failed.
+pub type UpstreamWeighed = std::result::Result<(Vec<f64>, f64, u64), ProviderError>;
 
 /// Per-endpoint counters, for the summary.
 #[derive(Debug, Default)]
@@ -273,6 +284,26 @@ impl ChatPort for ChatClient {
             retries: self.retries.load(Ordering::Relaxed),
             billed_nano_usd: self.billed.load(Ordering::Relaxed),
             ..Default::default()
+        })
+    }
+
+    fn option_probabilities<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, engine::chat::ChatResult<engine::chat::OptionProbabilities>> {
+        Box::pin(async move {
+            match self.upstream.option_probabilities(request).await {
+                None => Err(engine::chat::no_probabilities(&format!("at {}", self.labels.join(", ")))),
+                Some(Ok((probabilities, mass, prompt_tokens))) => Ok(engine::chat::OptionProbabilities {
+                    probabilities,
+                    mass,
+                    spend: self.price.bill(prompt_tokens, 0),
+                    estimated: false,
+                }),
+                Some(Err(e)) => {
+                    Err(ChatError::Provider { cause: e.message, spend: Spend::default(), attempts: Vec::new() })
+                }
+            }
         })
     }
 

@@ -39,6 +39,7 @@ pub mod close;
 pub mod decode;
 pub mod kernel;
 pub mod llama;
+pub mod options;
 pub mod tensor;
 pub mod vocab;
 
@@ -364,8 +365,22 @@ impl GgufChat {
         request: &engine::chat::ChatRequest,
         seed: u64,
     ) -> std::result::Result<decode::Decoded, GgufError> {
+        self.decoder().reply(request, seed)
+    }
+
+    /// The probability of each of `request`'s options at its answer slot,
+    /// on this thread ([`options`]).
+    pub fn option_probabilities(
+        &self,
+        request: &engine::chat::ChatRequest,
+    ) -> std::result::Result<options::Weighed, GgufError> {
+        self.decoder().option_probabilities(request)
+    }
+
+    /// The decoder over this model and these settings.
+    pub fn decoder(&self) -> decode::Decoder<'_> {
         let m = &self.model;
-        let decoder = decode::Decoder {
+        decode::Decoder {
             model: &m.llama,
             vocab: &m.vocab,
             factory: &m.factory,
@@ -378,14 +393,32 @@ impl GgufChat {
             layout: self.settings.layout,
             free: &m.free,
             closer: &m.closer,
-        };
-        decoder.reply(request, seed)
+        }
     }
 }
 
 impl ChatUpstream for Arc<GgufChat> {
     fn endpoints(&self) -> usize {
         1
+    }
+
+    fn option_probabilities<'a>(
+        &'a self,
+        request: &'a engine::chat::ChatRequest,
+    ) -> BoxFuture<'a, Option<crate::chat::UpstreamWeighed>> {
+        Box::pin(async move {
+            let failed = |message: String| ProviderError { kind: FailureKind::Permanent, message, billed_tokens: None };
+            let weighed = async {
+                let _slot = self.slots.acquire().await.map_err(|_| failed("gguf: the model closed".into()))?;
+                let (me, request) = (Arc::clone(self), request.clone());
+                let w = tokio::task::spawn_blocking(move || GgufChat::option_probabilities(&me, &request))
+                    .await
+                    .map_err(|e| failed(format!("gguf: the weighing task failed ({e})")))?
+                    .map_err(|e| failed(format!("gguf {}: {e}", self.model.name)))?;
+                Ok((w.probabilities, w.mass, w.prompt_tokens))
+            };
+            Some(weighed.await)
+        })
     }
 
     fn label(&self, _: usize) -> String {

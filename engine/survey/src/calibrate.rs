@@ -150,9 +150,18 @@ pub fn calibrate(
                         let at = |lt: f64| loss(&rows, |f, _| temper(f, lt.exp()));
                         let grid: Vec<f64> =
                             (0..=60).map(|i| T_MIN.ln() + (T_MAX.ln() - T_MIN.ln()) * i as f64 / 60.0).collect();
-                        let best = (0..grid.len()).fold(0, |b, i| if at(grid[i]) < at(grid[b]) { i } else { b });
-                        let (lo, hi) = (grid[best.saturating_sub(1)], grid[(best + 1).min(grid.len() - 1)]);
-                        golden(lo, hi, at).exp()
+                        let losses: Vec<f64> = grid.iter().map(|&g| at(g)).collect();
+                        let (least, most) =
+                            losses.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &l| (a.min(l), b.max(l)));
+                        if most - least < 1e-12 {
+                            // Forecasts no temperature changes (uniform ones):
+                            // the temperature is 1, not wherever a search drifts.
+                            1.0
+                        } else {
+                            let best = (0..grid.len()).fold(0, |b, i| if losses[i] < losses[b] { i } else { b });
+                            let (lo, hi) = (grid[best.saturating_sub(1)], grid[(best + 1).min(grid.len() - 1)]);
+                            golden(lo, hi, at).exp()
+                        }
                     }
                 };
                 let tempered: Vec<Vec<f64>> = rows.iter().map(|(f, _)| temper(f, t)).collect();

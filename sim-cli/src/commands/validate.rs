@@ -54,6 +54,11 @@ pub struct ValidateArgs {
     /// validation there is continued.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// How the model answers: "sample" (one sampled answer and its reason per respondent, asked twice for
+    /// reliability) or "probabilities" (the model's probability of each option at the answer, no reason, asked
+    /// once; the scripted and GGUF models give them). Overrides [answers] mode.
+    #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities"])]
+    pub answer_mode: Option<String>,
     /// Calibrate the model on people: per question, fit a temperature and the model's weight in a blend with
     /// the marginal and with the demographic baseline on the fitted half; score each calibrated model on the
     /// held-out half as a source of its own; write calibration.json.
@@ -89,8 +94,15 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         }
         _ => SuiteSource::Builtin(args.suite.unwrap_or_else(|| "anes96".into())),
     };
+    let mut config = runs::load_config_for(args.config.as_deref(), runs::Models::Chat)?;
+    if let Some(mode) = &args.answer_mode {
+        config.raw.answers.mode = match mode.as_str() {
+            "probabilities" => engine::config::AnswerMode::Probabilities,
+            _ => engine::config::AnswerMode::Sample,
+        };
+    }
     let v = Validate {
-        config: runs::load_config_for(args.config.as_deref(), runs::Models::Chat)?,
+        config,
         suite,
         subgroups: args.subgroups,
         seed: args.seed,

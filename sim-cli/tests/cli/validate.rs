@@ -228,6 +228,63 @@ fn calibration_and_rectified_shares_are_scored_on_held_out_people() {
     assert!(text.contains("the model carries") && text.contains("rectified (PPI++, 100 labelled, 100 unlabelled)"));
 }
 
+/// `--answer-mode probabilities` on the scripted model: its probabilities
+/// are the uniform distribution it samples from, asked once, the same at
+/// any thread count, written to answers.csv and scored as forecasts; a
+/// provider that cannot give them is refused by name before any call.
+#[test]
+fn probabilities_mode_scores_each_personas_distribution() {
+    let dir = scratch("validate-probabilities");
+    let args = |out: &'static str, threads: &'static str| {
+        ["validate", "--sample", "20", "--resamples", "100", "--answer-mode", "probabilities", "--calibrate"]
+            .into_iter()
+            .chain(["--json", "--threads", threads, "--out", out])
+            .collect::<Vec<_>>()
+    };
+    let a = json(&sim(&dir, &args("a", "1")));
+    let b = json(&sim(&dir, &args("b", "2")));
+    assert_eq!(a["digest"], b["digest"], "the same digest at 1 and 2 threads");
+    assert_eq!((a["answer_mode"].as_str(), a["method"].as_str()), (Some("probabilities"), Some("probabilities")));
+    assert_eq!(a["calls"]["asked"], 20 * 3, "asked once");
+    assert!(a["notes"].as_array().is_some_and(|n| n.iter().any(|n| n.as_str().is_some_and(|n| n.contains("once")))));
+    for q in a["questions"].as_array().expect("questions") {
+        let k = q["options"].as_array().expect("options").len() as f64;
+        let model = &q["sources"][0];
+        assert_eq!(model["name"], "model (probabilities)");
+        let ll = model["log_loss"]["value"].as_f64().expect("a forecast");
+        assert!((ll - k.ln()).abs() < 1e-12, "uniform probabilities score ln k: {ll}");
+        assert!(q.get("reliability").is_none(), "no second run");
+    }
+    let temperatures: Vec<&Value> =
+        a["calibration"]["questions"].as_array().expect("q").iter().map(|c| &c["temperature"]).collect();
+    assert!(temperatures.iter().all(|t| t.as_f64() == Some(1.0)), "no temperature changes uniform: {temperatures:?}");
+    let mut reader = csv::Reader::from_path(dir.join("a").join(runs::dir::ANSWERS)).expect("answers.csv");
+    let at = reader.headers().expect("header").iter().position(|h| h == "model_probabilities").expect("the column");
+    for row in reader.records() {
+        let row = row.expect("a row");
+        let shares: Vec<f64> = row[at].split(';').map(|p| p.parse().expect("a share")).collect();
+        assert!(shares.len() >= 2 && (shares.iter().sum::<f64>() - 1.0).abs() < 1e-5, "{shares:?}");
+    }
+    std::fs::write(
+        dir.join("live.toml"),
+        "[chat]\nprovider = \"openai\"\nmodel = \"m\"\n[chat.http]\nbase_urls = [\"http://127.0.0.1:9/v1\"]\n",
+    )
+    .expect("config");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+        .args(["validate", "--config", "live.toml", "--sample", "10", "--answer-mode", "probabilities", "--yes"])
+        .args(["--out", "l"])
+        .env("OPENAI_API_KEY", "k")
+        .current_dir(&dir)
+        .output()
+        .expect("sim-cli runs");
+    let err = stderr(&o);
+    assert!(
+        o.status.code() == Some(1) && err.contains("cannot give its probabilities") && err.contains("sample"),
+        "{err}"
+    );
+    assert!(!dir.join("l").exists(), "nothing kept: nothing was asked");
+}
+
 fn own_survey(dir: &Path) {
     let mut panel = String::from(PANEL);
     let mut answers = String::from("id,coffee,pet\n");

@@ -3,7 +3,7 @@
 
 use actors::progress::Progress;
 use engine::chat::schema::to_lines;
-use engine::chat::{ChatPort, ChatPurpose, ChatRequest};
+use engine::chat::{ChatError, ChatPort, ChatPurpose, ChatRequest};
 use engine::config::Config;
 use engine::cost::Spend;
 use engine::persona::reply::parse_survey;
@@ -26,6 +26,9 @@ pub struct Asked {
     /// Some attempt's tokens were estimated (the scripted model, or a
     /// server that reported no usage), not reported.
     pub estimated: bool,
+    /// In probabilities mode: the model's probability of each option
+    /// (`point` is the answer the panel rule takes from them).
+    pub probabilities: Option<Vec<f64>>,
 }
 
 /// Every reply of one run: `replies[q][r]`.
@@ -44,7 +47,14 @@ async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Qu
                 estimated |= reply.estimated;
                 match parse_survey(&to_lines(&reply.text), question.points()) {
                     Ok(p) => {
-                        return Asked { point: Some(p.answer), why: p.why, attempts: attempt + 1, spend, estimated }
+                        return Asked {
+                            point: Some(p.answer),
+                            why: p.why,
+                            attempts: attempt + 1,
+                            spend,
+                            estimated,
+                            probabilities: None,
+                        }
                     }
                     Err(e) => why = format!("no valid answer after {} attempts: {e}", attempt + 1),
                 }
@@ -52,11 +62,78 @@ async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Qu
             Err(e) => {
                 spend.add(&e.spend());
                 let why = format!("the chat model failed: {e}");
-                return Asked { point: None, why, attempts: attempt + 1, spend, estimated };
+                return Asked { point: None, why, attempts: attempt + 1, spend, estimated, probabilities: None };
             }
         }
     }
-    Asked { point: None, why, attempts: retries + 1, spend, estimated }
+    Asked { point: None, why, attempts: retries + 1, spend, estimated, probabilities: None }
+}
+
+/// The model's probabilities over `question`'s options for `prompt`. A
+/// port that cannot give them fails the whole validation (the error
+/// names the setting); a provider's failure is this answer's.
+async fn probabilities_of(
+    chat: &dyn ChatPort,
+    model: &str,
+    prompt: String,
+    question: &Question,
+) -> crate::Result<Asked> {
+    let request = ChatRequest::new(model, ChatPurpose::Survey, prompt).with_options(question.points());
+    match chat.option_probabilities(&request).await {
+        Ok(p) => {
+            let answer = Answer::from_pmf(p.probabilities.clone(), question.kind);
+            let why = format!("the options had {:.4} of the model's probability at the answer", p.mass);
+            Ok(Asked {
+                point: Some(answer.point),
+                why,
+                attempts: 1,
+                spend: p.spend,
+                estimated: p.estimated,
+                probabilities: Some(p.probabilities),
+            })
+        }
+        Err(e @ ChatError::Engine(_)) => Err(crate::Error::Chat(e)),
+        Err(e) => Ok(Asked {
+            point: None,
+            why: format!("the chat model failed: {e}"),
+            attempts: 1,
+            spend: e.spend(),
+            estimated: false,
+            probabilities: None,
+        }),
+    }
+}
+
+/// [`ask_all`] in probabilities mode: each question's option
+/// probabilities for every respondent, no reply generated.
+pub async fn probabilities_all(
+    cfg: &Config,
+    chat: Arc<dyn ChatPort>,
+    survey: &Survey,
+    people: &[Respondent],
+    progress: &dyn Progress,
+) -> crate::Result<Replies> {
+    let total = (survey.questions.len() * people.len()) as u64;
+    let done = std::sync::atomic::AtomicU64::new(0);
+    let jobs = survey.questions.iter().flat_map(|q| people.iter().map(move |r| (q, r)));
+    let model = cfg.raw.chat.model.as_str();
+    let flat: Vec<crate::Result<Asked>> = futures::stream::iter(jobs)
+        .map(|(q, r)| {
+            let chat = chat.clone();
+            let done = &done;
+            let prompt = q.prompt(survey.context.as_deref(), r);
+            async move {
+                let asked = probabilities_of(chat.as_ref(), model, prompt, q).await;
+                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                progress.stage(0, "probabilities", n, total);
+                asked
+            }
+        })
+        .buffered(cfg.raw.chat.concurrency.max(1))
+        .collect()
+        .await;
+    let flat: Vec<Asked> = flat.into_iter().collect::<crate::Result<_>>()?;
+    Ok(flat.chunks(people.len().max(1)).map(<[Asked]>::to_vec).collect())
 }
 
 /// Asks every question of every respondent through `chat`, at most
@@ -98,7 +175,15 @@ pub fn direct(survey: &Survey, replies: &Replies) -> Vec<Vec<Option<Answer>>> {
         .questions
         .iter()
         .zip(replies)
-        .map(|(q, column)| column.iter().map(|a| a.point.map(|p| Answer::direct(p, q.options.len()))).collect())
+        .map(|(q, column)| {
+            column
+                .iter()
+                .map(|a| match &a.probabilities {
+                    Some(p) => Some(Answer::from_pmf(p.clone(), q.kind)),
+                    None => a.point.map(|p| Answer::direct(p, q.options.len())),
+                })
+                .collect()
+        })
         .collect()
 }
 

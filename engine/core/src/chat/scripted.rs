@@ -317,6 +317,23 @@ impl ChatPort for ScriptedPersonaModel {
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, crate::chat::ChatResult<ChatReply>> {
         crate::chat::scripted_reply(&self.price, request, self.reply_text(request))
     }
+
+    /// The distribution it samples a survey answer from: uniform over the
+    /// request's options. The prompt is billed, no reply.
+    fn option_probabilities<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, crate::chat::ChatResult<crate::chat::OptionProbabilities>> {
+        let k = request.options.max(1) as usize;
+        let spend = self.price.bill(crate::cost::estimate_tokens(&request.prompt), 0);
+        let probabilities = vec![1.0 / k as f64; k];
+        Box::pin(std::future::ready(Ok(crate::chat::OptionProbabilities {
+            probabilities,
+            mass: 1.0,
+            spend,
+            estimated: true,
+        })))
+    }
 }
 
 #[cfg(test)]

@@ -213,17 +213,17 @@ fn own_words(free: &str, field: &str, max_chars: usize) -> Option<String> {
 const TOP_K: usize = 64;
 
 /// Seeded sampling over the allowed tokens.
-struct Sampler {
-    temperature: f64,
-    top_p: f64,
-    stream: Stream,
+pub(super) struct Sampler {
+    pub(super) temperature: f64,
+    pub(super) top_p: f64,
+    pub(super) stream: Stream,
 }
 
 impl Sampler {
     /// The next token: the most likely allowed one when greedy (the lowest
     /// id on a tie), else a draw from the nucleus of the allowed tokens'
     /// tempered distribution, ordered by probability then id.
-    fn pick(&mut self, logits: &[f32], allowed: &SimpleVob) -> Option<TokenId> {
+    pub(super) fn pick(&mut self, logits: &[f32], allowed: &SimpleVob) -> Option<TokenId> {
         let mut best: Option<(TokenId, f32)> = None;
         let mut candidates: Vec<(TokenId, f32)> = Vec::new();
         allowed.iter_set_entries(|i| {
@@ -277,7 +277,7 @@ impl Sampler {
 /// The next-token logits after running `tokens` on `seq`. Counted in
 /// [`super::throughput`]: several tokens at once as prompt, one as
 /// generation.
-fn forward(model: &Llama, seq: &mut Sequence, tokens: &[TokenId]) -> Result<Vec<f32>, String> {
+pub(super) fn forward(model: &Llama, seq: &mut Sequence, tokens: &[TokenId]) -> Result<Vec<f32>, String> {
     let started = std::time::Instant::now();
     let logits = model.forward_one(seq, tokens).map_err(|e| format!("the model failed: {e}"));
     super::count_forward(tokens.len(), started.elapsed());
@@ -286,10 +286,10 @@ fn forward(model: &Llama, seq: &mut Sequence, tokens: &[TokenId]) -> Result<Vec<
 
 /// A conversation being decoded: its key/value cache, the next-token
 /// logits, and the counts so far.
-struct Session {
-    seq: Sequence,
-    logits: Vec<f32>,
-    counts: Decoded,
+pub(super) struct Session {
+    pub(super) seq: Sequence,
+    pub(super) logits: Vec<f32>,
+    pub(super) counts: Decoded,
 }
 
 impl Decoder<'_> {
@@ -377,7 +377,7 @@ impl Decoder<'_> {
 
     /// The model's state after `text`, run as `prefix` (from the cache when
     /// kept) and then the rest, always in those two passes.
-    fn start(&self, text: &str, prefix: &str) -> Result<Session, String> {
+    pub(super) fn start(&self, text: &str, prefix: &str) -> Result<Session, String> {
         let tokens = self.vocab.encode(text);
         let head = self.vocab.encode(prefix);
         // The prefix ends where its own tokens stop matching the whole

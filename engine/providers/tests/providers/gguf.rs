@@ -321,3 +321,121 @@ fn a_tiny_token_limit_still_gives_replies_that_parse_and_fit_their_schema() {
     }
     assert!(providers::gguf::throughput().since(&before).closes > 0, "the close ran");
 }
+
+/// The regularised upper incomplete gamma function Q(a, x): the
+/// chi-square survival function is Q(df / 2, x / 2). A series below
+/// a + 1, a continued fraction above (Numerical Recipes' gammq).
+fn gamma_q(a: f64, x: f64) -> f64 {
+    let ln_gamma = |z: f64| {
+        // Lanczos, g = 7.
+        const C: [f64; 9] = [
+            0.999_999_999_999_809_9,
+            676.520_368_121_885_1,
+            -1_259.139_216_722_402_8,
+            771.323_428_777_653_1,
+            -176.615_029_162_140_6,
+            12.507_343_278_686_905,
+            -0.138_571_095_265_720_12,
+            9.984_369_578_019_572e-6,
+            1.505_632_735_149_311_6e-7,
+        ];
+        let z = z - 1.0;
+        let t = z + 7.5;
+        let s = C[1..].iter().enumerate().fold(C[0], |s, (i, c)| s + c / (z + i as f64 + 1.0));
+        0.5 * (2.0 * std::f64::consts::PI).ln() + (z + 0.5) * t.ln() - t + s.ln()
+    };
+    let front = (-x + a * x.ln() - ln_gamma(a)).exp();
+    if x < a + 1.0 {
+        let (mut sum, mut term, mut n) = (1.0 / a, 1.0 / a, a);
+        while term.abs() > sum.abs() * 1e-15 {
+            n += 1.0;
+            term *= x / n;
+            sum += term;
+        }
+        1.0 - sum * front
+    } else {
+        let (mut b, mut c, mut d) = (x + 1.0 - a, 1.0 / f64::MIN_POSITIVE, 1.0 / (x + 1.0 - a));
+        let mut h = d;
+        for i in 1..500 {
+            let an = -(i as f64) * (i as f64 - a);
+            b += 2.0;
+            d = an * d + b;
+            c = b + an / c;
+            d = 1.0 / d;
+            let delta = d * c;
+            h *= delta;
+            if (delta - 1.0).abs() < 1e-15 {
+                break;
+            }
+        }
+        front * h
+    }
+}
+
+/// An 11-option question, so that 10 and 11 take two digits.
+fn eleven_options() -> ChatRequest {
+    let options: String = (0..=10).map(|i| format!("{}. {i} out of 10\n", i + 1)).collect();
+    let prompt = format!(
+        "You are answering a survey as the person described below. Answer as they would, in their own voice.\n\
+         About you:\n- Age: 41\n- Education: a bachelor's degree\nQuestion: How much do you trust your neighbours, \
+         from 0 (not at all) to 10 (completely)?\nOptions:\n{options}\nReply exactly in this format:\n\
+         ANSWER: <the number of your option, 1 to 11>\nWHY: <one sentence in your own voice>\n"
+    );
+    ChatRequest::new("SmolLM2-135M-Instruct", ChatPurpose::Survey, prompt).with_options(11)
+}
+
+/// The exact option probabilities at the answer slot agree with 1,000
+/// draws sampled token by token at the same slot (temperature 1, top-p 1),
+/// multi-token options included: a chi-square test over the options whose
+/// expected count is at least 5 (the rest pooled).
+#[test]
+fn option_probabilities_agree_with_draws_at_the_same_slot() {
+    let chat = GgufChat::new(model(), &section(64));
+    let request = eleven_options();
+    let w = chat.option_probabilities(&request).expect("probabilities");
+    assert_eq!(w.probabilities.len(), 11);
+    assert!((w.probabilities.iter().sum::<f64>() - 1.0).abs() < 1e-12, "{:?}", w.probabilities);
+    assert!(w.mass > 0.0 && w.mass <= 1.0 + 1e-12, "mass {}", w.mass);
+    assert!(w.probabilities[9] > 0.0 && w.probabilities[10] > 0.0, "10 and 11 are reached: {:?}", w.probabilities);
+    let again = GgufChat::new(model(), &section(0)).option_probabilities(&request).expect("again");
+    assert!(again.probabilities.iter().zip(&w.probabilities).all(|(a, b)| a.to_bits() == b.to_bits()), "bit for bit");
+    let n = 1000;
+    let draws = chat.decoder().option_draws(&request, n, 7).expect("draws");
+    let mut seen = [0f64; 11];
+    draws.iter().for_each(|&o| seen[usize::from(o) - 1] += 1.0);
+    let (mut chi2, mut bins, mut pooled) = (0.0, 0, (0.0, 0.0));
+    for (o, p) in w.probabilities.iter().enumerate() {
+        let expected = p * n as f64;
+        if expected >= 5.0 {
+            chi2 += (seen[o] - expected).powi(2) / expected;
+            bins += 1;
+        } else {
+            pooled = (pooled.0 + seen[o], pooled.1 + expected);
+        }
+    }
+    if pooled.1 > 0.0 {
+        chi2 += (pooled.0 - pooled.1).powi(2) / pooled.1.max(1e-9);
+        bins += 1;
+    }
+    let p_value = gamma_q((bins - 1) as f64 / 2.0, chi2 / 2.0);
+    assert!(
+        p_value > 0.001,
+        "chi-square {chi2:.2} on {} df: p = {p_value:.2e}; seen {seen:?}, expected {:?}",
+        bins - 1,
+        w.probabilities
+    );
+    // The test can fail: the draws are far from a uniform guess.
+    let uniform: f64 = seen.iter().map(|s| (s - n as f64 / 11.0).powi(2) / (n as f64 / 11.0)).sum();
+    assert!(gamma_q(5.0, uniform / 2.0) < 1e-6, "the draws look uniform: {seen:?}");
+}
+
+#[test]
+fn the_chi_square_survival_function_matches_known_values() {
+    // scipy.stats.chi2.sf(x, df): sf(3.84, 1) = 0.0500, sf(10, 4) = 0.0404, sf(2, 6) = 0.9197.
+    for (x, df, want) in
+        [(3.841_458_820_694_124, 1.0, 0.05), (10.0, 4.0, 0.040_427_681_994_512_8), (2.0, 6.0, 0.919_698_602_928_605_5)]
+    {
+        let got = gamma_q(df / 2.0, x / 2.0);
+        assert!((got - want).abs() < 1e-9, "sf({x}, {df}) = {got}, want {want}");
+    }
+}

@@ -196,6 +196,21 @@ impl ChatPort for CassetteChat {
         }
     }
 
+    /// The live port's, when there is one (a trace records no
+    /// probabilities yet).
+    fn option_probabilities<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, crate::chat::ChatResult<crate::chat::OptionProbabilities>> {
+        match &self.live {
+            Some(live) => {
+                self.stats.live_calls.fetch_add(1, Ordering::Relaxed);
+                live.option_probabilities(request)
+            }
+            None => Box::pin(std::future::ready(Err(crate::chat::no_probabilities("of a replay")))),
+        }
+    }
+
     /// The live fallback's transport (a resume); none for a replay.
     fn endpoints(&self) -> Vec<crate::chat::EndpointCount> {
         self.live.as_ref().map(|l| l.endpoints()).unwrap_or_default()

@@ -169,6 +169,15 @@ impl ChatPort for WalChat {
         self.inner.endpoints()
     }
 
+    /// Passed on, not logged: the providers that give probabilities
+    /// compute them again for the same bits at no cost.
+    fn option_probabilities<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, crate::chat::ChatResult<crate::chat::OptionProbabilities>> {
+        self.inner.option_probabilities(request)
+    }
+
     fn activity(&self) -> Option<crate::chat::ChatActivity> {
         self.inner.activity()
     }
