@@ -54,7 +54,7 @@ pub fn wasserstein(a: &[f64], b: &[f64]) -> f64 {
 pub const LOG_LOSS_FLOOR: f64 = 1e-6;
 
 /// The log-loss of forecast `f` (a pmf) for the answer `h` (from 1), in
-/// nats: -ln f[h], with f[h] floored at [`LOG_LOSS_FLOOR`].
+/// nats: `-ln f[h]`, with `f[h]` floored at [`LOG_LOSS_FLOOR`].
 pub fn log_loss(f: &[f64], h: u8) -> f64 {
     -f[usize::from(h) - 1].max(LOG_LOSS_FLOOR).ln()
 }
