@@ -798,7 +798,8 @@ def validate(
     config's ``[answers] mode``, else sample): ``"probabilities"`` asks
     each persona for its model's probability of every option at the
     answer, once, with no reason generated (the scripted and GGUF models
-    give them), and scores those distributions.
+    and OpenAI-compatible servers that return logprobs give them), and
+    scores those distributions.
 
     ``calibrate=True`` fits, per question on the fitted half, a temperature
     and the model's weight in a blend with the marginal and with the

@@ -89,9 +89,31 @@ pub trait ChatUpstream: Send + Sync {
     }
 }
 
-/// What an upstream gives for [`ChatUpstream::option_probabilities`]:
-/// (probabilities, mass, prompt tokens), or why it failed.
-pub type UpstreamWeighed = std::result::Result<(Vec<f64>, f64, u64), ProviderError>;
+/// What an upstream gives for [`ChatUpstream::option_probabilities`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Weighing {
+    /// One per option, summing to 1.
+    pub probabilities: Vec<f64>,
+    /// The mass the options had before renormalising.
+    pub mass: f64,
+    /// Tokens run as prompt.
+    pub prompt_tokens: u64,
+    /// Tokens generated (the answer token, for a server).
+    pub completion_tokens: u64,
+}
+
+/// Why an upstream gave no probabilities.
+#[derive(Debug, Clone)]
+pub enum WeighError {
+    /// This server cannot give them (its replies carry no `logprobs`): a
+    /// setting to change, not an answer that failed.
+    Unsupported(String),
+    /// The call failed.
+    Failed(ProviderError),
+}
+
+/// [`ChatUpstream::option_probabilities`]'s result.
+pub type UpstreamWeighed = std::result::Result<Weighing, WeighError>;
 
 /// Per-endpoint counters, for the summary.
 #[derive(Debug, Default)]
@@ -294,13 +316,18 @@ impl ChatPort for ChatClient {
         Box::pin(async move {
             match self.upstream.option_probabilities(request).await {
                 None => Err(engine::chat::no_probabilities(&format!("at {}", self.labels.join(", ")))),
-                Some(Ok((probabilities, mass, prompt_tokens))) => Ok(engine::chat::OptionProbabilities {
-                    probabilities,
-                    mass,
-                    spend: self.price.bill(prompt_tokens, 0),
+                Some(Ok(w)) => Ok(engine::chat::OptionProbabilities {
+                    probabilities: w.probabilities,
+                    mass: w.mass,
+                    spend: self.price.bill(w.prompt_tokens, w.completion_tokens),
                     estimated: false,
                 }),
-                Some(Err(e)) => {
+                Some(Err(WeighError::Unsupported(cause))) => Err(ChatError::Engine(engine::Error::Config {
+                    source_name: "[answers]".into(),
+                    field: "mode".into(),
+                    cause,
+                })),
+                Some(Err(WeighError::Failed(e))) => {
                     Err(ChatError::Provider { cause: e.message, spend: Spend::default(), attempts: Vec::new() })
                 }
             }
@@ -442,6 +469,59 @@ pub(crate) fn parse_completion(body: serde_json::Value) -> std::result::Result<U
 #[derive(Deserialize)]
 struct Choice {
     message: Message,
+    #[serde(default)]
+    logprobs: Option<ChoiceLogprobs>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceLogprobs {
+    #[serde(default)]
+    content: Option<Vec<TokenLogprob>>,
+}
+
+#[derive(Deserialize)]
+struct TokenLogprob {
+    #[serde(default)]
+    top_logprobs: Vec<TopLogprob>,
+}
+
+#[derive(Deserialize)]
+struct TopLogprob {
+    token: String,
+    logprob: f64,
+}
+
+/// The most alternatives OpenAI's `top_logprobs` returns.
+const TOP_LOGPROBS: u32 = 20;
+
+/// The options' probabilities from the answer token's `top_logprobs`: a
+/// token is an option when, leading whitespace trimmed, it is that
+/// option's number (` 4` and `4` both count for 4). Options missing from
+/// the list share the mass the list leaves unseen evenly; then the options
+/// are renormalised. Also the mass the listed options had.
+fn options_from_top(top: &[TopLogprob], k: usize) -> (Vec<f64>, f64) {
+    let mut p = vec![0.0; k];
+    let mut listed = 0.0;
+    for t in top {
+        let share = t.logprob.exp();
+        listed += share;
+        if let Ok(n) = t.token.trim_start().parse::<usize>() {
+            if (1..=k).contains(&n) && !t.token.trim_start().starts_with('0') {
+                p[n - 1] += share;
+            }
+        }
+    }
+    let mass: f64 = p.iter().sum();
+    let missing = p.iter().filter(|x| **x == 0.0).count();
+    if missing > 0 {
+        let each = (1.0 - listed).max(0.0) / missing as f64;
+        p.iter_mut().filter(|x| **x == 0.0).for_each(|x| *x = each);
+    }
+    let total: f64 = p.iter().sum();
+    if total > 0.0 {
+        p.iter_mut().for_each(|x| *x /= total);
+    }
+    (p, mass)
 }
 
 #[derive(Deserialize)]
@@ -481,7 +561,62 @@ fn response_format_hint(status: u16, body: &str) -> Option<&'static str> {
         .then_some(" (the server rejects response_format: try chat.structured_output = \"none\")")
 }
 
+impl HttpChat {
+    /// The request asking for the answer token alone, with its
+    /// alternatives' log-probabilities.
+    fn weigh_body(&self, request: &ChatRequest) -> serde_json::Value {
+        let prompt = format!(
+            "{}\nReply with the number of your option only, from 1 to {}.",
+            request.prompt.trim_end(),
+            request.options
+        );
+        serde_json::json!({
+            "model": request.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": self.temperature,
+            "max_tokens": 1,
+            "logprobs": true,
+            "top_logprobs": TOP_LOGPROBS,
+        })
+    }
+}
+
 impl ChatUpstream for HttpChat {
+    fn option_probabilities<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Option<UpstreamWeighed>> {
+        Box::pin(async move {
+            let url = &self.urls[0];
+            let body = self.weigh_body(request);
+            let reply: Completion =
+                match crate::http::post_json(&self.client, url, self.key.as_deref(), &body, |_, _| None).await {
+                    Ok(r) => r,
+                    Err(e) => return Some(Err(WeighError::Failed(e))),
+                };
+            let usage = reply.usage.as_ref().and_then(Usage::tokens);
+            let top = reply
+                .choices
+                .first()
+                .and_then(|c| c.logprobs.as_ref())
+                .and_then(|l| l.content.as_ref())
+                .and_then(|c| c.first())
+                .map(|t| &t.top_logprobs)
+                .filter(|t| !t.is_empty());
+            let Some(top) = top else {
+                return Some(Err(WeighError::Unsupported(format!(
+                    "the server at {} returned no logprobs for the answer token, which mode \"probabilities\" \
+                     reads; use mode \"sample\" (--answer-mode sample) with this server",
+                    engine::report::redact_url(url)
+                ))));
+            };
+            let (probabilities, mass) = options_from_top(top, usize::from(request.options));
+            Some(Ok(Weighing {
+                probabilities,
+                mass,
+                prompt_tokens: usage.map_or(0, |u| u.prompt),
+                completion_tokens: usage.map_or(1, |u| u.completion),
+            }))
+        })
+    }
+
     fn endpoints(&self) -> usize {
         self.urls.len()
     }

@@ -415,9 +415,14 @@ impl ChatUpstream for Arc<GgufChat> {
                     .await
                     .map_err(|e| failed(format!("gguf: the weighing task failed ({e})")))?
                     .map_err(|e| failed(format!("gguf {}: {e}", self.model.name)))?;
-                Ok((w.probabilities, w.mass, w.prompt_tokens))
+                Ok(crate::chat::Weighing {
+                    probabilities: w.probabilities,
+                    mass: w.mass,
+                    prompt_tokens: w.prompt_tokens,
+                    completion_tokens: 0,
+                })
             };
-            Some(weighed.await)
+            Some(weighed.await.map_err(crate::chat::WeighError::Failed))
         })
     }
 

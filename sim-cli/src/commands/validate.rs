@@ -56,7 +56,8 @@ pub struct ValidateArgs {
     pub out: Option<PathBuf>,
     /// How the model answers: "sample" (one sampled answer and its reason per respondent, asked twice for
     /// reliability) or "probabilities" (the model's probability of each option at the answer, no reason, asked
-    /// once; the scripted and GGUF models give them). Overrides the config's `[answers] mode`.
+    /// once; the scripted and GGUF models and servers that return logprobs give them). Overrides the config's
+    /// `[answers] mode`.
     #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities"])]
     pub answer_mode: Option<String>,
     /// Calibrate the model on people: per question, fit a temperature and the model's weight in a blend with

@@ -265,23 +265,36 @@ fn probabilities_mode_scores_each_personas_distribution() {
         let shares: Vec<f64> = row[at].split(';').map(|p| p.parse().expect("a share")).collect();
         assert!(shares.len() >= 2 && (shares.iter().sum::<f64>() - 1.0).abs() < 1e-5, "{shares:?}");
     }
+    // A server speaking the real protocol on loopback whose replies carry
+    // no logprobs: a named setting error, before the panel is asked.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, _, server) = crate::trace::openai_server(stop.clone(), 0);
     std::fs::write(
         dir.join("live.toml"),
-        "[chat]\nprovider = \"openai\"\nmodel = \"m\"\n[chat.http]\nbase_urls = [\"http://127.0.0.1:9/v1\"]\n",
+        format!(
+            "[chat]\nprovider = \"openai\"\nmodel = \"m\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n"
+        ),
     )
     .expect("config");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sim-cli"))
-        .args(["validate", "--config", "live.toml", "--sample", "10", "--answer-mode", "probabilities", "--yes"])
-        .args(["--out", "l"])
-        .env("OPENAI_API_KEY", "k")
-        .current_dir(&dir)
-        .output()
-        .expect("sim-cli runs");
-    let err = stderr(&o);
-    assert!(
-        o.status.code() == Some(1) && err.contains("cannot give its probabilities") && err.contains("sample"),
-        "{err}"
+    let o = sim(
+        &dir,
+        &[
+            "validate",
+            "--config",
+            "live.toml",
+            "--sample",
+            "10",
+            "--answer-mode",
+            "probabilities",
+            "--yes",
+            "--out",
+            "l",
+        ],
     );
+    stop.store(true, Ordering::Relaxed);
+    server.join().expect("server");
+    let err = stderr(&o);
+    assert!(o.status.code() == Some(1) && err.contains("no logprobs") && err.contains("\"sample\""), "{err}");
     assert!(!dir.join("l").exists(), "nothing kept: nothing was asked");
 }
 

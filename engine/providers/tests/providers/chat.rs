@@ -259,3 +259,60 @@ fn a_server_rejecting_response_format_is_told_to_use_plain_replies() {
         assert_eq!(seen.lock().len(), 1);
     });
 }
+
+/// A completion whose one token comes with its `top_logprobs`, as OpenAI's
+/// API returns them.
+fn with_logprobs(top: &[(&str, f64)]) -> String {
+    let top: Vec<serde_json::Value> =
+        top.iter().map(|(t, p)| serde_json::json!({"token": t, "logprob": p.ln(), "bytes": t.as_bytes()})).collect();
+    serde_json::json!({
+        "model": "test-model",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": "3"},
+            "logprobs": {"content": [{"token": "3", "logprob": -0.5, "top_logprobs": top}]},
+            "finish_reason": "length",
+        }],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 1},
+    })
+    .to_string()
+}
+
+/// `--answer-mode probabilities` on an OpenAI-compatible server: one
+/// answer token with its 20 most likely alternatives; ` 3` and `3` both
+/// count for option 3; the options the list misses share the mass it
+/// leaves unseen; a server that returns no logprobs is a named setting
+/// error, not a failed answer.
+#[test]
+fn option_probabilities_come_from_the_answer_tokens_logprobs() {
+    rt().block_on(async {
+        let top = [("3", 0.5), (" 3", 0.1), ("2", 0.2), ("Three", 0.05), ("4", 0.05), ("0", 0.02)];
+        let plain = completion("3", true);
+        let (url, seen) = serve(vec![(200, "", with_logprobs(&top)), (200, "", plain)]).await;
+        let clock = Arc::new(SimulatedSleeper::new());
+        let c = client(&section(&[&url], ""), &clock);
+        let ask =
+            ChatRequest::new("test-model", ChatPurpose::Survey, "Rate it.\nOptions:\n1. a\n2. b\n3. c\n4. d\n5. e\n")
+                .with_options(5);
+        let w = c.option_probabilities(&ask).await.expect("probabilities");
+        // Listed: 0.92 in all, 0.85 on options; unseen 0.08, split between 1 and 5.
+        let want = [0.04, 0.2, 0.6, 0.05, 0.04].map(|p| p / 0.93);
+        for (got, want) in w.probabilities.iter().zip(want) {
+            assert!((got - want).abs() < 1e-9, "{:?} against {want:?}", w.probabilities);
+        }
+        assert!((w.mass - 0.85).abs() < 1e-9, "the options' mass {}", w.mass);
+        assert_eq!((w.spend.input_tokens, w.spend.output_tokens), (40, 1), "billed from usage");
+        let sent = seen.lock()[0].clone();
+        for needle in ["\"logprobs\":true", "\"top_logprobs\":20", "\"max_tokens\":1", "number of your option only"] {
+            assert!(sent.contains(needle), "request lacks {needle}: {sent}");
+        }
+        assert!(!sent.contains("response_format"), "a schema would make the first token a brace");
+        match c.option_probabilities(&ask).await {
+            Err(ChatError::Engine(e)) => {
+                let text = e.to_string();
+                assert!(text.contains("no logprobs") && text.contains("\"sample\""), "{text}");
+            }
+            other => panic!("a server without logprobs: {other:?}"),
+        }
+    });
+}
