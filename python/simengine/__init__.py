@@ -774,6 +774,7 @@ def validate(
     out: PathLike | None = None,
     resamples: int = 1000,
     answer_mode: str | None = None,
+    option_order: str | None = None,
     calibrate: bool = False,
     rectify: bool = False,
     confirm_live: bool = False,
@@ -799,7 +800,10 @@ def validate(
     each persona for its model's probability of every option at the
     answer, once, with no reason generated (the scripted and GGUF models
     and OpenAI-compatible servers that return logprobs give them), and
-    scores those distributions.
+    scores those distributions. ``option_order="permuted"`` shows each
+    persona the options in a seeded order (the answer mapped back), and
+    the second run another order, so reliability measures order
+    sensitivity; default the config's ``[answers] order``, else as asked.
 
     ``calibrate=True`` fits, per question on the fitted half, a temperature
     and the model's weight in a blend with the marginal and with the
@@ -834,6 +838,7 @@ def validate(
             out=None if out is None else str(out),
             resamples=resamples,
             answer_mode=answer_mode,
+            option_order=option_order,
             calibrate=calibrate,
             rectify=rectify,
             confirm_live=confirm_live,

@@ -40,6 +40,7 @@ def validate(
     out: str | None,
     resamples: int,
     answer_mode: str | None,
+    option_order: str | None,
     calibrate: bool,
     rectify: bool,
     confirm_live: bool,

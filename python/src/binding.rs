@@ -103,7 +103,7 @@ fn live_confirmation(
 /// Returns the validation's directory, its summary
 /// as JSON and the path of its answers file.
 #[pyfunction]
-#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, calibrate, rectify, confirm_live, progress))]
+#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, confirm_live, progress))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.validate`, one for one.
 fn validate(
     py: Python<'_>,
@@ -116,6 +116,7 @@ fn validate(
     out: Option<PathBuf>,
     resamples: u32,
     answer_mode: Option<String>,
+    option_order: Option<String>,
     calibrate: bool,
     rectify: bool,
     confirm_live: bool,
@@ -127,6 +128,15 @@ fn validate(
         Some("probabilities") => Some(engine::config::AnswerMode::Probabilities),
         Some(other) => {
             let why = format!("answer_mode {other:?}: expected \"sample\" or \"probabilities\"");
+            return Err(errors::refused(py, false, &why));
+        }
+    };
+    let order = match option_order.as_deref() {
+        None => None,
+        Some("as_asked") => Some(engine::config::AnswerOrder::AsAsked),
+        Some("permuted") => Some(engine::config::AnswerOrder::Permuted),
+        Some(other) => {
+            let why = format!("option_order {other:?}: expected \"as_asked\" or \"permuted\"");
             return Err(errors::refused(py, false, &why));
         }
     };
@@ -146,6 +156,9 @@ fn validate(
         let mut config = runs::load_config_for(config.as_deref(), runs::Models::Chat)?;
         if let Some(mode) = mode {
             config.raw.answers.mode = mode;
+        }
+        if let Some(order) = order {
+            config.raw.answers.order = order;
         }
         let args = runs::Validate { config, suite, subgroups, seed, sample, out, resamples, calibrate, rectify };
         let done = runs::validate(args, &watch)?;

@@ -335,6 +335,10 @@ def test_validate_scores_a_panel_against_people_as_the_cli_does(tmp_path: Path) 
     assert weighed.summary["answer_mode"] == "probabilities"
     forecast = weighed.figures().query("figure == 'log_loss' and source == 'model (probabilities)'")
     assert len(forecast) == 3 and forecast["value"].notna().all()
+    permuted = simengine.validate(
+        suite="anes96", sample=20, resamples=100, answer_mode="probabilities", option_order="permuted", out=tmp_path / "o", progress=False
+    )
+    assert permuted.summary["calls"]["asked"] == 2 * weighed.summary["calls"]["asked"], "two orders, two runs"
     with pytest.raises(simengine.ConfigError, match="answer_mode"):
         simengine.validate(suite="anes96", sample=20, answer_mode="logits", out=tmp_path / "q", progress=False)
     with pytest.raises(simengine.SimEngineError, match="no-such-suite"):

@@ -11,7 +11,7 @@ use crate::preflight::Estimate;
 use crate::start::{runtime, Watch};
 use ask::{Asked, Replies};
 use engine::chat::ChatPort;
-use engine::config::{AnswerMode, ChatProvider, Config, EmbeddingModel};
+use engine::config::{AnswerMode, AnswerOrder, ChatProvider, Config, EmbeddingModel};
 use engine::cost::{estimate_tokens, Spend, NANO_PER_USD};
 use engine::digest::{Digest, DigestWriter};
 use serde::Serialize;
@@ -306,7 +306,7 @@ pub struct CalibrationFile {
     /// How the model answered: `sample` (one answer per respondent) or
     /// `probabilities` (its probability of each option).
     pub answer_mode: String,
-    /// The order the options were shown in: `as_asked`.
+    /// The order the options were shown in: `as_asked` or `permuted`.
     pub order: String,
     /// The configuration's content hash (the model, its sampling, the
     /// intent settings).
@@ -337,7 +337,7 @@ fn calibration_file(
     source: &str,
     fits: Vec<survey::calibrate::Calibration>,
 ) -> CalibrationFile {
-    let (mode, order) = (cfg.raw.answers.mode.as_str(), "as_asked");
+    let (mode, order) = (cfg.raw.answers.mode.as_str(), cfg.raw.answers.order.as_str());
     let config_hash = cfg.content_hash().hex();
     let questions = suite
         .survey
@@ -369,19 +369,32 @@ fn calibration_file(
 
 /// Says what will be asked; returns how many questions.
 fn announce(watch: &Watch<'_>, cfg: &Config, suite: &Suite, respondents: usize, total: usize) -> u64 {
-    let probabilities = cfg.raw.answers.mode == AnswerMode::Probabilities;
-    let rounds = if probabilities { 1 } else { 2 };
+    let once = asked_once(cfg);
+    let rounds = if once { 1 } else { 2 };
     let asked = (respondents * suite.survey.questions.len() * rounds) as u64;
     watch.progress.note(&format!(
         "validate {}: {respondents} of {total} respondents x {} questions x {} = {asked} chat calls at least, to {} \
          ({} mode)",
         suite.name,
         suite.survey.questions.len(),
-        if probabilities { "1 run" } else { "2 runs" },
+        if once { "1 run" } else { "2 runs" },
         cfg.raw.chat.model,
         cfg.raw.answers.mode.as_str()
     ));
     asked
+}
+
+/// Whether the panel is asked once: probabilities in the question's own
+/// order, which a second run would only repeat.
+fn asked_once(cfg: &Config) -> bool {
+    cfg.raw.answers.mode == AnswerMode::Probabilities && cfg.raw.answers.order == AnswerOrder::AsAsked
+}
+
+/// The seed of run `n`'s option permutation (1 or 2), when the options are
+/// permuted: another permutation per run, so that a second run measures
+/// order sensitivity.
+fn permutation(cfg: &Config, seed: u64, n: u64) -> Option<u64> {
+    (cfg.raw.answers.order == AnswerOrder::Permuted).then(|| seed.wrapping_add(n - 1))
 }
 
 /// Whether the config asks for probabilities, and what that mode skips.
@@ -395,10 +408,17 @@ fn mode_notes(cfg: &Config) -> (bool, Vec<String>) {
                 .to_string(),
         );
     }
-    if probabilities {
+    if asked_once(cfg) {
         notes.push(
             "asked once: in probabilities mode a second run in the same option order gives the same \
              probabilities, so reliability is not applicable"
+                .to_string(),
+        );
+    }
+    if cfg.raw.answers.order == AnswerOrder::Permuted {
+        notes.push(
+            "options shown in a seeded order per persona and question, answers mapped back; the second run \
+             uses another order, so reliability measures order sensitivity"
                 .to_string(),
         );
     }
@@ -434,13 +454,20 @@ fn ask_both(
         }
         crate::preflight::probe(cfg, chat.as_ref(), progress).await?;
         let first = chat_port(cfg, args.seed, out, 1)?;
+        let (p1, p2) = (permutation(cfg, args.seed, 1), permutation(cfg, args.seed, 2));
         if cfg.raw.answers.mode == AnswerMode::Probabilities {
-            let first = ask::probabilities_all(cfg, first, survey, respondents, progress).await?;
-            return Ok([first, Vec::new()]);
+            if asked_once(cfg) {
+                let first = ask::probabilities_all(cfg, first, survey, respondents, "probabilities", progress, p1);
+                return Ok([first.await?, Vec::new()]);
+            }
+            let first = ask::probabilities_all(cfg, first, survey, respondents, "run 1 of 2", progress, p1).await?;
+            let rerun = chat_port(cfg, args.seed.wrapping_add(1), out, 2)?;
+            let second = ask::probabilities_all(cfg, rerun, survey, respondents, "run 2 of 2", progress, p2).await?;
+            return Ok([first, second]);
         }
-        let first = ask::ask_all(cfg, first, survey, respondents, "run 1 of 2", progress).await;
+        let first = ask::ask_all(cfg, first, survey, respondents, "run 1 of 2", progress, p1).await;
         let rerun = chat_port(cfg, args.seed.wrapping_add(1), out, 2)?;
-        let second = ask::ask_all(cfg, rerun, survey, respondents, "run 2 of 2", progress).await;
+        let second = ask::ask_all(cfg, rerun, survey, respondents, "run 2 of 2", progress, p2).await;
         Ok([first, second])
     });
     if asked.is_err() && !resumed && std::fs::read_dir(out).map(|d| d.count()).unwrap_or(0) <= 1 {

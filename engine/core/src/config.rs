@@ -346,12 +346,36 @@ impl AnswerMode {
     }
 }
 
+/// The order a closed question's options are shown in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerOrder {
+    /// As the question lists them (the default).
+    #[default]
+    AsAsked,
+    /// A seeded permutation per persona and question, the answer mapped
+    /// back: it controls the first- and last-option biases.
+    Permuted,
+}
+
+impl AnswerOrder {
+    /// Its name in the config and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerOrder::AsAsked => "as_asked",
+            AnswerOrder::Permuted => "permuted",
+        }
+    }
+}
+
 /// `[answers]`: how closed questions are answered.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AnswersSection {
     /// `sample` (default) or `probabilities`.
     pub mode: AnswerMode,
+    /// `as_asked` (default) or `permuted`.
+    pub order: AnswerOrder,
 }
 
 impl AnswersSection {

@@ -65,6 +65,14 @@ impl Question {
     /// The options are numbered lines (`3. Slightly liberal`), which is
     /// also what the scripted model reads.
     pub fn prompt(&self, context: Option<&str>, respondent: &Respondent) -> String {
+        let as_asked: Vec<usize> = (0..self.options.len()).collect();
+        self.prompt_in(context, respondent, &as_asked)
+    }
+
+    /// [`Question::prompt`] with the options shown in `order`: the line
+    /// numbered `i + 1` shows option `order[i]` (from 0). An answer `d`
+    /// is option `order[d - 1] + 1`.
+    pub fn prompt_in(&self, context: Option<&str>, respondent: &Respondent, order: &[usize]) -> String {
         let mut out = String::with_capacity(512);
         if let Some(c) = context {
             out.push_str(c.trim());
@@ -75,8 +83,8 @@ impl Question {
         out.push_str("\nQuestion: ");
         out.push_str(self.text.trim());
         out.push_str("\nOptions:\n");
-        for (i, o) in self.options.iter().enumerate() {
-            out.push_str(&format!("{}. {o}\n", i + 1));
+        for (i, &o) in order.iter().enumerate() {
+            out.push_str(&format!("{}. {}\n", i + 1, self.options[o]));
         }
         out.push_str(&format!(
             "\nReply exactly in this format:\nANSWER: <the number of your option, 1 to {}>\nWHY: <one sentence in your own voice>\n",

@@ -60,6 +60,11 @@ pub struct ValidateArgs {
     /// `[answers] mode`.
     #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities"])]
     pub answer_mode: Option<String>,
+    /// The order the options are shown in: "as_asked", or "permuted" (a seeded order per persona and question,
+    /// the answer mapped back; the second run uses another order, so reliability measures order sensitivity).
+    /// Overrides the config's `[answers] order`.
+    #[arg(long, value_name = "ORDER", value_parser = ["as_asked", "permuted"])]
+    pub option_order: Option<String>,
     /// Calibrate the model on people: per question, fit a temperature and the model's weight in a blend with
     /// the marginal and with the demographic baseline on the fitted half; score each calibrated model on the
     /// held-out half as a source of its own; write calibration.json.
@@ -96,6 +101,12 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         _ => SuiteSource::Builtin(args.suite.unwrap_or_else(|| "anes96".into())),
     };
     let mut config = runs::load_config_for(args.config.as_deref(), runs::Models::Chat)?;
+    if let Some(order) = &args.option_order {
+        config.raw.answers.order = match order.as_str() {
+            "permuted" => engine::config::AnswerOrder::Permuted,
+            _ => engine::config::AnswerOrder::AsAsked,
+        };
+    }
     if let Some(mode) = &args.answer_mode {
         config.raw.answers.mode = match mode.as_str() {
             "probabilities" => engine::config::AnswerMode::Probabilities,

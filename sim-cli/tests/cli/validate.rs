@@ -265,6 +265,12 @@ fn probabilities_mode_scores_each_personas_distribution() {
         let shares: Vec<f64> = row[at].split(';').map(|p| p.parse().expect("a share")).collect();
         assert!(shares.len() >= 2 && (shares.iter().sum::<f64>() - 1.0).abs() < 1e-5, "{shares:?}");
     }
+    // Permuted options: asked twice, each run in its own orders, so the
+    // second run is the order sensitivity.
+    let p = json(&sim(&dir, &[&args("p", "2")[..], &["--option-order", "permuted"]].concat()));
+    assert_eq!(p["calls"]["asked"], 20 * 3 * 2);
+    assert!(p["questions"][0]["reliability"]["exact_match"]["value"].is_f64());
+    assert_ne!(p["digest"], a["digest"], "other prompts, another digest");
     // A server speaking the real protocol on loopback whose replies carry
     // no logprobs: a named setting error, before the panel is asked.
     let stop = Arc::new(AtomicBool::new(false));

@@ -6,7 +6,9 @@ use engine::chat::schema::to_lines;
 use engine::chat::{ChatError, ChatPort, ChatPurpose, ChatRequest};
 use engine::config::Config;
 use engine::cost::Spend;
+use engine::digest::DigestWriter;
 use engine::persona::reply::parse_survey;
+use engine::rng::Stream;
 use futures::StreamExt;
 use std::sync::Arc;
 use survey::score::Answer;
@@ -33,6 +35,37 @@ pub struct Asked {
 
 /// Every reply of one run: `replies[q][r]`.
 pub type Replies = Vec<Vec<Asked>>;
+
+/// The order `respondent` is shown `question`'s options in: as asked, or
+/// with `permute`, a permutation seeded by it, the question and the
+/// respondent. Line `i + 1` of the prompt shows option `order[i]`.
+pub fn option_order(question: &Question, respondent: &Respondent, permute: Option<u64>) -> Vec<usize> {
+    let k = question.options.len();
+    let mut order: Vec<usize> = (0..k).collect();
+    if let Some(seed) = permute {
+        let key = DigestWriter::new("survey option order v1").u64(seed).str(&question.id).str(&respondent.id).finish();
+        let mut s = Stream::from_key(key.0);
+        for i in (1..k).rev() {
+            order.swap(i, s.below(i + 1));
+        }
+    }
+    order
+}
+
+/// `asked` with its answer and probabilities taken from the shown order
+/// back to `question`'s own. A point answer from probabilities is the
+/// panel rule's on them in the question's order (the rounded mean of an
+/// ordinal scale means nothing in a shuffled one).
+fn in_question_order(mut asked: Asked, order: &[usize], question: &Question) -> Asked {
+    asked.point = asked.point.map(|d| order[usize::from(d) - 1] as u8 + 1);
+    if let Some(shown) = asked.probabilities.take() {
+        let mut own = vec![0.0; shown.len()];
+        order.iter().zip(&shown).for_each(|(&o, p)| own[o] = *p);
+        asked.point = Some(Answer::from_pmf(own.clone(), question.kind).point);
+        asked.probabilities = Some(own);
+    }
+    asked
+}
 
 async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Question, retries: u32) -> Asked {
     let first = ChatRequest::new(model, ChatPurpose::Survey, prompt).with_options(question.points());
@@ -111,7 +144,9 @@ pub async fn probabilities_all(
     chat: Arc<dyn ChatPort>,
     survey: &Survey,
     people: &[Respondent],
+    label: &str,
     progress: &dyn Progress,
+    permute: Option<u64>,
 ) -> crate::Result<Replies> {
     let total = (survey.questions.len() * people.len()) as u64;
     let done = std::sync::atomic::AtomicU64::new(0);
@@ -121,12 +156,13 @@ pub async fn probabilities_all(
         .map(|(q, r)| {
             let chat = chat.clone();
             let done = &done;
-            let prompt = q.prompt(survey.context.as_deref(), r);
+            let order = option_order(q, r, permute);
+            let prompt = q.prompt_in(survey.context.as_deref(), r, &order);
             async move {
                 let asked = probabilities_of(chat.as_ref(), model, prompt, q).await;
                 let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                progress.stage(0, "probabilities", n, total);
-                asked
+                progress.stage(0, label, n, total);
+                asked.map(|a| in_question_order(a, &order, q))
             }
         })
         .buffered(cfg.raw.chat.concurrency.max(1))
@@ -145,6 +181,7 @@ pub async fn ask_all(
     people: &[Respondent],
     label: &str,
     progress: &dyn Progress,
+    permute: Option<u64>,
 ) -> Replies {
     let total = (survey.questions.len() * people.len()) as u64;
     let done = std::sync::atomic::AtomicU64::new(0);
@@ -155,9 +192,10 @@ pub async fn ask_all(
         .map(|(q, r)| {
             let chat = chat.clone();
             let done = &done;
-            let prompt = q.prompt(survey.context.as_deref(), r);
+            let order = option_order(q, r, permute);
+            let prompt = q.prompt_in(survey.context.as_deref(), r, &order);
             async move {
-                let asked = ask_one(chat.as_ref(), model, prompt, q, retries).await;
+                let asked = in_question_order(ask_one(chat.as_ref(), model, prompt, q, retries).await, &order, q);
                 let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 progress.stage(0, label, n, total);
                 asked
@@ -219,4 +257,65 @@ pub fn ssr(
         out.push(rated);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use survey::Kind;
+
+    fn question() -> Question {
+        Question {
+            id: "q".into(),
+            text: "How?".into(),
+            kind: Kind::Ordinal,
+            options: ["a", "b", "c", "d", "e"].map(String::from).to_vec(),
+            anchors: None,
+        }
+    }
+
+    fn person(id: &str) -> Respondent {
+        Respondent { id: id.into(), traits: Vec::new(), values: Default::default() }
+    }
+
+    /// A permutation per persona and question, the same for the same seed,
+    /// another for another seed; as asked without one.
+    #[test]
+    fn options_are_shown_in_a_seeded_order_per_persona() {
+        let q = question();
+        assert_eq!(option_order(&q, &person("r1"), None), [0, 1, 2, 3, 4]);
+        let orders: Vec<Vec<usize>> = (0..40).map(|i| option_order(&q, &person(&format!("r{i}")), Some(9))).collect();
+        for o in &orders {
+            let mut sorted = o.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [0, 1, 2, 3, 4], "a permutation: {o:?}");
+        }
+        assert!(orders.iter().any(|o| o[0] != 0) && orders.iter().any(|o| o[0] == 0), "first options vary");
+        assert_eq!(option_order(&q, &person("r1"), Some(9)), orders[1]);
+        assert!((0..40).any(|i| option_order(&q, &person(&format!("r{i}")), Some(10)) != orders[i]), "another seed");
+        let shown = q.prompt_in(None, &person("r1"), &[4, 3, 2, 1, 0]);
+        assert!(shown.contains("1. e\n2. d\n3. c\n4. b\n5. a\n"), "{shown}");
+    }
+
+    /// An answer and probabilities given in the shown order go back to the
+    /// question's; the point of probabilities follows the panel rule in the
+    /// question's own order.
+    #[test]
+    fn answers_are_mapped_back_to_the_questions_order() {
+        let q = question();
+        let order = [4, 3, 2, 1, 0];
+        let asked = |point, probabilities| Asked {
+            point: Some(point),
+            why: String::new(),
+            attempts: 1,
+            spend: Spend::default(),
+            estimated: false,
+            probabilities,
+        };
+        assert_eq!(in_question_order(asked(1, None), &order, &q).point, Some(5), "shown first is the last option");
+        let back = in_question_order(asked(3, Some(vec![0.7, 0.1, 0.1, 0.1, 0.0])), &order, &q);
+        assert_eq!(back.probabilities.as_deref(), Some(&[0.0, 0.1, 0.1, 0.1, 0.7][..]));
+        // Mean 0.1*2 + 0.1*3 + 0.1*4 + 0.7*5 = 4.4: option 4.
+        assert_eq!(back.point, Some(4));
+    }
 }
