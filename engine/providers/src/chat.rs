@@ -314,6 +314,13 @@ impl ChatPort for ChatClient {
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, engine::chat::ChatResult<engine::chat::OptionProbabilities>> {
         Box::pin(async move {
+            // The same slots and rate limits as a reply (one token out).
+            let _slot = self.slots.acquire().await.map_err(|_| ChatError::Provider {
+                cause: "the chat client closed".into(),
+                spend: Spend::default(),
+                attempts: Vec::new(),
+            })?;
+            self.limiter.acquire(estimate_tokens(&request.prompt) + 1, self.clock.as_ref()).await;
             match self.upstream.option_probabilities(request).await {
                 None => Err(engine::chat::no_probabilities(&format!("at {}", self.labels.join(", ")))),
                 Some(Ok(w)) => Ok(engine::chat::OptionProbabilities {
