@@ -158,6 +158,11 @@ pub struct Summary {
     /// What the mode changed (a step skipped, with why).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// In probabilities mode, per question: the share of the model's
+    /// probability the options held at the answer, over the respondents
+    /// of the first run (the rest went to text that is no option).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub option_mass: Vec<OptionMass>,
     /// The embedder SSR used, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embedding_model: Option<String>,
@@ -270,6 +275,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         },
         answer_mode: cfg.raw.answers.mode.as_str().into(),
         notes,
+        option_mass: option_mass(&suite.survey, &first),
         embedding_model: ssr.then(|| cfg.raw.embedding.model.clone()),
         config_hash: cfg.content_hash().hex(),
         inputs: suite.inputs.hex(),
@@ -290,6 +296,36 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     };
     write_outputs(&out, &summary, &table)?;
     Ok(Validation { dir: out, summary, resumed })
+}
+
+/// The options' share of the model's probability on one question.
+#[derive(Debug, Clone, Serialize)]
+pub struct OptionMass {
+    /// The question's id.
+    pub question: String,
+    /// The mean over the respondents answered.
+    pub mean: f64,
+    /// The least.
+    pub min: f64,
+    /// The most.
+    pub max: f64,
+}
+
+fn option_mass(survey: &Survey, replies: &Replies) -> Vec<OptionMass> {
+    survey
+        .questions
+        .iter()
+        .zip(replies)
+        .filter_map(|(q, column)| {
+            let masses: Vec<f64> = column.iter().filter_map(|a| a.mass).collect();
+            (!masses.is_empty()).then(|| OptionMass {
+                question: q.id.clone(),
+                mean: masses.iter().sum::<f64>() / masses.len() as f64,
+                min: masses.iter().copied().fold(f64::INFINITY, f64::min),
+                max: masses.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            })
+        })
+        .collect()
 }
 
 /// `calibration.json`: what was fitted, and what it fits.

@@ -246,6 +246,12 @@ fn probabilities_mode_scores_each_personas_distribution() {
     assert_eq!(a["digest"], b["digest"], "the same digest at 1 and 2 threads");
     assert_eq!((a["answer_mode"].as_str(), a["method"].as_str()), (Some("probabilities"), Some("probabilities")));
     assert_eq!(a["calls"]["asked"], 20 * 3, "asked once");
+    let masses = a["option_mass"].as_array().expect("option_mass");
+    assert_eq!(masses.len(), 3);
+    assert!(
+        masses.iter().all(|m| m["mean"].as_f64() == Some(1.0)),
+        "the scripted model answers nothing else: {masses:?}"
+    );
     assert!(a["notes"].as_array().is_some_and(|n| n.iter().any(|n| n.as_str().is_some_and(|n| n.contains("once")))));
     for q in a["questions"].as_array().expect("questions") {
         let k = q["options"].as_array().expect("options").len() as f64;

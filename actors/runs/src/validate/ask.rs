@@ -31,6 +31,9 @@ pub struct Asked {
     /// In probabilities mode: the model's probability of each option
     /// (`point` is the answer the panel rule takes from them).
     pub probabilities: Option<Vec<f64>>,
+    /// In probabilities mode: the share of the model's probability the
+    /// options held at the answer, before renormalising.
+    pub mass: Option<f64>,
 }
 
 /// Every reply of one run: `replies[q][r]`.
@@ -87,6 +90,7 @@ async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Qu
                             spend,
                             estimated,
                             probabilities: None,
+                            mass: None,
                         }
                     }
                     Err(e) => why = format!("no valid answer after {} attempts: {e}", attempt + 1),
@@ -95,11 +99,19 @@ async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Qu
             Err(e) => {
                 spend.add(&e.spend());
                 let why = format!("the chat model failed: {e}");
-                return Asked { point: None, why, attempts: attempt + 1, spend, estimated, probabilities: None };
+                return Asked {
+                    point: None,
+                    why,
+                    attempts: attempt + 1,
+                    spend,
+                    estimated,
+                    probabilities: None,
+                    mass: None,
+                };
             }
         }
     }
-    Asked { point: None, why, attempts: retries + 1, spend, estimated, probabilities: None }
+    Asked { point: None, why, attempts: retries + 1, spend, estimated, probabilities: None, mass: None }
 }
 
 /// The model's probabilities over `question`'s options for `prompt`. A
@@ -123,6 +135,7 @@ async fn probabilities_of(
                 spend: p.spend,
                 estimated: p.estimated,
                 probabilities: Some(p.probabilities),
+                mass: Some(p.mass),
             })
         }
         Err(e @ ChatError::Engine(_)) => Err(crate::Error::Chat(e)),
@@ -133,6 +146,7 @@ async fn probabilities_of(
             spend: e.spend(),
             estimated: false,
             probabilities: None,
+            mass: None,
         }),
     }
 }
@@ -311,6 +325,7 @@ mod tests {
             spend: Spend::default(),
             estimated: false,
             probabilities,
+            mass: None,
         };
         assert_eq!(in_question_order(asked(1, None), &order, &q).point, Some(5), "shown first is the last option");
         let back = in_question_order(asked(3, Some(vec![0.7, 0.1, 0.1, 0.1, 0.0])), &order, &q);

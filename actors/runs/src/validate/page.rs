@@ -56,6 +56,15 @@ fn people_line(q: &QuestionScore) -> String {
     }
 }
 
+/// The options' mass at the answer, in a sentence.
+fn mass_line(m: &super::OptionMass) -> String {
+    format!(
+        "the options held {:.3} of the model's probability at the answer on average ({:.3} to {:.3}); the rest went \
+         to other text",
+        m.mean, m.min, m.max
+    )
+}
+
 /// The calibration of `q`, in a sentence, when the validation has one.
 fn calibration_line(s: &Summary, q: &QuestionScore) -> Option<String> {
     let c = s.calibration.as_ref()?.questions.iter().find(|c| c.fit.question == q.id)?;
@@ -188,6 +197,9 @@ pub fn text(s: &Summary) -> String {
                 let _ = write!(out, " ({} without an answer)", src.missing);
             }
             out.push('\n');
+        }
+        if let Some(m) = s.option_mass.iter().find(|m| m.question == q.id) {
+            let _ = writeln!(out, "  {}", mass_line(m));
         }
         if let Some(line) = calibration_line(s, q) {
             let _ = writeln!(out, "  {line}");
@@ -350,6 +362,9 @@ pub fn html(s: &Summary) -> String {
             out.push_str("</tr>");
         }
         out.push_str("</table>");
+        if let Some(m) = s.option_mass.iter().find(|m| m.question == q.id) {
+            let _ = write!(out, "<p>{}</p>", esc(&mass_line(m)));
+        }
         if let Some(line) = calibration_line(s, q) {
             let _ = write!(out, "<p>{}</p>", esc(&line));
         }
