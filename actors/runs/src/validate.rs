@@ -477,33 +477,42 @@ fn ask_both(
     let progress = watch.progress.as_ref();
     let asked = rt.block_on(async {
         let chat = providers::build_chat(cfg, args.seed).map_err(actors::Error::from)?;
-        if cfg.raw.answers.mode == AnswerMode::Probabilities {
-            // A provider that cannot weigh the options says so before
-            // anything is sent.
-            let prompt = survey.questions[0].prompt(survey.context.as_deref(), &respondents[0]);
-            let request =
-                engine::chat::ChatRequest::new(&cfg.raw.chat.model, engine::chat::ChatPurpose::Survey, prompt)
-                    .with_options(survey.questions[0].points());
-            if let Err(e @ engine::chat::ChatError::Engine(_)) = chat.option_probabilities(&request).await {
-                return Err(Error::Chat(e));
+        let (p1, p2) = (permutation(cfg, args.seed, 1), permutation(cfg, args.seed, 2));
+        let round = |label, permute| ask::Round { label, progress, permute };
+        // In probabilities mode the first question is weighed before
+        // anything else, so that a provider that cannot give probabilities
+        // says so before any file is kept; its answer is the first job's.
+        let weighed_first = match cfg.raw.answers.mode {
+            AnswerMode::Probabilities => {
+                let (q, r) = (&survey.questions[0], &respondents[0]);
+                let order = ask::option_order(q, r, p1);
+                let request = ask::weigh_request(cfg, q, q.prompt_in(survey.context.as_deref(), r, &order));
+                match chat.option_probabilities(&request).await {
+                    Err(e @ engine::chat::ChatError::Engine(_)) => return Err(Error::Chat(e)),
+                    result => Some(result),
+                }
             }
-        }
+            AnswerMode::Sample => None,
+        };
         crate::preflight::probe(cfg, chat.as_ref(), progress).await?;
         let first = chat_port(cfg, args.seed, out, 1)?;
-        let (p1, p2) = (permutation(cfg, args.seed, 1), permutation(cfg, args.seed, 2));
-        if cfg.raw.answers.mode == AnswerMode::Probabilities {
+        if let Some(weighed) = weighed_first {
             if asked_once(cfg) {
-                let first = ask::probabilities_all(cfg, first, survey, respondents, "probabilities", progress, p1);
-                return Ok([first.await?, Vec::new()]);
+                let once = round("probabilities", p1);
+                let first = ask::probabilities_all(cfg, first, survey, respondents, &once, Some(weighed)).await?;
+                return Ok([first, Vec::new()]);
             }
-            let first = ask::probabilities_all(cfg, first, survey, respondents, "run 1 of 2", progress, p1).await?;
+            let first =
+                ask::probabilities_all(cfg, first, survey, respondents, &round("run 1 of 2", p1), Some(weighed))
+                    .await?;
             let rerun = chat_port(cfg, args.seed.wrapping_add(1), out, 2)?;
-            let second = ask::probabilities_all(cfg, rerun, survey, respondents, "run 2 of 2", progress, p2).await?;
+            let second =
+                ask::probabilities_all(cfg, rerun, survey, respondents, &round("run 2 of 2", p2), None).await?;
             return Ok([first, second]);
         }
-        let first = ask::ask_all(cfg, first, survey, respondents, "run 1 of 2", progress, p1).await;
+        let first = ask::ask_all(cfg, first, survey, respondents, &round("run 1 of 2", p1)).await;
         let rerun = chat_port(cfg, args.seed.wrapping_add(1), out, 2)?;
-        let second = ask::ask_all(cfg, rerun, survey, respondents, "run 2 of 2", progress, p2).await;
+        let second = ask::ask_all(cfg, rerun, survey, respondents, &round("run 2 of 2", p2)).await;
         Ok([first, second])
     });
     if asked.is_err() && !resumed && std::fs::read_dir(out).map(|d| d.count()).unwrap_or(0) <= 1 {

@@ -287,6 +287,17 @@ impl ChatClient {
     }
 }
 
+impl ChatClient {
+    /// One of the `[chat] concurrency` slots every call holds.
+    async fn slot(&self) -> engine::chat::ChatResult<tokio::sync::SemaphorePermit<'_>> {
+        self.slots.acquire().await.map_err(|_| ChatError::Provider {
+            cause: "the chat client closed".into(),
+            spend: Spend::default(),
+            attempts: Vec::new(),
+        })
+    }
+}
+
 impl ChatPort for ChatClient {
     fn endpoints(&self) -> Vec<engine::chat::EndpointCount> {
         self.stats
@@ -315,11 +326,7 @@ impl ChatPort for ChatClient {
     ) -> BoxFuture<'a, engine::chat::ChatResult<engine::chat::OptionProbabilities>> {
         Box::pin(async move {
             // The same slots and rate limits as a reply (one token out).
-            let _slot = self.slots.acquire().await.map_err(|_| ChatError::Provider {
-                cause: "the chat client closed".into(),
-                spend: Spend::default(),
-                attempts: Vec::new(),
-            })?;
+            let _slot = self.slot().await?;
             self.limiter.acquire(estimate_tokens(&request.prompt) + 1, self.clock.as_ref()).await;
             match self.upstream.option_probabilities(request).await {
                 None => Err(engine::chat::no_probabilities(&format!("at {}", self.labels.join(", ")))),
@@ -343,11 +350,7 @@ impl ChatPort for ChatClient {
 
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, engine::chat::ChatResult<ChatReply>> {
         Box::pin(async move {
-            let _slot = self.slots.acquire().await.map_err(|_| ChatError::Provider {
-                cause: "the chat client closed".into(),
-                spend: Spend::default(),
-                attempts: Vec::new(),
-            })?;
+            let _slot = self.slot().await?;
             self.send(request).await
         })
     }

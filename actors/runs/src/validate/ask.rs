@@ -3,7 +3,7 @@
 
 use actors::progress::Progress;
 use engine::chat::schema::to_lines;
-use engine::chat::{ChatError, ChatPort, ChatPurpose, ChatRequest};
+use engine::chat::{ChatError, ChatPort, ChatPurpose, ChatRequest, ChatResult, OptionProbabilities};
 use engine::config::Config;
 use engine::cost::Spend;
 use engine::digest::DigestWriter;
@@ -114,17 +114,16 @@ async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Qu
     Asked { point: None, why, attempts: retries + 1, spend, estimated, probabilities: None, mass: None }
 }
 
-/// The model's probabilities over `question`'s options for `prompt`. A
-/// port that cannot give them fails the whole validation (the error
-/// names the setting); a provider's failure is this answer's.
-async fn probabilities_of(
-    chat: &dyn ChatPort,
-    model: &str,
-    prompt: String,
-    question: &Question,
-) -> crate::Result<Asked> {
-    let request = ChatRequest::new(model, ChatPurpose::Survey, prompt).with_options(question.points());
-    match chat.option_probabilities(&request).await {
+/// The request that asks for `question`'s option probabilities.
+pub fn weigh_request(cfg: &Config, question: &Question, prompt: String) -> ChatRequest {
+    ChatRequest::new(cfg.raw.chat.model.as_str(), ChatPurpose::Survey, prompt).with_options(question.points())
+}
+
+/// What the model's option probabilities for `question` make of its
+/// answer. A port that cannot give them fails the whole validation (the
+/// error names the setting); a provider's failure is this answer's.
+fn weighed(result: ChatResult<OptionProbabilities>, question: &Question) -> crate::Result<Asked> {
+    match result {
         Ok(p) => {
             let answer = Answer::from_pmf(p.probabilities.clone(), question.kind);
             let why = format!("the options had {:.4} of the model's probability at the answer", p.mass);
@@ -151,74 +150,98 @@ async fn probabilities_of(
     }
 }
 
-/// [`ask_all`] in probabilities mode: each question's option
-/// probabilities for every respondent, no reply generated.
-pub async fn probabilities_all(
-    cfg: &Config,
-    chat: Arc<dyn ChatPort>,
-    survey: &Survey,
-    people: &[Respondent],
-    label: &str,
-    progress: &dyn Progress,
-    permute: Option<u64>,
-) -> crate::Result<Replies> {
-    let total = (survey.questions.len() * people.len()) as u64;
-    let done = std::sync::atomic::AtomicU64::new(0);
-    let jobs = survey.questions.iter().flat_map(|q| people.iter().map(move |r| (q, r)));
-    let model = cfg.raw.chat.model.as_str();
-    let flat: Vec<crate::Result<Asked>> = futures::stream::iter(jobs)
-        .map(|(q, r)| {
-            let chat = chat.clone();
-            let done = &done;
-            let order = option_order(q, r, permute);
-            let prompt = q.prompt_in(survey.context.as_deref(), r, &order);
-            async move {
-                let asked = probabilities_of(chat.as_ref(), model, prompt, q).await;
-                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                progress.stage(0, label, n, total);
-                asked.map(|a| in_question_order(a, &order, q))
-            }
-        })
-        .buffered(cfg.raw.chat.concurrency.max(1))
-        .collect()
-        .await;
-    let flat: Vec<Asked> = flat.into_iter().collect::<crate::Result<_>>()?;
-    Ok(flat.chunks(people.len().max(1)).map(<[Asked]>::to_vec).collect())
+/// Where a run of the panel reports: its label on the bar, and where the
+/// bar goes.
+pub struct Round<'a> {
+    /// The label (`run 1 of 2`).
+    pub label: &'a str,
+    /// The progress sink.
+    pub progress: &'a dyn Progress,
+    /// The seed of the options' permutation, when they are permuted.
+    pub permute: Option<u64>,
 }
 
-/// Asks every question of every respondent through `chat`, at most
-/// `cfg.chat.concurrency` at once, in a fixed order; a bar counts them.
-pub async fn ask_all(
+/// `ask` for every question of every respondent (job `i` in question-major
+/// order, the prompt in the respondent's option order, that order), at
+/// most `cfg.chat.concurrency` at once, in a fixed order; a bar counts
+/// them. `out[q][r]`.
+async fn over_panel<'s, T, Fut>(
     cfg: &Config,
-    chat: Arc<dyn ChatPort>,
-    survey: &Survey,
-    people: &[Respondent],
-    label: &str,
-    progress: &dyn Progress,
-    permute: Option<u64>,
-) -> Replies {
+    survey: &'s Survey,
+    people: &'s [Respondent],
+    round: &Round<'_>,
+    ask: impl Fn(usize, &'s Question, String, Vec<usize>) -> Fut,
+) -> Vec<Vec<T>>
+where
+    Fut: std::future::Future<Output = T>,
+{
     let total = (survey.questions.len() * people.len()) as u64;
     let done = std::sync::atomic::AtomicU64::new(0);
-    let jobs = survey.questions.iter().flat_map(|q| people.iter().map(move |r| (q, r)));
-    let model = cfg.raw.chat.model.as_str();
-    let retries = cfg.raw.chat.max_guardrail_retries;
-    let flat: Vec<Asked> = futures::stream::iter(jobs)
-        .map(|(q, r)| {
-            let chat = chat.clone();
+    let jobs = survey.questions.iter().flat_map(|q| people.iter().map(move |r| (q, r))).enumerate();
+    let flat: Vec<T> = futures::stream::iter(jobs)
+        .map(|(i, (q, r))| {
             let done = &done;
-            let order = option_order(q, r, permute);
+            let order = option_order(q, r, round.permute);
             let prompt = q.prompt_in(survey.context.as_deref(), r, &order);
+            let asked = ask(i, q, prompt, order);
             async move {
-                let asked = in_question_order(ask_one(chat.as_ref(), model, prompt, q, retries).await, &order, q);
+                let asked = asked.await;
                 let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                progress.stage(0, label, n, total);
+                round.progress.stage(0, round.label, n, total);
                 asked
             }
         })
         .buffered(cfg.raw.chat.concurrency.max(1))
         .collect()
         .await;
-    flat.chunks(people.len().max(1)).map(<[Asked]>::to_vec).collect()
+    let mut flat = flat.into_iter();
+    survey.questions.iter().map(|_| flat.by_ref().take(people.len()).collect()).collect()
+}
+
+/// [`ask_all`] in probabilities mode: each question's option
+/// probabilities for every respondent, no reply generated. `first`, when
+/// given, is the first job's result already asked for (the validation's
+/// check that the provider gives probabilities at all).
+pub async fn probabilities_all(
+    cfg: &Config,
+    chat: Arc<dyn ChatPort>,
+    survey: &Survey,
+    people: &[Respondent],
+    round: &Round<'_>,
+    first: Option<ChatResult<OptionProbabilities>>,
+) -> crate::Result<Replies> {
+    let first = std::sync::Mutex::new(first);
+    let asked = over_panel(cfg, survey, people, round, |i, q, prompt, order| {
+        let known = if i == 0 { first.lock().ok().and_then(|mut f| f.take()) } else { None };
+        let chat = chat.clone();
+        async move {
+            let result = match known {
+                Some(r) => r,
+                None => chat.option_probabilities(&weigh_request(cfg, q, prompt)).await,
+            };
+            weighed(result, q).map(|a| in_question_order(a, &order, q))
+        }
+    })
+    .await;
+    asked.into_iter().map(|column| column.into_iter().collect()).collect()
+}
+
+/// Asks every question of every respondent through `chat`, with
+/// guardrail retries.
+pub async fn ask_all(
+    cfg: &Config,
+    chat: Arc<dyn ChatPort>,
+    survey: &Survey,
+    people: &[Respondent],
+    round: &Round<'_>,
+) -> Replies {
+    let model = cfg.raw.chat.model.as_str();
+    let retries = cfg.raw.chat.max_guardrail_retries;
+    over_panel(cfg, survey, people, round, |_, q, prompt, order| {
+        let chat = chat.clone();
+        async move { in_question_order(ask_one(chat.as_ref(), model, prompt, q, retries).await, &order, q) }
+    })
+    .await
 }
 
 /// The direct answers of `replies`, as the scorer takes them.
