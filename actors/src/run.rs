@@ -263,6 +263,14 @@ fn set_up(spec: RunSpec) -> Result<(Setup, TickDigests, RunSummary)> {
             cfg.raw.embedding.model
         ));
     }
+    if cfg.raw.answers.mode == engine::config::AnswerMode::Probabilities {
+        summary.notes.push(
+            "answers in mode \"probabilities\": each persona's purchase intent and probe answers are the model's \
+             probabilities over the options (in the trace); `mixture` is the panel's distribution, the histogram \
+             counts each persona's rounded mean, and probes generated no reason"
+                .into(),
+        );
+    }
     let recorder = embedder.map(|e| Arc::new(EmbedRecorder::new(e)));
     let session_end_tick = match spec.config.raw.consolidation.session_end_tick {
         0 => spec.planned_ticks.unwrap_or(spec.ticks),

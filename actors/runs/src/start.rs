@@ -278,13 +278,13 @@ pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime> {
 
 /// Starts the run `start` describes and runs it to its end, an interrupt
 /// or a failure. A shard whose directory already holds it is resumed.
-/// A run asks in sample mode only: `[answers]` is for `validate`.
+/// A run answers in `sample` or `probabilities` mode, in the options' own
+/// order: a permuted order is for `validate`.
 fn refuse_answer_modes(config: &Config) -> Result<()> {
-    if !config.raw.answers.is_default() {
+    if config.raw.answers.order != engine::config::AnswerOrder::AsAsked {
         refuse!(
-            "config [answers] mode = \"{}\": a run asks its purchase intent in sample mode; the answer modes apply \
-             to `validate` (remove [answers] from this config, or pass --answer-mode to validate)",
-            config.raw.answers.mode.as_str()
+            "config [answers] order = \"permuted\": a run shows its probes' options as the scenario lists them; a \
+             permuted order applies to `validate` (remove `order` from [answers], or pass --option-order to validate)"
         );
     }
     Ok(())

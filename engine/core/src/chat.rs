@@ -15,6 +15,7 @@ use crate::cost::Spend;
 use crate::digest::{Digest, DigestWriter};
 use crate::BoxFuture;
 use serde::{Deserialize, Serialize};
+use std::fmt::Write;
 use std::sync::Arc;
 
 /// Why a chat request is made.
@@ -65,9 +66,14 @@ pub struct ChatRequest {
     pub attempt: u32,
     /// A survey question's number of options (2 to
     /// [`schema::MAX_OPTIONS`]), which bounds the answer its schema allows;
-    /// 0 for other purposes. Not in the digest: the prompt lists the
+    /// 0 for other purposes. Not in a reply's digest: the prompt lists the
     /// options.
     pub options: u8,
+    /// For a weighing (the options' probabilities, no reply generated):
+    /// what the model's turn says before the answer, [`ANSWER_SLOT`] for a
+    /// survey question or a probe, a reaction's lines up to `INTENT:` for
+    /// purchase intent. `None` for a reply. See [`ChatRequest::weighing`].
+    pub slot: Option<Arc<str>>,
     prompt_digest: Digest,
     /// The request digest, and the attempt it was taken for.
     digest: (u32, Digest),
@@ -84,6 +90,7 @@ impl ChatRequest {
             prompt,
             attempt: 0,
             options: 0,
+            slot: None,
             prompt_digest,
             digest: (0, Digest::default()),
         };
@@ -95,6 +102,16 @@ impl ChatRequest {
     /// [`ChatRequest::options`]).
     pub fn with_options(mut self, options: u8) -> ChatRequest {
         self.options = options;
+        self
+    }
+
+    /// The same request as a weighing of its `options` at `slot`: what
+    /// [`ChatPort::option_probabilities`] answers. Its digest is a
+    /// weighing's (it covers the options and the slot), never a reply's,
+    /// so a trace keeps the two apart.
+    pub fn weighing(mut self, slot: &str) -> ChatRequest {
+        self.slot = Some(slot.into());
+        self.digest = (self.attempt, self.compute_digest());
         self
     }
 
@@ -122,6 +139,16 @@ impl ChatRequest {
     }
 
     fn compute_digest(&self) -> Digest {
+        if let Some(slot) = &self.slot {
+            return DigestWriter::new("chat weighing v1")
+                .str(&self.model)
+                .u8(self.purpose.digest_code())
+                .digest(&self.prompt_digest)
+                .u8(self.options)
+                .str(slot)
+                .u32(self.attempt)
+                .finish();
+        }
         DigestWriter::new("chat request v1")
             .str(&self.model)
             .u8(self.purpose.digest_code())
@@ -284,6 +311,48 @@ pub struct OptionProbabilities {
     pub estimated: bool,
 }
 
+/// What the model's turn opens with before a survey question's or a
+/// probe's answer: the label of their reply format.
+pub const ANSWER_SLOT: &str = "ANSWER:";
+
+impl OptionProbabilities {
+    /// The probabilities as a trace records them: one line,
+    /// `probabilities 0.25 0.75; mass 0.5`, each number in the shortest
+    /// form that reads back to the same bits.
+    pub fn to_text(&self) -> String {
+        probabilities_text(&self.probabilities, self.mass)
+    }
+
+    /// What [`OptionProbabilities::to_text`] wrote: the probabilities and
+    /// the mass, to the bit; `None` for any other text.
+    pub fn parse_text(text: &str) -> Option<(Vec<f64>, f64)> {
+        let rest = text.trim_end().strip_prefix("probabilities ")?;
+        let (list, mass) = rest.split_once("; mass ")?;
+        let probabilities: Vec<f64> = list.split(' ').map(str::parse).collect::<std::result::Result<_, _>>().ok()?;
+        let mass: f64 = mass.parse().ok()?;
+        let valid = |p: &f64| p.is_finite() && (0.0..=1.0).contains(p);
+        (probabilities.len() >= 2 && probabilities.iter().all(valid) && valid(&mass)).then_some((probabilities, mass))
+    }
+}
+
+/// [`OptionProbabilities::to_text`] of `probabilities` and `mass`.
+pub fn probabilities_text(probabilities: &[f64], mass: f64) -> String {
+    let mut s = String::with_capacity(16 + 20 * probabilities.len());
+    s.push_str("probabilities");
+    for p in probabilities {
+        let _ = write!(s, " {p}");
+    }
+    let _ = write!(s, "; mass {mass}");
+    s
+}
+
+/// The point answer of a distribution over options 1 to k in scale order:
+/// its mean, rounded (half away from zero), within 1 to k.
+pub fn rounded_mean(probabilities: &[f64]) -> u8 {
+    let mean: f64 = probabilities.iter().enumerate().map(|(i, p)| (i + 1) as f64 * p).sum();
+    mean.round().clamp(1.0, probabilities.len().max(1) as f64) as u8
+}
+
 /// The error of a port that cannot give option probabilities.
 pub fn no_probabilities(provider: &str) -> ChatError {
     ChatError::Engine(crate::Error::Config {
@@ -380,4 +449,51 @@ pub struct ChatActivity {
     pub batches_waiting: u64,
     /// Their lines, and how many of them the provider says are done.
     pub batch_lines: (u64, u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A weighing's recorded text reads back to the same bits, and nothing
+    /// else reads as one.
+    #[test]
+    fn probabilities_text_reads_back_to_the_bit() {
+        let p = OptionProbabilities {
+            probabilities: vec![0.1, 1.0 / 3.0, 2.0 / 3.0 - 0.1, 1e-300],
+            mass: 0.123_456_789_012_345_67,
+            spend: Spend::default(),
+            estimated: true,
+        };
+        let (back, mass) = OptionProbabilities::parse_text(&p.to_text()).expect("reads");
+        assert_eq!(
+            back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            p.probabilities.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        assert_eq!(mass.to_bits(), p.mass.to_bits());
+        for other in [
+            "ANSWER: 3\nWHY: fine",
+            "probabilities 0.5; mass 1",
+            "probabilities 0.5 x; mass 1",
+            "probabilities 0.5 1.5; mass 1",
+        ] {
+            assert_eq!(OptionProbabilities::parse_text(other), None, "{other}");
+        }
+        assert_eq!(rounded_mean(&[0.0, 0.5, 0.5, 0.0, 0.0]), 3, "2.5 rounds away from zero");
+        assert_eq!(rounded_mean(&[0.6, 0.4, 0.0]), 1);
+    }
+
+    /// A weighing and a reply of the same prompt never share a digest (a
+    /// trace keeps both apart), and the slot and options are in it.
+    #[test]
+    fn a_weighing_has_a_digest_of_its_own() {
+        let reply = ChatRequest::new("m", ChatPurpose::Probe, "Survey question: ok?").with_options(5);
+        let weighing = reply.clone().weighing(ANSWER_SLOT);
+        assert_ne!(reply.digest(), weighing.digest());
+        assert_ne!(weighing.digest(), reply.clone().weighing("REACTION: ok\nINTENT:").digest());
+        assert_ne!(weighing.digest(), reply.clone().with_options(4).weighing(ANSWER_SLOT).digest());
+        assert_eq!(weighing.digest(), weighing.attempt(0).digest());
+        assert_ne!(weighing.digest(), weighing.attempt(1).digest());
+        assert_eq!(reply.digest(), ChatRequest::new("m", ChatPurpose::Probe, "Survey question: ok?").digest());
+    }
 }

@@ -42,6 +42,25 @@ pub struct Distribution {
     /// measured it (`[intent] method = "ssr"` or `"both"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssr: Option<SsrDistribution>,
+    /// In `[answers] mode = "probabilities"`: the panel's distribution, the
+    /// mean of its personas' probabilities over 1 to 5 (the histogram
+    /// counts their rounded means, the persona's intent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixture: Option<Vec<f64>>,
+    /// The sums behind `mixture`, and how many personas they hold.
+    #[serde(skip)]
+    mixture_sums: (Vec<f64>, u64),
+}
+
+/// Adds `p` to the running sums of a panel's mixture; returns the mean.
+fn add_to_mixture(sums: &mut (Vec<f64>, u64), p: &[f64]) -> Vec<f64> {
+    if sums.0.len() < p.len() {
+        sums.0.resize(p.len(), 0.0);
+    }
+    sums.0.iter_mut().zip(p).for_each(|(a, b)| *a += b);
+    sums.1 += 1;
+    let n = sums.1 as f64;
+    sums.0.iter().map(|x| x / n).collect()
 }
 
 /// SSR over the respondents of one stimulus.
@@ -100,6 +119,13 @@ pub struct ProbeDistribution {
     /// Replies that never parsed.
     #[serde(default)]
     pub unparsed: u64,
+    /// In `[answers] mode = "probabilities"`: the panel's distribution, the
+    /// mean of its personas' probabilities over the options (the histogram
+    /// counts their rounded means).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixture: Option<Vec<f64>>,
+    #[serde(skip)]
+    mixture_sums: (Vec<f64>, u64),
 }
 
 impl Default for ProbeDistribution {
@@ -111,7 +137,14 @@ impl Default for ProbeDistribution {
 impl ProbeDistribution {
     /// An empty distribution over `points` options.
     pub fn with_points(points: u8) -> Self {
-        ProbeDistribution { n: 0, mean: 0.0, histogram: vec![0; usize::from(points)], unparsed: 0 }
+        ProbeDistribution {
+            n: 0,
+            mean: 0.0,
+            histogram: vec![0; usize::from(points)],
+            unparsed: 0,
+            mixture: None,
+            mixture_sums: (Vec::new(), 0),
+        }
     }
 
     fn add(&mut self, v: u8) {
@@ -413,6 +446,9 @@ impl RunSummary {
             if let (Status::Ok, Some(r)) = (&o.status, &o.reaction) {
                 let d = self.intent.entry(o.stimulus.clone()).or_default();
                 d.add(r.intent);
+                if let Some(p) = o.intent_probabilities() {
+                    d.mixture = Some(add_to_mixture(&mut d.mixture_sums, &p));
+                }
                 if let Some(ssr) = &o.ssr {
                     let direct = crate::intent::pmf_of_counts(&d.histogram);
                     let m = d.ssr.get_or_insert_with(Default::default);
@@ -425,7 +461,12 @@ impl RunSummary {
             for p in &o.probes {
                 let d = self.probes.entry(p.id.clone()).or_default();
                 match &p.reply {
-                    Some(r) => d.add(r.answer),
+                    Some(r) => {
+                        d.add(r.answer);
+                        if let Some(p) = r.probabilities() {
+                            d.mixture = Some(add_to_mixture(&mut d.mixture_sums, &p));
+                        }
+                    }
                     None => d.unparsed += 1,
                 }
             }

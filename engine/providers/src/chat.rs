@@ -575,8 +575,14 @@ impl HttpChat {
     /// The request asking for the answer token alone, with its
     /// alternatives' log-probabilities.
     fn weigh_body(&self, request: &ChatRequest) -> serde_json::Value {
+        // A slot other than the survey's answer label (a reaction's lines up
+        // to `INTENT:`) is shown as the reply begun.
+        let begun = match request.slot.as_deref() {
+            Some(slot) if slot != engine::chat::ANSWER_SLOT => format!("\nYour reply so far:\n{slot}\n"),
+            Some(_) | None => String::new(),
+        };
         let prompt = format!(
-            "{}\nReply with the number of your option only, from 1 to {}.",
+            "{}\n{begun}Reply with the number of your option only, from 1 to {}.",
             request.prompt.trim_end(),
             request.options
         );

@@ -60,6 +60,12 @@ pub struct RunArgs {
     /// Configuration TOML (models, retrieval weights, prices...). Unset fields keep their defaults.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// How purchase intent and the scenario's probes are answered: "sample" (the digit each reply gives) or
+    /// "probabilities" (the model's probability of each option where its reply puts the answer, recorded in the
+    /// trace; the persona follows the distribution's rounded mean, and a probe generates no reason). Overrides
+    /// the config's `[answers] mode`.
+    #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities"])]
+    pub answer_mode: Option<String>,
     /// Tokio worker threads. Default: one per core. Results do not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
@@ -85,7 +91,7 @@ pub struct RunArgs {
     pub yes: bool,
     /// Continue the killed, interrupted or stopped run in DIR from its last committed tick (its trace
     /// holds every other setting). A finished run is left unchanged.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "outcomes", "panel", "shard"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "answer_mode", "outcomes", "panel", "shard"])]
     pub resume: Option<PathBuf>,
     /// Run shard I of N: a contiguous 1/N of the panel's personas, each with the same outcomes as in
     /// the whole run. `auto/N` takes I from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs), then
@@ -151,8 +157,15 @@ fn start(args: &RunArgs, watch: &Watch<'_>) -> runs::Result<runs::Finished> {
         (Some(panel), Some(map)) => Some(runs::PanelData::read(panel, map)?),
         _ => None,
     };
+    let mut config = runs::load_config(args.config.as_deref())?;
+    if let Some(mode) = &args.answer_mode {
+        config.raw.answers.mode = match mode.as_str() {
+            "probabilities" => engine::config::AnswerMode::Probabilities,
+            _ => engine::config::AnswerMode::Sample,
+        };
+    }
     let start = Start {
-        config: runs::load_config(args.config.as_deref())?,
+        config,
         scenario: args.scenario.clone(),
         personas: args.personas,
         panel,

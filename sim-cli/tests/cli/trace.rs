@@ -126,7 +126,16 @@ pub(crate) fn openai_server(
     stop: Arc<AtomicBool>,
     fail_every: usize,
 ) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
-    openai_server_paused(stop, fail_every, None)
+    openai_server_paused(stop, fail_every, None, false)
+}
+
+/// [`openai_server`] whose replies to a request asking for `logprobs` carry
+/// them: the answer token's 20 alternatives, the options' numbers among
+/// them with shares that follow the prompt's length.
+pub(crate) fn openai_logprobs_server(
+    stop: Arc<AtomicBool>,
+) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
+    openai_server_paused(stop, 0, None, true)
 }
 
 /// A pause: after this many chat answers the server stops reading requests
@@ -144,6 +153,7 @@ fn openai_server_paused(
     stop: Arc<AtomicBool>,
     fail_every: usize,
     pause: Option<Pause>,
+    logprobs: bool,
 ) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     listener.set_nonblocking(true).expect("nonblocking");
@@ -207,7 +217,10 @@ fn openai_server_paused(
                 chats += 1;
                 seen.lock().push(format!("BODY {}", String::from_utf8_lossy(&body)));
                 served += 1;
-                let response = chat_answer(&request, fail_every > 0 && chats % fail_every == 0);
+                let response = match logprobs && request["logprobs"] == true {
+                    true => logprobs_answer(&request),
+                    false => chat_answer(&request, fail_every > 0 && chats % fail_every == 0),
+                };
                 let _ = sock.write_all(response.as_bytes());
                 continue;
             }
@@ -229,6 +242,31 @@ fn openai_server_paused(
         }
     });
     (url, auth, handle)
+}
+
+/// The answer to a request for the answer token's alternatives: "3", with
+/// ` 1` to ` 5` and fifteen other tokens listed, the options' shares set by
+/// the prompt's length.
+fn logprobs_answer(request: &serde_json::Value) -> String {
+    let prompt = request["messages"][0]["content"].as_str().unwrap_or_default();
+    let n = prompt.len() as f64;
+    let mut top: Vec<serde_json::Value> = (1..=5)
+        .map(|o| serde_json::json!({"token": format!(" {o}"), "logprob": -0.5 - ((n + 7.0 * f64::from(o)) % 13.0) / 4.0}))
+        .collect();
+    top.extend((0..15).map(|i| serde_json::json!({"token": format!("w{i}"), "logprob": -6.0 - f64::from(i)})));
+    let body = serde_json::json!({
+        "model": "loopback-model",
+        "choices": [{
+            "message": {"role": "assistant", "content": "3"},
+            "logprobs": {"content": [{"token": "3", "logprob": -1.0, "top_logprobs": top}]},
+        }],
+        "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": 1},
+    })
+    .to_string();
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// The answer to one chat request: a reply in the schema it names, or a 500.
@@ -359,7 +397,7 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
     // The killed one: the server answers the probe and 9 calls (tick 1 and
     // part of tick 2), then holds the rest.
     let (stop, gate) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU8::new(PAUSED)));
-    let (url, seen, server) = openai_server_paused(stop.clone(), 0, Some((10, gate.clone())));
+    let (url, seen, server) = openai_server_paused(stop.clone(), 0, Some((10, gate.clone())), false);
     std::fs::write(dir.join("b.toml"), config(&url)).expect("write");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
         .args([&args[..], &["--config", "b.toml", "--out", "killed"]].concat())
@@ -657,4 +695,65 @@ fn a_trace_in_parts_replays_inspects_and_resumes_from_a_cut_between_parts() {
     let kept = parted.join(format!("trace.bin.torn-{}", commits[1]));
     assert_eq!(std::fs::read(kept).expect("the cut parts are kept"), &bytes[commits[1] as usize..cut as usize]);
     assert!(sim(&dir, &["replay", "parted"]).status.success());
+}
+
+/// A run in `probabilities` mode records each persona's distribution over
+/// purchase intent and over the probes' options in its trace: the same
+/// digest at one and two threads, replayed with no call, and a panel
+/// mixture in the summary. Against a server speaking the real protocol on
+/// loopback, intent is weighed at the reaction's own `INTENT:` line.
+#[test]
+fn answers_as_probabilities_are_recorded_and_replayed_with_no_call() {
+    let dir = scratch("probabilities-run");
+    let run = |out: &str, threads: &str, extra: &[&str]| {
+        let mut args = vec!["run", "--personas", "12", "--ticks", "2", "--threads", threads, "--out", out, "--json"];
+        args.extend_from_slice(extra);
+        sim(&dir, &args)
+    };
+    let weighed = ["--answer-mode", "probabilities"];
+    let one = run("p1", "1", &weighed);
+    let (digest, full) = digest_of(&one);
+    assert_eq!(digest_of(&run("p2", "2", &weighed)), (digest.clone(), full), "threads change no bit");
+    assert_ne!(digest_of(&run("s", "2", &[])).0, digest, "the distributions are in the digest");
+    let v: serde_json::Value = serde_json::from_slice(&one.stdout).expect("json");
+    for (id, d) in v["intent"].as_object().expect("intent") {
+        let mixture: Vec<f64> = serde_json::from_value(d["mixture"].clone()).expect("a mixture per stimulus");
+        assert_eq!(mixture.len(), 5);
+        assert!((mixture.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{id}: {mixture:?}");
+        assert!(mixture.iter().filter(|p| **p > 0.0).count() > 1, "{id}: a distribution, not one draw");
+    }
+    assert!(v["notes"].to_string().contains("probabilities"), "{v}");
+    let replay = sim(&dir, &["replay", "p1", "--json"]);
+    assert!(replay.status.success(), "{}", stderr(&replay));
+    let r: serde_json::Value = serde_json::from_slice(&replay.stdout).expect("json");
+    assert_eq!((r["provider_calls"].as_u64(), r["ticks_matched"].as_u64()), (Some(0), Some(2)), "{r}");
+    assert_eq!(r["digest"].as_str(), Some(digest.as_str()));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, seen, server) = openai_logprobs_server(stop.clone());
+    std::fs::write(
+        dir.join("live.toml"),
+        format!(
+            "[chat]\nprovider = \"openai\"\nmodel = \"m\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n\
+             [answers]\nmode = \"probabilities\"\n"
+        ),
+    )
+    .expect("config");
+    let live = sim(
+        &dir,
+        &["run", "--personas", "4", "--ticks", "1", "--config", "live.toml", "--yes", "--out", "l", "--json"],
+    );
+    let (live_digest, _) = digest_of(&live);
+    let replay = sim(&dir, &["replay", "l", "--json"]);
+    stop.store(true, Ordering::Relaxed);
+    server.join().expect("server");
+    let bodies: Vec<String> = seen.lock().iter().filter(|l| l.starts_with("BODY ")).cloned().collect();
+    let weighings: Vec<&String> = bodies.iter().filter(|b| b.contains("\"logprobs\":true")).collect();
+    assert_eq!(weighings.len(), 4, "one intent weighing per reaction: {bodies:#?}");
+    assert!(
+        weighings.iter().all(|b| b.contains("Your reply so far:\\nREACTION:") && b.contains("INTENT:\\n")),
+        "{weighings:#?}"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&replay.stdout).expect("json");
+    assert_eq!((r["provider_calls"].as_u64(), r["digest"].as_str()), (Some(0), Some(live_digest.as_str())), "{r}");
 }

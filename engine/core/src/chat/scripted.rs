@@ -111,6 +111,34 @@ fn read(prompt: &str) -> Read<'_> {
     r
 }
 
+/// A reaction's appeal, before its noise.
+struct Appeal {
+    base: f64,
+    interested: bool,
+    attitude: f64,
+    recall: f64,
+    remembered: bool,
+}
+
+/// The scale of the normal noise on a reaction's appeal.
+const APPEAL_NOISE: f64 = 0.35;
+/// The scale of the normal noise on a 1-5 probe's answer.
+const PROBE_NOISE: f64 = 0.6;
+
+/// The probabilities of `round(centre + scale x Z)` clamped to 1 to 5, Z a
+/// standard normal: the distribution the model draws a 1-5 answer from.
+fn rounded_normal(centre: f64, scale: f64) -> Vec<f64> {
+    let below = |edge: f64| 0.5 * libm::erfc(-(edge - centre) / (scale * std::f64::consts::SQRT_2));
+    let cuts = [1.5, 2.5, 3.5, 4.5].map(below);
+    (0..5)
+        .map(|i| {
+            let lo = if i == 0 { 0.0 } else { cuts[i - 1] };
+            let hi = if i == 4 { 1.0 } else { cuts[i] };
+            (hi - lo).max(0.0)
+        })
+        .collect()
+}
+
 const MALFORMED: &[&str] = &[
     "Sure! Honestly, it looks fine to me.",
     "REACTION: Hmm, not sure.\nINTENT: maybe\n",
@@ -119,7 +147,9 @@ const MALFORMED: &[&str] = &[
 ];
 
 impl ScriptedPersonaModel {
-    fn react(&self, r: &Read<'_>, s: &mut Stream) -> String {
+    /// A reaction's appeal before its noise (`0.35` times a standard
+    /// normal draw is added to it), with what the reply's words follow.
+    fn appeal(r: &Read<'_>) -> Appeal {
         let interested = r.interests.contains(&r.category);
         let attitude = r.brand.and_then(|b| r.brands.iter().find(|(n, _)| *n == b)).map_or(0.0, |(_, a)| *a);
         let brand_memories: Vec<f64> = r
@@ -146,10 +176,15 @@ impl ScriptedPersonaModel {
             _ => -0.15,
         };
         let news_damp = if r.kind == "news" { 0.5 } else { 1.0 };
-        let appeal = news_damp * (if interested { 0.55 } else { -0.25 } + 0.6 * attitude + price_term + repeat_term)
+        let base = news_damp * (if interested { 0.55 } else { -0.25 } + 0.6 * attitude + price_term + repeat_term)
             + 0.5 * recall
-            + 0.15 * mood
-            + 0.35 * s.normal();
+            + 0.15 * mood;
+        Appeal { base, interested, attitude, recall, remembered: !brand_memories.is_empty() }
+    }
+
+    fn react(&self, r: &Read<'_>, s: &mut Stream) -> String {
+        let Appeal { base, interested, attitude, recall, remembered } = Self::appeal(r);
+        let appeal = base + APPEAL_NOISE * s.normal();
         let intent = (3.0 + 2.2 * appeal).round().clamp(1.0, 5.0) as u8;
         let sentiment = ((1.3 * appeal).tanh() * 100.0).round() / 100.0;
         let importance = (3.0 + 5.0 * appeal.abs() + if r.kind == "news" { 1.0 } else { 0.0 } + s.normal())
@@ -200,7 +235,7 @@ impl ScriptedPersonaModel {
                 out.push('.');
             }
         }
-        if !brand_memories.is_empty() {
+        if remembered {
             out.push_str(if recall >= 0.0 {
                 " It reminds me of something I liked before."
             } else {
@@ -253,13 +288,17 @@ impl ScriptedPersonaModel {
         out
     }
 
-    fn answer(&self, r: &Read<'_>, s: &mut Stream) -> String {
-        let mood = if r.memories.is_empty() {
+    /// The mean sentiment of the recalled memories, 0 for none.
+    fn mood(r: &Read<'_>) -> f64 {
+        if r.memories.is_empty() {
             0.0
         } else {
             r.memories.iter().map(|(s, _)| s).sum::<f64>() / r.memories.len() as f64
-        };
-        let answer = (3.0 + 2.0 * mood + 0.6 * s.normal()).round().clamp(1.0, 5.0) as u8;
+        }
+    }
+
+    fn answer(&self, r: &Read<'_>, s: &mut Stream) -> String {
+        let answer = (3.0 + 2.0 * Self::mood(r) + PROBE_NOISE * s.normal()).round().clamp(1.0, 5.0) as u8;
         let why = match answer {
             4 | 5 => "Some of what I saw fits my life well.",
             3 => "Some things were interesting, but nothing stood out.",
@@ -318,15 +357,24 @@ impl ChatPort for ScriptedPersonaModel {
         crate::chat::scripted_reply(&self.price, request, self.reply_text(request))
     }
 
-    /// The distribution it samples a survey answer from: uniform over the
-    /// request's options. The prompt is billed, no reply.
+    /// The distribution it draws the answer from, before the draw: uniform
+    /// over a survey question's options; for a 1-5 probe and a reaction's
+    /// purchase intent, the rounded normal its answer is drawn from (so a
+    /// weighed intent does not see the reaction's own draw). The prompt is
+    /// billed, no reply.
     fn option_probabilities<'a>(
         &'a self,
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, crate::chat::ChatResult<crate::chat::OptionProbabilities>> {
         let k = request.options.max(1) as usize;
         let spend = self.price.bill(crate::cost::estimate_tokens(&request.prompt), 0);
-        let probabilities = vec![1.0 / k as f64; k];
+        let probabilities = match (request.purpose, k) {
+            (ChatPurpose::Reaction, 5) => {
+                rounded_normal(3.0 + 2.2 * Self::appeal(&read(&request.prompt)).base, 2.2 * APPEAL_NOISE)
+            }
+            (ChatPurpose::Probe, 5) => rounded_normal(3.0 + 2.0 * Self::mood(&read(&request.prompt)), PROBE_NOISE),
+            _ => vec![1.0 / k as f64; k],
+        };
         Box::pin(std::future::ready(Ok(crate::chat::OptionProbabilities {
             probabilities,
             mass: 1.0,
@@ -391,6 +439,41 @@ mod tests {
             .filter(|i| parse_reaction(&m.reply_text(&req(ChatPurpose::Reaction, prompt("x", 0.5, 5.0), *i))).is_err())
             .count();
         assert!((450..750).contains(&bad), "{bad} of 2000 malformed");
+    }
+
+    /// Its probabilities are the distribution it draws from: intent over
+    /// 4,000 attempts (each a fresh draw) against the weighed intent, and
+    /// the same for a 1-5 probe. Chi-square with 4 degrees of freedom:
+    /// 18.47 is the 0.001 critical value.
+    #[test]
+    fn weighed_answers_are_the_distribution_replies_are_drawn_from() {
+        let m = model(0.0);
+        let chi_square = |purpose: ChatPurpose, prompt: String, pick: &dyn Fn(&str) -> u8| {
+            let weighed =
+                block_on(m.option_probabilities(&req(purpose, prompt.clone(), 0).with_options(5))).expect("weighed");
+            assert!((weighed.probabilities.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+            let mut counts = [0.0; 5];
+            let n = 4000;
+            for a in 0..n {
+                counts[usize::from(pick(&m.reply_text(&req(purpose, prompt.clone(), a)))) - 1] += 1.0;
+            }
+            let expected: Vec<f64> = weighed.probabilities.iter().map(|p| p * f64::from(n)).collect();
+            let chi: f64 =
+                counts.iter().zip(&expected).filter(|(_, e)| **e > 0.0).map(|(c, e)| (c - e).powi(2) / e).sum();
+            (chi, weighed.probabilities)
+        };
+        let (chi, p) = chi_square(ChatPurpose::Reaction, prompt("fitness", 0.5, 80.0), &|t| {
+            parse_reaction(t).expect("reaction").intent
+        });
+        assert!(chi < 18.47, "intent: chi-square {chi}, probabilities {p:?}");
+        assert!(p.iter().filter(|x| **x > 0.05).count() >= 2, "not a point mass: {p:?}");
+        let probe = "Memories you recall:\n- [tick 1] (sentiment +0.40) good\n\nSurvey question: ok?\n".to_string();
+        let (chi, p) = chi_square(ChatPurpose::Probe, probe, &|t| parse_probe(t).expect("probe").answer);
+        assert!(chi < 18.47, "probe: chi-square {chi}, probabilities {p:?}");
+    }
+
+    fn block_on<T>(f: crate::BoxFuture<'_, T>) -> T {
+        crate::testing::block_on_ready(f)
     }
 
     #[test]

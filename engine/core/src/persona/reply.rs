@@ -41,6 +41,15 @@ pub struct ProbeReply {
     pub why: String,
 }
 
+impl ProbeReply {
+    /// In `probabilities` mode: the model's probabilities over the options,
+    /// which `why` then holds in their recorded form
+    /// ([`crate::chat::OptionProbabilities::to_text`]).
+    pub fn probabilities(&self) -> Option<Vec<f64>> {
+        crate::chat::OptionProbabilities::parse_text(&self.why).map(|(p, _)| p)
+    }
+}
+
 /// The value of the first line labelled with each of `keys` (labels match
 /// ignoring ASCII case and surrounding space), in one pass over the reply.
 fn fields<'a, const N: usize>(text: &'a str, keys: [&str; N]) -> [Option<&'a str>; N] {

@@ -3,12 +3,12 @@
 
 use super::stage::{observation_description, Conversed, Prepared, ReflectionResult};
 use crate::chat::schema::to_lines;
-use crate::chat::{ChatPort, ChatPurpose, ChatRequest};
-use crate::config::Config;
+use crate::chat::{probabilities_text, rounded_mean, ChatPort, ChatPurpose, ChatRequest, ANSWER_SLOT};
+use crate::config::{AnswerMode, Config};
 use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::persona::prompt::reflection_prompt;
-use crate::persona::reply::{parse_insights, parse_reaction, parse_survey};
+use crate::persona::reply::{parse_insights, parse_reaction, parse_survey, ProbeReply};
 use crate::scenario::Scenario;
 use serde::{Deserialize, Serialize};
 
@@ -96,6 +96,68 @@ async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCa
     }
 }
 
+/// A weighing (the options' probabilities at the request's slot), recorded
+/// as a call whose reply is their text, so that a trace replays it and the
+/// digests cover it. Returns the probabilities and the options' mass.
+async fn weigh(
+    port: &dyn ChatPort,
+    request: &ChatRequest,
+    calls: &mut Vec<ChatCallRecord>,
+) -> crate::Result<(Vec<f64>, f64)> {
+    match port.option_probabilities(request).await {
+        Ok(p) if p.probabilities.len() == usize::from(request.options) => {
+            calls.push(ChatCallRecord {
+                purpose: request.purpose,
+                attempt: request.attempt,
+                request: request.digest(),
+                reply: p.to_text(),
+                spend: p.spend,
+                failed: None,
+                estimated: p.estimated,
+                attempts: Vec::new(),
+            });
+            Ok((p.probabilities, p.mass))
+        }
+        Ok(p) => Err(crate::Error::Chat {
+            cause: format!(
+                "the chat model weighed {} options of a question with {}",
+                p.probabilities.len(),
+                request.options
+            ),
+        }),
+        Err(e) => {
+            if let crate::chat::ChatError::Provider { cause, spend, attempts } = &e {
+                calls.push(ChatCallRecord {
+                    purpose: request.purpose,
+                    attempt: request.attempt,
+                    request: request.digest(),
+                    reply: String::new(),
+                    spend: *spend,
+                    failed: Some(cause.clone()),
+                    estimated: false,
+                    attempts: attempts.clone(),
+                });
+            }
+            Err(e.into())
+        }
+    }
+}
+
+/// A reaction's reply up to and including its `INTENT:` label: the slot at
+/// which its purchase intent is weighed. `None` when no line has the label.
+pub fn intent_slot(reply: &str) -> Option<&str> {
+    let mut start = 0;
+    for line in reply.split_inclusive('\n') {
+        if let Some(colon) = line.find(':') {
+            if line[..colon].trim().eq_ignore_ascii_case("INTENT") {
+                return Some(&reply[..start + colon + 1]);
+            }
+        }
+        start += line.len();
+    }
+    None
+}
+
 /// Runs the chat stage of one prepared job.
 pub async fn converse(
     port: &dyn ChatPort,
@@ -106,6 +168,7 @@ pub async fn converse(
 ) -> Conversation {
     let chat = &cfg.raw.chat;
     let mut calls = Vec::new();
+    let weighed = cfg.raw.answers.mode == AnswerMode::Probabilities;
     let mut reaction = None;
     let mut last_error = String::new();
     for attempt in 0..=chat.max_guardrail_retries {
@@ -117,7 +180,7 @@ pub async fn converse(
         match call(port, &request, &mut calls).await {
             Ok(text) => match parse_reaction(&to_lines(&text)) {
                 Ok(r) => {
-                    reaction = Some(r);
+                    reaction = Some((r, to_lines(&text).into_owned()));
                     break;
                 }
                 Err(e) => last_error = e.to_string(),
@@ -125,10 +188,23 @@ pub async fn converse(
             Err(e) => return Conversation { calls, result: Err(ChatFailure::Provider(e.to_string())) },
         }
     }
-    let Some(reaction) = reaction else {
+    let Some((mut reaction, reply)) = reaction else {
         let attempts = chat.max_guardrail_retries + 1;
         return Conversation { calls, result: Err(ChatFailure::NoValidReply { attempts, last: last_error }) };
     };
+    if weighed {
+        // Purchase intent as the model weighs it where its reply puts it;
+        // the persona follows the distribution's rounded mean.
+        let slot = intent_slot(&reply).unwrap_or("INTENT:");
+        let request =
+            ChatRequest::new(&chat.model, ChatPurpose::Reaction, std::sync::Arc::clone(&prepared.reaction.prompt))
+                .with_options(5)
+                .weighing(slot);
+        match weigh(port, &request, &mut calls).await {
+            Ok((p, _)) => reaction.intent = rounded_mean(&p),
+            Err(e) => return Conversation { calls, result: Err(ChatFailure::Provider(e.to_string())) },
+        }
+    }
 
     let mut reflection = None;
     if let Some(plan) = prepared.reflect.as_ref().filter(|p| u32::from(reaction.importance) >= p.remaining) {
@@ -159,6 +235,16 @@ pub async fn converse(
         };
         let request =
             ChatRequest::new(&chat.model, purpose, probe.prompt.as_str()).with_options(probe.options.unwrap_or(0));
+        if weighed {
+            // No reason is generated: the answer is the distribution's
+            // rounded mean, and `why` carries the distribution itself.
+            let request = request.with_options(points).weighing(ANSWER_SLOT);
+            if let Ok((p, mass)) = weigh(port, &request, &mut calls).await {
+                answer = Some(ProbeReply { answer: rounded_mean(&p), why: probabilities_text(&p, mass) });
+            }
+            probes.push((probe.id.clone(), answer));
+            continue;
+        }
         for attempt in 0..=chat.max_guardrail_retries {
             let request = match attempt {
                 0 => std::borrow::Cow::Borrowed(&request),
@@ -177,4 +263,16 @@ pub async fn converse(
         probes.push((probe.id.clone(), answer));
     }
     Conversation { calls, result: Ok(Conversed { reaction, reflection, probes }) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::intent_slot;
+
+    #[test]
+    fn intent_is_weighed_where_the_reply_puts_it() {
+        let reply = "REACTION: Fine - a mug.\nSENTIMENT: 0.20\nintent : 4\nIMPORTANCE: 5\n";
+        assert_eq!(intent_slot(reply), Some("REACTION: Fine - a mug.\nSENTIMENT: 0.20\nintent :"));
+        assert_eq!(intent_slot("REACTION: no intent here\n"), None);
+    }
 }

@@ -153,6 +153,15 @@ impl Outcome {
         }
     }
 
+    /// In `probabilities` mode: the model's probabilities of purchase
+    /// intent 1 to 5 where its reaction put it, as its last reaction call
+    /// (the weighing after the reply) recorded them.
+    pub fn intent_probabilities(&self) -> Option<Vec<f64>> {
+        self.reaction.as_ref()?;
+        let call = self.chat_calls.iter().rev().find(|c| c.purpose == crate::chat::ChatPurpose::Reaction)?;
+        crate::chat::OptionProbabilities::parse_text(&call.reply).map(|(p, _)| p)
+    }
+
     /// Feeds the content of the outcome (not its costs) into `w`.
     fn write_content(&self, w: &mut DigestWriter) {
         Field::CONTENT.iter().for_each(|f| self.write_field(*f, w));

@@ -20,8 +20,9 @@ use engine::digest::DigestWriter;
 use engine::rng::Stream;
 use toktrie::{SimpleVob, TokenId};
 
-/// What the assistant's turn opens with: the survey prompt's answer label.
-pub const SLOT: &str = "ANSWER:";
+/// What the assistant's turn opens with unless the request names its own
+/// slot ([`ChatRequest::slot`]): the survey prompt's answer label.
+pub const SLOT: &str = engine::chat::ANSWER_SLOT;
 
 /// The options' probabilities at the slot.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,13 +117,15 @@ fn softmax(logits: &[f32], allowed: &[(TokenId, Step)]) -> (Vec<f64>, f64) {
 
 impl Decoder<'_> {
     /// The slot's session: the request's prompt in the chat template, the
-    /// assistant's turn opened with [`SLOT`].
+    /// assistant's turn opened with the request's slot ([`SLOT`] unless it
+    /// names another, such as a reaction's lines up to `INTENT:`).
     fn slot(&self, request: &ChatRequest) -> Result<super::decode::Session, String> {
         let prompt: &str = &request.prompt;
         let rendered = self.vocab.chat(&[("user", prompt)]).map_err(|e| e.to_string())?;
         let stable = engine::persona::prompt::stable_prefix_len(prompt);
         let prefix_end = rendered.find(prompt).map_or(0, |at| at + stable);
-        self.start(&format!("{rendered}{SLOT}"), &rendered[..prefix_end])
+        let slot = request.slot.as_deref().unwrap_or(SLOT);
+        self.start(&format!("{rendered}{slot}"), &rendered[..prefix_end])
     }
 
     /// The probability of each of `request`'s options (`options`, from 1)

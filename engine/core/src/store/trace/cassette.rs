@@ -196,18 +196,45 @@ impl ChatPort for CassetteChat {
         }
     }
 
-    /// The live port's, when there is one (a trace records no
-    /// probabilities yet).
+    /// The recorded weighing (its reply is the probabilities' text, see
+    /// [`crate::chat::OptionProbabilities::to_text`]); a miss goes to the
+    /// live port when there is one, and is an error otherwise.
     fn option_probabilities<'a>(
         &'a self,
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, crate::chat::ChatResult<crate::chat::OptionProbabilities>> {
+        let digest = request.digest();
+        if let Some(answer) = self.replies.get(&digest) {
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            let answer = match answer {
+                Ok(reply) => match crate::chat::OptionProbabilities::parse_text(&reply.text) {
+                    Some((probabilities, mass)) => Ok(crate::chat::OptionProbabilities {
+                        probabilities,
+                        mass,
+                        spend: reply.spend,
+                        estimated: reply.estimated,
+                    }),
+                    None => Err(Error::Format {
+                        file: "the trace".into(),
+                        cause: format!("weighing {} recorded no probabilities: {:?}", digest.hex(), reply.text),
+                    }
+                    .into()),
+                },
+                Err((cause, spend, attempts)) => {
+                    Err(ChatError::Provider { cause: cause.clone(), spend: *spend, attempts: attempts.clone() })
+                }
+            };
+            return Box::pin(std::future::ready(answer));
+        }
+        self.stats.miss("chat", &digest);
         match &self.live {
             Some(live) => {
                 self.stats.live_calls.fetch_add(1, Ordering::Relaxed);
                 live.option_probabilities(request)
             }
-            None => Box::pin(std::future::ready(Err(crate::chat::no_probabilities("of a replay")))),
+            None => {
+                Box::pin(std::future::ready(Err(Error::CassetteMiss { what: "chat", digest: digest.hex() }.into())))
+            }
         }
     }
 

@@ -169,13 +169,28 @@ impl ChatPort for WalChat {
         self.inner.endpoints()
     }
 
-    /// Passed on, not logged: the providers that give probabilities
-    /// compute them again for the same bits at no cost.
+    /// Logged like a reply, its text the probabilities'
+    /// ([`crate::chat::OptionProbabilities::to_text`]).
     fn option_probabilities<'a>(
         &'a self,
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, crate::chat::ChatResult<crate::chat::OptionProbabilities>> {
-        self.inner.option_probabilities(request)
+        Box::pin(async move {
+            let result = self.inner.option_probabilities(request).await;
+            let answer = match &result {
+                Ok(p) => {
+                    Ok(ChatReply { text: p.to_text(), spend: p.spend, estimated: p.estimated, attempts: Vec::new() })
+                }
+                Err(ChatError::Provider { cause, spend, attempts }) => Err((cause.clone(), *spend, attempts.clone())),
+                Err(ChatError::Engine(_)) => return result,
+            };
+            if let Err(e) = self.append(WalEntry { request: request.digest(), answer }) {
+                let spend = result.as_ref().map_or_else(ChatError::spend, |p| p.spend);
+                let cause = format!("the answer was paid for but not logged: {e}");
+                return Err(ChatError::Provider { cause, spend, attempts: Vec::new() });
+            }
+            result
+        })
     }
 
     fn activity(&self) -> Option<crate::chat::ChatActivity> {
