@@ -263,13 +263,20 @@ fn set_up(spec: RunSpec) -> Result<(Setup, TickDigests, RunSummary)> {
             cfg.raw.embedding.model
         ));
     }
-    if cfg.raw.answers.mode == engine::config::AnswerMode::Probabilities {
-        summary.notes.push(
-            "answers in mode \"probabilities\": each persona's purchase intent and probe answers are the model's \
-             probabilities over the options (in the trace); `mixture` is the panel's distribution, the histogram \
-             counts each persona's rounded mean, and probes generated no reason"
-                .into(),
-        );
+    let mode = cfg.raw.answers.mode;
+    if mode != engine::config::AnswerMode::Sample {
+        let what = match mode {
+            engine::config::AnswerMode::Verbalized => "the shares of people like it that it gave for each option",
+            engine::config::AnswerMode::Sample | engine::config::AnswerMode::Probabilities => {
+                "the model's probabilities over the options"
+            }
+        };
+        summary.notes.push(format!(
+            "answers in mode \"{}\": each persona's purchase intent and probe answers are {what} (in the trace); \
+             `mixture` is the panel's distribution, the histogram counts each persona's rounded mean, and probes \
+             generated no reason",
+            mode.as_str()
+        ));
     }
     let recorder = embedder.map(|e| Arc::new(EmbedRecorder::new(e)));
     let session_end_tick = match spec.config.raw.consolidation.session_end_tick {

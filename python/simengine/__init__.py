@@ -795,12 +795,14 @@ def validate(
     (at least 10). A validation of the same inputs left unfinished in
     ``out`` is continued.
 
-    ``answer_mode`` (``"sample"`` or ``"probabilities"``; default the
-    config's ``[answers] mode``, else sample): ``"probabilities"`` asks
-    each persona for its model's probability of every option at the
-    answer, once, with no reason generated (the scripted and GGUF models
-    and OpenAI-compatible servers that return logprobs give them), and
-    scores those distributions. ``option_order="permuted"`` shows each
+    ``answer_mode`` (``"sample"``, ``"probabilities"`` or
+    ``"verbalized"``; default the config's ``[answers] mode``, else
+    sample): ``"probabilities"`` asks each persona for its model's
+    probability of every option at the answer, once, with no reason
+    generated (the scripted and GGUF models and OpenAI-compatible servers
+    that return logprobs give them), and scores those distributions;
+    ``"verbalized"`` asks each persona for the shares of people like it
+    who would choose each option (for servers without logprobs). ``option_order="permuted"`` shows each
     persona the options in a seeded order (the answer mapped back), and
     the second run another order, so reliability measures order
     sensitivity; default the config's ``[answers] order``, else as asked.

@@ -126,8 +126,9 @@ fn validate(
         None => None,
         Some("sample") => Some(engine::config::AnswerMode::Sample),
         Some("probabilities") => Some(engine::config::AnswerMode::Probabilities),
+        Some("verbalized") => Some(engine::config::AnswerMode::Verbalized),
         Some(other) => {
-            let why = format!("answer_mode {other:?}: expected \"sample\" or \"probabilities\"");
+            let why = format!("answer_mode {other:?}: expected \"sample\", \"probabilities\" or \"verbalized\"");
             return Err(errors::refused(py, false, &why));
         }
     };

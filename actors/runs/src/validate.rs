@@ -238,8 +238,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     };
     (watch.confirm)(cfg, &estimate)?;
     let [first, second] = ask_both(cfg, &args, watch, &suite.survey, &respondents, &out, resumed)?;
-    let name = if probabilities { "model (probabilities)" } else { "model (direct)" };
-    let mut sources = vec![Source::new(name, ask::direct(&suite.survey, &first))];
+    let mut sources = vec![Source::new(model_name(cfg.raw.answers.mode), ask::direct(&suite.survey, &first))];
     if ssr {
         sources.push(Source::new("model (SSR)", ask::ssr(cfg, &suite.survey, &first, watch.threads)?));
     }
@@ -269,7 +268,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         seed: args.seed,
         chat_model: cfg.raw.chat.model.clone(),
         method: match (probabilities, ssr) {
-            (true, _) => "probabilities".into(),
+            (true, _) => cfg.raw.answers.mode.as_str().into(),
             (false, true) => "direct+ssr".into(),
             (false, false) => "direct".into(),
         },
@@ -420,6 +419,15 @@ fn announce(watch: &Watch<'_>, cfg: &Config, suite: &Suite, respondents: usize, 
     asked
 }
 
+/// The model's source name in the table for answers in `mode`.
+fn model_name(mode: AnswerMode) -> &'static str {
+    match mode {
+        AnswerMode::Sample => "model (direct)",
+        AnswerMode::Probabilities => "model (probabilities)",
+        AnswerMode::Verbalized => "model (verbalized)",
+    }
+}
+
 /// Whether the panel is asked once: probabilities in the question's own
 /// order, which a second run would only repeat.
 fn asked_once(cfg: &Config) -> bool {
@@ -433,14 +441,22 @@ fn permutation(cfg: &Config, seed: u64, n: u64) -> Option<u64> {
     (cfg.raw.answers.order == AnswerOrder::Permuted).then(|| seed.wrapping_add(n - 1))
 }
 
-/// Whether the config asks for probabilities, and what that mode skips.
+/// Whether the config asks for a forecast over the options
+/// (`probabilities` or `verbalized`), and what that mode skips.
 fn mode_notes(cfg: &Config) -> (bool, Vec<String>) {
-    let probabilities = cfg.raw.answers.mode == AnswerMode::Probabilities;
+    let mode = cfg.raw.answers.mode;
+    let probabilities = mode != AnswerMode::Sample;
     let mut notes = Vec::new();
     if probabilities && cfg.raw.intent.ssr() {
+        notes.push(format!(
+            "SSR was skipped: it rates the reason a sampled answer gives, and --answer-mode {} generates none",
+            mode.as_str()
+        ));
+    }
+    if mode == AnswerMode::Verbalized {
         notes.push(
-            "SSR was skipped: it rates the reason a sampled answer gives, and --answer-mode probabilities \
-             generates none"
+            "verbalized: each persona gave the shares of people like it who would choose each option; its \
+             forecast is those shares, normalised, and the second run at seed + 1 asks again"
                 .to_string(),
         );
     }
@@ -492,7 +508,7 @@ fn ask_both(
                     result => Some(result),
                 }
             }
-            AnswerMode::Sample => None,
+            AnswerMode::Sample | AnswerMode::Verbalized => None,
         };
         crate::preflight::probe(cfg, chat.as_ref(), progress).await?;
         let first = chat_port(cfg, args.seed, out, 1)?;

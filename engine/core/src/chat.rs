@@ -74,6 +74,11 @@ pub struct ChatRequest {
     /// survey question or a probe, a reaction's lines up to `INTENT:` for
     /// purchase intent. `None` for a reply. See [`ChatRequest::weighing`].
     pub slot: Option<Arc<str>>,
+    /// The reply gives the share of people like the persona who would
+    /// choose each of its `options` (`verbalized` mode): `{"shares": [...]}`
+    /// under a schema, `SHARES: a, b, ...` in lines. See
+    /// [`ChatRequest::verbalized`].
+    pub shares: bool,
     prompt_digest: Digest,
     /// The request digest, and the attempt it was taken for.
     digest: (u32, Digest),
@@ -91,6 +96,7 @@ impl ChatRequest {
             attempt: 0,
             options: 0,
             slot: None,
+            shares: false,
             prompt_digest,
             digest: (0, Digest::default()),
         };
@@ -111,6 +117,14 @@ impl ChatRequest {
     /// so a trace keeps the two apart.
     pub fn weighing(mut self, slot: &str) -> ChatRequest {
         self.slot = Some(slot.into());
+        self.digest = (self.attempt, self.compute_digest());
+        self
+    }
+
+    /// The same request asking for the shares of its `options`
+    /// ([`ChatRequest::shares`]); in the digest.
+    pub fn verbalized(mut self) -> ChatRequest {
+        self.shares = true;
         self.digest = (self.attempt, self.compute_digest());
         self
     }
@@ -146,6 +160,15 @@ impl ChatRequest {
                 .digest(&self.prompt_digest)
                 .u8(self.options)
                 .str(slot)
+                .u32(self.attempt)
+                .finish();
+        }
+        if self.shares {
+            return DigestWriter::new("chat shares v1")
+                .str(&self.model)
+                .u8(self.purpose.digest_code())
+                .digest(&self.prompt_digest)
+                .u8(self.options)
                 .u32(self.attempt)
                 .finish();
         }

@@ -334,6 +334,10 @@ pub enum AnswerMode {
     /// The model's probability of each option at the answer slot; no
     /// reason is generated.
     Probabilities,
+    /// The persona is asked what share of people like it would choose
+    /// each option, and replies with one share per option (validated and
+    /// normalised; a malformed reply is retried like any other).
+    Verbalized,
 }
 
 impl AnswerMode {
@@ -342,6 +346,7 @@ impl AnswerMode {
         match self {
             AnswerMode::Sample => "sample",
             AnswerMode::Probabilities => "probabilities",
+            AnswerMode::Verbalized => "verbalized",
         }
     }
 }
@@ -372,7 +377,7 @@ impl AnswerOrder {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AnswersSection {
-    /// `sample` (default) or `probabilities`.
+    /// `sample` (default), `probabilities` or `verbalized`.
     pub mode: AnswerMode,
     /// `as_asked` (default) or `permuted`.
     pub order: AnswerOrder,

@@ -17,7 +17,7 @@
 use crate::client::RateLimiter;
 use crate::clock::{Sleeper, TokioSleeper};
 use crate::provider::{Backoff, FailureKind, ProviderError};
-use engine::chat::schema::{instruction, schema_for, schema_name};
+use engine::chat::schema::{instruction, schema_for, schema_name_for};
 use engine::chat::{ChatAttempt, ChatError, ChatPort, ChatReply, ChatRequest, ScriptedPersonaModel};
 use engine::config::{ChatSection, StructuredOutput};
 use engine::cost::{estimate_tokens, Price, Spend};
@@ -442,7 +442,7 @@ impl HttpChat {
         let format = match self.structured {
             StructuredOutput::JsonSchema => Some(serde_json::json!({
                 "type": "json_schema",
-                "json_schema": {"name": schema_name(r.purpose), "schema": schema_for(r)},
+                "json_schema": {"name": schema_name_for(r), "schema": schema_for(r)},
             })),
             StructuredOutput::JsonObject => Some(serde_json::json!({"type": "json_object"})),
             StructuredOutput::None => None,

@@ -73,6 +73,27 @@ impl Question {
     /// numbered `i + 1` shows option `order[i]` (from 0). An answer `d`
     /// is option `order[d - 1] + 1`.
     pub fn prompt_in(&self, context: Option<&str>, respondent: &Respondent, order: &[usize]) -> String {
+        let mut out = self.asked(context, respondent, order);
+        out.push_str(&format!(
+            "\nReply exactly in this format:\nANSWER: <the number of your option, 1 to {}>\nWHY: <one sentence in your own voice>\n",
+            self.options.len()
+        ));
+        out
+    }
+
+    /// [`Question::prompt_in`] asking for the shares of people like the
+    /// respondent who would choose each option (`verbalized` mode), not
+    /// for one answer.
+    pub fn shares_prompt_in(&self, context: Option<&str>, respondent: &Respondent, order: &[usize]) -> String {
+        let mut out = self.asked(context, respondent, order);
+        out.push('\n');
+        engine::persona::prompt::shares_format(&mut out, self.options.len());
+        out
+    }
+
+    /// The prompt up to its reply format: the context, the respondent, the
+    /// question and its options in `order`.
+    fn asked(&self, context: Option<&str>, respondent: &Respondent, order: &[usize]) -> String {
         let mut out = String::with_capacity(512);
         if let Some(c) = context {
             out.push_str(c.trim());
@@ -86,10 +107,6 @@ impl Question {
         for (i, &o) in order.iter().enumerate() {
             out.push_str(&format!("{}. {}\n", i + 1, self.options[o]));
         }
-        out.push_str(&format!(
-            "\nReply exactly in this format:\nANSWER: <the number of your option, 1 to {}>\nWHY: <one sentence in your own voice>\n",
-            self.options.len()
-        ));
         out
     }
 }

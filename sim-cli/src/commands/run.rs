@@ -60,11 +60,12 @@ pub struct RunArgs {
     /// Configuration TOML (models, retrieval weights, prices...). Unset fields keep their defaults.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// How purchase intent and the scenario's probes are answered: "sample" (the digit each reply gives) or
-    /// "probabilities" (the model's probability of each option where its reply puts the answer, recorded in the
-    /// trace; the persona follows the distribution's rounded mean, and a probe generates no reason). Overrides
-    /// the config's `[answers] mode`.
-    #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities"])]
+    /// How purchase intent and the scenario's probes are answered: "sample" (the digit each reply gives),
+    /// "probabilities" (the model's probability of each option where its reply puts the answer) or
+    /// "verbalized" (after reacting, each persona gives the shares of people like it at each point; a probe is
+    /// asked for shares). The distributions are recorded in the trace; the persona follows their rounded mean,
+    /// and a probe generates no reason. Overrides the config's `[answers] mode`.
+    #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities", "verbalized"])]
     pub answer_mode: Option<String>,
     /// Tokio worker threads. Default: one per core. Results do not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -161,6 +162,7 @@ fn start(args: &RunArgs, watch: &Watch<'_>) -> runs::Result<runs::Finished> {
     if let Some(mode) = &args.answer_mode {
         config.raw.answers.mode = match mode.as_str() {
             "probabilities" => engine::config::AnswerMode::Probabilities,
+            "verbalized" => engine::config::AnswerMode::Verbalized,
             _ => engine::config::AnswerMode::Sample,
         };
     }

@@ -55,10 +55,11 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// How the model answers: "sample" (one sampled answer and its reason per respondent, asked twice for
-    /// reliability) or "probabilities" (the model's probability of each option at the answer, no reason, asked
-    /// once; the scripted and GGUF models and servers that return logprobs give them). Overrides the config's
-    /// `[answers] mode`.
-    #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities"])]
+    /// reliability), "probabilities" (the model's probability of each option at the answer, no reason, asked
+    /// once; the scripted and GGUF models and servers that return logprobs give them) or "verbalized" (each
+    /// persona gives the shares of people like it who would choose each option, as JSON under a schema;
+    /// for servers without logprobs; asked twice). Overrides the config's `[answers] mode`.
+    #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities", "verbalized"])]
     pub answer_mode: Option<String>,
     /// The order the options are shown in: "as_asked", or "permuted" (a seeded order per persona and question,
     /// the answer mapped back; the second run uses another order, so reliability measures order sensitivity).
@@ -110,6 +111,7 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
     if let Some(mode) = &args.answer_mode {
         config.raw.answers.mode = match mode.as_str() {
             "probabilities" => engine::config::AnswerMode::Probabilities,
+            "verbalized" => engine::config::AnswerMode::Verbalized,
             _ => engine::config::AnswerMode::Sample,
         };
     }

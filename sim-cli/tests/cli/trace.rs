@@ -269,6 +269,43 @@ fn logprobs_answer(request: &serde_json::Value) -> String {
     )
 }
 
+/// How often each prompt was asked for shares, by every server of the
+/// test binary (only one test asks for shares).
+static SHARES_ASKED: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashMap<String, usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The body answering a request for option shares: one share per option
+/// (the schema's `maxItems`), except that a third of the prompts get
+/// broken JSON and then a share too few before a valid reply, and another
+/// third a share too few first, so that the guardrails retry them.
+fn shares_answer(request: &serde_json::Value) -> String {
+    let schema = &request["response_format"]["json_schema"]["schema"]["properties"]["shares"];
+    let k = schema["maxItems"].as_u64().unwrap_or(2) as usize;
+    let prompt = request["messages"][0]["content"].as_str().unwrap_or_default();
+    let n = prompt.len();
+    let asked = {
+        let mut seen = SHARES_ASKED.lock();
+        let count = seen.entry(prompt.to_string()).or_default();
+        *count += 1;
+        *count - 1
+    };
+    let too_few = || serde_json::json!({"shares": vec![100.0 / (k - 1).max(1) as f64; k - 1]}).to_string();
+    let content = match (n % 3, asked) {
+        (0, 0) => "{\"shares\": [30, 70".to_string(),
+        (0, 1) | (1, 0) => too_few(),
+        _ => {
+            let weights: Vec<f64> = (0..k).map(|i| 1.0 + ((n + 3 * i) % 7) as f64).collect();
+            serde_json::json!({"shares": weights}).to_string()
+        }
+    };
+    serde_json::json!({
+        "model": "loopback-model",
+        "choices": [{"message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": n / 4, "completion_tokens": 12},
+    })
+    .to_string()
+}
+
 /// The answer to one chat request: a reply in the schema it names, or a 500.
 fn chat_answer(request: &serde_json::Value, fail: bool) -> String {
     let respond = |status: &str, body: String| {
@@ -291,6 +328,7 @@ fn chat_answer(request: &serde_json::Value, fail: bool) -> String {
         }
         Some("judge_score") => serde_json::json!({"score": 1 + n % 5, "justification": "Judged on loopback."}),
         Some("survey_answer") => serde_json::json!({"answer": 1 + n % 2, "why": "I answered this on loopback."}),
+        Some("option_shares") => return respond("200 OK", shares_answer(request)),
         _ => serde_json::json!({
             "reaction": format!("I read {n} characters about it and feel fine."),
             "sentiment": 0.2,
@@ -697,7 +735,7 @@ fn a_trace_in_parts_replays_inspects_and_resumes_from_a_cut_between_parts() {
     assert!(sim(&dir, &["replay", "parted"]).status.success());
 }
 
-/// A run in `probabilities` mode records each persona's distribution over
+/// A run in `probabilities` (or `verbalized`) mode records each persona's distribution over
 /// purchase intent and over the probes' options in its trace: the same
 /// digest at one and two threads, replayed with no call, and a panel
 /// mixture in the summary. Against a server speaking the real protocol on
@@ -728,6 +766,11 @@ fn answers_as_probabilities_are_recorded_and_replayed_with_no_call() {
     let r: serde_json::Value = serde_json::from_slice(&replay.stdout).expect("json");
     assert_eq!((r["provider_calls"].as_u64(), r["ticks_matched"].as_u64()), (Some(0), Some(2)), "{r}");
     assert_eq!(r["digest"].as_str(), Some(digest.as_str()));
+    // Verbalized: the persona gives shares after reacting; replayed too.
+    let (shares, _) = digest_of(&run("v", "2", &["--answer-mode", "verbalized"]));
+    let replay = sim(&dir, &["replay", "v", "--json"]);
+    let r: serde_json::Value = serde_json::from_slice(&replay.stdout).expect("json");
+    assert_eq!((r["provider_calls"].as_u64(), r["digest"].as_str()), (Some(0), Some(shares.as_str())), "{r}");
 
     let stop = Arc::new(AtomicBool::new(false));
     let (url, seen, server) = openai_logprobs_server(stop.clone());

@@ -310,6 +310,66 @@ fn probabilities_mode_scores_each_personas_distribution() {
     assert!(!dir.join("l").exists(), "nothing kept: nothing was asked");
 }
 
+/// `verbalized` mode against a server speaking the real protocol on
+/// loopback: each persona is asked, under a schema of exactly k shares,
+/// for the shares of people like it; broken JSON and a list of the wrong
+/// length are retried by the guardrails, and the forecasts are the shares
+/// normalised. The scripted model gives its own distribution (uniform
+/// here), so its log-loss is ln k.
+#[test]
+fn verbalized_shares_are_asked_under_a_schema_and_malformed_replies_retried() {
+    let dir = scratch("validate-verbalized");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, seen, server) = crate::trace::openai_server(stop.clone(), 0);
+    std::fs::write(
+        dir.join("live.toml"),
+        format!(
+            "[chat]\nprovider = \"openai\"\nmodel = \"m\"\nmax_guardrail_retries = 3\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n\
+             [answers]\nmode = \"verbalized\"\n"
+        ),
+    )
+    .expect("config");
+    let v = json(&sim(&dir, &["validate", "--config", "live.toml", "--sample", "10", "--yes", "--json", "--out", "l"]));
+    stop.store(true, Ordering::Relaxed);
+    server.join().expect("server");
+    assert_eq!((v["answer_mode"].as_str(), v["method"].as_str()), (Some("verbalized"), Some("verbalized")));
+    let bodies: Vec<String> = seen.lock().iter().filter_map(|l| l.strip_prefix("BODY ").map(String::from)).collect();
+    let shares: Vec<Value> = bodies
+        .iter()
+        .map(|b| serde_json::from_str::<Value>(b).expect("a body"))
+        .filter(|b| b["response_format"]["json_schema"]["name"] == "option_shares")
+        .collect();
+    let calls = |k: &str| v["calls"][k].as_u64().unwrap_or_else(|| panic!("calls.{k}: {v}"));
+    assert_eq!(shares.len() as u64, calls("calls"), "every attempt asked for shares");
+    assert!(calls("calls") > calls("asked"), "malformed replies were retried: {v}");
+    assert_eq!(calls("failed"), 0, "every retry ended in a valid reply");
+    for b in &shares {
+        let schema = &b["response_format"]["json_schema"]["schema"]["properties"]["shares"];
+        assert_eq!(schema["minItems"], schema["maxItems"], "exactly one share per option");
+        assert!(b["messages"][0]["content"].as_str().is_some_and(|p| p.contains("SHARES: <")), "{b}");
+    }
+    for q in v["questions"].as_array().expect("questions") {
+        let model = &q["sources"][0];
+        assert_eq!(model["name"], "model (verbalized)");
+        assert!(model["log_loss"]["value"].is_f64(), "a forecast: {model}");
+    }
+    let mut reader = csv::Reader::from_path(dir.join("l").join(runs::dir::ANSWERS)).expect("answers.csv");
+    let at = reader.headers().expect("header").iter().position(|h| h == "model_probabilities").expect("the column");
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a row")).collect();
+    assert!(!rows.is_empty());
+    for row in &rows {
+        let p: Vec<f64> = row[at].split(';').map(|p| p.parse().expect("a share")).collect();
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-5, "normalised: {p:?}");
+    }
+    // The scripted model's shares are the distribution it draws from.
+    let s = json(&sim(&dir, &["validate", "--sample", "10", "--answer-mode", "verbalized", "--json", "--out", "s"]));
+    for q in s["questions"].as_array().expect("questions") {
+        let k = q["options"].as_array().expect("options").len() as f64;
+        let ll = q["sources"][0]["log_loss"]["value"].as_f64().expect("a forecast");
+        assert!((ll - k.ln()).abs() < 1e-6, "uniform shares score ln k: {ll}");
+    }
+}
+
 fn own_survey(dir: &Path) {
     let mut panel = String::from(PANEL);
     let mut answers = String::from("id,coffee,pet\n");

@@ -4,10 +4,10 @@
 use actors::progress::Progress;
 use engine::chat::schema::to_lines;
 use engine::chat::{ChatError, ChatPort, ChatPurpose, ChatRequest, ChatResult, OptionProbabilities};
-use engine::config::Config;
+use engine::config::{AnswerMode, Config};
 use engine::cost::Spend;
 use engine::digest::DigestWriter;
-use engine::persona::reply::parse_survey;
+use engine::persona::reply::{parse_shares, parse_survey};
 use engine::rng::Stream;
 use futures::StreamExt;
 use std::sync::Arc;
@@ -70,8 +70,30 @@ fn in_question_order(mut asked: Asked, order: &[usize], question: &Question) -> 
     asked
 }
 
-async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Question, retries: u32) -> Asked {
+/// What one reply makes of the answer: the option and its reason, or (in
+/// `verbalized` mode) the shares, normalised.
+fn parse_reply(text: &str, question: &Question, shares: bool) -> Result<(u8, String, Option<Vec<f64>>), String> {
+    let lines = to_lines(text);
+    match shares {
+        true => parse_shares(&lines, question.points()).map(|p| {
+            let point = Answer::from_pmf(p.clone(), question.kind).point;
+            (point, "the shares of people like the persona it gave".to_string(), Some(p))
+        }),
+        false => parse_survey(&lines, question.points()).map(|p| (p.answer, p.why, None)),
+    }
+    .map_err(|e| e.to_string())
+}
+
+async fn ask_one(
+    chat: &dyn ChatPort,
+    model: &str,
+    prompt: String,
+    question: &Question,
+    retries: u32,
+    shares: bool,
+) -> Asked {
     let first = ChatRequest::new(model, ChatPurpose::Survey, prompt).with_options(question.points());
+    let first = if shares { first.verbalized() } else { first };
     let mut spend = Spend::default();
     let mut why = String::new();
     let mut estimated = false;
@@ -81,15 +103,15 @@ async fn ask_one(chat: &dyn ChatPort, model: &str, prompt: String, question: &Qu
             Ok(reply) => {
                 spend.add(&reply.spend);
                 estimated |= reply.estimated;
-                match parse_survey(&to_lines(&reply.text), question.points()) {
-                    Ok(p) => {
+                match parse_reply(&reply.text, question, shares) {
+                    Ok((point, why, probabilities)) => {
                         return Asked {
-                            point: Some(p.answer),
-                            why: p.why,
+                            point: Some(point),
+                            why,
                             attempts: attempt + 1,
                             spend,
                             estimated,
-                            probabilities: None,
+                            probabilities,
                             mass: None,
                         }
                     }
@@ -182,7 +204,10 @@ where
         .map(|(i, (q, r))| {
             let done = &done;
             let order = option_order(q, r, round.permute);
-            let prompt = q.prompt_in(survey.context.as_deref(), r, &order);
+            let prompt = match cfg.raw.answers.mode {
+                AnswerMode::Verbalized => q.shares_prompt_in(survey.context.as_deref(), r, &order),
+                AnswerMode::Sample | AnswerMode::Probabilities => q.prompt_in(survey.context.as_deref(), r, &order),
+            };
             let asked = ask(i, q, prompt, order);
             async move {
                 let asked = asked.await;
@@ -237,9 +262,10 @@ pub async fn ask_all(
 ) -> Replies {
     let model = cfg.raw.chat.model.as_str();
     let retries = cfg.raw.chat.max_guardrail_retries;
+    let shares = cfg.raw.answers.mode == AnswerMode::Verbalized;
     over_panel(cfg, survey, people, round, |_, q, prompt, order| {
         let chat = chat.clone();
-        async move { in_question_order(ask_one(chat.as_ref(), model, prompt, q, retries).await, &order, q) }
+        async move { in_question_order(ask_one(chat.as_ref(), model, prompt, q, retries, shares).await, &order, q) }
     })
     .await
 }

@@ -54,11 +54,39 @@ pub fn schema(purpose: ChatPurpose) -> Value {
 /// with a survey answer held to the request's own options when it names
 /// them (so a constrained server never offers option 9 of 7).
 pub fn schema_for(request: &super::ChatRequest) -> Value {
+    if request.shares {
+        return shares_schema(request.options);
+    }
     let mut s = schema(request.purpose);
     if request.purpose == ChatPurpose::Survey && (2..=MAX_OPTIONS).contains(&request.options) {
         s["properties"]["answer"]["maximum"] = json!(request.options);
     }
     s
+}
+
+/// The schema of a `verbalized` reply: one share per option, in percent,
+/// exactly `options` of them (2 to [`MAX_OPTIONS`]; the largest range when
+/// the count is out of it).
+pub fn shares_schema(options: u8) -> Value {
+    let (least, most) = match (2..=MAX_OPTIONS).contains(&options) {
+        true => (options, options),
+        false => (2, MAX_OPTIONS),
+    };
+    let share = json!({"type": "number", "minimum": 0, "maximum": 100});
+    json!({
+        "type": "object",
+        "properties": {"shares": {"type": "array", "items": share, "minItems": least, "maxItems": most}},
+        "required": ["shares"],
+        "additionalProperties": false,
+    })
+}
+
+/// The name of `request`'s schema, as `response_format` wants one.
+pub fn schema_name_for(request: &super::ChatRequest) -> &'static str {
+    match request.shares {
+        true => "option_shares",
+        false => schema_name(request.purpose),
+    }
 }
 
 /// The schema's name, as `response_format` wants one.

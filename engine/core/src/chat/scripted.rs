@@ -331,12 +331,42 @@ impl ScriptedPersonaModel {
         format!("ANSWER: {}\nWHY: Of the options given, {:?} fits me best.\n", pick + 1, options[pick])
     }
 
+    /// The distribution it draws an answer to `request` from (see
+    /// [`ChatPort::option_probabilities`] of this model).
+    fn distribution(request: &ChatRequest) -> Vec<f64> {
+        let k = request.options.max(1) as usize;
+        match (request.purpose, k) {
+            (ChatPurpose::Reaction, 5) => {
+                rounded_normal(3.0 + 2.2 * Self::appeal(&read(&request.prompt)).base, 2.2 * APPEAL_NOISE)
+            }
+            (ChatPurpose::Probe, 5) => rounded_normal(3.0 + 2.0 * Self::mood(&read(&request.prompt)), PROBE_NOISE),
+            _ => vec![1.0 / k as f64; k],
+        }
+    }
+
+    /// A `verbalized` reply: the distribution it draws from, in percent
+    /// to two decimals.
+    fn shares(request: &ChatRequest) -> String {
+        let mut out = String::from("SHARES: ");
+        for (i, p) in Self::distribution(request).iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            scan::push_fixed2(&mut out, 100.0 * p, false);
+        }
+        out.push('\n');
+        out
+    }
+
     /// The reply text for a request, without billing.
     pub fn reply_text(&self, request: &ChatRequest) -> String {
         let key = DigestWriter::new("scripted persona model v1").u64(self.seed).digest(&request.digest()).finish();
         let mut s = Stream::from_key(key.0);
         if s.unit() < self.malformed_rate {
             return s.pick(MALFORMED).to_string();
+        }
+        if request.shares {
+            return Self::shares(request);
         }
         let r = read(&request.prompt);
         match request.purpose {
@@ -366,15 +396,8 @@ impl ChatPort for ScriptedPersonaModel {
         &'a self,
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, crate::chat::ChatResult<crate::chat::OptionProbabilities>> {
-        let k = request.options.max(1) as usize;
         let spend = self.price.bill(crate::cost::estimate_tokens(&request.prompt), 0);
-        let probabilities = match (request.purpose, k) {
-            (ChatPurpose::Reaction, 5) => {
-                rounded_normal(3.0 + 2.2 * Self::appeal(&read(&request.prompt)).base, 2.2 * APPEAL_NOISE)
-            }
-            (ChatPurpose::Probe, 5) => rounded_normal(3.0 + 2.0 * Self::mood(&read(&request.prompt)), PROBE_NOISE),
-            _ => vec![1.0 / k as f64; k],
-        };
+        let probabilities = Self::distribution(request);
         Box::pin(std::future::ready(Ok(crate::chat::OptionProbabilities {
             probabilities,
             mass: 1.0,

@@ -180,6 +180,63 @@ pub fn choice_prompt(header: &str, memories: &[&MemoryRecord], question: &str, o
     s
 }
 
+/// What a `verbalized` question asks after its options: the shares of
+/// people like the persona, one per option.
+pub fn shares_format(out: &mut String, options: usize) {
+    out.push_str(
+        "Think of people like you. What share of them, in percent, would choose each option? Reply exactly in this \
+         format:\nSHARES: <",
+    );
+    push_uint(out, options as u64);
+    out.push_str(" numbers, one per option in order, separated by commas, summing to 100>\n");
+}
+
+/// A survey question asked for the shares of its options (`verbalized`
+/// mode): the recalled memories, the question, its numbered options and
+/// [`shares_format`].
+pub fn shares_prompt(header: &str, memories: &[&MemoryRecord], question: &str, options: &[String]) -> String {
+    let room = options.iter().map(|o| o.len() + 6).sum::<usize>();
+    let mut s = String::with_capacity(header.len() + memories_room(memories) + question.len() + room + 200);
+    s.push_str(header);
+    memories_block(&mut s, memories);
+    s.push_str("\nSurvey question: ");
+    s.push_str(question);
+    s.push_str("\nOptions:\n");
+    for (i, o) in options.iter().enumerate() {
+        push_uint(&mut s, i as u64 + 1);
+        s.push_str(". ");
+        s.push_str(o);
+        s.push('\n');
+    }
+    shares_format(&mut s, options.len());
+    s
+}
+
+/// The options of the 1-5 scale (a probe without options of its own, and
+/// purchase intent) when they are asked for shares.
+pub fn five_points(low: &str, high: &str) -> Vec<String> {
+    vec![format!("1 ({low})"), "2".into(), "3".into(), "4".into(), format!("5 ({high})")]
+}
+
+/// Purchase intent asked for shares after a reaction (`verbalized` mode):
+/// the reaction's prompt, the reply it got, and the five points of "how
+/// likely to buy" with [`shares_format`].
+pub fn intent_shares_prompt(reaction_prompt: &str, reply: &str) -> String {
+    let mut s = String::with_capacity(reaction_prompt.len() + reply.len() + 320);
+    s.push_str(reaction_prompt);
+    s.push_str("\nYour reaction:\n");
+    s.push_str(reply.trim_end());
+    s.push_str("\n\nHow likely are you to buy it?\nOptions:\n");
+    for (i, o) in five_points("very unlikely", "very likely").iter().enumerate() {
+        push_uint(&mut s, i as u64 + 1);
+        s.push_str(". ");
+        s.push_str(o);
+        s.push('\n');
+    }
+    shares_format(&mut s, 5);
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,6 +140,27 @@ pub fn parse_survey(text: &str, options: u8) -> Result<ProbeReply, ReplyError> {
     Ok(ProbeReply { answer, why: why.to_string() })
 }
 
+/// Parses a `verbalized` reply: `SHARES` must list exactly `options`
+/// numbers (commas or a JSON array), none negative or above 100, not all
+/// zero. Returns them normalised to sum to 1.
+pub fn parse_shares(text: &str, options: u8) -> Result<Vec<f64>, ReplyError> {
+    let [shares] = fields(text, ["SHARES"]);
+    let raw = shares.ok_or(ReplyError::Missing("SHARES"))?;
+    let invalid = || ReplyError::Invalid { field: "SHARES", value: raw.to_string() };
+    let list = raw.trim().trim_start_matches('[').trim_end_matches(']');
+    let values: Vec<f64> = list
+        .split(',')
+        .map(|v| crate::scan::parse_f64(v.trim().trim_end_matches('%')))
+        .collect::<Option<_>>()
+        .ok_or_else(invalid)?;
+    let in_range = values.iter().all(|v| v.is_finite() && (0.0..=100.0).contains(v));
+    let total: f64 = values.iter().sum();
+    if values.len() != usize::from(options) || !in_range || total <= 0.0 {
+        return Err(invalid());
+    }
+    Ok(values.iter().map(|v| v / total).collect())
+}
+
 /// Whether free text is real text: at least
 /// [`MIN_TEXT_CHARS`](crate::chat::schema::MIN_TEXT_CHARS) characters,
 /// as the reply schemas ask of every provider.
@@ -183,6 +204,21 @@ mod tests {
         );
         let insights = parse_insights("INSIGHT: Tea (importance 6)\nINSIGHT: I like green tea (importance 5)", 3);
         assert_eq!(insights, Ok(vec![("I like green tea".to_string(), 5)]), "a short insight is skipped");
+    }
+
+    /// Shares: one per option, in lines or a JSON array, normalised; a list
+    /// of the wrong length, a negative share or none at all is refused.
+    #[test]
+    fn shares_are_one_per_option_and_normalised() {
+        assert_eq!(parse_shares("SHARES: 20, 30, 50", 3), Ok(vec![0.2, 0.3, 0.5]));
+        let json = crate::chat::schema::to_lines("{\"shares\": [1, 1, 2, 0]}").into_owned();
+        assert_eq!(parse_shares(&json, 4), Ok(vec![0.25, 0.25, 0.5, 0.0]));
+        assert_eq!(parse_shares("SHARES: 10%, 90%", 2), Ok(vec![0.1, 0.9]));
+        for bad in ["SHARES: 50, 50", "SHARES: 50, -10, 60", "SHARES: 0, 0, 0", "SHARES: a, b, c", "SHARES: 200, 1, 1"]
+        {
+            assert!(matches!(parse_shares(bad, 3), Err(ReplyError::Invalid { field: "SHARES", .. })), "{bad}");
+        }
+        assert_eq!(parse_shares("{\"shares\": [30, 70", 2), Err(ReplyError::Missing("SHARES")), "broken JSON");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::config::{AnswerMode, Config};
 use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::persona::prompt::reflection_prompt;
-use crate::persona::reply::{parse_insights, parse_reaction, parse_survey, ProbeReply};
+use crate::persona::reply::{parse_insights, parse_reaction, parse_shares, parse_survey, ProbeReply};
 use crate::scenario::Scenario;
 use serde::{Deserialize, Serialize};
 
@@ -143,6 +143,31 @@ async fn weigh(
     }
 }
 
+/// A `verbalized` question: `request` (asking for shares) with guardrail
+/// retries until a reply parses. The shares, normalised, or why none did.
+async fn ask_shares(
+    port: &dyn ChatPort,
+    request: &ChatRequest,
+    retries: u32,
+    calls: &mut Vec<ChatCallRecord>,
+) -> Result<Vec<f64>, ChatFailure> {
+    let mut last = String::new();
+    for attempt in 0..=retries {
+        let request = match attempt {
+            0 => std::borrow::Cow::Borrowed(request),
+            n => std::borrow::Cow::Owned(request.attempt(n)),
+        };
+        match call(port, &request, calls).await {
+            Ok(text) => match parse_shares(&to_lines(&text), request.options) {
+                Ok(shares) => return Ok(shares),
+                Err(e) => last = e.to_string(),
+            },
+            Err(e) => return Err(ChatFailure::Provider(e.to_string())),
+        }
+    }
+    Err(ChatFailure::NoValidReply { attempts: retries + 1, last })
+}
+
 /// A reaction's reply up to and including its `INTENT:` label: the slot at
 /// which its purchase intent is weighed. `None` when no line has the label.
 pub fn intent_slot(reply: &str) -> Option<&str> {
@@ -158,6 +183,40 @@ pub fn intent_slot(reply: &str) -> Option<&str> {
     None
 }
 
+/// In `probabilities` and `verbalized` mode, the persona's purchase intent
+/// becomes the rounded mean of the model's distribution over 1 to 5: weighed
+/// at the reaction's `INTENT:` line, or given as shares after it.
+async fn intent_as_answered(
+    port: &dyn ChatPort,
+    prepared: &Prepared,
+    cfg: &Config,
+    reply: &str,
+    reaction: &mut crate::persona::reply::Reaction,
+    calls: &mut Vec<ChatCallRecord>,
+) -> Result<(), ChatFailure> {
+    let chat = &cfg.raw.chat;
+    match cfg.raw.answers.mode {
+        AnswerMode::Sample => Ok(()),
+        AnswerMode::Probabilities => {
+            let slot = intent_slot(reply).unwrap_or("INTENT:");
+            let request =
+                ChatRequest::new(&chat.model, ChatPurpose::Reaction, std::sync::Arc::clone(&prepared.reaction.prompt))
+                    .with_options(5)
+                    .weighing(slot);
+            let (p, _) = weigh(port, &request, calls).await.map_err(|e| ChatFailure::Provider(e.to_string()))?;
+            reaction.intent = rounded_mean(&p);
+            Ok(())
+        }
+        AnswerMode::Verbalized => {
+            let prompt = crate::persona::prompt::intent_shares_prompt(&prepared.reaction.prompt, reply);
+            let request = ChatRequest::new(&chat.model, ChatPurpose::Reaction, prompt).with_options(5).verbalized();
+            let shares = ask_shares(port, &request, chat.max_guardrail_retries, calls).await?;
+            reaction.intent = rounded_mean(&shares);
+            Ok(())
+        }
+    }
+}
+
 /// Runs the chat stage of one prepared job.
 pub async fn converse(
     port: &dyn ChatPort,
@@ -169,6 +228,7 @@ pub async fn converse(
     let chat = &cfg.raw.chat;
     let mut calls = Vec::new();
     let weighed = cfg.raw.answers.mode == AnswerMode::Probabilities;
+    let verbalized = cfg.raw.answers.mode == AnswerMode::Verbalized;
     let mut reaction = None;
     let mut last_error = String::new();
     for attempt in 0..=chat.max_guardrail_retries {
@@ -192,18 +252,8 @@ pub async fn converse(
         let attempts = chat.max_guardrail_retries + 1;
         return Conversation { calls, result: Err(ChatFailure::NoValidReply { attempts, last: last_error }) };
     };
-    if weighed {
-        // Purchase intent as the model weighs it where its reply puts it;
-        // the persona follows the distribution's rounded mean.
-        let slot = intent_slot(&reply).unwrap_or("INTENT:");
-        let request =
-            ChatRequest::new(&chat.model, ChatPurpose::Reaction, std::sync::Arc::clone(&prepared.reaction.prompt))
-                .with_options(5)
-                .weighing(slot);
-        match weigh(port, &request, &mut calls).await {
-            Ok((p, _)) => reaction.intent = rounded_mean(&p),
-            Err(e) => return Conversation { calls, result: Err(ChatFailure::Provider(e.to_string())) },
-        }
+    if let Err(e) = intent_as_answered(port, prepared, cfg, &reply, &mut reaction, &mut calls).await {
+        return Conversation { calls, result: Err(e) };
     }
 
     let mut reflection = None;
@@ -241,6 +291,14 @@ pub async fn converse(
             let request = request.with_options(points).weighing(ANSWER_SLOT);
             if let Ok((p, mass)) = weigh(port, &request, &mut calls).await {
                 answer = Some(ProbeReply { answer: rounded_mean(&p), why: probabilities_text(&p, mass) });
+            }
+            probes.push((probe.id.clone(), answer));
+            continue;
+        }
+        if verbalized {
+            let request = request.with_options(points).verbalized();
+            if let Ok(shares) = ask_shares(port, &request, chat.max_guardrail_retries, &mut calls).await {
+                answer = Some(ProbeReply { answer: rounded_mean(&shares), why: probabilities_text(&shares, 1.0) });
             }
             probes.push((probe.id.clone(), answer));
             continue;

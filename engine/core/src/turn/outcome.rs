@@ -155,11 +155,14 @@ impl Outcome {
 
     /// In `probabilities` mode: the model's probabilities of purchase
     /// intent 1 to 5 where its reaction put it, as its last reaction call
-    /// (the weighing after the reply) recorded them.
+    /// (the weighing after the reply) recorded them; in `verbalized` mode
+    /// the shares that call's reply gave.
     pub fn intent_probabilities(&self) -> Option<Vec<f64>> {
         self.reaction.as_ref()?;
         let call = self.chat_calls.iter().rev().find(|c| c.purpose == crate::chat::ChatPurpose::Reaction)?;
-        crate::chat::OptionProbabilities::parse_text(&call.reply).map(|(p, _)| p)
+        crate::chat::OptionProbabilities::parse_text(&call.reply)
+            .map(|(p, _)| p)
+            .or_else(|| crate::persona::reply::parse_shares(&crate::chat::schema::to_lines(&call.reply), 5).ok())
     }
 
     /// Feeds the content of the outcome (not its costs) into `w`.

@@ -6,7 +6,7 @@ use crate::clock::SimTime;
 use crate::config::Config;
 use crate::cost::estimate_tokens;
 use crate::persona::memory::{MemoryId, MemoryKind, MemoryRecord};
-use crate::persona::prompt::{choice_prompt, probe_prompt, reaction_prompt};
+use crate::persona::prompt::{choice_prompt, five_points, probe_prompt, reaction_prompt, shares_prompt};
 use crate::persona::reply::{ProbeReply, Reaction};
 use crate::persona::state::NewMemory;
 use crate::persona::PersonaState;
@@ -163,17 +163,29 @@ pub fn prepare(
         recent: state.recent_visible(cfg.reflection.recent_memories),
         header: std::sync::Arc::clone(&state.header),
     });
+    let verbalized = cfg.answers.mode == crate::config::AnswerMode::Verbalized;
     let probes = ctx
         .scenario
         .probes_at(ctx.tick)
         .filter(|_| job.exposure == 0)
-        .map(|p| match p.options.is_empty() {
-            true => ProbePrompt {
+        .map(|p| match (p.options.is_empty(), verbalized) {
+            // Asked for the shares of its options (or of the 1-5 scale).
+            (true, true) => ProbePrompt {
+                id: p.id.clone(),
+                prompt: shares_prompt(&state.header, &recalled, &p.question, &five_points("lowest", "highest")),
+                options: None,
+            },
+            (false, true) => ProbePrompt {
+                id: p.id.clone(),
+                prompt: shares_prompt(&state.header, &recalled, &p.question, &p.options),
+                options: Some(p.points()),
+            },
+            (true, false) => ProbePrompt {
                 id: p.id.clone(),
                 prompt: probe_prompt(&state.header, &recalled, &p.question),
                 options: None,
             },
-            false => ProbePrompt {
+            (false, false) => ProbePrompt {
                 id: p.id.clone(),
                 prompt: choice_prompt(&state.header, &recalled, &p.question, &p.options),
                 options: Some(p.points()),
