@@ -278,6 +278,13 @@ fn set_up(spec: RunSpec) -> Result<(Setup, TickDigests, RunSummary)> {
             mode.as_str()
         ));
     }
+    for c in &cfg.raw.answers.calibrated {
+        summary.notes.push(format!(
+            "probe {} calibrated as question {} of a validation: temperature {:.3}, the model's weight {:.3} in its \
+             blend with the people's marginal (the model's own distribution stays in the trace)",
+            c.probe, c.question, c.temperature, c.weight
+        ));
+    }
     let recorder = embedder.map(|e| Arc::new(EmbedRecorder::new(e)));
     let session_end_tick = match spec.config.raw.consolidation.session_end_tick {
         0 => spec.planned_ticks.unwrap_or(spec.ticks),

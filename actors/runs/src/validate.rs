@@ -14,7 +14,7 @@ use engine::chat::ChatPort;
 use engine::config::{AnswerMode, AnswerOrder, ChatProvider, Config, EmbeddingModel};
 use engine::cost::{estimate_tokens, Spend, NANO_PER_USD};
 use engine::digest::{Digest, DigestWriter};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use survey::score::{self, Scores, Settings, Source};
@@ -328,7 +328,7 @@ fn option_mass(survey: &Survey, replies: &Replies) -> Vec<OptionMass> {
 }
 
 /// `calibration.json`: what was fitted, and what it fits.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CalibrationFile {
     /// The format's version.
     pub format: u32,
@@ -351,7 +351,7 @@ pub struct CalibrationFile {
 }
 
 /// One question's calibration, with the digest of what it fits.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CalibratedQuestion {
     /// What was fitted.
     #[serde(flatten)]

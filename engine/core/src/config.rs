@@ -374,13 +374,54 @@ impl AnswerOrder {
 }
 
 /// `[answers]`: how closed questions are answered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AnswersSection {
     /// `sample` (default), `probabilities` or `verbalized`.
     pub mode: AnswerMode,
     /// `as_asked` (default) or `permuted`.
     pub order: AnswerOrder,
+    /// The calibrations a run applies to its probes (`run --calibration
+    /// FILE` resolves them from a `validate --calibrate` file into the
+    /// run's configuration, so that replay needs no file).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub calibrated: Vec<ProbeCalibration>,
+}
+
+/// A calibration a run applies to one probe: the probe's distribution p
+/// becomes `w x temper(p, T) + (1 - w) x marginal`, with `temper(p, T)` =
+/// p^(1/T) renormalised.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeCalibration {
+    /// The probe's id.
+    pub probe: String,
+    /// The calibrated question's id in the file, and the file's question
+    /// digest.
+    pub question: String,
+    /// The question digest the file gave.
+    pub digest: String,
+    /// The temperature T.
+    pub temperature: f64,
+    /// The model's weight w in the blend.
+    pub weight: f64,
+    /// The fitted half's marginal distribution over the options.
+    pub marginal: Vec<f64>,
+}
+
+impl ProbeCalibration {
+    /// `p` calibrated.
+    pub fn apply(&self, p: &[f64]) -> Vec<f64> {
+        let t = self.temperature;
+        let logs: Vec<Option<f64>> = p.iter().map(|x| (*x > 0.0).then(|| x.ln() / t)).collect();
+        let top = logs.iter().flatten().fold(f64::NEG_INFINITY, |a, b| a.max(*b));
+        let raw: Vec<f64> = logs.iter().map(|l| l.map_or(0.0, |l| (l - top).exp())).collect();
+        let total: f64 = raw.iter().sum();
+        raw.iter()
+            .zip(&self.marginal)
+            .map(|(r, m)| self.weight * if total > 0.0 { r / total } else { 0.0 } + (1.0 - self.weight) * m)
+            .collect()
+    }
 }
 
 impl AnswersSection {

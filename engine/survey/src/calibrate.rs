@@ -21,7 +21,7 @@
 use crate::question::{Kind, Survey};
 use crate::score::{Answer, Source};
 use crate::stats;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The least temperature fitted.
 pub const T_MIN: f64 = 0.05;
@@ -29,7 +29,7 @@ pub const T_MIN: f64 = 0.05;
 pub const T_MAX: f64 = 20.0;
 
 /// One question's calibration.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     /// The question's id.
     pub question: String,
@@ -42,13 +42,17 @@ pub struct Calibration {
     pub weight_marginal: f64,
     /// The model's weight in its blend with the demographic cell's.
     pub weight_demographic: f64,
+    /// The fitted half's marginal distribution (Jeffreys-smoothed): what
+    /// the blend with the marginal mixes in, so that a run can apply it.
+    #[serde(default)]
+    pub marginal: Option<Vec<f64>>,
     /// Log-loss on the fitted half: raw, tempered (both `None` for sampled
     /// answers, which forecast nothing), and each blend.
     pub fitted_log_loss: FittedLosses,
 }
 
 /// Log-loss on the fitted half, in nats.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FittedLosses {
     /// The model's forecasts as they came.
     pub raw: Option<f64>,
@@ -203,6 +207,7 @@ pub fn calibrate(
             temperature: fit.as_ref().filter(|_| !sampled).map(|f| f.0),
             weight_marginal: wm,
             weight_demographic: wd,
+            marginal: bases.first().map(|b| b.0.clone()),
             fitted_log_loss: fit.map_or(
                 FittedLosses { raw: None, temperature: None, blend_marginal: None, blend_demographic: None },
                 |f| f.3,

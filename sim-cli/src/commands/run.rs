@@ -67,6 +67,11 @@ pub struct RunArgs {
     /// and a probe generates no reason. Overrides the config's `[answers] mode`.
     #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities", "verbalized"])]
     pub answer_mode: Option<String>,
+    /// A calibration.json of `validate --calibrate` to apply to the scenario's probes that ask one of its
+    /// questions (the same text and options): each persona's distribution is tempered and blended with the
+    /// people's marginal as fitted. Needs the configuration and answer mode the validation used.
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
     /// Tokio worker threads. Default: one per core. Results do not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
@@ -92,7 +97,7 @@ pub struct RunArgs {
     pub yes: bool,
     /// Continue the killed, interrupted or stopped run in DIR from its last committed tick (its trace
     /// holds every other setting). A finished run is left unchanged.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "answer_mode", "outcomes", "panel", "shard"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "answer_mode", "calibration", "outcomes", "panel", "shard"])]
     pub resume: Option<PathBuf>,
     /// Run shard I of N: a contiguous 1/N of the panel's personas, each with the same outcomes as in
     /// the whole run. `auto/N` takes I from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs), then
@@ -182,6 +187,7 @@ fn start(args: &RunArgs, watch: &Watch<'_>) -> runs::Result<runs::Finished> {
         },
         shard: args.shard.clone(),
         hooks: args.hooks.into(),
+        calibration: args.calibration.clone(),
     };
     runs::start(start, watch)
 }

@@ -556,3 +556,65 @@ fn a_live_model_gets_the_survey_schema_and_the_cost_first() {
     let rows = rows(&dir.join("live"));
     assert!(rows.iter().all(|r| r[4] == "1" || r[4] == "2"), "the server's answers are recorded");
 }
+
+/// `run --calibration`: a `validate --calibrate` file applied to a probe
+/// that asks one of its questions. The scripted model's probabilities are
+/// uniform, so the fit gives the model no weight and each persona's
+/// calibrated distribution is the people's marginal from the file; the run
+/// replays with no call. A file that does not fit is refused by name.
+#[test]
+fn a_calibration_file_applies_to_the_probes_that_ask_its_questions() {
+    let dir = scratch("calibration-run");
+    let fixture = |path: &str| std::fs::read_to_string(format!("{}/../fixtures/{path}", env!("CARGO_MANIFEST_DIR")));
+    let survey = fixture("surveys/anes96/survey.toml").expect("survey.toml");
+    let questions: toml::Value = toml::from_str(&survey).expect("toml");
+    let q = &questions["question"][0];
+    let mut scenario = fixture("scenarios/default.toml").expect("scenario");
+    scenario.push_str(&format!(
+        "\n[[probes]]\ntick = 1\nid = \"views\"\nquestion = {}\noptions = {}\n",
+        q["text"], q["options"]
+    ));
+    std::fs::write(dir.join("scen.toml"), scenario).expect("scenario");
+    let v = json(&sim(
+        &dir,
+        &["validate", "--sample", "40", "--answer-mode", "probabilities", "--calibrate", "--json", "--out", "v"],
+    ));
+    assert!(v["calibration"].is_object());
+    let file: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("v/calibration.json")).expect("file")).expect("json");
+    let fitted = &file["questions"][0];
+    let marginal: Vec<f64> = serde_json::from_value(fitted["marginal"].clone()).expect("the marginal is kept");
+    assert_eq!(fitted["weight_marginal"].as_f64(), Some(0.0), "uniform forecasts carry no weight");
+    let run = |out: &str, extra: &[&str]| {
+        let mut args =
+            vec!["run", "--personas", "8", "--ticks", "1", "--scenario", "scen.toml", "--json", "--out", out];
+        args.extend_from_slice(extra);
+        sim(&dir, &args)
+    };
+    let r = json(&run("r", &["--answer-mode", "probabilities", "--calibration", "v/calibration.json"]));
+    let mixture: Vec<f64> = serde_json::from_value(r["probes"]["views"]["mixture"].clone()).expect("a mixture");
+    assert!(mixture.iter().zip(&marginal).all(|(a, b)| (a - b).abs() < 1e-12), "{mixture:?} vs {marginal:?}");
+    assert!(r["notes"].to_string().contains("probe views calibrated as question selfLR"), "{r}");
+    let replay = json(&sim(&dir, &["replay", "r", "--json"]));
+    assert_eq!((replay["provider_calls"].as_u64(), &replay["digest"]), (Some(0), &r["digest"]));
+    let refused = |o: std::process::Output, needle: &str| {
+        let err = stderr(&o);
+        assert!(
+            o.status.code() == Some(1) && err.contains("--calibration v/calibration.json") && err.contains(needle),
+            "{err}"
+        );
+    };
+    refused(run("a", &["--calibration", "v/calibration.json"]), "this run answers in mode \"sample\"");
+    std::fs::write(dir.join("hot.toml"), "[chat]\ntemperature = 1.3\n").expect("config");
+    let other = ["--answer-mode", "probabilities", "--config", "hot.toml", "--calibration", "v/calibration.json"];
+    refused(run("b", &other), "another configuration");
+    let default =
+        ["run", "--ticks", "1", "--answer-mode", "probabilities", "--calibration", "v/calibration.json", "--out", "c"];
+    refused(sim(&dir, &default), "no probe of scenario default");
+    std::fs::write(dir.join("bad.json"), "{\"format\": 1}").expect("file");
+    let o = sim(&dir, &["run", "--answer-mode", "probabilities", "--calibration", "bad.json", "--out", "d"]);
+    assert!(o.status.code() == Some(1) && stderr(&o).contains("not a calibration.json"), "{}", stderr(&o));
+    for out in ["a", "b", "c", "d"] {
+        assert!(!dir.join(out).exists(), "nothing written for a refused run");
+    }
+}

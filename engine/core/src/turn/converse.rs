@@ -168,6 +168,16 @@ async fn ask_shares(
     Err(ChatFailure::NoValidReply { attempts: retries + 1, last })
 }
 
+/// A probe's distribution with the run's calibration for it applied
+/// (`[answers] calibrated`), when it has one; the model's own stays in the
+/// call's record.
+fn calibrated(cfg: &Config, probe: &str, p: Vec<f64>) -> Vec<f64> {
+    match cfg.raw.answers.calibrated.iter().find(|c| c.probe == probe) {
+        Some(c) if c.marginal.len() == p.len() => c.apply(&p),
+        Some(_) | None => p,
+    }
+}
+
 /// A reaction's reply up to and including its `INTENT:` label: the slot at
 /// which its purchase intent is weighed. `None` when no line has the label.
 pub fn intent_slot(reply: &str) -> Option<&str> {
@@ -290,6 +300,7 @@ pub async fn converse(
             // rounded mean, and `why` carries the distribution itself.
             let request = request.with_options(points).weighing(ANSWER_SLOT);
             if let Ok((p, mass)) = weigh(port, &request, &mut calls).await {
+                let p = calibrated(cfg, &probe.id, p);
                 answer = Some(ProbeReply { answer: rounded_mean(&p), why: probabilities_text(&p, mass) });
             }
             probes.push((probe.id.clone(), answer));
@@ -298,7 +309,8 @@ pub async fn converse(
         if verbalized {
             let request = request.with_options(points).verbalized();
             if let Ok(shares) = ask_shares(port, &request, chat.max_guardrail_retries, &mut calls).await {
-                answer = Some(ProbeReply { answer: rounded_mean(&shares), why: probabilities_text(&shares, 1.0) });
+                let p = calibrated(cfg, &probe.id, shares);
+                answer = Some(ProbeReply { answer: rounded_mean(&p), why: probabilities_text(&p, 1.0) });
             }
             probes.push((probe.id.clone(), answer));
             continue;
