@@ -57,6 +57,11 @@ pub fn validation_chat_wal(dir: &Path, n: u32) -> PathBuf {
     dir.join(format!("chat-run{n}.wal"))
 }
 
+/// The chat log of a validation's reasons (`[answers] reasons = true`).
+pub fn validation_reasons_wal(dir: &Path) -> PathBuf {
+    dir.join("chat-reasons.wal")
+}
+
 /// The most persona-turns for which [`crate::OutcomesFile::Auto`] writes
 /// `outcomes.jsonl`.
 pub const AUTO_OUTCOMES_MAX_TURNS: u64 = 10_000;

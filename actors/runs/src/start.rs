@@ -285,6 +285,12 @@ pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime> {
 /// A run answers in `sample` or `probabilities` mode, in the options' own
 /// order: a permuted order is for `validate`.
 fn refuse_answer_modes(config: &Config) -> Result<()> {
+    if config.raw.answers.reasons {
+        refuse!(
+            "config [answers] reasons = true: a run's reactions already give their reasons in words; `reasons` \
+             applies to `validate` (remove it from [answers])"
+        );
+    }
     if config.raw.answers.order != engine::config::AnswerOrder::AsAsked {
         refuse!(
             "config [answers] order = \"permuted\": a run shows its probes' options as the scenario lists them; a \

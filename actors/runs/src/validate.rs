@@ -212,7 +212,8 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         suite.answers.by_question.iter().map(|column| people.iter().map(|&r| column[r]).collect()).collect();
     let respondents: Vec<_> = people.iter().map(|&r| suite.panel.respondents[r].clone()).collect();
     let (probabilities, notes) = mode_notes(cfg);
-    let ssr = cfg.raw.intent.ssr() && !probabilities;
+    let reasons = probabilities && cfg.raw.answers.reasons;
+    let ssr = cfg.raw.intent.ssr() && (!probabilities || reasons);
     if ssr && cfg.raw.embedding.model() == EmbeddingModel::Disabled {
         refuse!("the config asks for SSR ([intent] method = \"ssr\") but turns embeddings off: SSR needs an embedder");
     }
@@ -238,15 +239,24 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     };
     (watch.confirm)(cfg, &estimate)?;
     let [first, second] = ask_both(cfg, &args, watch, &suite.survey, &respondents, &out, resumed)?;
+    let reasoned = match reasons {
+        true => ask_reasons(cfg, &args, watch, &suite.survey, &respondents, &out)?,
+        false => Vec::new(),
+    };
     let mut sources = vec![Source::new(model_name(cfg.raw.answers.mode), ask::direct(&suite.survey, &first))];
     if ssr {
-        sources.push(Source::new("model (SSR)", ask::ssr(cfg, &suite.survey, &first, watch.threads)?));
+        let rated = if reasons { &reasoned } else { &first };
+        sources.push(Source::new("model (SSR)", ask::ssr(cfg, &suite.survey, rated, watch.threads)?));
     }
     let split = score::held_out(respondents.len(), args.seed);
     let baselines = score::baselines(&suite.survey, &respondents, &human, &split, args.seed);
-    // The model source calibrated and rectified: the last one that
-    // forecasts (SSR's pmfs), else the direct answers.
-    let model = sources.iter().rposition(|s| s.answers.iter().flatten().flatten().any(|a| a.forecast.is_some()));
+    // The model source calibrated and rectified: in a mode with forecasts
+    // the model's own; else the last one that forecasts (SSR's pmfs), else
+    // the direct answers.
+    let model = match probabilities {
+        true => Some(0),
+        false => sources.iter().rposition(|s| s.answers.iter().flatten().flatten().any(|a| a.forecast.is_some())),
+    };
     let model = sources[model.unwrap_or(0)].clone();
     let calibration = args.calibrate.then(|| {
         let (fits, calibrated) =
@@ -279,7 +289,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         config_hash: cfg.content_hash().hex(),
         inputs: suite.inputs.hex(),
         panel: total,
-        calls: calls(&[&first, &second]),
+        calls: calls(&[&first, &second, &reasoned]),
         scores,
         calibration,
         rectified,
@@ -405,14 +415,20 @@ fn calibration_file(
 /// Says what will be asked; returns how many questions.
 fn announce(watch: &Watch<'_>, cfg: &Config, suite: &Suite, respondents: usize, total: usize) -> u64 {
     let once = asked_once(cfg);
-    let rounds = if once { 1 } else { 2 };
+    let reasons = cfg.raw.answers.mode != AnswerMode::Sample && cfg.raw.answers.reasons;
+    let rounds = if once { 1 } else { 2 } + usize::from(reasons);
     let asked = (respondents * suite.survey.questions.len() * rounds) as u64;
     watch.progress.note(&format!(
         "validate {}: {respondents} of {total} respondents x {} questions x {} = {asked} chat calls at least, to {} \
          ({} mode)",
         suite.name,
         suite.survey.questions.len(),
-        if once { "1 run" } else { "2 runs" },
+        match (once, reasons) {
+            (true, false) => "1 run",
+            (true, true) => "(1 run and its reasons)",
+            (false, false) => "2 runs",
+            (false, true) => "(2 runs and the reasons)",
+        },
         cfg.raw.chat.model,
         cfg.raw.answers.mode.as_str()
     ));
@@ -447,9 +463,16 @@ fn mode_notes(cfg: &Config) -> (bool, Vec<String>) {
     let mode = cfg.raw.answers.mode;
     let probabilities = mode != AnswerMode::Sample;
     let mut notes = Vec::new();
-    if probabilities && cfg.raw.intent.ssr() {
+    if probabilities && cfg.raw.answers.reasons {
+        notes.push(
+            "reasons generated separately ([answers] reasons = true): each question asked once more in sample \
+             mode, in run 1's option order, for the reason SSR rates; its sampled answer is not scored"
+                .to_string(),
+        );
+    } else if probabilities && cfg.raw.intent.ssr() {
         notes.push(format!(
-            "SSR was skipped: it rates the reason a sampled answer gives, and --answer-mode {} generates none",
+            "SSR was skipped: it rates the reason a sampled answer gives, and --answer-mode {} generates none \
+             (set [answers] reasons = true to generate reasons separately)",
             mode.as_str()
         ));
     }
@@ -475,6 +498,28 @@ fn mode_notes(cfg: &Config) -> (bool, Vec<String>) {
         );
     }
     (probabilities, notes)
+}
+
+/// With `[answers] reasons = true` in a mode without reasons: every
+/// question asked once more in sample mode (at `--seed`, in run 1's option
+/// order, logged apart), for the reasons SSR rates.
+fn ask_reasons(
+    cfg: &Config,
+    args: &Validate,
+    watch: &Watch<'_>,
+    survey: &Survey,
+    respondents: &[survey::Respondent],
+    out: &Path,
+) -> Result<Replies> {
+    let mut sampled = cfg.clone();
+    sampled.raw.answers.mode = AnswerMode::Sample;
+    let rt = runtime(watch.threads)?;
+    let round =
+        ask::Round { label: "reasons", progress: watch.progress.as_ref(), permute: permutation(cfg, args.seed, 1) };
+    rt.block_on(async {
+        let chat = open_chat_port(&sampled, args.seed, &crate::dir::validation_reasons_wal(out))?;
+        Ok(ask::ask_all(&sampled, chat, survey, respondents, &round).await)
+    })
 }
 
 /// Both runs of the panel (at `--seed` and `--seed + 1`), after the live
@@ -643,15 +688,19 @@ fn prepare_out(out: Option<&Path>, started: &Started) -> Result<(PathBuf, bool)>
 /// continued with the same command buys no answer twice. (One log per run:
 /// both runs send the same requests, under different seeds.)
 fn chat_port(cfg: &Config, seed: u64, out: &Path, n: u32) -> Result<Arc<dyn ChatPort>> {
+    open_chat_port(cfg, seed, &crate::dir::validation_chat_wal(out, n))
+}
+
+/// [`chat_port`] logging to `path`.
+fn open_chat_port(cfg: &Config, seed: u64, path: &Path) -> Result<Arc<dyn ChatPort>> {
     use engine::store::trace::{cassette::CassetteChat, wal};
     let chat = providers::build_chat(cfg, seed).map_err(actors::Error::from)?;
     Ok(match cfg.raw.chat.provider {
         ChatProvider::Scripted => chat,
         ChatProvider::Modelled | ChatProvider::Openai | ChatProvider::Gguf => {
-            let path = crate::dir::validation_chat_wal(out, n);
             // Answers are served from the log; a call that failed is asked again.
-            let paid = wal::read_wal(&path)?.0.into_iter().filter(|e| e.answer.is_ok()).collect();
-            let logged: Arc<dyn ChatPort> = Arc::new(wal::WalChat::open(&path, chat)?);
+            let paid = wal::read_wal(path)?.0.into_iter().filter(|e| e.answer.is_ok()).collect();
+            let logged: Arc<dyn ChatPort> = Arc::new(wal::WalChat::open(path, chat)?);
             Arc::new(CassetteChat::new(&[], Some(logged)).with_wal(paid))
         }
     })
@@ -696,7 +745,7 @@ fn digest(
     w.finish()
 }
 
-fn calls(runs: &[&Replies; 2]) -> Calls {
+fn calls(runs: &[&Replies]) -> Calls {
     let mut spend = Spend::default();
     let mut c = Calls::default();
     for a in runs.iter().flat_map(|r| r.iter().flatten()) {

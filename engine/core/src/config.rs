@@ -381,6 +381,11 @@ pub struct AnswersSection {
     pub mode: AnswerMode,
     /// `as_asked` (default) or `permuted`.
     pub order: AnswerOrder,
+    /// In `probabilities` or `verbalized` mode, `validate` also asks each
+    /// question once in `sample` mode for the reason alone, which SSR then
+    /// rates (default false: no reason is generated, and SSR is skipped).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reasons: bool,
     /// The calibrations a run applies to its probes (`run --calibration
     /// FILE` resolves them from a `validate --calibrate` file into the
     /// run's configuration, so that replay needs no file).

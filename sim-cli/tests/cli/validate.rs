@@ -618,3 +618,36 @@ fn a_calibration_file_applies_to_the_probes_that_ask_its_questions() {
         assert!(!dir.join(out).exists(), "nothing written for a refused run");
     }
 }
+
+/// `[answers] reasons = true`: in probabilities mode every question is
+/// asked once more in sample mode for its reason, which SSR rates; without
+/// it SSR is skipped. A run refuses the setting by name.
+#[test]
+fn reasons_generated_apart_let_ssr_rate_a_probabilities_validation() {
+    let dir = scratch("validate-reasons");
+    std::fs::write(
+        dir.join("r.toml"),
+        "[intent]\nmethod = \"ssr\"\n[answers]\nmode = \"probabilities\"\nreasons = true\n",
+    )
+    .expect("config");
+    std::fs::write(dir.join("n.toml"), "[intent]\nmethod = \"ssr\"\n[answers]\nmode = \"probabilities\"\n")
+        .expect("config");
+    let with = json(&sim(&dir, &["validate", "--config", "r.toml", "--sample", "12", "--json", "--out", "r"]));
+    let without = json(&sim(&dir, &["validate", "--config", "n.toml", "--sample", "12", "--json", "--out", "n"]));
+    let names = |v: &Value| -> Vec<String> {
+        v["questions"][0]["sources"]
+            .as_array()
+            .expect("sources")
+            .iter()
+            .map(|s| s["name"].as_str().expect("name").to_string())
+            .collect()
+    };
+    assert!(names(&with).contains(&"model (SSR)".to_string()), "{:?}", names(&with));
+    assert!(!names(&without).contains(&"model (SSR)".to_string()), "{:?}", names(&without));
+    assert_eq!(with["calls"]["asked"], 12 * 3 * 2, "the probabilities, then the reasons");
+    assert_eq!(without["calls"]["asked"], 12 * 3);
+    assert!(without["notes"].to_string().contains("SSR was skipped"), "{without}");
+    assert!(with["notes"].to_string().contains("reasons generated separately"), "{with}");
+    let o = sim(&dir, &["run", "--config", "r.toml", "--out", "run"]);
+    assert!(o.status.code() == Some(1) && stderr(&o).contains("reasons = true"), "{}", stderr(&o));
+}
