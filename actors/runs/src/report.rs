@@ -215,6 +215,11 @@ fn stacked(h: &mut String, rows: &[(String, Vec<f64>, String)]) {
     h.push_str("</svg>");
 }
 
+/// The mean of a distribution over 1 to k.
+fn mean_of(p: &[f64]) -> f64 {
+    p.iter().enumerate().map(|(i, x)| (i + 1) as f64 * x).sum()
+}
+
 fn shares(d: &Dist) -> Vec<f64> {
     let n = d.n.max(1) as f64;
     d.histogram.iter().map(|c| *c as f64 / n).collect()
@@ -234,7 +239,16 @@ fn intent(h: &mut String, a: &Analysis) {
         let mut rows = Vec::new();
         for (tick, d) in &s.ticks {
             let note = format!("mean {:.2} ({:.2}-{:.2}), n {}", d.mean, d.ci95[0], d.ci95[1], d.n);
-            rows.push((format!("tick {tick} direct"), shares(d), note));
+            if let Some(m) = &d.mixture {
+                rows.push((
+                    format!("tick {tick} distribution"),
+                    m.clone(),
+                    format!("mean {:.2}, the panel's", mean_of(m)),
+                ));
+                rows.push((format!("tick {tick} rounded"), shares(d), note));
+            } else {
+                rows.push((format!("tick {tick} direct"), shares(d), note));
+            }
             if let Some(ssr) = s.ssr.get(tick) {
                 rows.push((
                     format!("tick {tick} SSR"),
@@ -244,6 +258,9 @@ fn intent(h: &mut String, a: &Analysis) {
             }
         }
         stacked(h, &rows);
+    }
+    if a.intent.iter().any(|s| s.ticks.values().any(|d| d.mixture.is_some())) {
+        h.push_str("<p class=\"note\">Distribution: the panel's, the mean of each persona's distribution over 1 to 5 (its probabilities, or the shares it gave); rounded: each persona's rounded mean, the intent it acts on.</p>");
     }
     if a.intent.iter().any(|s| !s.ssr.is_empty()) {
         h.push_str("<p class=\"note\">SSR: semantic similarity rating of the reaction text (mean pmf over respondents), beside the digit the model printed (direct).</p>");
@@ -336,13 +353,21 @@ fn probes(h: &mut String, a: &Analysis) {
     if a.probes.is_empty() {
         h.push_str("<p>The scenario asked no probe question.</p>");
     } else {
-        let rows: Vec<(String, Vec<f64>, String)> = a
-            .probes
-            .iter()
-            .map(|(id, d)| {
-                (id.clone(), shares(d), format!("mean {:.2}, n {}, answers 1-{}", d.mean, d.n, d.histogram.len()))
-            })
-            .collect();
+        let mut rows: Vec<(String, Vec<f64>, String)> = Vec::new();
+        for (id, d) in &a.probes {
+            let note = format!("mean {:.2}, n {}, answers 1-{}", d.mean, d.n, d.histogram.len());
+            match &d.mixture {
+                Some(m) => {
+                    rows.push((
+                        format!("{id} distribution"),
+                        m.clone(),
+                        format!("mean {:.2}, the panel's", mean_of(m)),
+                    ));
+                    rows.push((format!("{id} rounded"), shares(d), note));
+                }
+                None => rows.push((id.clone(), shares(d), note)),
+            }
+        }
         stacked(h, &rows);
     }
     h.push_str("</section>");

@@ -766,6 +766,15 @@ fn answers_as_probabilities_are_recorded_and_replayed_with_no_call() {
     let r: serde_json::Value = serde_json::from_slice(&replay.stdout).expect("json");
     assert_eq!((r["provider_calls"].as_u64(), r["ticks_matched"].as_u64()), (Some(0), Some(2)), "{r}");
     assert_eq!(r["digest"].as_str(), Some(digest.as_str()));
+    // The report draws each stimulus's panel distribution beside the
+    // personas' rounded means, from the trace.
+    assert!(sim(&dir, &["report", "p1"]).status.success());
+    let page = std::fs::read_to_string(dir.join("p1/report.html")).expect("report.html");
+    assert!(page.contains("tick 1 distribution") && page.contains("tick 1 rounded"), "no distribution rows");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("p1/report.json")).expect("report.json")).expect("json");
+    let first = &report["intent"][0]["all"]["mixture"];
+    assert!(first.as_array().is_some_and(|m| m.len() == 5), "{}", report["intent"][0]);
     // Verbalized: the persona gives shares after reacting; replayed too.
     let (shares, _) = digest_of(&run("v", "2", &["--answer-mode", "verbalized"]));
     let replay = sim(&dir, &["replay", "v", "--json"]);

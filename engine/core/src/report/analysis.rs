@@ -34,6 +34,13 @@ pub struct Dist {
     pub mean: f64,
     /// 95% interval of the mean (normal approximation).
     pub ci95: [f64; 2],
+    /// In `probabilities` or `verbalized` mode: the panel's distribution,
+    /// the mean of the personas' (the histogram counts their rounded
+    /// means).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mixture: Option<Vec<f64>>,
+    #[serde(skip)]
+    sums: (Vec<f64>, u64),
 }
 
 impl Default for Dist {
@@ -45,7 +52,25 @@ impl Default for Dist {
 impl Dist {
     /// An empty distribution over `points` answers.
     pub fn with_points(points: u8) -> Dist {
-        Dist { n: 0, histogram: vec![0; usize::from(points)], mean: 0.0, ci95: [0.0, 0.0] }
+        Dist {
+            n: 0,
+            histogram: vec![0; usize::from(points)],
+            mean: 0.0,
+            ci95: [0.0, 0.0],
+            mixture: None,
+            sums: (Vec::new(), 0),
+        }
+    }
+
+    /// Adds one persona's distribution to the panel's mixture.
+    fn add_pmf(&mut self, p: &[f64]) {
+        if self.sums.0.len() < p.len() {
+            self.sums.0.resize(p.len(), 0.0);
+        }
+        self.sums.0.iter_mut().zip(p).for_each(|(a, b)| *a += b);
+        self.sums.1 += 1;
+        let n = self.sums.1 as f64;
+        self.mixture = Some(self.sums.0.iter().map(|x| x / n).collect());
     }
 
     fn add(&mut self, v: u8) {
@@ -524,7 +549,11 @@ impl Builder {
         self.costs(o);
         for p in &o.probes {
             if let Some(r) = &p.reply {
-                self.a.probes.entry(p.id.clone()).or_default().add(r.answer);
+                let d = self.a.probes.entry(p.id.clone()).or_default();
+                d.add(r.answer);
+                if let Some(pmf) = r.probabilities() {
+                    d.add_pmf(&pmf);
+                }
             }
         }
         let (Status::Ok, Some(r)) = (&o.status, &o.reaction) else { return };
@@ -532,6 +561,10 @@ impl Builder {
         s.stimulus = o.stimulus.clone();
         s.ticks.entry(tick).or_default().add(r.intent);
         s.all.add(r.intent);
+        if let Some(pmf) = o.intent_probabilities() {
+            s.ticks.entry(tick).or_default().add_pmf(&pmf);
+            s.all.add_pmf(&pmf);
+        }
         s.sentiment.0 += f64::from(r.sentiment);
         s.sentiment.1 += u64::from(r.sentiment > 0.0);
         if let Some(ssr) = &o.ssr {
