@@ -205,6 +205,33 @@ struct Setup {
     replayed_ticks: u32,
 }
 
+/// What the summary's notes say of `[answers]`: the mode the closed
+/// questions were answered in, and each probe calibrated.
+fn answer_notes(cfg: &engine::config::Config, notes: &mut Vec<String>) {
+    let mode = cfg.raw.answers.mode;
+    if mode != engine::config::AnswerMode::Sample {
+        let what = match mode {
+            engine::config::AnswerMode::Verbalized => "the shares of people like it that it gave for each option",
+            engine::config::AnswerMode::Sample | engine::config::AnswerMode::Probabilities => {
+                "the model's probabilities over the options"
+            }
+        };
+        notes.push(format!(
+            "answers in mode \"{}\": each persona's purchase intent and probe answers are {what} (in the trace); \
+             `mixture` is the panel's distribution, the histogram counts each persona's rounded mean, and probes \
+             generated no reason",
+            mode.as_str()
+        ));
+    }
+    for c in &cfg.raw.answers.calibrated {
+        notes.push(format!(
+            "probe {} calibrated as question {} of a validation: temperature {:.3}, the model's weight {:.3} in its \
+             blend with the people's marginal (the model's own distribution stays in the trace)",
+            c.probe, c.question, c.temperature, c.weight
+        ));
+    }
+}
+
 /// The ports (default ones only for what the caller did not supply: a
 /// replay never constructs a live provider, nor reads its key), the shared
 /// inputs, the genesis digests and the empty summary.
@@ -263,28 +290,7 @@ fn set_up(spec: RunSpec) -> Result<(Setup, TickDigests, RunSummary)> {
             cfg.raw.embedding.model
         ));
     }
-    let mode = cfg.raw.answers.mode;
-    if mode != engine::config::AnswerMode::Sample {
-        let what = match mode {
-            engine::config::AnswerMode::Verbalized => "the shares of people like it that it gave for each option",
-            engine::config::AnswerMode::Sample | engine::config::AnswerMode::Probabilities => {
-                "the model's probabilities over the options"
-            }
-        };
-        summary.notes.push(format!(
-            "answers in mode \"{}\": each persona's purchase intent and probe answers are {what} (in the trace); \
-             `mixture` is the panel's distribution, the histogram counts each persona's rounded mean, and probes \
-             generated no reason",
-            mode.as_str()
-        ));
-    }
-    for c in &cfg.raw.answers.calibrated {
-        summary.notes.push(format!(
-            "probe {} calibrated as question {} of a validation: temperature {:.3}, the model's weight {:.3} in its \
-             blend with the people's marginal (the model's own distribution stays in the trace)",
-            c.probe, c.question, c.temperature, c.weight
-        ));
-    }
+    answer_notes(cfg, &mut summary.notes);
     let recorder = embedder.map(|e| Arc::new(EmbedRecorder::new(e)));
     let session_end_tick = match spec.config.raw.consolidation.session_end_tick {
         0 => spec.planned_ticks.unwrap_or(spec.ticks),

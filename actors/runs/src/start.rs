@@ -282,9 +282,11 @@ pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime> {
 
 /// Starts the run `start` describes and runs it to its end, an interrupt
 /// or a failure. A shard whose directory already holds it is resumed.
-/// A run answers in `sample` or `probabilities` mode, in the options' own
-/// order: a permuted order is for `validate`.
-fn refuse_answer_modes(config: &Config) -> Result<()> {
+/// A run answers in any mode, in the options' own order and without
+/// separate reasons: those are for `validate`. Returns the content hash a
+/// calibration file must have been fitted under: the configuration as
+/// loaded, before a panel of data is resolved into it.
+fn refuse_answer_modes(config: &Config) -> Result<String> {
     if config.raw.answers.reasons {
         refuse!(
             "config [answers] reasons = true: a run's reactions already give their reasons in words; `reasons` \
@@ -297,7 +299,7 @@ fn refuse_answer_modes(config: &Config) -> Result<()> {
              permuted order applies to `validate` (remove `order` from [answers], or pass --option-order to validate)"
         );
     }
-    Ok(())
+    Ok(config.content_hash().hex())
 }
 
 /// The calibrations of `path` (a `validate --calibrate` file) for the
@@ -372,17 +374,19 @@ fn calibrations(path: &Path, config: &Config, hash: &str, scenario: &Scenario) -
     Ok(out)
 }
 
+/// `--budget-usd` in nano-USD, checked.
+fn budget(usd: Option<f64>) -> Result<Option<u64>> {
+    match usd {
+        None => Ok(None),
+        Some(b) if b.is_finite() && b > 0.0 && b < 1e9 => Ok(Some((b * NANO_PER_USD as f64).round() as u64)),
+        Some(b) => refuse!("--budget-usd {b}: must be a positive number of USD below 1e9"),
+    }
+}
+
 pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     let Start { mut config, seed, ticks, .. } = start;
-    let budget_nano_usd = match start.budget_usd {
-        None => None,
-        Some(b) if b.is_finite() && b > 0.0 && b < 1e9 => Some((b * NANO_PER_USD as f64).round() as u64),
-        Some(b) => refuse!("--budget-usd {b}: must be a positive number of USD below 1e9"),
-    };
-    refuse_answer_modes(&config)?;
-    // What a calibration file was fitted under: the configuration as
-    // loaded, before a panel of data is resolved into it.
-    let plain_hash = config.content_hash().hex();
+    let budget_nano_usd = budget(start.budget_usd)?;
+    let plain_hash = refuse_answer_modes(&config)?;
     // Every input is read and checked before anything is written.
     let personas = match &start.panel {
         Some(panel) => {

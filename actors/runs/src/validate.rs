@@ -213,10 +213,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     let respondents: Vec<_> = people.iter().map(|&r| suite.panel.respondents[r].clone()).collect();
     let (probabilities, notes) = mode_notes(cfg);
     let reasons = probabilities && cfg.raw.answers.reasons;
-    let ssr = cfg.raw.intent.ssr() && (!probabilities || reasons);
-    if ssr && cfg.raw.embedding.model() == EmbeddingModel::Disabled {
-        refuse!("the config asks for SSR ([intent] method = \"ssr\") but turns embeddings off: SSR needs an embedder");
-    }
+    let ssr = ssr_runs(cfg, probabilities && !reasons)?;
     let started = Started {
         suite: suite.name.clone(),
         inputs: suite.inputs.hex(),
@@ -243,21 +240,11 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         true => ask_reasons(cfg, &args, watch, &suite.survey, &respondents, &out)?,
         false => Vec::new(),
     };
-    let mut sources = vec![Source::new(model_name(cfg.raw.answers.mode), ask::direct(&suite.survey, &first))];
-    if ssr {
-        let rated = if reasons { &reasoned } else { &first };
-        sources.push(Source::new("model (SSR)", ask::ssr(cfg, &suite.survey, rated, watch.threads)?));
-    }
+    let rated = if reasons { &reasoned } else { &first };
+    let mut sources = model_sources(cfg, &suite.survey, &first, ssr.then_some(rated), watch.threads)?;
     let split = score::held_out(respondents.len(), args.seed);
     let baselines = score::baselines(&suite.survey, &respondents, &human, &split, args.seed);
-    // The model source calibrated and rectified: in a mode with forecasts
-    // the model's own; else the last one that forecasts (SSR's pmfs), else
-    // the direct answers.
-    let model = match probabilities {
-        true => Some(0),
-        false => sources.iter().rposition(|s| s.answers.iter().flatten().flatten().any(|a| a.forecast.is_some())),
-    };
-    let model = sources[model.unwrap_or(0)].clone();
+    let model = calibrated_source(&sources, probabilities);
     let calibration = args.calibrate.then(|| {
         let (fits, calibrated) =
             survey::calibrate::calibrate(&suite.survey, &model, &baselines[1], &baselines[2], &human, &split);
@@ -433,6 +420,43 @@ fn announce(watch: &Watch<'_>, cfg: &Config, suite: &Suite, respondents: usize, 
         cfg.raw.answers.mode.as_str()
     ));
     asked
+}
+
+/// The model's sources: its answers, and SSR's ratings of `rated`'s
+/// reasons when SSR runs.
+fn model_sources(
+    cfg: &Config,
+    survey: &Survey,
+    first: &Replies,
+    rated: Option<&Replies>,
+    threads: Option<u32>,
+) -> Result<Vec<Source>> {
+    let mut sources = vec![Source::new(model_name(cfg.raw.answers.mode), ask::direct(survey, first))];
+    if let Some(rated) = rated {
+        sources.push(Source::new("model (SSR)", ask::ssr(cfg, survey, rated, threads)?));
+    }
+    Ok(sources)
+}
+
+/// Whether SSR rates the model's reasons: asked for, and not `skipped`
+/// (no reason generated); refused when embeddings are off.
+fn ssr_runs(cfg: &Config, skipped: bool) -> Result<bool> {
+    let ssr = cfg.raw.intent.ssr() && !skipped;
+    if ssr && cfg.raw.embedding.model() == EmbeddingModel::Disabled {
+        refuse!("the config asks for SSR ([intent] method = \"ssr\") but turns embeddings off: SSR needs an embedder");
+    }
+    Ok(ssr)
+}
+
+/// The model source calibrated and rectified: in a mode with forecasts
+/// (`forecasts`) the model's own; else the last one that forecasts (SSR's
+/// pmfs), else the direct answers.
+fn calibrated_source(sources: &[Source], forecasts: bool) -> Source {
+    let model = match forecasts {
+        true => Some(0),
+        false => sources.iter().rposition(|s| s.answers.iter().flatten().flatten().any(|a| a.forecast.is_some())),
+    };
+    sources[model.unwrap_or(0)].clone()
 }
 
 /// The model's source name in the table for answers in `mode`.
