@@ -1,6 +1,7 @@
 //! `sim-cli bench embed`: both embedding strategies end to end, cold and
 //! warm cache, side by side in one process, against the modelled provider.
 
+mod gguf;
 mod model;
 
 use crate::prelude::runtime;
@@ -26,6 +27,8 @@ pub enum BenchCommand {
     Chat(ChatBenchArgs),
     /// Whole runs at growing panel sizes: wall time, turns per second, peak memory, bytes per turn.
     Scale(super::scale::ScaleArgs),
+    /// A local GGUF model's forward pass alone, as llama.cpp's llama-bench measures it (pp, tg, batched tg).
+    Gguf(gguf::GgufBenchArgs),
 }
 
 /// Options of `sim-cli bench chat`.
@@ -245,6 +248,7 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Embed(args) => args,
         BenchCommand::Chat(args) => return bench_chat(&args),
         BenchCommand::Scale(args) => return super::scale::scale(&args),
+        BenchCommand::Gguf(args) => return gguf::bench_gguf(&args),
     };
     if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
         anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);

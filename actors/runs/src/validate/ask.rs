@@ -183,8 +183,8 @@ pub struct Round<'a> {
     pub permute: Option<u64>,
 }
 
-/// `ask` for every question of every respondent (job `i` in question-major
-/// order, the prompt in the respondent's option order, that order), at
+/// `ask` for every question of every respondent (job `i` in
+/// respondent-major order, the prompt in the respondent's option order, that order), at
 /// most `cfg.chat.concurrency` at once, in a fixed order; a bar counts
 /// them. `out[q][r]`.
 async fn over_panel<'s, T, Fut>(
@@ -199,7 +199,10 @@ where
 {
     let total = (survey.questions.len() * people.len()) as u64;
     let done = std::sync::atomic::AtomicU64::new(0);
-    let jobs = survey.questions.iter().flat_map(|q| people.iter().map(move |r| (q, r))).enumerate();
+    // Respondent by respondent, so that a local model's prefix cache serves
+    // a respondent's description to its every question (the answers do not
+    // depend on the order).
+    let jobs = people.iter().flat_map(|r| survey.questions.iter().map(move |q| (q, r))).enumerate();
     let flat: Vec<T> = futures::stream::iter(jobs)
         .map(|(i, (q, r))| {
             let done = &done;
@@ -219,8 +222,12 @@ where
         .buffered(cfg.raw.chat.concurrency.max(1))
         .collect()
         .await;
-    let mut flat = flat.into_iter();
-    survey.questions.iter().map(|_| flat.by_ref().take(people.len()).collect()).collect()
+    let k = survey.questions.len();
+    let mut out: Vec<Vec<T>> = (0..k).map(|_| Vec::with_capacity(people.len())).collect();
+    for (i, asked) in flat.into_iter().enumerate() {
+        out[i % k].push(asked);
+    }
+    out
 }
 
 /// [`ask_all`] in probabilities mode: each question's option

@@ -24,11 +24,17 @@ use std::fmt::Write;
 /// header and, for a reaction, its reply format; everything a persona's
 /// every prompt of that kind repeats byte for byte. It ends where the
 /// recalled memories (reactions, probes, survey questions) or the recent
-/// experiences (reflections) begin; a prompt with neither (an agent's) has
-/// no stable prefix here, 0. A local model keeps the key/value state of
+/// experiences (reflections) begin, or where a `validate` question follows
+/// its respondent's description (the respondent's every question repeats
+/// what comes before); a prompt with none of these (an agent's) has no
+/// stable prefix here, 0. A local model keeps the key/value state of
 /// this prefix for the persona's next call.
 pub fn stable_prefix_len(prompt: &str) -> usize {
-    ["\nMemories you recall:\n", "\nRecent experiences:\n"].iter().filter_map(|m| prompt.find(m)).min().unwrap_or(0)
+    ["\nMemories you recall:\n", "\nRecent experiences:\n", "\nQuestion: "]
+        .iter()
+        .filter_map(|m| prompt.find(m))
+        .min()
+        .unwrap_or(0)
 }
 
 /// The memories of `recalled` in the order they were formed.
