@@ -382,8 +382,8 @@ pub fn no_probabilities(provider: &str) -> ChatError {
         source_name: "[answers]".into(),
         field: "mode".into(),
         cause: format!(
-            "the chat provider {provider} cannot give its probabilities over the options; use mode \"sample\" \
-             (--answer-mode sample)"
+            "the chat provider {provider} cannot give its probabilities over the options; use mode \"verbalized\" \
+             or \"sample\" (--answer-mode verbalized|sample)"
         ),
     })
 }

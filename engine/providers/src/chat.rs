@@ -619,7 +619,8 @@ impl ChatUpstream for HttpChat {
             let Some(top) = top else {
                 return Some(Err(WeighError::Unsupported(format!(
                     "the server at {} returned no logprobs for the answer token, which mode \"probabilities\" \
-                     reads; use mode \"sample\" (--answer-mode sample) with this server",
+                     reads; use mode \"verbalized\" (the persona states its shares) or \"sample\" \
+                     (--answer-mode verbalized|sample) with this server",
                     engine::report::redact_url(url)
                 ))));
             };
