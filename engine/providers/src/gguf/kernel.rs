@@ -251,6 +251,32 @@ pub fn lanes_sum(l: &[f32; 8]) -> f32 {
     ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
 }
 
+/// [`dot`] of `a` with each of four `b`s, computed side by side (four
+/// independent chains of adds): each result has [`dot`]'s bits.
+#[inline(always)]
+pub fn dot4(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+    let n = b.iter().fold(a.len(), |n, b| n.min(b.len()));
+    let whole = n / 8 * 8;
+    let (mut s0, mut s1, mut s2, mut s3) = ([0f32; 8], [0f32; 8], [0f32; 8], [0f32; 8]);
+    let eight = |v: &[f32], c: usize| -> [f32; 8] { v[c..c + 8].try_into().expect("eight values") };
+    for c in (0..whole).step_by(8) {
+        let (x, y0, y1, y2, y3) = (eight(a, c), eight(b[0], c), eight(b[1], c), eight(b[2], c), eight(b[3], c));
+        for j in 0..8 {
+            s0[j] += x[j] * y0[j];
+            s1[j] += x[j] * y1[j];
+            s2[j] += x[j] * y2[j];
+            s3[j] += x[j] * y3[j];
+        }
+    }
+    for i in whole..n {
+        s0[i % 8] += a[i] * b[0][i];
+        s1[i % 8] += a[i] * b[1][i];
+        s2[i % 8] += a[i] * b[2][i];
+        s3[i % 8] += a[i] * b[3][i];
+    }
+    [lanes_sum(&s0), lanes_sum(&s1), lanes_sum(&s2), lanes_sum(&s3)]
+}
+
 /// `Σ a[i] * b[i]`, each term fused into lane `i % 8`, then
 /// [`lanes_sum`].
 #[inline(always)]
@@ -289,7 +315,7 @@ pub struct Cached<'a> {
 /// The bodies of the row-wise operations. Each is compiled once per level
 /// (see [`Ops`]); `#[inline(always)]` puts the same source in each.
 mod body {
-    use super::{dot, exp, lanes_sum, quantize_block, Cached, QK};
+    use super::{dot, dot4, exp, lanes_sum, quantize_block, Cached, QK};
 
     /// RMS norm of each row of `x` (width `w.len()`) into `out`:
     /// `x * (1 / sqrt(mean(x^2) + eps)) * w`.
@@ -336,13 +362,39 @@ mod body {
         let Cached { keys, values, stride, n, scale } = kv;
         let hd = q.len();
         let mut max = f32::NEG_INFINITY;
-        for t in 0..n {
-            let s = dot(q, &keys[t * stride..t * stride + hd]) * scale;
+        // Four positions at a time: four independent chains of adds, each
+        // position's dot product the same operations as [`dot`]'s.
+        let key = |t: usize| &keys[t * stride..t * stride + hd];
+        let mut t = 0;
+        while t + 4 <= n {
+            let d = dot4(q, [key(t), key(t + 1), key(t + 2), key(t + 3)]);
+            for (i, d) in d.into_iter().enumerate() {
+                let s = d * scale;
+                scores[t + i] = s;
+                max = max.max(s);
+            }
+            t += 4;
+        }
+        for t in t..n {
+            let s = dot(q, key(t)) * scale;
             scores[t] = s;
             max = max.max(s);
         }
+        // Eight positions at a time, so that the exponentials vectorize;
+        // lane j still adds positions j, j + 8, ... in order.
         let mut lanes = [0f32; 8];
-        for t in 0..n {
+        let whole = n / 8 * 8;
+        for chunk in scores[..whole].chunks_exact_mut(8) {
+            let mut e = [0f32; 8];
+            for (e, s) in e.iter_mut().zip(chunk.iter()) {
+                *e = exp(*s - max);
+            }
+            for j in 0..8 {
+                chunk[j] = e[j];
+                lanes[j] += e[j];
+            }
+        }
+        for t in whole..n {
             let e = exp(scores[t] - max);
             scores[t] = e;
             lanes[t % 8] += e;
@@ -606,6 +658,20 @@ mod tests {
             ops.attend(&q, kv, &mut sa, &mut a);
             portable.attend(&q, kv, &mut sb, &mut b);
             assert_eq!(bits(&a), bits(&b), "{level:?} attend");
+        }
+    }
+
+    /// Four dot products side by side give [`dot`]'s bits, whole chunks
+    /// and a tail alike.
+    #[test]
+    fn four_dot_products_at_once_are_each_dot_s() {
+        for len in [64, 8, 13, 3] {
+            let a = seeded(len, 40);
+            let bs: Vec<Vec<f32>> = (0..4).map(|i| seeded(len, 41 + i)).collect();
+            let four = dot4(&a, [&bs[0], &bs[1], &bs[2], &bs[3]]);
+            for (i, b) in bs.iter().enumerate() {
+                assert_eq!(four[i].to_bits(), dot(&a, b).to_bits(), "length {len}, b {i}");
+            }
         }
     }
 
