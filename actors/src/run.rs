@@ -350,7 +350,7 @@ impl Panel {
         let mut interests = Vec::with_capacity(range.len());
         let mut personas = Vec::with_capacity(range.len());
         for id in range.clone() {
-            if (id - range.start) % 65_536 == 0 {
+            if (id - range.start).is_multiple_of(65_536) {
                 progress.stage(0, "drawing personas", u64::from(id - range.start), range.len() as u64);
             }
             let profile = draw(&shared.config, &shared.traits, shared.seed, id)

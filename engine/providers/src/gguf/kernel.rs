@@ -113,7 +113,7 @@ impl Q8Matrix {
     /// Quantizes `rows` rows of `cols` values (row-major), block by block
     /// as [`quantize_block`] defines.
     pub fn quantize(values: &[f32], rows: usize, cols: usize) -> Q8Matrix {
-        assert!(cols % QK == 0 && values.len() == rows * cols, "Q8_0 needs whole blocks; this is a bug");
+        assert!(cols.is_multiple_of(QK) && values.len() == rows * cols, "Q8_0 needs whole blocks; this is a bug");
         let blocks = cols / QK;
         let mut m = Q8Matrix { rows, cols, qs: vec![0; rows * cols], d: vec![0.0; rows * blocks] };
         for r in 0..rows {
@@ -375,9 +375,9 @@ mod body {
             }
             t += 4;
         }
-        for t in t..n {
+        for (t, slot) in scores[..n].iter_mut().enumerate().skip(t) {
             let s = dot(q, key(t)) * scale;
-            scores[t] = s;
+            *slot = s;
             max = max.max(s);
         }
         // Eight positions at a time, so that the exponentials vectorize;
@@ -389,9 +389,9 @@ mod body {
             for (e, s) in e.iter_mut().zip(chunk.iter()) {
                 *e = exp(*s - max);
             }
-            for j in 0..8 {
-                chunk[j] = e[j];
-                lanes[j] += e[j];
+            chunk.copy_from_slice(&e);
+            for (lane, e) in lanes.iter_mut().zip(e) {
+                *lane += e;
             }
         }
         for t in whole..n {

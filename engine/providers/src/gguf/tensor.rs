@@ -82,7 +82,7 @@ impl<'a, R: Read + Seek> Tensors<'a, R> {
     fn bytes(&mut self, info: &Info) -> Result<Vec<u8>, String> {
         let n = info.rows * info.cols;
         let block = info.dtype.block_size();
-        if n % block != 0 {
+        if !n.is_multiple_of(block) {
             return Err(format!("a {:?} tensor of {n} values is not whole blocks", info.dtype));
         }
         let len = n / block * info.dtype.type_size();
@@ -176,7 +176,7 @@ impl<'a, R: Read + Seek> Tensors<'a, R> {
                 info.rows, info.cols
             ));
         }
-        if cols % QK != 0 {
+        if !cols.is_multiple_of(QK) {
             return Err(format!("its tensor {name} has rows of {cols} values, not whole blocks of {QK}"));
         }
         if info.dtype == GgmlDType::Q8_0 {

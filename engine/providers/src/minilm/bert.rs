@@ -79,7 +79,7 @@ impl Bert {
         if c.hidden_act != "gelu" {
             candle_core::bail!("hidden_act {:?} is not supported (only \"gelu\")", c.hidden_act);
         }
-        if c.num_attention_heads == 0 || c.hidden_size % c.num_attention_heads != 0 {
+        if c.num_attention_heads == 0 || !c.hidden_size.is_multiple_of(c.num_attention_heads) {
             candle_core::bail!("{} attention heads do not divide hidden_size {}", c.num_attention_heads, c.hidden_size);
         }
         let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb };

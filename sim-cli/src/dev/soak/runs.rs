@@ -134,7 +134,7 @@ fn case(s: &Soak, seed: u64) -> Result<(Case, Vec<String>)> {
     };
     let provider = ((seed / 4) % 3) as usize;
     // Mostly small panels; every tenth seed a large one.
-    let personas = if seed % 10 == 0 { 200 + r.below(1800) } else { 3 + r.below(30) } as u32;
+    let personas = if seed.is_multiple_of(10) { 200 + r.below(1800) } else { 3 + r.below(30) } as u32;
     let c = Case { scenario, provider, personas, ticks: 1 + r.below(4) as u32 };
     let mut a = args(&["run", "--json", "--yes", "--outcomes", "never"]);
     a.extend([
