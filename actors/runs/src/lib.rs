@@ -75,6 +75,9 @@ pub fn load_config_for(path: Option<&Path>, models: Models) -> Result<Config> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(Error::io(format!("cannot read config {name}")))?;
     let mut raw = RawConfig::from_toml(&text, &name)?;
+    if let Some((field, cause)) = raw.chat.gguf.retired_key() {
+        return Err(engine::Error::Config { source_name: name, field: field.into(), cause }.into());
+    }
     let base = path.parent().unwrap_or(Path::new("."));
     for file in [&mut raw.embedding.minilm.model_dir, &mut raw.chat.gguf.model_file] {
         if !file.is_empty() && Path::new(file.as_str()).is_relative() {

@@ -757,7 +757,14 @@ impl Config {
         c.chat.batch = chat.batch;
         c.chat.gguf.model_file.clear();
         c.chat.gguf.prefix_cache_mib = chat.gguf.prefix_cache_mib;
-        c.chat.gguf.workers = chat.gguf.workers;
+        c.chat.gguf.batch = chat.gguf.batch;
+        // The canonical form as it was before `batch` replaced `workers`
+        // (`workers = 1` wherever the section is written), so that digests
+        // recorded before still verify.
+        c.chat.gguf.workers = None;
+        if !c.chat.gguf.is_unset() {
+            c.chat.gguf.workers = Some(1);
+        }
         c.chat.gguf.kernel = chat.gguf.kernel;
         c.prices = PricesSection::default();
         // Where the panel was read from is not what it holds.

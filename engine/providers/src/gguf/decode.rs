@@ -3,6 +3,7 @@
 //! the reply's JSON Schema allows there, and sampled with a seeded stream.
 //! A reply under a grammar always closes ([`super::close`]).
 
+use super::batch::{Member, Rows};
 use super::cache::{Entry, PrefixCache};
 use super::close::{Closer, Track, HORIZON};
 use super::llama::{Llama, Sequence};
@@ -53,6 +54,9 @@ pub struct Decoder<'a> {
     pub free: &'a SimpleVob,
     /// The close of a constrained reply.
     pub closer: &'a Closer,
+    /// The request's place in the shared forward passes; `None` runs
+    /// every pass alone.
+    pub member: Option<&'a Member<'a>>,
 }
 
 /// A reply and its real token counts.
@@ -274,14 +278,24 @@ impl Sampler {
     }
 }
 
-/// The next-token logits after running `tokens` on `seq`. Counted in
-/// [`super::throughput`]: several tokens at once as prompt, one as
-/// generation.
-pub(super) fn forward(model: &Llama, seq: &mut Sequence, tokens: &[TokenId]) -> Result<Vec<f32>, String> {
-    let started = std::time::Instant::now();
-    let logits = model.forward_one(seq, tokens).map_err(|e| format!("the model failed: {e}"));
-    super::count_forward(tokens.len(), started.elapsed());
-    logits
+impl Decoder<'_> {
+    /// The next-token logits after running `tokens` on `seq`: in a pass
+    /// shared with the other requests decoding ([`super::batch`]) when the
+    /// decoder is a member, else alone. Counted in [`super::throughput`] as
+    /// `rows`.
+    pub(super) fn forward(&self, seq: &mut Sequence, tokens: &[TokenId], rows: Rows) -> Result<Vec<f32>, String> {
+        if let Some(member) = self.member {
+            return member.forward(self.model, seq, tokens, rows);
+        }
+        let started = std::time::Instant::now();
+        let logits = self.model.forward_one(seq, tokens).map_err(|e| format!("the model failed: {e}"));
+        let (prompt, generated) = match rows {
+            Rows::Prompt => (tokens.len(), 0),
+            Rows::Generated => (0, tokens.len()),
+        };
+        super::count_pass(prompt, generated, 1, started.elapsed());
+        logits
+    }
 }
 
 /// A conversation being decoded: its key/value cache, the next-token
@@ -354,7 +368,7 @@ impl Decoder<'_> {
                 // The state holds the prompt and the answer: only the new
                 // turn is run.
                 let tokens = self.vocab.encode(rest);
-                session.logits = forward(self.model, &mut session.seq, &tokens)?;
+                session.logits = self.forward(&mut session.seq, &tokens, Rows::Prompt)?;
                 session.counts.prompt_tokens += tokens.len() as u64;
             }
             None => {
@@ -396,7 +410,7 @@ impl Decoder<'_> {
                     }
                     None => {
                         let mut fresh = self.model.sequence();
-                        forward(self.model, &mut fresh, &tokens[..n])?;
+                        self.forward(&mut fresh, &tokens[..n], Rows::Prompt)?;
                         let bytes = n as u64 * self.kv_bytes_per_token;
                         self.cache.put(key, Entry { state: fresh.clone(), bytes });
                         fresh
@@ -405,7 +419,7 @@ impl Decoder<'_> {
             }
         };
         seq.reserve(tokens.len() - n + self.max_tokens + 64, self.model.hp.kv_width());
-        let logits = forward(self.model, &mut seq, &tokens[n..])?;
+        let logits = self.forward(&mut seq, &tokens[n..], Rows::Prompt)?;
         Ok(Session { seq, logits, counts })
     }
 
@@ -450,7 +464,7 @@ impl Decoder<'_> {
                 m.consume_tokens(&tokens).map_err(|e| format!("constrained decoding of {forced:?}: {e}"))?;
             }
             tokens.iter().for_each(|t| track.push(trie.token(*t)));
-            session.logits = forward(self.model, &mut session.seq, &tokens)?;
+            session.logits = self.forward(&mut session.seq, &tokens, Rows::Prompt)?;
             session.counts.prompt_tokens += tokens.len() as u64;
         }
         let room = constrained.map_or(usize::MAX, string_room);
@@ -470,7 +484,8 @@ impl Decoder<'_> {
                     if m.is_stopped() {
                         break;
                     }
-                    session.logits = forward(self.model, &mut session.seq, &closing)?;
+                    // The close is the grammar's, not sampled: prompt rows.
+                    session.logits = self.forward(&mut session.seq, &closing, Rows::Prompt)?;
                     continue;
                 }
                 let left = limit.saturating_sub(out.len());
@@ -532,7 +547,7 @@ impl Decoder<'_> {
                     break;
                 }
             }
-            session.logits = forward(self.model, &mut session.seq, &[token])?;
+            session.logits = self.forward(&mut session.seq, &[token], Rows::Generated)?;
         }
         Ok(out)
     }

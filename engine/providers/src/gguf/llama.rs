@@ -259,6 +259,23 @@ impl Llama {
         layers + self.embd.bytes() + self.head.as_ref().map_or(0, Q8Matrix::bytes)
     }
 
+    /// Whether `tokens` can run on `seq`: a sequence of this model, the
+    /// tokens within its context and its vocabulary.
+    pub fn check(&self, seq: &Sequence, tokens: &[TokenId]) -> Result<(), String> {
+        let hp = &self.hp;
+        if seq.keys.len() != hp.layers {
+            return Err("a sequence of another model; this is a bug".into());
+        }
+        let end = seq.len + tokens.len();
+        if end > hp.context {
+            return Err(format!("the conversation needs {end} tokens, past the model's context of {}", hp.context));
+        }
+        match tokens.iter().find(|t| **t as usize >= hp.vocab) {
+            Some(t) => Err(format!("token {t} is outside the vocabulary of {}", hp.vocab)),
+            None => Ok(()),
+        }
+    }
+
     /// Runs each step's tokens and returns, per step, the next-token logits
     /// after its last token (empty where a step did not ask for them).
     pub fn forward(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, GgufError> {
@@ -271,25 +288,15 @@ impl Llama {
         let qw = hp.heads * hd;
         let mut rows: Vec<(usize, usize)> = Vec::new();
         for (s, step) in steps.iter().enumerate() {
-            if step.seq.keys.len() != hp.layers {
-                return Err("a sequence of another model; this is a bug".into());
-            }
-            let end = step.seq.len + step.tokens.len();
-            if end > hp.context {
-                return Err(format!("the conversation needs {end} tokens, past the model's context of {}", hp.context));
-            }
-            rows.extend((step.seq.len..end).map(|pos| (s, pos)));
+            self.check(step.seq, step.tokens)?;
+            rows.extend((step.seq.len..step.seq.len + step.tokens.len()).map(|pos| (s, pos)));
         }
         let m = rows.len();
         let mut x = vec![0f32; m * w];
         let mut r = 0;
         for step in steps.iter() {
             for &tok in step.tokens {
-                let tok = tok as usize;
-                if tok >= hp.vocab {
-                    return Err(format!("token {tok} is outside the vocabulary of {}", hp.vocab));
-                }
-                self.embd.row(tok, &mut x[r * w..(r + 1) * w]);
+                self.embd.row(tok as usize, &mut x[r * w..(r + 1) * w]);
                 r += 1;
             }
         }

@@ -14,7 +14,8 @@
 //! then `0`, or ` 10`, or ` ` then `10`), each on a copy of the slot's
 //! key/value state; the prompt is run once.
 
-use super::decode::{forward, Decoder, Sampler};
+use super::batch::Rows;
+use super::decode::{Decoder, Sampler};
 use engine::chat::ChatRequest;
 use engine::digest::DigestWriter;
 use engine::rng::Stream;
@@ -155,7 +156,7 @@ impl Decoder<'_> {
                     Step::End(o) => probabilities[usize::from(*o) - 1] += p * share,
                     Step::Continue(next) if share > 0.0 => {
                         let mut seq = seq.clone();
-                        let logits = forward(self.model, &mut seq, &[*t])?;
+                        let logits = self.forward(&mut seq, &[*t], Rows::Prompt)?;
                         counts.prompt_tokens += 1;
                         stack.push((next.clone(), p * share, seq, logits));
                     }
@@ -215,7 +216,7 @@ impl Decoder<'_> {
                     Step::Continue(next) => {
                         if !nodes.contains_key(&next) {
                             let mut seq = seq.clone();
-                            let logits = forward(self.model, &mut seq, &[t])?;
+                            let logits = self.forward(&mut seq, &[t], Rows::Prompt)?;
                             let made = node(seq, logits, &next);
                             nodes.insert(next.clone(), made);
                         }

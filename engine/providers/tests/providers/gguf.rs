@@ -439,3 +439,131 @@ fn the_chi_square_survival_function_matches_known_values() {
         assert!((got - want).abs() < 1e-9, "sf({x}, {df}) = {got}, want {want}");
     }
 }
+
+/// A sequence's script: its prompt in two chunks, then single tokens, as a
+/// reply is run (the prefix, the rest, then token by token).
+fn scripts(model: &GgufModel) -> Vec<Vec<Vec<u32>>> {
+    let texts = [
+        "<|im_start|>user\nWhat is a trail shoe? Answer in one line.<|im_end|>\n<|im_start|>assistant\n",
+        "<|im_start|>user\nRate your health from 1 to 7.<|im_end|>\n<|im_start|>assistant\nI would say",
+        "<|im_start|>system\nYou are Maria, a nurse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n",
+        "<|im_start|>user\nList three facts about solar panels, briefly, as a numbered list.<|im_end|>\n",
+        "Once upon a time",
+    ];
+    texts
+        .iter()
+        .map(|t| {
+            let tokens = model.vocab().encode(t);
+            let cut = tokens.len() / 2;
+            let mut chunks = vec![tokens[..cut].to_vec(), tokens[cut..].to_vec()];
+            // Then tokens of another text, one at a time.
+            chunks.extend(model.vocab().encode(" the cat sat on the mat").into_iter().map(|t| vec![t]));
+            chunks
+        })
+        .collect()
+}
+
+/// Each chunk's logits, as bits, with each sequence run alone.
+fn alone(model: &GgufModel, scripts: &[Vec<Vec<u32>>]) -> Vec<Vec<Vec<u32>>> {
+    let llama = model.llama();
+    scripts
+        .iter()
+        .map(|chunks| {
+            let mut seq = llama.sequence();
+            chunks
+                .iter()
+                .map(|c| llama.forward_one(&mut seq, c).expect("forward").iter().map(|x| x.to_bits()).collect())
+                .collect()
+        })
+        .collect()
+}
+
+/// The batch-invariance property: in random compositions (which sequences
+/// share a pass, in which order, each at its own point of its script,
+/// prompt chunks beside single tokens), at one and two threads, every
+/// sequence's logits are the bits it gets alone. Seeded: the same
+/// compositions every run.
+#[test]
+fn a_sequences_logits_are_the_same_bits_in_any_batch_and_at_any_thread_count() {
+    let model = model();
+    let llama = model.llama();
+    let scripts = scripts(&model);
+    let pool = |n: usize| rayon::ThreadPoolBuilder::new().num_threads(n).build().expect("a pool");
+    let reference = pool(1).install(|| alone(&model, &scripts));
+    let mut draws = engine::rng::Stream::from_key(*b"gguf batch invariance property 1");
+    let mut pick = |n: usize| draws.below(n);
+    let mut shared = 0;
+    for trial in 0..6 {
+        let threads = 1 + trial % 2;
+        pool(threads).install(|| {
+            let mut seqs: Vec<_> = scripts.iter().map(|_| llama.sequence()).collect();
+            let mut at = vec![0usize; scripts.len()];
+            loop {
+                let open: Vec<usize> = (0..scripts.len()).filter(|&s| at[s] < scripts[s].len()).collect();
+                if open.is_empty() {
+                    break;
+                }
+                // A random non-empty subset of the open sequences, in a
+                // random order.
+                let mut chosen: Vec<usize> = open.iter().copied().filter(|_| pick(2) == 1).collect();
+                if chosen.is_empty() {
+                    chosen.push(open[pick(open.len())]);
+                }
+                for i in (1..chosen.len()).rev() {
+                    chosen.swap(i, pick(i + 1));
+                }
+                shared += usize::from(chosen.len() > 1);
+                let mut taken: Vec<(usize, providers::gguf::llama::Sequence)> =
+                    chosen.iter().map(|&s| (s, std::mem::take(&mut seqs[s]))).collect();
+                let mut steps: Vec<providers::gguf::llama::Step<'_>> = taken
+                    .iter_mut()
+                    .map(|(s, seq)| providers::gguf::llama::Step { seq, tokens: &scripts[*s][at[*s]], logits: true })
+                    .collect();
+                let out = llama.forward(&mut steps).expect("forward");
+                drop(steps);
+                for ((s, seq), logits) in taken.into_iter().zip(out) {
+                    let bits: Vec<u32> = logits.iter().map(|x| x.to_bits()).collect();
+                    assert!(
+                        bits == reference[s][at[s]],
+                        "trial {trial}, {threads} threads: sequence {s} at chunk {} in a batch of {:?}",
+                        at[s],
+                        chosen
+                    );
+                    seqs[s] = seq;
+                    at[s] += 1;
+                }
+            }
+        });
+    }
+    assert!(shared >= 10, "the trials shared passes ({shared})");
+}
+
+/// Requests decoded at once share their forward passes (more than one
+/// sequence a decode pass, measured), and each gets the reply it gets
+/// alone, byte for byte.
+#[test]
+fn requests_decoded_at_once_share_passes_and_get_the_replies_they_get_alone() {
+    let m = model();
+    let mut s = section(64);
+    s.max_output_tokens = 60;
+    s.gguf.batch = 1;
+    let single = GgufChat::new(Arc::clone(&m), &s);
+    s.gguf.batch = 4;
+    let batched = GgufChat::new(m, &s);
+    let requests: Vec<ChatRequest> = requests().into_iter().take(4).collect();
+    let want: Vec<_> = requests.iter().map(|r| single.decode(r, 5).expect("alone")).collect();
+    let got: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = requests.iter().map(|r| scope.spawn(|| batched.decode(r, 5).expect("batched"))).collect();
+        handles.into_iter().map(|h| h.join().expect("a decoding thread")).collect()
+    });
+    // Which request fills the prefix cache first depends on the timing;
+    // the replies and their token counts do not.
+    let bytes = |d: &[providers::gguf::decode::Decoded]| {
+        d.iter().map(|d| (d.text.clone(), d.prompt_tokens, d.completion_tokens)).collect::<Vec<_>>()
+    };
+    assert_eq!(bytes(&got), bytes(&want));
+    let (passes, sequences) = batched.batcher().decode_passes();
+    assert!(passes > 0 && sequences as f64 / passes as f64 > 1.5, "{sequences} sequences in {passes} passes");
+    let (passes, sequences) = single.batcher().decode_passes();
+    assert_eq!(sequences, passes, "batch 1: one sequence a pass");
+}

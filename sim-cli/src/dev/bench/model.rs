@@ -1,7 +1,11 @@
-//! `sim-cli bench chat --config FILE`: a panel on a local GGUF model, as a
-//! single stream with no prefix cache and then as configured, side by side
-//! in one process: prompt and generation tokens per second, what the
-//! prefix cache served, and the two digests (the cache changes no byte).
+//! `sim-cli bench chat --config FILE`: a panel on a local GGUF model three
+//! times, side by side in one process: one sequence at a time with no
+//! prefix cache, one sequence at a time with the config's cache, and a
+//! batch of eight or more (the config's `batch` when larger) sharing each
+//! forward pass. Prompt and generation tokens per second, the mean number
+//! of sequences that shared a decode pass (measured), what the prefix
+//! cache served, and the three digests (neither the cache nor the batch
+//! changes a byte).
 
 use super::ChatBenchArgs;
 use crate::prelude::{load_config, runtime};
@@ -20,7 +24,10 @@ use std::time::Instant;
 #[derive(Debug, Serialize)]
 struct ModelRow {
     setting: String,
-    workers: usize,
+    /// `[chat.gguf] batch`: the most sequences in one pass.
+    batch: usize,
+    /// The mean number of sequences in the passes that generated a token.
+    sequences: f64,
     prefix_cache_mib: u64,
     wall_ms: f64,
     chat_requests: u64,
@@ -43,8 +50,10 @@ struct ModelReport {
     personas: u32,
     ticks: u32,
     results: Vec<ModelRow>,
-    /// Whole-run wall time of the single uncached stream over the configured one.
+    /// Whole-run wall time of the single uncached stream over the batched one.
     speedup_ratio: f64,
+    /// Generated tokens per second of the batch over the single cached stream's.
+    batch_generation_ratio: f64,
     same_digest: bool,
 }
 
@@ -70,7 +79,8 @@ fn measure(config: Config, setting: &str, args: &ChatBenchArgs) -> Result<ModelR
     let d = after.since(&before);
     Ok(ModelRow {
         setting: setting.into(),
-        workers: g.workers,
+        batch: g.batch,
+        sequences: if d.decode_passes == 0 { 0.0 } else { d.decode_sequences as f64 / d.decode_passes as f64 },
         prefix_cache_mib: g.prefix_cache_mib,
         wall_ms,
         chat_requests: s.chat.requests,
@@ -95,19 +105,28 @@ pub fn bench_model(args: &ChatBenchArgs, path: &Path) -> Result<()> {
             path.display()
         );
     }
-    let mut single = config.clone();
-    single.raw.chat.gguf.workers = 1;
-    single.raw.chat.gguf.prefix_cache_mib = 0;
-    let uncached = measure(single, "one stream, no prefix cache", args)?;
-    let configured = measure(config.clone(), "as configured", args)?;
-    let speedup_ratio = uncached.wall_ms / configured.wall_ms.max(1e-9);
-    let same_digest = uncached.digest == configured.digest;
+    let with = |batch: usize, cache: bool| {
+        let mut c = config.clone();
+        c.raw.chat.gguf.batch = batch;
+        if !cache {
+            c.raw.chat.gguf.prefix_cache_mib = 0;
+        }
+        c
+    };
+    let uncached = measure(with(1, false), "one sequence, no prefix cache", args)?;
+    let single = measure(with(1, true), "one sequence", args)?;
+    let n = config.raw.chat.gguf.batch.max(8);
+    let batched = measure(with(n, true), &format!("batch of {n}"), args)?;
+    let speedup_ratio = uncached.wall_ms / batched.wall_ms.max(1e-9);
+    let batch_generation_ratio = batched.generated_tokens_per_second / single.generated_tokens_per_second.max(1e-9);
+    let same_digest = uncached.digest == single.digest && single.digest == batched.digest;
     let report = ModelReport {
         model: config.raw.chat.model.clone(),
         personas: args.personas,
         ticks: args.ticks,
-        results: vec![uncached, configured],
+        results: vec![uncached, single, batched],
         speedup_ratio,
+        batch_generation_ratio,
         same_digest,
     };
     if args.json {
@@ -116,20 +135,20 @@ pub fn bench_model(args: &ChatBenchArgs, path: &Path) -> Result<()> {
         print_report(&report);
     }
     if !same_digest {
-        bail!("the prefix cache changed the replies: the two digests differ (a bug)");
+        bail!("the prefix cache or the batch changed the replies: the digests differ (a bug)");
     }
     Ok(())
 }
 
 fn print_report(r: &ModelReport) {
-    println!("{} on the CPU: {} personas x {} ticks, the same panel twice\n", r.model, r.personas, r.ticks);
+    println!("{} on the CPU: {} personas x {} ticks, the same panel three times\n", r.model, r.personas, r.ticks);
     println!(
-        "  {:<28} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "setting", "wall s", "requests", "prompt", "run", "prompt/s", "generated", "gen/s", "cached"
+        "  {:<30} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9}",
+        "setting", "wall s", "requests", "prompt", "run", "prompt/s", "generated", "gen/s", "seqs", "cached"
     );
     for row in &r.results {
         println!(
-            "  {:<28} {:>9.1} {:>8} {:>9} {:>9} {:>9.1} {:>9} {:>9.1} {:>9}",
+            "  {:<30} {:>7.1} {:>8} {:>9} {:>9} {:>9.1} {:>9} {:>9.1} {:>6.2} {:>9}",
             row.setting,
             row.wall_ms / 1000.0,
             row.chat_requests,
@@ -138,12 +157,16 @@ fn print_report(r: &ModelReport) {
             row.prompt_tokens_per_second,
             row.generated_tokens,
             row.generated_tokens_per_second,
+            row.sequences,
             row.cached_tokens
         );
     }
     println!(
-        "\nas configured / one uncached stream: {:.2}x faster end to end; digests {}",
+        "\nbatched / one uncached sequence: {:.2}x faster end to end; generation {:.2}x the single cached \
+         sequence's; digests {}",
         r.speedup_ratio,
-        if r.same_digest { "equal (the cache changes no byte)" } else { "DIFFER" }
+        r.batch_generation_ratio,
+        if r.same_digest { "equal (neither the cache nor the batch changes a byte)" } else { "DIFFER" }
     );
+    println!("(seqs: the mean number of sequences that shared a pass that generated a token, as measured)");
 }
