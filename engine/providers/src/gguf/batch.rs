@@ -17,6 +17,7 @@
 //! checked before the pass and left out of it.
 
 use super::llama::{Llama, Sequence, Step};
+use super::GgufError;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use toktrie::TokenId;
@@ -125,7 +126,7 @@ impl Member<'_> {
         seq: &mut Sequence,
         tokens: &[TokenId],
         rows: Rows,
-    ) -> Result<Vec<f32>, String> {
+    ) -> Result<Vec<f32>, GgufError> {
         let b = self.batcher;
         let mut st = b.state.lock();
         let id = st.next;
@@ -134,7 +135,7 @@ impl Member<'_> {
         loop {
             if let Some((back, logits)) = st.done.remove(&id) {
                 *seq = back;
-                return logits;
+                return logits.map_err(GgufError::Decode);
             }
             if b.ready(&st) {
                 lead(b, model, &mut st);
@@ -169,7 +170,8 @@ fn lead(b: &Batcher, model: &Llama, st: &mut MutexGuard<'_, State>) {
 /// One forward pass over `jobs`, each checked first so that one the model
 /// cannot take fails alone. Counted in [`super::throughput`].
 fn pass(model: &Llama, jobs: &mut [Job]) -> Vec<Result<Vec<f32>, String>> {
-    let checked: Vec<Result<(), String>> = jobs.iter().map(|j| model.check(&j.seq, &j.tokens)).collect();
+    let checked: Vec<Result<(), String>> =
+        jobs.iter().map(|j| model.check(&j.seq, &j.tokens).map_err(|e| e.to_string())).collect();
     let mut steps: Vec<Step<'_>> = jobs
         .iter_mut()
         .zip(&checked)

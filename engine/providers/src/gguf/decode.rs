@@ -285,7 +285,7 @@ impl Decoder<'_> {
     /// `rows`.
     pub(super) fn forward(&self, seq: &mut Sequence, tokens: &[TokenId], rows: Rows) -> Result<Vec<f32>, String> {
         if let Some(member) = self.member {
-            return member.forward(self.model, seq, tokens, rows);
+            return member.forward(self.model, seq, tokens, rows).map_err(|e| e.to_string());
         }
         let started = std::time::Instant::now();
         let logits = self.model.forward_one(seq, tokens).map_err(|e| format!("the model failed: {e}"));

@@ -261,7 +261,11 @@ impl Llama {
 
     /// Whether `tokens` can run on `seq`: a sequence of this model, the
     /// tokens within its context and its vocabulary.
-    pub fn check(&self, seq: &Sequence, tokens: &[TokenId]) -> Result<(), String> {
+    pub fn check(&self, seq: &Sequence, tokens: &[TokenId]) -> Result<(), GgufError> {
+        self.fits(seq, tokens).map_err(GgufError::Decode)
+    }
+
+    fn fits(&self, seq: &Sequence, tokens: &[TokenId]) -> Result<(), String> {
         let hp = &self.hp;
         if seq.keys.len() != hp.layers {
             return Err("a sequence of another model; this is a bug".into());
@@ -288,7 +292,7 @@ impl Llama {
         let qw = hp.heads * hd;
         let mut rows: Vec<(usize, usize)> = Vec::new();
         for (s, step) in steps.iter().enumerate() {
-            self.check(step.seq, step.tokens)?;
+            self.fits(step.seq, step.tokens)?;
             rows.extend((step.seq.len..step.seq.len + step.tokens.len()).map(|pos| (s, pos)));
         }
         let m = rows.len();
