@@ -166,20 +166,7 @@ pub fn probe_prompt(header: &str, memories: &[&MemoryRecord], question: &str) ->
 /// question, its numbered options (`2. Weak Democrat`: what the scripted
 /// model reads) and the reply format.
 pub fn choice_prompt(header: &str, memories: &[&MemoryRecord], question: &str, options: &[String]) -> String {
-    let room = options.iter().map(|o| o.len() + 6).sum::<usize>();
-    let room = header.len() + memories_room(memories) + question.len() + room + 128;
-    let mut s = String::with_capacity(room);
-    s.push_str(header);
-    memories_block(&mut s, memories);
-    s.push_str("\nSurvey question: ");
-    s.push_str(question);
-    s.push_str("\nOptions:\n");
-    for (i, o) in options.iter().enumerate() {
-        push_uint(&mut s, i as u64 + 1);
-        s.push_str(". ");
-        s.push_str(o);
-        s.push('\n');
-    }
+    let mut s = question_with_options(header, memories, question, options, 128);
     s.push_str("Reply exactly in this format:\nANSWER: <the number of your option, 1 to ");
     push_uint(&mut s, options.len() as u64);
     s.push_str(">\nWHY: <one sentence>\n");
@@ -201,8 +188,22 @@ pub fn shares_format(out: &mut String, options: usize) {
 /// mode): the recalled memories, the question, its numbered options and
 /// [`shares_format`].
 pub fn shares_prompt(header: &str, memories: &[&MemoryRecord], question: &str, options: &[String]) -> String {
+    let mut s = question_with_options(header, memories, question, options, 200);
+    shares_format(&mut s, options.len());
+    s
+}
+
+/// The header, the recalled memories, the survey question and its numbered
+/// options, with room for `format` more bytes (the reply format).
+fn question_with_options(
+    header: &str,
+    memories: &[&MemoryRecord],
+    question: &str,
+    options: &[String],
+    format: usize,
+) -> String {
     let room = options.iter().map(|o| o.len() + 6).sum::<usize>();
-    let mut s = String::with_capacity(header.len() + memories_room(memories) + question.len() + room + 200);
+    let mut s = String::with_capacity(header.len() + memories_room(memories) + question.len() + room + format);
     s.push_str(header);
     memories_block(&mut s, memories);
     s.push_str("\nSurvey question: ");
@@ -214,7 +215,6 @@ pub fn shares_prompt(header: &str, memories: &[&MemoryRecord], question: &str, o
         s.push_str(o);
         s.push('\n');
     }
-    shares_format(&mut s, options.len());
     s
 }
 

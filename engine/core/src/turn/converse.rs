@@ -76,24 +76,26 @@ async fn call(port: &dyn ChatPort, request: &ChatRequest, calls: &mut Vec<ChatCa
             });
             Ok(reply.text)
         }
-        Err(e) => {
-            // What a failed call was billed stays with its job, and the
-            // failure is recorded for replay.
-            if let crate::chat::ChatError::Provider { cause, spend, attempts } = &e {
-                calls.push(ChatCallRecord {
-                    purpose: request.purpose,
-                    attempt: request.attempt,
-                    request: request.digest(),
-                    reply: String::new(),
-                    spend: *spend,
-                    failed: Some(cause.clone()),
-                    estimated: false,
-                    attempts: attempts.clone(),
-                });
-            }
-            Err(e.into())
-        }
+        Err(e) => Err(failed(request, e, calls)),
     }
+}
+
+/// A failed call's error. What it was billed stays with its job: the
+/// failure is recorded as a call, for replay.
+fn failed(request: &ChatRequest, e: crate::chat::ChatError, calls: &mut Vec<ChatCallRecord>) -> crate::Error {
+    if let crate::chat::ChatError::Provider { cause, spend, attempts } = &e {
+        calls.push(ChatCallRecord {
+            purpose: request.purpose,
+            attempt: request.attempt,
+            request: request.digest(),
+            reply: String::new(),
+            spend: *spend,
+            failed: Some(cause.clone()),
+            estimated: false,
+            attempts: attempts.clone(),
+        });
+    }
+    e.into()
 }
 
 /// A weighing (the options' probabilities at the request's slot), recorded
@@ -125,21 +127,7 @@ async fn weigh(
                 request.options
             ),
         }),
-        Err(e) => {
-            if let crate::chat::ChatError::Provider { cause, spend, attempts } = &e {
-                calls.push(ChatCallRecord {
-                    purpose: request.purpose,
-                    attempt: request.attempt,
-                    request: request.digest(),
-                    reply: String::new(),
-                    spend: *spend,
-                    failed: Some(cause.clone()),
-                    estimated: false,
-                    attempts: attempts.clone(),
-                });
-            }
-            Err(e.into())
-        }
+        Err(e) => Err(failed(request, e, calls)),
     }
 }
 
