@@ -19,6 +19,7 @@
 //! # Ok::<(), runs::Error>(())
 //! ```
 
+mod calibration;
 pub mod dir;
 mod error;
 pub mod export;

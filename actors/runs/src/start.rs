@@ -11,7 +11,7 @@ use actors::replay::rerun;
 use actors::run::{RunSpec, MAX_PANEL, MAX_PERSONAS, MAX_TICKS};
 use actors::sink::TraceSink;
 use engine::config::panel::PanelSection;
-use engine::config::{ChatProvider, Config, ProbeCalibration};
+use engine::config::{ChatProvider, Config};
 use engine::cost::NANO_PER_USD;
 use engine::embed::Strategy;
 use engine::persona::profile::DEFAULT_TRAITS;
@@ -302,78 +302,6 @@ fn refuse_answer_modes(config: &Config) -> Result<String> {
     Ok(config.content_hash().hex())
 }
 
-/// The calibrations of `path` (a `validate --calibrate` file) for the
-/// probes of `scenario` that ask one of its questions (the same text and
-/// options), checked against the run's configuration: the same model and
-/// settings (`hash`, its content hash before a panel of data is added),
-/// answer mode and order. Refused by name
-/// when anything does not fit.
-fn calibrations(path: &Path, config: &Config, hash: &str, scenario: &Scenario) -> Result<Vec<ProbeCalibration>> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(Error::io(format!("cannot read --calibration {name}")))?;
-    let file: crate::validate::CalibrationFile = serde_json::from_str(&text).map_err(|e| {
-        Error::Input(format!("--calibration {name}: not a calibration.json of `validate --calibrate`: {e}"))
-    })?;
-    let mode = config.raw.answers.mode.as_str();
-    if file.answer_mode != mode {
-        refuse!(
-            "--calibration {name}: it calibrates answers in mode \"{}\", and this run answers in mode \"{mode}\" \
-             (pass --answer-mode {})",
-            file.answer_mode,
-            file.answer_mode
-        );
-    }
-    if config.raw.answers.mode == engine::config::AnswerMode::Sample {
-        refuse!(
-            "--calibration {name}: a run applies a calibration to distributions, and this one calibrates sampled \
-             answers; validate and run with --answer-mode probabilities or verbalized"
-        );
-    }
-    if file.order != engine::config::AnswerOrder::AsAsked.as_str() {
-        refuse!("--calibration {name}: it was fitted with the options {}, and a run shows them as asked", file.order);
-    }
-    if file.config_hash != hash {
-        refuse!(
-            "--calibration {name}: it was fitted under another configuration (content hash {}, this run's {hash}): \
-             the chat model, its settings and [answers] must be the ones the validation used",
-            file.config_hash
-        );
-    }
-    let mut out = Vec::new();
-    for probe in scenario.probes.iter().filter(|p| !p.options.is_empty()) {
-        let Some(q) =
-            file.questions.iter().find(|q| q.text.trim() == probe.question.trim() && q.options == probe.options)
-        else {
-            continue;
-        };
-        let Some(marginal) = q.fit.marginal.clone() else {
-            refuse!(
-                "--calibration {name}: question {} has no marginal distribution (written by an older engine); run \
-                 validate --calibrate again",
-                q.fit.question
-            );
-        };
-        out.push(ProbeCalibration {
-            probe: probe.id.clone(),
-            question: q.fit.question.clone(),
-            digest: q.digest.clone(),
-            temperature: q.fit.temperature.unwrap_or(1.0),
-            weight: q.fit.weight_marginal,
-            marginal,
-        });
-    }
-    if out.is_empty() {
-        let asked: Vec<String> = file.questions.iter().map(|q| format!("{:?}", q.text)).collect();
-        refuse!(
-            "--calibration {name}: no probe of scenario {} asks one of its questions with the same text and options \
-             (its questions: {})",
-            scenario.name,
-            asked.join(", ")
-        );
-    }
-    Ok(out)
-}
-
 /// `--budget-usd` in nano-USD, checked.
 fn budget(usd: Option<f64>) -> Result<Option<u64>> {
     match usd {
@@ -411,7 +339,7 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     }
     let loaded = load_scenario(&start.scenario)?;
     if let Some(path) = &start.calibration {
-        config.raw.answers.calibrated = calibrations(path, &config, &plain_hash, &loaded.scenario)?;
+        config.raw.answers.calibrated = crate::calibration::calibrations(path, &config, &plain_hash, &loaded.scenario)?;
     }
     for warning in loaded.scenario.check_run(&loaded.origin, ticks, &Traits::builtin().interests)? {
         watch.progress.note(&format!("warning: {warning}"));

@@ -5,6 +5,8 @@
 mod ask;
 mod page;
 
+pub use crate::calibration::{CalibratedQuestion, CalibrationFile};
+
 use crate::dir::{ANSWERS, CALIBRATION, REPORT, SUMMARY, VALIDATION};
 use crate::error::{refuse, Error, Result};
 use crate::preflight::Estimate;
@@ -14,7 +16,7 @@ use engine::chat::ChatPort;
 use engine::config::{AnswerMode, AnswerOrder, ChatProvider, Config, EmbeddingModel};
 use engine::cost::{estimate_tokens, Spend, NANO_PER_USD};
 use engine::digest::{Digest, DigestWriter};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use survey::score::{self, Scores, Settings, Source};
@@ -249,7 +251,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         let (fits, calibrated) =
             survey::calibrate::calibrate(&suite.survey, &model, &baselines[1], &baselines[2], &human, &split);
         sources.extend(calibrated);
-        calibration_file(cfg, &suite, &model.name, fits)
+        crate::calibration::fitted(cfg, &suite, &model.name, fits)
     });
     let rectified = args.rectify.then(|| survey::rectify::shares(&suite.survey, &model, &human, &split));
     sources.extend(baselines);
@@ -322,81 +324,6 @@ fn option_mass(survey: &Survey, replies: &Replies) -> Vec<OptionMass> {
             })
         })
         .collect()
-}
-
-/// `calibration.json`: what was fitted, and what it fits.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CalibrationFile {
-    /// The format's version.
-    pub format: u32,
-    /// The suite it was fitted on.
-    pub suite: String,
-    /// The chat model whose answers were calibrated.
-    pub chat_model: String,
-    /// The model source calibrated (`model (direct)`, `model (SSR)`).
-    pub source: String,
-    /// How the model answered: `sample` (one answer per respondent) or
-    /// `probabilities` (its probability of each option).
-    pub answer_mode: String,
-    /// The order the options were shown in: `as_asked` or `permuted`.
-    pub order: String,
-    /// The configuration's content hash (the model, its sampling, the
-    /// intent settings).
-    pub config_hash: String,
-    /// Per question.
-    pub questions: Vec<CalibratedQuestion>,
-}
-
-/// One question's calibration, with the digest of what it fits.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CalibratedQuestion {
-    /// What was fitted.
-    #[serde(flatten)]
-    pub fit: survey::calibrate::Calibration,
-    /// The question's text.
-    pub text: String,
-    /// Its options.
-    pub options: Vec<String>,
-    /// Digest of the model (the config's content hash), the survey's
-    /// prompt context, the question's text and options, the answer mode
-    /// and the order: a calibration applies where this matches.
-    pub digest: String,
-}
-
-fn calibration_file(
-    cfg: &Config,
-    suite: &Suite,
-    source: &str,
-    fits: Vec<survey::calibrate::Calibration>,
-) -> CalibrationFile {
-    let (mode, order) = (cfg.raw.answers.mode.as_str(), cfg.raw.answers.order.as_str());
-    let config_hash = cfg.content_hash().hex();
-    let questions = suite
-        .survey
-        .questions
-        .iter()
-        .zip(fits)
-        .map(|(q, fit)| {
-            let mut w = DigestWriter::new("calibration v1");
-            w.str(&config_hash).str(suite.survey.context.as_deref().unwrap_or("")).str(&q.id).str(&q.text);
-            w.u32(q.options.len() as u32);
-            q.options.iter().for_each(|o| {
-                w.str(o);
-            });
-            w.str(mode).str(order);
-            CalibratedQuestion { fit, text: q.text.clone(), options: q.options.clone(), digest: w.finish().hex() }
-        })
-        .collect();
-    CalibrationFile {
-        format: 1,
-        suite: suite.name.clone(),
-        chat_model: cfg.raw.chat.model.clone(),
-        source: source.to_string(),
-        answer_mode: mode.into(),
-        order: order.into(),
-        config_hash,
-        questions,
-    }
 }
 
 /// Says what will be asked; returns how many questions.
