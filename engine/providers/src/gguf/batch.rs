@@ -23,14 +23,26 @@ use std::collections::{HashMap, VecDeque};
 use toktrie::TokenId;
 
 /// What a pass's rows are, for the throughput figures: prompt tokens
-/// (the request's prompt, text put in place, an option's path) or a
-/// generated token.
+/// (the request's prompt, text put in place, an option's path, tokens the
+/// grammar forced) or a generated token and what the grammar forced after
+/// it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rows {
     /// Tokens the model reads.
     Prompt,
-    /// The token just sampled.
+    /// The token just sampled, first, then any tokens the grammar forced
+    /// after it (prompt rows).
     Generated,
+}
+
+impl Rows {
+    /// Of `tokens` rows, how many are prompt rows and how many generated.
+    pub fn split(self, tokens: usize) -> (usize, usize) {
+        match self {
+            Rows::Prompt => (tokens, 0),
+            Rows::Generated => (tokens.saturating_sub(1), tokens.min(1)),
+        }
+    }
 }
 
 /// A sequence's part of a pass, waiting.
@@ -184,10 +196,9 @@ fn pass(model: &Llama, jobs: &mut [Job]) -> Vec<Result<Vec<f32>, String>> {
     let (mut prompt, mut generated) = (0, 0);
     for (j, ok) in jobs.iter().zip(&checked) {
         if ok.is_ok() {
-            match j.rows {
-                Rows::Prompt => prompt += j.tokens.len(),
-                Rows::Generated => generated += j.tokens.len(),
-            }
+            let (p, g) = j.rows.split(j.tokens.len());
+            prompt += p;
+            generated += g;
         }
     }
     let sequences = checked.iter().filter(|c| c.is_ok()).count();

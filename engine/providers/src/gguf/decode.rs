@@ -289,10 +289,7 @@ impl Decoder<'_> {
         }
         let started = std::time::Instant::now();
         let logits = self.model.forward_one(seq, tokens).map_err(|e| format!("the model failed: {e}"));
-        let (prompt, generated) = match rows {
-            Rows::Prompt => (tokens.len(), 0),
-            Rows::Generated => (0, tokens.len()),
-        };
+        let (prompt, generated) = rows.split(tokens.len());
         super::count_pass(prompt, generated, 1, started.elapsed());
         logits
     }
@@ -457,6 +454,9 @@ impl Decoder<'_> {
             None => None,
         };
         let mut track = Track::default();
+        // Tokens taken but not yet run through the model: they run together,
+        // in one pass, when the next choice needs the logits after them.
+        let mut unread = Unread::default();
         if !forced.is_empty() {
             // Text put in place: the grammar checks it, the model reads it.
             let tokens = self.vocab.encode(forced);
@@ -464,7 +464,7 @@ impl Decoder<'_> {
                 m.consume_tokens(&tokens).map_err(|e| format!("constrained decoding of {forced:?}: {e}"))?;
             }
             tokens.iter().for_each(|t| track.push(trie.token(*t)));
-            session.logits = self.forward(&mut session.seq, &tokens, Rows::Prompt)?;
+            unread.push(&tokens, Rows::Prompt);
             session.counts.prompt_tokens += tokens.len() as u64;
         }
         let room = constrained.map_or(usize::MAX, string_room);
@@ -485,7 +485,7 @@ impl Decoder<'_> {
                         break;
                     }
                     // The close is the grammar's, not sampled: prompt rows.
-                    session.logits = self.forward(&mut session.seq, &closing, Rows::Prompt)?;
+                    unread.push(&closing, Rows::Prompt);
                     continue;
                 }
                 let left = limit.saturating_sub(out.len());
@@ -509,7 +509,17 @@ impl Decoder<'_> {
                 }
                 None => self.free,
             };
-            let Some(token) = sampler.pick(&session.logits, mask) else {
+            // A token the grammar forces is taken as it is (a draw with one
+            // candidate is that candidate, and draws nothing from the
+            // stream); any other choice needs the logits after every token
+            // taken so far.
+            let only = self.only_token(mask);
+            if only.is_none() {
+                if let Some((tokens, rows)) = unread.take() {
+                    session.logits = self.forward(&mut session.seq, &tokens, rows)?;
+                }
+            }
+            let Some(token) = only.or_else(|| sampler.pick(&session.logits, mask)) else {
                 return Err("constrained decoding left no token to choose".into());
             };
             if let (Some(m), Some(closing)) = (&mut matcher, near_end.take()) {
@@ -547,9 +557,51 @@ impl Decoder<'_> {
                     break;
                 }
             }
-            session.logits = self.forward(&mut session.seq, &[token], Rows::Generated)?;
+            unread.push(&[token], if only.is_some() { Rows::Prompt } else { Rows::Generated });
         }
+        // What is left unread when a reply ends is never run: a constrained
+        // reply is the conversation's last turn, and free text ends right
+        // after a choice that ran everything before it.
+        debug_assert!(constrained.is_some() || unread.tokens.is_empty(), "free text left tokens unread");
         Ok(out)
+    }
+
+    /// The one token `mask` allows, when it allows exactly one the model
+    /// knows.
+    fn only_token(&self, mask: &SimpleVob) -> Option<TokenId> {
+        if mask.num_set() != 1 {
+            return None;
+        }
+        let token = mask.first_bit_set()?;
+        (token < self.model.hp.vocab).then_some(token as TokenId)
+    }
+}
+
+/// Tokens taken and not yet run, and what their rows are: a sampled token
+/// can only come first (sampling runs everything before it).
+#[derive(Default)]
+struct Unread {
+    tokens: Vec<TokenId>,
+    rows: Option<Rows>,
+}
+
+impl Unread {
+    fn push(&mut self, tokens: &[TokenId], rows: Rows) {
+        if tokens.is_empty() {
+            return;
+        }
+        debug_assert!(
+            rows == Rows::Prompt || self.tokens.is_empty(),
+            "a sampled token after unread ones; this is a bug"
+        );
+        self.rows.get_or_insert(rows);
+        self.tokens.extend_from_slice(tokens);
+    }
+
+    /// The tokens to run now, if any, and their rows.
+    fn take(&mut self) -> Option<(Vec<TokenId>, Rows)> {
+        let rows = self.rows.take()?;
+        Some((std::mem::take(&mut self.tokens), rows))
     }
 }
 

@@ -89,18 +89,27 @@ fn avx2_fma() -> bool {
     false
 }
 
+/// Rows of a [`Q8Matrix`] in one tile.
+pub const TILE: usize = 8;
+
 /// A matrix in `Q8_0`: `rows` rows of `cols` signed bytes, one scale per
-/// block of [`QK`]. The scales are stored block-major (`d[b * rows + r]`)
-/// so that eight rows' scales of one block are one load.
+/// block of [`QK`], laid out in tiles of [`TILE`] rows (the last padded
+/// with zero rows) so that a product reads one tile's block as eight
+/// contiguous loads:
+///
+/// - tile `t`'s block `b` is 256 bytes at `(t * blocks + b) * 256`: eight
+///   groups of four columns (`4g..4g + 4` of the block), each holding the
+///   tile's eight rows' four values in row order;
+/// - its eight rows' scales are `d[(t * blocks + b) * 8..][..8]`.
 #[derive(Debug, Clone, Default)]
 pub struct Q8Matrix {
     /// Rows (outputs of a product).
     pub rows: usize,
     /// Columns (`K`), a multiple of [`QK`].
     pub cols: usize,
-    /// `rows * cols` quantized values, row-major.
+    /// The quantized values, tiled (see the type).
     pub qs: Vec<i8>,
-    /// `rows * cols / QK` scales, block-major.
+    /// The scales, tiled.
     pub d: Vec<f32>,
 }
 
@@ -110,50 +119,92 @@ impl Q8Matrix {
         self.cols / QK
     }
 
+    /// Tiles of [`TILE`] rows.
+    pub fn tiles(&self) -> usize {
+        self.rows.div_ceil(TILE)
+    }
+
+    /// An all-zero matrix of this shape.
+    fn zeros(rows: usize, cols: usize) -> Q8Matrix {
+        assert!(cols.is_multiple_of(QK), "Q8_0 needs whole blocks; this is a bug");
+        let padded = rows.div_ceil(TILE) * TILE;
+        Q8Matrix { rows, cols, qs: vec![0; padded * cols], d: vec![0.0; padded * cols / QK] }
+    }
+
+    /// Where row `r`'s block `b` starts: its tile's block, and the row in
+    /// the tile.
+    fn at(&self, r: usize, b: usize) -> (usize, usize) {
+        ((r / TILE) * self.blocks() + b, r % TILE)
+    }
+
+    /// Row `r`'s block `b`: its values and its scale.
+    #[inline(always)]
+    pub fn block(&self, r: usize, b: usize) -> ([i8; QK], f32) {
+        let (tb, j) = self.at(r, b);
+        let base = tb * TILE * QK + 4 * j;
+        let mut q = [0i8; QK];
+        for (g, four) in q.chunks_exact_mut(4).enumerate() {
+            let from = base + g * 4 * TILE;
+            four.copy_from_slice(&self.qs[from..from + 4]);
+        }
+        (q, self.d[tb * TILE + j])
+    }
+
+    fn set_block(&mut self, r: usize, b: usize, q: &[i8; QK], d: f32) {
+        let (tb, j) = self.at(r, b);
+        let base = tb * TILE * QK + 4 * j;
+        for (g, four) in q.chunks_exact(4).enumerate() {
+            let to = base + g * 4 * TILE;
+            self.qs[to..to + 4].copy_from_slice(four);
+        }
+        self.d[tb * TILE + j] = d;
+    }
+
     /// Quantizes `rows` rows of `cols` values (row-major), block by block
     /// as [`quantize_block`] defines.
     pub fn quantize(values: &[f32], rows: usize, cols: usize) -> Q8Matrix {
         assert!(cols.is_multiple_of(QK) && values.len() == rows * cols, "Q8_0 needs whole blocks; this is a bug");
-        let blocks = cols / QK;
-        let mut m = Q8Matrix { rows, cols, qs: vec![0; rows * cols], d: vec![0.0; rows * blocks] };
+        let mut m = Q8Matrix::zeros(rows, cols);
+        let mut q = [0i8; QK];
         for r in 0..rows {
-            for b in 0..blocks {
+            for b in 0..m.blocks() {
                 let at = r * cols + b * QK;
                 let src: &[f32; QK] = values[at..at + QK].try_into().expect("a whole block");
-                let dst: &mut [i8; QK] = (&mut m.qs[at..at + QK]).try_into().expect("a whole block");
-                m.d[b * rows + r] = quantize_block(src, dst);
+                let d = quantize_block(src, &mut q);
+                m.set_block(r, b, &q, d);
             }
         }
         m
     }
 
     /// Builds a matrix from blocks already in `Q8_0` (a file's own): row
-    /// `r`'s block `b` is `scales[r * blocks + b]` and its 32 values.
-    pub fn from_blocks(qs: Vec<i8>, scales: &[f32], rows: usize, cols: usize) -> Q8Matrix {
-        let blocks = cols / QK;
-        let mut d = vec![0.0; rows * blocks];
+    /// `r`'s block `b` is `scales[r * blocks + b]` and its 32 values, at
+    /// `qs[(r * blocks + b) * 32..]`.
+    pub fn from_blocks(qs: &[i8], scales: &[f32], rows: usize, cols: usize) -> Q8Matrix {
+        let mut m = Q8Matrix::zeros(rows, cols);
+        let blocks = m.blocks();
         for r in 0..rows {
             for b in 0..blocks {
-                d[b * rows + r] = scales[r * blocks + b];
+                let at = (r * blocks + b) * QK;
+                let q: &[i8; QK] = qs[at..at + QK].try_into().expect("a whole block");
+                m.set_block(r, b, q, scales[r * blocks + b]);
             }
         }
-        Q8Matrix { rows, cols, qs, d }
+        m
     }
 
     /// Stacks matrices of the same width into one (their rows in order):
     /// fused products (Q, K and V; gate and up) then take one pass.
     pub fn stack(parts: &[Q8Matrix]) -> Q8Matrix {
         let cols = parts[0].cols;
-        let rows: usize = parts.iter().map(|p| p.rows).sum();
-        let blocks = cols / QK;
-        let mut out = Q8Matrix { rows, cols, qs: Vec::with_capacity(rows * cols), d: vec![0.0; rows * blocks] };
+        let mut out = Q8Matrix::zeros(parts.iter().map(|p| p.rows).sum(), cols);
         let mut r0 = 0;
         for p in parts {
             assert_eq!(p.cols, cols, "stacked matrices share their width; this is a bug");
-            out.qs.extend_from_slice(&p.qs);
-            for b in 0..blocks {
-                for r in 0..p.rows {
-                    out.d[b * rows + r0 + r] = p.d[b * p.rows + r];
+            for r in 0..p.rows {
+                for b in 0..p.blocks() {
+                    let (q, d) = p.block(r, b);
+                    out.set_block(r0 + r, b, &q, d);
                 }
             }
             r0 += p.rows;
@@ -163,12 +214,10 @@ impl Q8Matrix {
 
     /// Row `r` as `f32` (an embedding lookup): `d * q` for each value.
     pub fn row(&self, r: usize, out: &mut [f32]) {
-        let blocks = self.blocks();
-        for b in 0..blocks {
-            let d = self.d[b * self.rows + r];
-            let at = r * self.cols + b * QK;
+        for b in 0..self.blocks() {
+            let (q, d) = self.block(r, b);
             for i in 0..QK {
-                out[b * QK + i] = d * f32::from(self.qs[at + i]);
+                out[b * QK + i] = d * f32::from(q[i]);
             }
         }
     }
@@ -191,6 +240,9 @@ pub struct Q8Rows {
     pub qs: Vec<i8>,
     /// Scales.
     pub d: Vec<f32>,
+    /// Each block's sum of its quantized values (`sums[r * blocks + b]`),
+    /// for the VNNI product's offset.
+    pub sums: Vec<i32>,
 }
 
 /// Quantizes one block: `d = amax / 127`, each value `round(x / d)` with
@@ -380,6 +432,23 @@ mod body {
             *slot = s;
             max = max.max(s);
         }
+        let inv = softmax(&mut scores[..n], max);
+        out.iter_mut().for_each(|o| *o = 0.0);
+        for t in 0..n {
+            let p = scores[t] * inv;
+            let v = &values[t * stride..t * stride + hd];
+            for (o, v) in out.iter_mut().zip(v) {
+                *o += p * *v;
+            }
+        }
+    }
+
+    /// The scores' exponentials `e^(s - max)` in place, and the inverse of
+    /// their sum: lane `j` of eight adds positions `j, j + 8, ...` in
+    /// order, then [`lanes_sum`].
+    #[inline(always)]
+    pub fn softmax(scores: &mut [f32], max: f32) -> f32 {
+        let n = scores.len();
         // Eight positions at a time, so that the exponentials vectorize;
         // lane j still adds positions j, j + 8, ... in order.
         let mut lanes = [0f32; 8];
@@ -399,15 +468,7 @@ mod body {
             scores[t] = e;
             lanes[t % 8] += e;
         }
-        let inv = 1.0 / lanes_sum(&lanes);
-        out.iter_mut().for_each(|o| *o = 0.0);
-        for t in 0..n {
-            let p = scores[t] * inv;
-            let v = &values[t * stride..t * stride + hd];
-            for (o, v) in out.iter_mut().zip(v) {
-                *o += p * *v;
-            }
-        }
+        1.0 / lanes_sum(&lanes)
     }
 
     /// The integer dot product of two blocks (exact: any order of its
@@ -437,11 +498,10 @@ mod body {
                 let mut acc = 0f32;
                 for b in 0..blocks {
                     let xa = m * k + b * QK;
-                    let wa = n * k + b * QK;
                     let xb: &[i8; QK] = x.qs[xa..xa + QK].try_into().expect("a whole block");
-                    let wb: &[i8; QK] = w.qs[wa..wa + QK].try_into().expect("a whole block");
-                    let isum = block_dot(xb, wb);
-                    let s = x.d[m * blocks + b] * w.d[b * w.rows + n];
+                    let (wb, wd) = w.block(n, b);
+                    let isum = block_dot(xb, &wb);
+                    let s = x.d[m * blocks + b] * wd;
                     acc += isum as f32 * s;
                 }
                 out[m * stride + n - n0] = acc;
@@ -499,6 +559,8 @@ impl Ops {
             Level::Portable => body::quantize_rows(x, cols, &mut out.qs, &mut out.d),
             Level::Avx2 => avx2::quantize_rows(x, cols, &mut out.qs, &mut out.d),
         }
+        out.sums.clear();
+        out.sums.extend(out.qs.chunks_exact(QK).map(|b| b.iter().map(|q| i32::from(*q)).sum::<i32>()));
     }
 
     leveled!(
@@ -648,16 +710,21 @@ mod tests {
             ops.swiglu(&x, k / 2, &mut a);
             portable.swiglu(&x, k / 2, &mut b);
             assert_eq!(bits(&a), bits(&b), "{level:?} swiglu");
-            let (hd, stride, t) = (64, 192, 37);
-            let keys = seeded(stride * t, 7);
-            let values = seeded(stride * t, 8);
-            let q = seeded(hd, 9);
-            let (mut sa, mut sb) = (vec![0.0; t], vec![0.0; t]);
-            let (mut a, mut b) = (vec![0.0; hd], vec![0.0; hd]);
-            let kv = Cached { keys: &keys[64..], values: &values[64..], stride, n: t - 1, scale: 0.125 };
-            ops.attend(&q, kv, &mut sa, &mut a);
-            portable.attend(&q, kv, &mut sb, &mut b);
-            assert_eq!(bits(&a), bits(&b), "{level:?} attend");
+            // Heads of 64 (SmolLM2's) and 128, a width the AVX2 kernel
+            // splits (72) and one it leaves to the body (36); position
+            // counts around its eights.
+            for (hd, t) in [(64, 37), (64, 1), (64, 8), (64, 9), (64, 300), (128, 17), (72, 23), (36, 11)] {
+                let stride = 3 * hd;
+                let keys = seeded(stride * t + hd, 7 + t as u64);
+                let values = seeded(stride * t + hd, 8 + t as u64);
+                let q = seeded(hd, 9);
+                let (mut sa, mut sb) = (vec![0.0; t], vec![0.0; t]);
+                let (mut a, mut b) = (vec![0.0; hd], vec![0.0; hd]);
+                let kv = Cached { keys: &keys[hd..], values: &values[hd..], stride, n: t, scale: 0.125 };
+                ops.attend(&q, kv, &mut sa, &mut a);
+                portable.attend(&q, kv, &mut sb, &mut b);
+                assert_eq!((bits(&a), bits(&sa)), (bits(&b), bits(&sb)), "{level:?} attend, head {hd}, {t} positions");
+            }
         }
     }
 
@@ -688,7 +755,7 @@ mod tests {
         let (k, n) = (96, 21);
         let w = Q8Matrix::quantize(&seeded(n * k, 30), n, k);
         let portable = Ops::new(Level::Portable).unwrap();
-        for m in [1, 4, 9] {
+        for m in [1, 4, 6, 7, 9] {
             let mut q = Q8Rows::default();
             portable.quantize_rows(&seeded(m * k, 31 + m as u64), k, &mut q);
             let stride = n + 3;
@@ -698,6 +765,30 @@ mod tests {
             body::matmul(&w, 0, n, &q, &mut c, stride);
             assert_eq!(bits(&a), bits(&b), "{m} rows: VNNI against AVX2");
             assert_eq!(bits(&b), bits(&c), "{m} rows: AVX2 against the portable body");
+        }
+    }
+
+    /// The tiled layout keeps every row's blocks: a file's blocks come
+    /// back as they went in, through a stack and with rows past the last
+    /// whole tile.
+    #[test]
+    fn a_matrix_keeps_its_blocks_in_tiles() {
+        let (rows, cols) = (11, 64);
+        let qs: Vec<i8> = (0..rows * cols).map(|i| ((i * 37) % 255) as i8).map(|q| q.max(-127)).collect();
+        let scales: Vec<f32> = (0..rows * cols / QK).map(|i| i as f32 + 0.5).collect();
+        let m = Q8Matrix::from_blocks(&qs, &scales, rows, cols);
+        let both = Q8Matrix::stack(&[m.clone(), m.clone()]);
+        assert_eq!((both.rows, both.tiles()), (22, 3));
+        for r in 0..rows {
+            for b in 0..2 {
+                let at = (r * 2 + b) * QK;
+                let want = (qs[at..at + QK].try_into().unwrap(), scales[r * 2 + b]);
+                assert_eq!(m.block(r, b), want, "row {r} block {b}");
+                assert_eq!(both.block(rows + r, b), want, "stacked row {r} block {b}");
+            }
+            let mut row = vec![0f32; cols];
+            m.row(r, &mut row);
+            assert_eq!(row[QK + 3], scales[r * 2 + 1] * f32::from(qs[r * cols + QK + 3]));
         }
     }
 

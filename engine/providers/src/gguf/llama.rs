@@ -282,8 +282,12 @@ impl Llama {
 
     /// Runs each step's tokens and returns, per step, the next-token logits
     /// after its last token (empty where a step did not ask for them).
+    ///
+    /// The whole pass runs on one of rayon's threads: the pass's many
+    /// parallel steps (a few per layer) are then split from inside the
+    /// pool, not each sent to it from outside and waited for.
     pub fn forward(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, GgufError> {
-        self.run(steps).map_err(GgufError::Decode)
+        rayon::scope(|_| self.run(steps)).map_err(GgufError::Decode)
     }
 
     fn run(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, String> {

@@ -187,7 +187,7 @@ impl<'a, R: Read + Seek> Tensors<'a, R> {
                 scales.push(half(b, 0));
                 qs.extend(b[2..].iter().map(|q| (*q as i8).max(-127)));
             }
-            return Ok(Q8Matrix::from_blocks(qs, &scales, rows, cols));
+            return Ok(Q8Matrix::from_blocks(&qs, &scales, rows, cols));
         }
         let values = self.values(name)?;
         Ok(Q8Matrix::quantize(&values, rows, cols))

@@ -1,5 +1,6 @@
 //! The kernels compiled with AVX2 and FMA: the bodies of `super::body`
-//! under `#[target_feature]`, and a hand-written `Q8_0` product.
+//! under `#[target_feature]`, a hand-written `Q8_0` product and a
+//! hand-written attention head.
 //!
 //! This is one of the workspace's audited `unsafe` blocks (see the root
 //! `Cargo.toml`). Two kinds of `unsafe` appear, each for one reason:
@@ -10,16 +11,19 @@
 //!   library), so a wrong call panics instead of executing an illegal
 //!   instruction;
 //! - unaligned loads and stores through pointers into slices whose lengths
-//!   are asserted at the top of [`matmul`].
+//!   are asserted (or checked) at the top of [`matmul`] and [`attend`].
 //!
 //! The product computes each output as `super::body::matmul` does, in the
 //! same order of floating-point operations: the integer dot product of a
-//! block is exact whatever its lanes, and the block's scale and the
-//! accumulation are two multiplies and an add per output, lane by lane. The
-//! tests in `super` compare every operation with the portable build.
+//! block is exact whatever its lanes (and the VNNI form's offset exact
+//! too), and the block's scale and the accumulation are two multiplies and
+//! an add per output, lane by lane. Attention computes each score, each
+//! exponential and each output with the body's operations in the body's
+//! order, only several at once. The tests in `super` compare every
+//! operation with the portable build.
 #![allow(unsafe_code)]
 
-use super::{body, Cached, Q8Matrix, Q8Rows, QK};
+use super::{body, Cached, Q8Matrix, Q8Rows, QK, TILE};
 use std::arch::x86_64::*;
 
 fn check() {
@@ -45,22 +49,164 @@ macro_rules! compiled {
 compiled!(rms_norm, rms_norm_avx2(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]));
 compiled!(swiglu, swiglu_avx2(gu: &[f32], half: usize, out: &mut [f32]));
 compiled!(quantize_rows, quantize_rows_avx2(x: &[f32], cols: usize, qs: &mut [i8], d: &mut [f32]));
-compiled!(attend, attend_avx2(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]));
+#[target_feature(enable = "avx2,fma")]
+fn attend_body(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
+    body::attend(q, kv, scores, out);
+}
+
+/// `super::body::attend`, by hand for heads whose width is a multiple of
+/// eight (the body, compiled for AVX2, otherwise), with the same
+/// operations on every value:
+///
+/// - eight positions' scores side by side, each position's products added
+///   lane by lane in the body's order and the lanes summed in
+///   [`super::lanes_sum`]'s tree, the eight sums done together as vectors;
+/// - the weighted sum of the values with its accumulators in registers,
+///   64 outputs at a time, each adding the positions in order.
+pub fn attend(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
+    check();
+    let hd = q.len();
+    let n = kv.n;
+    let fits = |v: &[f32]| n == 0 || v.len() >= (n - 1) * kv.stride + hd;
+    if hd == 0 || !hd.is_multiple_of(8) || out.len() != hd || scores.len() < n || !fits(kv.keys) || !fits(kv.values) {
+        // SAFETY: `check` asserted AVX2 and FMA.
+        return unsafe { attend_body(q, kv, scores, out) };
+    }
+    // SAFETY: `check` asserted AVX2 and FMA; the lengths checked above
+    // keep every load and store within its slice.
+    unsafe { attend8(q, kv, scores, out) }
+}
+
+/// # Safety
+///
+/// The CPU has AVX2 and FMA; `q.len()` is a multiple of 8 and equals
+/// `out.len()`; `scores` holds `kv.n`; the keys and values hold `kv.n`
+/// positions of `kv.stride`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend8(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
+    let Cached { keys, values, stride, n, scale } = kv;
+    let hd = q.len();
+    let chunks = hd / 8;
+    let mut max = f32::NEG_INFINITY;
+    // SAFETY (for the block): the caller's contract bounds every pointer.
+    unsafe {
+        let (qp, kp) = (q.as_ptr(), keys.as_ptr());
+        let mut maxv = _mm256_set1_ps(f32::NEG_INFINITY);
+        let scale_v = _mm256_set1_ps(scale);
+        let mut t = 0;
+        while t + 8 <= n {
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for c in 0..chunks {
+                let x = _mm256_loadu_ps(qp.add(8 * c));
+                for (k, a) in acc.iter_mut().enumerate() {
+                    let y = _mm256_loadu_ps(kp.add((t + k) * stride + 8 * c));
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(x, y));
+                }
+            }
+            // lanes_sum(l) = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
+            // for the eight positions at once. First a = l[0..4] + l[4..8],
+            // positions k and k + 4 in one vector's two halves.
+            let half = |k: usize| {
+                let lo = _mm256_permute2f128_ps(acc[k], acc[k + 4], 0x20);
+                let hi = _mm256_permute2f128_ps(acc[k], acc[k + 4], 0x31);
+                _mm256_add_ps(lo, hi)
+            };
+            let (a0, a1, a2, a3) = (half(0), half(1), half(2), half(3));
+            // Then a0 + a2 and a1 + a3, two positions per vector.
+            let u = _mm256_add_ps(_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+            let v = _mm256_add_ps(_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+            // And their sum: positions t..t + 4 in the low half, t + 4..t + 8
+            // in the high one.
+            let sums = _mm256_add_ps(_mm256_shuffle_ps(u, v, 0b01_00_01_00), _mm256_shuffle_ps(u, v, 0b11_10_11_10));
+            let s = _mm256_mul_ps(sums, scale_v);
+            _mm256_storeu_ps(scores.as_mut_ptr().add(t), s);
+            // A NaN score is passed over, as `f32::max` does.
+            maxv = _mm256_max_ps(s, maxv);
+            t += 8;
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), maxv);
+        for l in lanes {
+            max = max.max(l);
+        }
+        for (t, slot) in scores[..n].iter_mut().enumerate().skip(t) {
+            let s = super::dot(q, &keys[t * stride..t * stride + hd]) * scale;
+            *slot = s;
+            max = max.max(s);
+        }
+    }
+    let inv = body::softmax(&mut scores[..n], max);
+    let mut c0 = 0;
+    while c0 < hd {
+        let width = (hd - c0).min(64);
+        // SAFETY: as above; outputs `c0..c0 + width` of each value row.
+        unsafe {
+            match width / 8 {
+                8 => weighted::<8>(scores, values, stride, n, inv, c0, out),
+                7 => weighted::<7>(scores, values, stride, n, inv, c0, out),
+                6 => weighted::<6>(scores, values, stride, n, inv, c0, out),
+                5 => weighted::<5>(scores, values, stride, n, inv, c0, out),
+                4 => weighted::<4>(scores, values, stride, n, inv, c0, out),
+                3 => weighted::<3>(scores, values, stride, n, inv, c0, out),
+                2 => weighted::<2>(scores, values, stride, n, inv, c0, out),
+                _ => weighted::<1>(scores, values, stride, n, inv, c0, out),
+            }
+        }
+        c0 += width;
+    }
+}
+
+/// Outputs `c0..c0 + 8 * V` of `Σ_t (scores[t] * inv) v_t`, the positions
+/// added in order from zero, in `V` vector registers.
+///
+/// # Safety
+///
+/// The CPU has AVX2; `scores` holds `n`, `values` holds `n` positions of
+/// `stride` with at least `c0 + 8 * V` values each, and so does `out`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn weighted<const V: usize>(
+    scores: &[f32],
+    values: &[f32],
+    stride: usize,
+    n: usize,
+    inv: f32,
+    c0: usize,
+    out: &mut [f32],
+) {
+    // SAFETY (for the block): the caller's contract bounds every pointer.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); V];
+        let vp = values.as_ptr().add(c0);
+        for (t, s) in scores[..n].iter().enumerate() {
+            let p = _mm256_set1_ps(*s * inv);
+            let row = vp.add(t * stride);
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(p, _mm256_loadu_ps(row.add(8 * j))));
+            }
+        }
+        for (j, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.as_mut_ptr().add(c0 + 8 * j), *a);
+        }
+    }
+}
 
 /// Outputs `n0..n1` of `x · wᵀ` row by row into `out` (row `r`'s output
-/// `n` at `r * stride + n - n0`): whole tiles of eight outputs by the AVX2
-/// kernel (by its AVX-512 VNNI form where the CPU has it, see [`vnni`]),
-/// the rest by the portable body.
+/// `n` at `r * stride + n - n0`), a tile of eight outputs and four rows at
+/// a time (by the AVX-512 VNNI form where the CPU has it, see [`vnni`]).
+/// `n0` is a tile's first row.
 pub fn matmul(w: &Q8Matrix, n0: usize, n1: usize, x: &Q8Rows, out: &mut [f32], stride: usize) {
     matmul_with(w, n0, n1, x, out, stride, vnni());
 }
 
 /// Whether this CPU has AVX-512 VNNI with 256-bit vectors, which computes
-/// a block's integer dot product in one instruction per row instead of
-/// two: the same exact integers, so the same bits.
+/// four byte products and their sum in one instruction: the same exact
+/// integers, so the same bits.
 pub fn vnni() -> bool {
     std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512vl")
 }
+
+/// Rows of activations a tile's weights are used for while in registers.
+const ROWS: usize = 4;
 
 /// [`matmul`] with the VNNI tile or without (the tests run both).
 pub fn matmul_with(w: &Q8Matrix, n0: usize, n1: usize, x: &Q8Rows, out: &mut [f32], stride: usize, vnni: bool) {
@@ -73,128 +219,148 @@ pub fn matmul_with(w: &Q8Matrix, n0: usize, n1: usize, x: &Q8Rows, out: &mut [f3
             && x.cols == k
             && n1 <= w.rows
             && n0 <= n1
+            && n0.is_multiple_of(TILE)
             && stride >= n1 - n0
-            && w.qs.len() >= w.rows * k
-            && w.d.len() >= blocks * w.rows
+            && w.qs.len() >= w.tiles() * TILE * k
+            && w.d.len() >= w.tiles() * TILE * blocks
             && x.qs.len() >= m * k
             && x.d.len() >= m * blocks
+            && x.sums.len() >= m * blocks
             && (m == 0 || out.len() >= (m - 1) * stride + (n1 - n0)),
         "a product's operands have their sizes; this is a bug"
     );
-    let whole = n0 + (n1 - n0) / 8 * 8;
-    let mut n = n0;
-    while n < whole {
-        for r in 0..m {
-            // SAFETY: `check` asserted AVX2 and FMA (and `vnni` VNNI); the
-            // asserts above keep rows n..n+8 of `w`, row r of `x` and their
-            // scales in bounds.
-            let acc = unsafe {
-                match vnni {
-                    true => tile8_vnni(w, n, x, r, blocks),
-                    false => tile8(w, n, x, r, blocks),
-                }
-            };
-            let at = r * stride + n - n0;
-            out[at..at + 8].copy_from_slice(&acc);
+    let mut put = |t: usize, r: usize, tile: &[[f32; TILE]]| {
+        let (n, wide) = (t * TILE, (n1 - t * TILE).min(TILE));
+        for (i, row) in tile.iter().enumerate() {
+            let at = (r + i) * stride + n - n0;
+            out[at..at + wide].copy_from_slice(&row[..wide]);
         }
-        n += 8;
+    };
+    for t in n0 / TILE..n1.div_ceil(TILE) {
+        let mut r = 0;
+        // SAFETY (each call): `check` asserted AVX2 and FMA (and `vnni`
+        // VNNI); the asserts above keep tile t of `w`, the rows r.. of `x`
+        // and their scales and sums in bounds.
+        while r + ROWS <= m {
+            put(t, r, &unsafe { tile::<ROWS>(w, t, x, r, vnni) });
+            r += ROWS;
+        }
+        match m - r {
+            3 => put(t, r, &unsafe { tile::<3>(w, t, x, r, vnni) }),
+            2 => put(t, r, &unsafe { tile::<2>(w, t, x, r, vnni) }),
+            1 => put(t, r, &unsafe { tile::<1>(w, t, x, r, vnni) }),
+            _ => {}
+        }
     }
-    body::matmul(w, whole, n1, x, &mut out[whole - n0..], stride);
 }
 
-/// [`tile8`] with AVX-512 VNNI (256-bit): `vpdpbusd` sums each four
-/// adjacent byte products into a lane, the same exact `i32` as
-/// `maddubs` then `madd`.
+/// # Safety
+///
+/// As [`tile_avx2`], and with `vnni` only on a CPU with AVX-512 VNNI.
+unsafe fn tile<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usize, vnni: bool) -> [[f32; TILE]; R] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match vnni {
+            true => tile_vnni::<R>(w, t, x, r0),
+            false => tile_avx2::<R>(w, t, x, r0),
+        }
+    }
+}
+
+/// [`tile_avx2`] with AVX-512 VNNI (256-bit): `vpdpbusd` multiplies
+/// unsigned bytes by signed ones, so the weights are offset by 128 (`w ^
+/// 0x80` is `w + 128` as a `u8`) and the block's `128 Σ x` taken off
+/// again: the same exact `i32` as the AVX2 form.
 ///
 /// # Safety
 ///
-/// As [`tile8`], and the CPU has AVX-512 VNNI and VL.
+/// As [`tile_avx2`], and the CPU has AVX-512 VNNI and VL.
 #[target_feature(enable = "avx2,fma,avx512vnni,avx512vl")]
-unsafe fn tile8_vnni(w: &Q8Matrix, n: usize, x: &Q8Rows, r: usize, blocks: usize) -> [f32; 8] {
-    let k = w.cols;
-    let mut acc = _mm256_setzero_ps();
+unsafe fn tile_vnni<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usize) -> [[f32; TILE]; R] {
+    let blocks = w.blocks();
+    let mut acc = [_mm256_setzero_ps(); R];
     // SAFETY (for the block): the caller keeps every pointer below within
     // its slice (see the function's contract).
     unsafe {
-        let xq = x.qs.as_ptr().add(r * k);
-        let wq = w.qs.as_ptr().add(n * k);
-        let wd = w.d.as_ptr();
-        let xd = x.d.as_ptr().add(r * blocks);
-        let zero = _mm256_setzero_si256();
+        let flip = _mm256_set1_epi8(i8::MIN);
+        let wq = w.qs.as_ptr().add(t * blocks * TILE * QK);
+        let wd = w.d.as_ptr().add(t * blocks * TILE);
         for b in 0..blocks {
-            let xv = _mm256_loadu_si256(xq.add(b * QK).cast());
-            let ax = _mm256_sign_epi8(xv, xv);
-            macro_rules! lanes {
-                ($j:expr) => {{
-                    let wv = _mm256_loadu_si256(wq.add($j * k + b * QK).cast());
-                    _mm256_dpbusd_epi32(zero, ax, _mm256_sign_epi8(wv, xv))
-                }};
+            let mut wv = [_mm256_setzero_si256(); 8];
+            for (g, v) in wv.iter_mut().enumerate() {
+                *v = _mm256_xor_si256(_mm256_loadu_si256(wq.add((b * 8 + g) * 32).cast()), flip);
             }
-            let h01 = _mm256_hadd_epi32(lanes!(0), lanes!(1));
-            let h23 = _mm256_hadd_epi32(lanes!(2), lanes!(3));
-            let h45 = _mm256_hadd_epi32(lanes!(4), lanes!(5));
-            let h67 = _mm256_hadd_epi32(lanes!(6), lanes!(7));
-            let h0123 = _mm256_hadd_epi32(h01, h23);
-            let h4567 = _mm256_hadd_epi32(h45, h67);
-            let low = _mm256_permute2x128_si256(h0123, h4567, 0x20);
-            let high = _mm256_permute2x128_si256(h0123, h4567, 0x31);
-            let isum = _mm256_add_epi32(low, high);
-            let scale = _mm256_mul_ps(_mm256_set1_ps(*xd.add(b)), _mm256_loadu_ps(wd.add(b * w.rows + n)));
-            acc = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale), acc);
+            let dw = _mm256_loadu_ps(wd.add(b * TILE));
+            for (i, a) in acc.iter_mut().enumerate() {
+                let at = (r0 + i) * blocks + b;
+                let xq = x.qs.as_ptr().add(at * QK);
+                let mut isum = _mm256_setzero_si256();
+                for (g, v) in wv.iter().enumerate() {
+                    // Four of x's bytes (columns 4g..4g + 4) against each
+                    // row's four in lane j.
+                    let xb = _mm256_set1_epi32(xq.add(4 * g).cast::<i32>().read_unaligned());
+                    isum = _mm256_dpbusd_epi32(isum, *v, xb);
+                }
+                let dot = _mm256_sub_epi32(isum, _mm256_set1_epi32(128 * *x.sums.as_ptr().add(at)));
+                let scale = _mm256_mul_ps(_mm256_set1_ps(*x.d.as_ptr().add(at)), dw);
+                *a = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), scale), *a);
+            }
         }
-        let mut out = [0f32; 8];
-        _mm256_storeu_ps(out.as_mut_ptr(), acc);
+        let mut out = [[0f32; TILE]; R];
+        for (o, a) in out.iter_mut().zip(acc) {
+            _mm256_storeu_ps(o.as_mut_ptr(), a);
+        }
         out
     }
 }
 
-/// Eight outputs (`w`'s rows `n..n + 8`) of activation row `r`.
+/// Tile `t`'s eight outputs (`w`'s rows `8t..8t + 8`) of the activation
+/// rows `r0..r0 + R`: each block's eight weight vectors are loaded once
+/// for the `R` rows.
 ///
 /// # Safety
 ///
-/// The CPU has AVX2 and FMA; `n + 8 <= w.rows`, `r < x.rows`, and both
-/// operands hold `blocks` whole blocks per row with their scales.
+/// The CPU has AVX2 and FMA; `t < w.tiles()`, `r0 + R <= x.rows`, and both
+/// operands hold `blocks` whole blocks per row with their scales (and
+/// `x` its sums).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile8(w: &Q8Matrix, n: usize, x: &Q8Rows, r: usize, blocks: usize) -> [f32; 8] {
-    let k = w.cols;
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = _mm256_setzero_ps();
+unsafe fn tile_avx2<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usize) -> [[f32; TILE]; R] {
+    let blocks = w.blocks();
+    let mut acc = [_mm256_setzero_ps(); R];
     // SAFETY (for the block): the caller keeps every pointer below within
     // its slice (see the function's contract).
     unsafe {
-        let xq = x.qs.as_ptr().add(r * k);
-        let wq = w.qs.as_ptr().add(n * k);
-        let wd = w.d.as_ptr();
-        let xd = x.d.as_ptr().add(r * blocks);
+        let ones = _mm256_set1_epi16(1);
+        let wq = w.qs.as_ptr().add(t * blocks * TILE * QK);
+        let wd = w.d.as_ptr().add(t * blocks * TILE);
         for b in 0..blocks {
-            let xv = _mm256_loadu_si256(xq.add(b * QK).cast());
-            // |x| as unsigned bytes, and each weight given x's sign: their
-            // byte products are x * w, summed in pairs (at most 2 * 127 *
-            // 127, no saturation), then in fours, as exact `i32` lanes.
-            let ax = _mm256_sign_epi8(xv, xv);
-            // (A macro, not a closure: the intrinsics stay inlined in
-            // this function's AVX2 context.)
-            macro_rules! lanes {
-                ($j:expr) => {{
-                    let wv = _mm256_loadu_si256(wq.add($j * k + b * QK).cast());
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv)), ones)
-                }};
+            let mut wv = [_mm256_setzero_si256(); 8];
+            for (g, v) in wv.iter_mut().enumerate() {
+                *v = _mm256_loadu_si256(wq.add((b * 8 + g) * 32).cast());
             }
-            let h01 = _mm256_hadd_epi32(lanes!(0), lanes!(1));
-            let h23 = _mm256_hadd_epi32(lanes!(2), lanes!(3));
-            let h45 = _mm256_hadd_epi32(lanes!(4), lanes!(5));
-            let h67 = _mm256_hadd_epi32(lanes!(6), lanes!(7));
-            let h0123 = _mm256_hadd_epi32(h01, h23);
-            let h4567 = _mm256_hadd_epi32(h45, h67);
-            let low = _mm256_permute2x128_si256(h0123, h4567, 0x20);
-            let high = _mm256_permute2x128_si256(h0123, h4567, 0x31);
-            // Lane j: the block's integer dot product with row n + j.
-            let isum = _mm256_add_epi32(low, high);
-            let scale = _mm256_mul_ps(_mm256_set1_ps(*xd.add(b)), _mm256_loadu_ps(wd.add(b * w.rows + n)));
-            acc = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale), acc);
+            let dw = _mm256_loadu_ps(wd.add(b * TILE));
+            for (i, a) in acc.iter_mut().enumerate() {
+                let at = (r0 + i) * blocks + b;
+                let xq = x.qs.as_ptr().add(at * QK);
+                let mut isum = _mm256_setzero_si256();
+                for (g, v) in wv.iter().enumerate() {
+                    let xb = _mm256_set1_epi32(xq.add(4 * g).cast::<i32>().read_unaligned());
+                    // |x| as unsigned bytes, and each weight given x's
+                    // sign: their byte products are x * w, summed in pairs
+                    // (at most 2 * 127 * 127, no saturation), then in
+                    // fours, as exact `i32` lanes.
+                    let ax = _mm256_sign_epi8(xb, xb);
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(*v, xb)), ones);
+                    isum = _mm256_add_epi32(isum, p);
+                }
+                let scale = _mm256_mul_ps(_mm256_set1_ps(*x.d.as_ptr().add(at)), dw);
+                *a = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale), *a);
+            }
         }
-        let mut out = [0f32; 8];
-        _mm256_storeu_ps(out.as_mut_ptr(), acc);
+        let mut out = [[0f32; TILE]; R];
+        for (o, a) in out.iter_mut().zip(acc) {
+            _mm256_storeu_ps(o.as_mut_ptr(), a);
+        }
         out
     }
 }
