@@ -510,6 +510,11 @@ mod body {
     }
 }
 
+/// Rows per task where a row-wise operation is split over rayon's pool;
+/// a pass of fewer than twice as many rows runs it on the calling thread.
+/// Each row is computed whole by one task, so the split changes no bit.
+const PAR_ROWS: usize = 16;
+
 /// The row-wise operations at one [`Level`].
 #[derive(Debug, Clone, Copy)]
 pub struct Ops {
@@ -539,14 +544,42 @@ impl Ops {
         self.level
     }
 
-    leveled!(
-        /// See `body::rms_norm`.
-        rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32])
-    );
-    leveled!(
-        /// See `body::swiglu`.
-        swiglu(gu: &[f32], half: usize, out: &mut [f32])
-    );
+    fn rms_norm_rows(&self, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+        match self.level {
+            Level::Portable => body::rms_norm(x, w, eps, out),
+            Level::Avx2 => avx2::rms_norm(x, w, eps, out),
+        }
+    }
+
+    fn swiglu_rows(&self, gu: &[f32], half: usize, out: &mut [f32]) {
+        match self.level {
+            Level::Portable => body::swiglu(gu, half, out),
+            Level::Avx2 => avx2::swiglu(gu, half, out),
+        }
+    }
+
+    /// RMS norm of each row of `x` (width `w.len()`) into `out` (see
+    /// `body::rms_norm`), rows split over rayon's pool in passes of many.
+    pub fn rms_norm(&self, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+        let n = w.len();
+        if x.len() < 2 * PAR_ROWS * n {
+            return self.rms_norm_rows(x, w, eps, out);
+        }
+        out.par_chunks_mut(PAR_ROWS * n).zip(x.par_chunks(PAR_ROWS * n)).for_each(|(o, x)| {
+            self.rms_norm_rows(x, w, eps, o);
+        });
+    }
+
+    /// `silu(g) * u` of each row of `gu` (see `body::swiglu`), rows split
+    /// over rayon's pool in passes of many.
+    pub fn swiglu(&self, gu: &[f32], half: usize, out: &mut [f32]) {
+        if out.len() < 2 * PAR_ROWS * half {
+            return self.swiglu_rows(gu, half, out);
+        }
+        out.par_chunks_mut(PAR_ROWS * half).zip(gu.par_chunks(2 * PAR_ROWS * half)).for_each(|(o, gu)| {
+            self.swiglu_rows(gu, half, o);
+        });
+    }
 
     /// Quantizes the rows of `x` (width `cols`) into `out`.
     pub fn quantize_rows(&self, x: &[f32], cols: usize, out: &mut Q8Rows) {
@@ -555,12 +588,27 @@ impl Ops {
         out.cols = cols;
         out.qs.resize(rows * cols, 0);
         out.d.resize(rows * cols / QK, 0.0);
-        match self.level {
-            Level::Portable => body::quantize_rows(x, cols, &mut out.qs, &mut out.d),
-            Level::Avx2 => avx2::quantize_rows(x, cols, &mut out.qs, &mut out.d),
+        out.sums.resize(rows * cols / QK, 0);
+        let level = self.level;
+        let some = |x: &[f32], qs: &mut [i8], d: &mut [f32], sums: &mut [i32]| {
+            match level {
+                Level::Portable => body::quantize_rows(x, cols, qs, d),
+                Level::Avx2 => avx2::quantize_rows(x, cols, qs, d),
+            }
+            for (s, b) in sums.iter_mut().zip(qs.chunks_exact(QK)) {
+                *s = b.iter().map(|q| i32::from(*q)).sum();
+            }
+        };
+        if rows < 2 * PAR_ROWS {
+            return some(x, &mut out.qs, &mut out.d, &mut out.sums);
         }
-        out.sums.clear();
-        out.sums.extend(out.qs.chunks_exact(QK).map(|b| b.iter().map(|q| i32::from(*q)).sum::<i32>()));
+        let blocks = PAR_ROWS * cols / QK;
+        out.qs
+            .par_chunks_mut(PAR_ROWS * cols)
+            .zip(out.d.par_chunks_mut(blocks))
+            .zip(out.sums.par_chunks_mut(blocks))
+            .zip(x.par_chunks(PAR_ROWS * cols))
+            .for_each(|(((qs, d), sums), x)| some(x, qs, d, sums));
     }
 
     leveled!(
@@ -700,16 +748,26 @@ mod tests {
                 ops.matmul(&w, &one, &mut c);
                 assert_eq!(bits(&c), bits(&a[..n]), "{level:?}: row 0 alone and among {m}");
             }
-            let x = seeded(3 * k, 5);
-            let g = seeded(k, 6);
-            let (mut a, mut b) = (vec![0.0; 3 * k], vec![0.0; 3 * k]);
-            ops.rms_norm(&x, &g, 1e-5, &mut a);
-            portable.rms_norm(&x, &g, 1e-5, &mut b);
-            assert_eq!(bits(&a), bits(&b), "{level:?} rms_norm");
-            let (mut a, mut b) = (vec![0.0; 3 * k / 2], vec![0.0; 3 * k / 2]);
-            ops.swiglu(&x, k / 2, &mut a);
-            portable.swiglu(&x, k / 2, &mut b);
-            assert_eq!(bits(&a), bits(&b), "{level:?} swiglu");
+            // A few rows, and enough to be split over the pool (against
+            // the body on the calling thread).
+            for rows in [3, 2 * PAR_ROWS + 5] {
+                let x = seeded(rows * k, 5);
+                let g = seeded(k, 6);
+                let (mut a, mut b) = (vec![0.0; rows * k], vec![0.0; rows * k]);
+                ops.rms_norm(&x, &g, 1e-5, &mut a);
+                body::rms_norm(&x, &g, 1e-5, &mut b);
+                assert_eq!(bits(&a), bits(&b), "{level:?} rms_norm, {rows} rows");
+                let (mut a, mut b) = (vec![0.0; rows * k / 2], vec![0.0; rows * k / 2]);
+                ops.swiglu(&x, k / 2, &mut a);
+                body::swiglu(&x, k / 2, &mut b);
+                assert_eq!(bits(&a), bits(&b), "{level:?} swiglu, {rows} rows");
+                let mut qa = Q8Rows::default();
+                ops.quantize_rows(&x, k, &mut qa);
+                let (mut qs, mut d) = (vec![0i8; rows * k], vec![0f32; rows * k / QK]);
+                body::quantize_rows(&x, k, &mut qs, &mut d);
+                let sums: Vec<i32> = qs.chunks_exact(QK).map(|b| b.iter().map(|q| i32::from(*q)).sum()).collect();
+                assert_eq!((&qa.qs, bits(&qa.d), &qa.sums), (&qs, bits(&d), &sums), "{level:?} quantize, {rows} rows");
+            }
             // Heads of 64 (SmolLM2's) and 128, a width the AVX2 kernel
             // splits (72) and one it leaves to the body (36); position
             // counts around its eights.
