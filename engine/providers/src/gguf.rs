@@ -26,7 +26,9 @@
 //! - **Batching.** Requests decode on tokio's blocking pool, at most
 //!   `[chat.gguf] batch` at once, each with its own key/value cache, and
 //!   share each forward pass ([`batch`]): their rows are stacked into one
-//!   product per layer. The matrix products and attention use rayon's
+//!   product per layer. Tokens the grammar forces are taken without the
+//!   model and run together in the pass before the next sampled choice
+//!   ([`decode`]). The matrix products and attention use rayon's
 //!   pool, whatever `--threads` gives tokio. Each output is computed whole
 //!   by one task, so neither the thread count nor the company in a pass
 //!   changes a bit.
@@ -64,8 +66,8 @@ use std::sync::Arc;
 use vocab::Vocab;
 
 /// The model's work in this process so far: tokens run as prompt (the
-/// prompt, text put in place, the grammar's closes, options' paths) and
-/// tokens generated (sampled), the time each took (a pass that ran both
+/// prompt, text put in place, the grammar's closes and the tokens it
+/// forces, options' paths) and tokens generated (sampled), the time each took (a pass that ran both
 /// splits its time by rows), the passes that generated and the sequences
 /// they held, and what the prefix caches served.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

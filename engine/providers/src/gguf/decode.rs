@@ -2,6 +2,13 @@
 //! rest), then token by token, each step masked by llguidance to the tokens
 //! the reply's JSON Schema allows there, and sampled with a seeded stream.
 //! A reply under a grammar always closes ([`super::close`]).
+//!
+//! Tokens the model needs not choose (text put in place, a string's
+//! close, and each token where the grammar allows only one) are taken as
+//! they come and run together, in one pass, when the next choice needs
+//! the logits after them: a sampled choice reads the same logits as if
+//! each had run alone, since a sequence's rows are the same bits in any
+//! pass.
 
 use super::batch::{Member, Rows};
 use super::cache::{Entry, PrefixCache};
