@@ -593,7 +593,7 @@ impl Ops {
         let some = |x: &[f32], qs: &mut [i8], d: &mut [f32], sums: &mut [i32]| {
             match level {
                 Level::Portable => body::quantize_rows(x, cols, qs, d),
-                Level::Avx2 => avx2::quantize_rows(x, cols, qs, d),
+                Level::Avx2 => avx2::quantize_blocks(x, cols, qs, d),
             }
             for (s, b) in sums.iter_mut().zip(qs.chunks_exact(QK)) {
                 *s = b.iter().map(|q| i32::from(*q)).sum();
@@ -667,10 +667,13 @@ mod avx2 {
         )*};
     }
 
+    pub fn quantize_blocks(x: &[f32], cols: usize, qs: &mut [i8], d: &mut [f32]) {
+        body::quantize_rows(x, cols, qs, d)
+    }
+
     fused! {
         rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]);
         swiglu(gu: &[f32], half: usize, out: &mut [f32]);
-        quantize_rows(x: &[f32], cols: usize, qs: &mut [i8], d: &mut [f32]);
         attend(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]);
         matmul(w: &Q8Matrix, n0: usize, n1: usize, x: &Q8Rows, out: &mut [f32], stride: usize);
     }
@@ -719,6 +722,47 @@ mod tests {
         let mut z = [1i8; QK];
         assert_eq!(quantize_block(&[0.0; QK], &mut z), 0.0);
         assert_eq!(z, [0; QK]);
+    }
+
+    /// Quantizing gives the portable bytes and scales on blocks of every
+    /// kind: ties, NaNs and infinities, zeros of both signs, subnormals and
+    /// a scale whose inverse overflows, the largest magnitude at each place.
+    #[test]
+    fn quantizing_gives_the_portable_bits_on_every_kind_of_block() {
+        let portable = Ops::new(Level::Portable).unwrap();
+        let mut blocks: Vec<[f32; QK]> = Vec::new();
+        let base: [f32; QK] = seeded(QK, 3).try_into().unwrap();
+        blocks.push(base);
+        blocks.push([0.0; QK]);
+        blocks.push([-0.0; QK]);
+        // 127 / 127 * k / 2: halves to round to even.
+        blocks.push(std::array::from_fn(|i| if i == 0 { 127.0 } else { (i as f32 - 16.0) + 0.5 }));
+        blocks.push(std::array::from_fn(|i| f32::from_bits(1 + i as u32)));
+        blocks.push(std::array::from_fn(|i| f32::MIN_POSITIVE * (i as f32 - 16.0)));
+        blocks.push(std::array::from_fn(|i| f32::MAX * if i % 2 == 0 { 1.0 } else { -0.5 }));
+        for special in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -f32::NAN] {
+            for at in [0, 7, 8, 31] {
+                let mut b = base;
+                b[at] = special;
+                blocks.push(b);
+            }
+        }
+        for at in 0..QK {
+            let mut b = base;
+            b[at] = -9.0;
+            blocks.push(b);
+        }
+        let x: Vec<f32> = blocks.concat();
+        for level in [Level::Avx2, Level::Portable] {
+            let Some(ops) = Ops::new(level) else { continue };
+            let (mut a, mut b) = (Q8Rows::default(), Q8Rows::default());
+            ops.quantize_rows(&x, QK, &mut a);
+            portable.quantize_rows(&x, QK, &mut b);
+            for (i, block) in blocks.iter().enumerate() {
+                let q = |r: &Q8Rows| (r.qs[i * QK..(i + 1) * QK].to_vec(), r.d[i].to_bits(), r.sums[i]);
+                assert_eq!(q(&a), q(&b), "{level:?}, block {i}: {block:?}");
+            }
+        }
     }
 
     /// Every level this CPU runs gives the same bits as the portable one,

@@ -49,6 +49,71 @@ macro_rules! compiled {
 compiled!(rms_norm, rms_norm_avx2(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]));
 compiled!(swiglu, swiglu_avx2(gu: &[f32], half: usize, out: &mut [f32]));
 compiled!(quantize_rows, quantize_rows_avx2(x: &[f32], cols: usize, qs: &mut [i8], d: &mut [f32]));
+
+/// `super::body::quantize_rows` by hand (the body, compiled for AVX2, where
+/// the lengths are not whole blocks), with the same value in every byte
+/// and scale:
+///
+/// - the block's largest magnitude by vector maxima, which pass over a
+///   NaN as `f32::max` does (the maximum of the others is the same in any
+///   order);
+/// - the scale and its inverse as in `super::quantize_block`, on one value;
+/// - each value times the inverse, rounded by the same add and subtract,
+///   clamped to ±127 with a NaN kept apart, then made a byte (a NaN's is 0,
+///   as `as i8` gives).
+pub fn quantize_blocks(x: &[f32], cols: usize, qs: &mut [i8], d: &mut [f32]) {
+    check();
+    let blocks = x.len() / QK;
+    if !x.len().is_multiple_of(QK) || qs.len() != x.len() || d.len() != blocks {
+        return quantize_rows(x, cols, qs, d);
+    }
+    // SAFETY: `check` asserted AVX2 and FMA; the lengths checked above
+    // keep every load and store within its slice.
+    unsafe { quantize8(x, qs, d) }
+}
+
+/// # Safety
+///
+/// The CPU has AVX2; `x` and `qs` hold `d.len()` whole blocks.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn quantize8(x: &[f32], qs: &mut [i8], d: &mut [f32]) {
+    // SAFETY (for the block): the caller's contract bounds every pointer.
+    unsafe {
+        let sign = _mm256_set1_ps(-0.0);
+        let magic = _mm256_set1_ps(12_582_912.0);
+        let (lo, hi) = (_mm256_set1_ps(-127.0), _mm256_set1_ps(127.0));
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for (b, s) in d.iter_mut().enumerate() {
+            let p = x.as_ptr().add(b * QK);
+            let v =
+                [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)), _mm256_loadu_ps(p.add(16)), _mm256_loadu_ps(p.add(24))];
+            // `_mm256_max_ps(a, m)` is `m` where `a` is NaN; `m` never is.
+            let mut m = _mm256_setzero_ps();
+            for v in v {
+                m = _mm256_max_ps(_mm256_andnot_ps(sign, v), m);
+            }
+            let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+            let m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+            let amax = _mm_cvtss_f32(m);
+            let scale = amax / 127.0;
+            let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+            *s = scale;
+            let inv = _mm256_set1_ps(inv);
+            let q = v.map(|v| {
+                let r = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(v, inv), magic), magic);
+                let c = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+                // Zero where `r` is NaN (`max` gave -127 there).
+                _mm256_cvttps_epi32(_mm256_and_ps(c, _mm256_cmp_ps(r, r, _CMP_ORD_Q)))
+            });
+            // Values in ±127: the packs never saturate. They interleave the
+            // 128-bit halves; the permutation puts the fours back in order.
+            let bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            let bytes = _mm256_permutevar8x32_epi32(bytes, order);
+            _mm256_storeu_si256(qs.as_mut_ptr().add(b * QK).cast(), bytes);
+        }
+    }
+}
 #[target_feature(enable = "avx2,fma")]
 fn attend_body(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
     body::attend(q, kv, scores, out);
