@@ -93,9 +93,14 @@ pub struct Throughput {
     /// Sequences in those passes, summed (over `decode_passes`: the mean
     /// number of sequences that shared a decode pass).
     pub decode_sequences: u64,
+    /// Tokens generated in passes that held a full batch (`[chat.gguf]
+    /// batch` sequences; every pass of a batch of one).
+    pub full_generated_tokens: u64,
+    /// Nanoseconds spent on them (their rows' share of those passes).
+    pub full_generate_ns: u64,
 }
 
-static COUNTERS: [std::sync::atomic::AtomicU64; 10] = [const { std::sync::atomic::AtomicU64::new(0) }; 10];
+static COUNTERS: [std::sync::atomic::AtomicU64; 12] = [const { std::sync::atomic::AtomicU64::new(0) }; 12];
 
 fn count(i: usize, v: u64) {
     COUNTERS[i].fetch_add(v, std::sync::atomic::Ordering::Relaxed);
@@ -103,8 +108,9 @@ fn count(i: usize, v: u64) {
 
 /// A forward pass of `prompt` prompt rows and `generated` generated ones
 /// over `sequences` sequences, which took `took`: its time is split
-/// between the two by rows.
-pub(crate) fn count_pass(prompt: usize, generated: usize, sequences: usize, took: std::time::Duration) {
+/// between the two by rows. `full`: the pass held as many sequences as its
+/// batch allows.
+pub(crate) fn count_pass(prompt: usize, generated: usize, sequences: usize, full: bool, took: std::time::Duration) {
     let rows = (prompt + generated) as u128;
     if rows == 0 {
         return;
@@ -118,6 +124,10 @@ pub(crate) fn count_pass(prompt: usize, generated: usize, sequences: usize, took
     if generated > 0 {
         count(8, 1);
         count(9, sequences as u64);
+        if full {
+            count(10, generated as u64);
+            count(11, generate_ns);
+        }
     }
 }
 
@@ -140,6 +150,8 @@ impl Throughput {
             string_closes: self.string_closes - before.string_closes,
             decode_passes: self.decode_passes - before.decode_passes,
             decode_sequences: self.decode_sequences - before.decode_sequences,
+            full_generated_tokens: self.full_generated_tokens - before.full_generated_tokens,
+            full_generate_ns: self.full_generate_ns - before.full_generate_ns,
         }
     }
 }
@@ -162,6 +174,8 @@ pub fn throughput() -> Throughput {
         string_closes: get(7),
         decode_passes: get(8),
         decode_sequences: get(9),
+        full_generated_tokens: get(10),
+        full_generate_ns: get(11),
     }
 }
 

@@ -227,7 +227,8 @@ fn a_local_model_run_has_one_digest_on_every_kernel_level() {
 
 /// `bench chat --config` on the local model: one sequence a pass without
 /// and with the prefix cache, then a batch of eight where the panel's
-/// requests share passes (measured), all three with one digest.
+/// requests share passes (measured), all three with one digest; the
+/// tokens of full passes counted apart.
 #[test]
 fn bench_chat_measures_one_sequence_and_a_batch_with_one_digest() {
     let dir = scratch("gguf-bench");
@@ -245,4 +246,9 @@ fn bench_chat_measures_one_sequence_and_a_batch_with_one_digest() {
     assert_eq!((field(0, "sequences"), field(1, "sequences")), (1.0, 1.0), "one sequence a pass");
     assert_eq!((rows[2]["batch"].as_u64(), field(2, "prefix_cache_mib")), (Some(8), 512.0), "at least 8");
     assert!(field(2, "sequences") > 1.0, "the panel's requests shared passes: {}", rows[2]);
+    // A batch of one is always full; two personas never fill eight.
+    let full = |i: usize| rows[i]["full_batch_generated_tokens"].as_u64().expect("full_batch_generated_tokens");
+    let generated = |i: usize| rows[i]["generated_tokens"].as_u64().expect("generated_tokens");
+    assert_eq!((full(0), full(1), full(2)), (generated(0), generated(1), 0), "{report}");
+    assert!(field(2, "full_batch_generated_tokens_per_second") <= 0.0, "no full pass, no rate");
 }

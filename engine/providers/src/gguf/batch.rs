@@ -169,7 +169,7 @@ fn lead(b: &Batcher, model: &Llama, st: &mut MutexGuard<'_, State>) {
         st.decode_sequences += jobs.len() as u64;
     }
     let results = MutexGuard::unlocked(st, || {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pass(model, &mut jobs)))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pass(model, &mut jobs, b.bound)))
             .unwrap_or_else(|_| vec![Err("the forward pass panicked; this is a bug".to_string()); jobs.len()])
     });
     for (job, result) in jobs.into_iter().zip(results) {
@@ -180,8 +180,9 @@ fn lead(b: &Batcher, model: &Llama, st: &mut MutexGuard<'_, State>) {
 }
 
 /// One forward pass over `jobs`, each checked first so that one the model
-/// cannot take fails alone. Counted in [`super::throughput`].
-fn pass(model: &Llama, jobs: &mut [Job]) -> Vec<Result<Vec<f32>, String>> {
+/// cannot take fails alone. Counted in [`super::throughput`] (as full when
+/// it holds `bound` sequences).
+fn pass(model: &Llama, jobs: &mut [Job], bound: usize) -> Vec<Result<Vec<f32>, String>> {
     let checked: Vec<Result<(), String>> =
         jobs.iter().map(|j| model.check(&j.seq, &j.tokens).map_err(|e| e.to_string())).collect();
     let mut steps: Vec<Step<'_>> = jobs
@@ -202,7 +203,7 @@ fn pass(model: &Llama, jobs: &mut [Job]) -> Vec<Result<Vec<f32>, String>> {
         }
     }
     let sequences = checked.iter().filter(|c| c.is_ok()).count();
-    super::count_pass(prompt, generated, sequences, started.elapsed());
+    super::count_pass(prompt, generated, sequences, sequences >= bound, started.elapsed());
     let mut logits = match ran {
         Ok(out) => out.into_iter().map(Ok).collect::<Vec<_>>(),
         Err(e) => vec![Err(e); sequences],

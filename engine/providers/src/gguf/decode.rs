@@ -297,7 +297,7 @@ impl Decoder<'_> {
         let started = std::time::Instant::now();
         let logits = self.model.forward_one(seq, tokens).map_err(|e| format!("the model failed: {e}"));
         let (prompt, generated) = rows.split(tokens.len());
-        super::count_pass(prompt, generated, 1, started.elapsed());
+        super::count_pass(prompt, generated, 1, true, started.elapsed());
         logits
     }
 }

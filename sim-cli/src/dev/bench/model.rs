@@ -38,6 +38,11 @@ struct ModelRow {
     prompt_tokens_per_second: f64,
     generated_tokens: u64,
     generated_tokens_per_second: f64,
+    /// Of the generated tokens, those generated in passes that held a full
+    /// batch (`batch` sequences).
+    full_batch_generated_tokens: u64,
+    /// Their tokens per second: the aggregate rate with the batch full.
+    full_batch_generated_tokens_per_second: f64,
     cache_hits: u64,
     cached_tokens: u64,
     digest: Digest,
@@ -54,6 +59,8 @@ struct ModelReport {
     speedup_ratio: f64,
     /// Generated tokens per second of the batch over the single cached stream's.
     batch_generation_ratio: f64,
+    /// The same in the batch's full passes alone (`batch` sequences in each).
+    full_batch_generation_ratio: f64,
     same_digest: bool,
 }
 
@@ -89,6 +96,8 @@ fn measure(config: Config, setting: &str, args: &ChatBenchArgs) -> Result<ModelR
         prompt_tokens_per_second: per_second(d.prompt_tokens, d.prompt_ns),
         generated_tokens: d.generated_tokens,
         generated_tokens_per_second: per_second(d.generated_tokens, d.generate_ns),
+        full_batch_generated_tokens: d.full_generated_tokens,
+        full_batch_generated_tokens_per_second: per_second(d.full_generated_tokens, d.full_generate_ns),
         cache_hits: d.cache_hits,
         cached_tokens: d.cached_tokens,
         digest: s.digest,
@@ -119,6 +128,8 @@ pub fn bench_model(args: &ChatBenchArgs, path: &Path) -> Result<()> {
     let batched = measure(with(n, true), &format!("batch of {n}"), args)?;
     let speedup_ratio = uncached.wall_ms / batched.wall_ms.max(1e-9);
     let batch_generation_ratio = batched.generated_tokens_per_second / single.generated_tokens_per_second.max(1e-9);
+    let full_batch_generation_ratio =
+        batched.full_batch_generated_tokens_per_second / single.generated_tokens_per_second.max(1e-9);
     let same_digest = uncached.digest == single.digest && single.digest == batched.digest;
     let report = ModelReport {
         model: config.raw.chat.model.clone(),
@@ -127,6 +138,7 @@ pub fn bench_model(args: &ChatBenchArgs, path: &Path) -> Result<()> {
         results: vec![uncached, single, batched],
         speedup_ratio,
         batch_generation_ratio,
+        full_batch_generation_ratio,
         same_digest,
     };
     if args.json {
@@ -168,5 +180,16 @@ fn print_report(r: &ModelReport) {
         r.batch_generation_ratio,
         if r.same_digest { "equal (neither the cache nor the batch changes a byte)" } else { "DIFFER" }
     );
+    if let Some(b) = r.results.last() {
+        let share = b.full_batch_generated_tokens as f64 / (b.generated_tokens.max(1)) as f64;
+        println!(
+            "with the batch full ({} sequences in a pass): {:.1} generated tokens/s, {:.2}x the single cached \
+             sequence's ({:.0}% of the batch's generated tokens)",
+            b.batch,
+            b.full_batch_generated_tokens_per_second,
+            r.full_batch_generation_ratio,
+            100.0 * share
+        );
+    }
     println!("(seqs: the mean number of sequences that shared a pass that generated a token, as measured)");
 }
