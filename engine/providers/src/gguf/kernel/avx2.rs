@@ -114,6 +114,7 @@ unsafe fn quantize8(x: &[f32], qs: &mut [i8], d: &mut [f32]) {
         }
     }
 }
+
 #[target_feature(enable = "avx2,fma")]
 fn attend_body(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
     body::attend(q, kv, scores, out);
