@@ -1,6 +1,6 @@
 //! The kernels compiled with AVX2 and FMA: the bodies of `super::body`
-//! under `#[target_feature]`, a hand-written `Q8_0` product and a
-//! hand-written attention head.
+//! under `#[target_feature]`, a hand-written `Q8_0` product, a
+//! hand-written attention head and the activations' quantizing by hand.
 //!
 //! This is one of the workspace's audited `unsafe` blocks (see the root
 //! `Cargo.toml`). Two kinds of `unsafe` appear, each for one reason:
@@ -11,7 +11,8 @@
 //!   library), so a wrong call panics instead of executing an illegal
 //!   instruction;
 //! - unaligned loads and stores through pointers into slices whose lengths
-//!   are asserted (or checked) at the top of [`matmul`] and [`attend`].
+//!   are asserted (or checked) at the top of [`matmul`], [`attend`] and
+//!   [`quantize_blocks`].
 //!
 //! The product computes each output as `super::body::matmul` does, in the
 //! same order of floating-point operations: the integer dot product of a
