@@ -22,9 +22,10 @@
 //!   in `i32`, so any order of its terms gives the same value). The work is
 //!   split over outputs only, never over `K`, so a row's result depends on
 //!   neither the thread count nor the other rows of the batch. Where the CPU
-//!   has AVX-512 VNNI (with 256-bit vectors), the AVX2 level computes a
-//!   block's integer dot product with `vpdpbusd`: the same exact integer,
-//!   so the same bits, in fewer instructions.
+//!   has AVX-512 VNNI, the AVX2 level computes a block's integer dot product
+//!   with `vpdpbusd` (the same exact integer, so the same bits, in fewer
+//!   instructions), on 512-bit vectors where it has AVX-512F too: sixteen
+//!   weight rows, a whole tile, per instruction.
 //! - **Reductions over `f32`** (a norm's sum of squares, attention's dot
 //!   products, a softmax's sum) run in eight lanes (`lane[i % 8]`) and end
 //!   with one fixed tree ([`lanes_sum`]).
@@ -452,13 +453,13 @@ impl Ops {
         if m == 0 || n == 0 {
             return;
         }
-        // Groups of whole 8-row tiles, about four per thread, so that the
+        // Groups of whole tiles, about four per thread, so that the
         // pool balances; a group is never split within a row. Each group
         // writes its outputs row by row into its own part of `parts`
         // (`[m][group]`), which is then copied into `out` a row's run at a
         // time.
         let threads = rayon::current_num_threads().max(1);
-        let group = (n.div_ceil(4 * threads)).div_ceil(8).max(1) * 8;
+        let group = (n.div_ceil(4 * threads)).div_ceil(TILE).max(1) * TILE;
         let groups = n.div_ceil(group);
         let mut parts = vec![0f32; groups * group * m];
         let level = self.level;
@@ -658,29 +659,48 @@ mod tests {
         }
     }
 
-    /// The AVX-512 VNNI tile gives the AVX2 tile's bits (and so the
-    /// portable body's), for whole tiles and a ragged tail, at every row
-    /// count, into a strided output.
+    /// Every form of the hand-written tile this CPU runs (AVX-512 VNNI on
+    /// 512-bit and 256-bit vectors, AVX2) gives the portable body's bits,
+    /// for whole tiles, half tiles and a ragged tail, at every row count,
+    /// into a strided output.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn the_vnni_tile_gives_the_avx2_tile_s_bits() {
-        if !(avx2_fma() && avx2::vnni()) {
-            eprintln!("this CPU has no AVX-512 VNNI: only the AVX2 tile is tested");
+    fn every_form_of_the_tile_gives_the_portable_bits() {
+        use avx2::Tile;
+        if !avx2_fma() {
+            eprintln!("this CPU has no AVX2: only the portable body runs");
             return;
         }
-        let (k, n) = (96, 21);
-        let w = Q8Matrix::quantize(&seeded(n * k, 30), n, k);
+        let forms: Vec<Tile> = [Tile::Vnni512, Tile::Vnni, Tile::Avx2].into_iter().filter(|f| f.available()).collect();
+        if forms.len() < 3 {
+            eprintln!("this CPU runs only {forms:?} of the tile's forms: the others are not tested here");
+        }
         let portable = Ops::new(Level::Portable).unwrap();
-        for m in [1, 4, 6, 7, 9] {
-            let mut q = Q8Rows::default();
-            portable.quantize_rows(&seeded(m * k, 31 + m as u64), k, &mut q);
-            let stride = n + 3;
-            let (mut a, mut b, mut c) = (vec![0f32; m * stride], vec![0f32; m * stride], vec![0f32; m * stride]);
-            avx2::matmul_with(&w, 0, n, &q, &mut a, stride, true);
-            avx2::matmul_with(&w, 0, n, &q, &mut b, stride, false);
-            body::matmul(&w, 0, n, &q, &mut c, stride);
-            assert_eq!(bits(&a), bits(&b), "{m} rows: VNNI against AVX2");
-            assert_eq!(bits(&b), bits(&c), "{m} rows: AVX2 against the portable body");
+        // 41 rows: two whole tiles, then a tile with one whole half and a
+        // ragged one; 7: a ragged first half alone.
+        for n in [41, 7] {
+            let k = 96;
+            let w = Q8Matrix::quantize(&seeded(n * k, 30 + n as u64), n, k);
+            for m in [1, 4, 6, 7, 9] {
+                let mut q = Q8Rows::default();
+                portable.quantize_rows(&seeded(m * k, 31 + m as u64), k, &mut q);
+                let stride = n + 3;
+                let mut want = vec![0f32; m * stride];
+                body::matmul(&w, 0, n, &q, &mut want, stride);
+                for form in &forms {
+                    let mut got = vec![0f32; m * stride];
+                    avx2::matmul_with(&w, 0, n, &q, &mut got, stride, *form);
+                    assert_eq!(bits(&got), bits(&want), "{n} outputs, {m} rows: {form:?} against the portable body");
+                }
+                // From the second tile on, as a group of the pool writes.
+                if n > TILE {
+                    let mut got = vec![0f32; m * stride];
+                    let mut part = vec![0f32; m * stride];
+                    body::matmul(&w, TILE, n, &q, &mut part, stride);
+                    avx2::matmul_with(&w, TILE, n, &q, &mut got, stride, forms[0]);
+                    assert_eq!(bits(&got), bits(&part), "{n} outputs from {TILE}, {m} rows: {:?}", forms[0]);
+                }
+            }
         }
     }
 

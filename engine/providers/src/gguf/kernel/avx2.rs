@@ -258,27 +258,96 @@ unsafe fn weighted<const V: usize>(
 }
 
 /// Outputs `n0..n1` of `x · wᵀ` row by row into `out` (row `r`'s output
-/// `n` at `r * stride + n - n0`), a tile of eight outputs and four rows at
-/// a time (by the AVX-512 VNNI form where the CPU has it, see [`vnni`]).
-/// `n0` is a tile's first row.
+/// `n` at `r * stride + n - n0`), a tile of weight rows and four
+/// activation rows at a time, by the fastest [`Tile`] this CPU has. `n0`
+/// is a tile's first row.
 pub fn matmul(w: &Q8Matrix, n0: usize, n1: usize, x: &Q8Rows, out: &mut [f32], stride: usize) {
-    matmul_with(w, n0, n1, x, out, stride, vnni());
+    matmul_with(w, n0, n1, x, out, stride, Tile::detect());
 }
 
-/// Whether this CPU has AVX-512 VNNI with 256-bit vectors, which computes
-/// four byte products and their sum in one instruction: the same exact
-/// integers, so the same bits.
-pub fn vnni() -> bool {
-    std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512vl")
+/// The hand-written forms of the product's tile. Each computes every
+/// output with the same operations in the same order (the block's exact
+/// integer dot product, then a multiply by the scales and an add), only
+/// more of them per instruction, so every form gives the same bits; the
+/// CPU decides which runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tile {
+    /// AVX2: `maddubs` and `madd` on sign-fixed bytes, eight weight rows
+    /// (half a tile) per vector.
+    Avx2,
+    /// AVX-512 VNNI on 256-bit vectors: one `vpdpbusd` per four columns,
+    /// eight weight rows per vector.
+    Vnni,
+    /// AVX-512 VNNI on 512-bit vectors: a whole tile of sixteen weight
+    /// rows per `vpdpbusd`, so half the instructions per output of
+    /// [`Tile::Vnni`].
+    Vnni512,
 }
 
-/// Rows of activations a tile's weights are used for while in registers.
+impl Tile {
+    /// The fastest form this CPU runs (the AVX2 level's floor is
+    /// [`Tile::Avx2`]).
+    pub fn detect() -> Tile {
+        if Tile::Vnni512.available() {
+            Tile::Vnni512
+        } else if Tile::Vnni.available() {
+            Tile::Vnni
+        } else {
+            Tile::Avx2
+        }
+    }
+
+    /// Whether this CPU runs the form.
+    pub fn available(self) -> bool {
+        use std::arch::is_x86_feature_detected as has;
+        let vnni = super::avx2_fma() && has!("avx512vnni");
+        match self {
+            Tile::Avx2 => super::avx2_fma(),
+            Tile::Vnni => vnni && has!("avx512vl"),
+            Tile::Vnni512 => vnni && has!("avx512f"),
+        }
+    }
+}
+
+/// Rows of activations a half tile's weights are used for while in
+/// registers (sixteen 256-bit registers hold the half tile, the rows'
+/// sums and the values in flight).
 const ROWS: usize = 4;
 
-/// [`matmul`] with the VNNI tile or without (the tests run both).
-pub fn matmul_with(w: &Q8Matrix, n0: usize, n1: usize, x: &Q8Rows, out: &mut [f32], stride: usize, vnni: bool) {
+/// Rows of activations a whole tile's weights are used for while in
+/// registers, on 512-bit vectors (thirty-two of them): a batch's eight
+/// generated rows in one sweep over the weights, so that each weight read
+/// from memory is used eight times as it arrives.
+const WIDE_ROWS: usize = 8;
+
+/// Weight rows in half a tile: one 256-bit vector's lanes.
+const HALF: usize = TILE / 2;
+
+/// Bytes of one group of four columns of a tile's block (its rows' four
+/// values each, in row order).
+const GROUP: usize = 4 * TILE;
+
+/// Copies the outputs of `rows` (activation rows `r..`, weight rows
+/// `n..n + W` of which those below `n1` are real) into place.
+fn put<const W: usize>(
+    out: &mut [f32],
+    stride: usize,
+    (n0, n1): (usize, usize),
+    n: usize,
+    r: usize,
+    rows: &[[f32; W]],
+) {
+    let wide = (n1 - n).min(W);
+    for (i, row) in rows.iter().enumerate() {
+        let at = (r + i) * stride + n - n0;
+        out[at..at + wide].copy_from_slice(&row[..wide]);
+    }
+}
+
+/// [`matmul`] with the given form of the tile (the tests run each).
+pub fn matmul_with(w: &Q8Matrix, n0: usize, n1: usize, x: &Q8Rows, out: &mut [f32], stride: usize, form: Tile) {
     check();
-    assert!(!vnni || self::vnni(), "the VNNI tile was asked for on a CPU without it; this is a bug");
+    assert!(form.available(), "the {form:?} tile was asked for on a CPU without it; this is a bug");
     let (k, m) = (w.cols, x.rows);
     let blocks = k / QK;
     assert!(
@@ -296,27 +365,47 @@ pub fn matmul_with(w: &Q8Matrix, n0: usize, n1: usize, x: &Q8Rows, out: &mut [f3
             && (m == 0 || out.len() >= (m - 1) * stride + (n1 - n0)),
         "a product's operands have their sizes; this is a bug"
     );
-    let mut put = |t: usize, r: usize, tile: &[[f32; TILE]]| {
-        let (n, wide) = (t * TILE, (n1 - t * TILE).min(TILE));
-        for (i, row) in tile.iter().enumerate() {
-            let at = (r + i) * stride + n - n0;
-            out[at..at + wide].copy_from_slice(&row[..wide]);
-        }
-    };
+    let span = (n0, n1);
+    // SAFETY (each call below): `check` and `form.available()` asserted
+    // the CPU's features; the asserts above keep tile t of `w` (both its
+    // halves), the rows r.. of `x` and their scales and sums in bounds.
     for t in n0 / TILE..n1.div_ceil(TILE) {
-        let mut r = 0;
-        // SAFETY (each call): `check` asserted AVX2 and FMA (and `vnni`
-        // VNNI); the asserts above keep tile t of `w`, the rows r.. of `x`
-        // and their scales and sums in bounds.
-        while r + ROWS <= m {
-            put(t, r, &unsafe { tile::<ROWS>(w, t, x, r, vnni) });
-            r += ROWS;
+        if form == Tile::Vnni512 {
+            let n = t * TILE;
+            let mut r = 0;
+            while r + WIDE_ROWS <= m {
+                put(out, stride, span, n, r, &unsafe { tile_vnni512::<WIDE_ROWS>(w, t, x, r) });
+                r += WIDE_ROWS;
+            }
+            match m - r {
+                7 => put(out, stride, span, n, r, &unsafe { tile_vnni512::<7>(w, t, x, r) }),
+                6 => put(out, stride, span, n, r, &unsafe { tile_vnni512::<6>(w, t, x, r) }),
+                5 => put(out, stride, span, n, r, &unsafe { tile_vnni512::<5>(w, t, x, r) }),
+                4 => put(out, stride, span, n, r, &unsafe { tile_vnni512::<4>(w, t, x, r) }),
+                3 => put(out, stride, span, n, r, &unsafe { tile_vnni512::<3>(w, t, x, r) }),
+                2 => put(out, stride, span, n, r, &unsafe { tile_vnni512::<2>(w, t, x, r) }),
+                1 => put(out, stride, span, n, r, &unsafe { tile_vnni512::<1>(w, t, x, r) }),
+                _ => {}
+            }
+            continue;
         }
-        match m - r {
-            3 => put(t, r, &unsafe { tile::<3>(w, t, x, r, vnni) }),
-            2 => put(t, r, &unsafe { tile::<2>(w, t, x, r, vnni) }),
-            1 => put(t, r, &unsafe { tile::<1>(w, t, x, r, vnni) }),
-            _ => {}
+        let vnni = form == Tile::Vnni;
+        for h in 0..2 {
+            let n = t * TILE + h * HALF;
+            if n >= n1 {
+                break;
+            }
+            let mut r = 0;
+            while r + ROWS <= m {
+                put(out, stride, span, n, r, &unsafe { half::<ROWS>(w, t, h, x, r, vnni) });
+                r += ROWS;
+            }
+            match m - r {
+                3 => put(out, stride, span, n, r, &unsafe { half::<3>(w, t, h, x, r, vnni) }),
+                2 => put(out, stride, span, n, r, &unsafe { half::<2>(w, t, h, x, r, vnni) }),
+                1 => put(out, stride, span, n, r, &unsafe { half::<1>(w, t, h, x, r, vnni) }),
+                _ => {}
+            }
         }
     }
 }
@@ -324,13 +413,65 @@ pub fn matmul_with(w: &Q8Matrix, n0: usize, n1: usize, x: &Q8Rows, out: &mut [f3
 /// # Safety
 ///
 /// As [`tile_avx2`], and with `vnni` only on a CPU with AVX-512 VNNI.
-unsafe fn tile<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usize, vnni: bool) -> [[f32; TILE]; R] {
+unsafe fn half<const R: usize>(
+    w: &Q8Matrix,
+    t: usize,
+    h: usize,
+    x: &Q8Rows,
+    r0: usize,
+    vnni: bool,
+) -> [[f32; HALF]; R] {
     // SAFETY: the caller's contract.
     unsafe {
         match vnni {
-            true => tile_vnni::<R>(w, t, x, r0),
-            false => tile_avx2::<R>(w, t, x, r0),
+            true => tile_vnni::<R>(w, t, h, x, r0),
+            false => tile_avx2::<R>(w, t, h, x, r0),
         }
+    }
+}
+
+/// [`tile_vnni`] on a whole tile at once, in 512-bit vectors: each
+/// `vpdpbusd` gives sixteen weight rows' partial sums, and each lane
+/// computes its output with the same operations as the 256-bit form's.
+///
+/// # Safety
+///
+/// As [`tile_avx2`] (for the whole tile), and the CPU has AVX-512F and
+/// AVX-512 VNNI.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vnni")]
+unsafe fn tile_vnni512<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usize) -> [[f32; TILE]; R] {
+    let blocks = w.blocks();
+    let mut acc = [_mm512_setzero_ps(); R];
+    // SAFETY (for the block): the caller keeps every pointer below within
+    // its slice (see the function's contract).
+    unsafe {
+        let flip = _mm512_set1_epi8(i8::MIN);
+        let wq = w.qs.as_ptr().add(t * blocks * TILE * QK);
+        let wd = w.d.as_ptr().add(t * blocks * TILE);
+        for b in 0..blocks {
+            let mut wv = [_mm512_setzero_si512(); 8];
+            for (g, v) in wv.iter_mut().enumerate() {
+                *v = _mm512_xor_si512(_mm512_loadu_si512(wq.add((b * 8 + g) * GROUP).cast()), flip);
+            }
+            let dw = _mm512_loadu_ps(wd.add(b * TILE));
+            for (i, a) in acc.iter_mut().enumerate() {
+                let at = (r0 + i) * blocks + b;
+                let xq = x.qs.as_ptr().add(at * QK);
+                let mut isum = _mm512_setzero_si512();
+                for (g, v) in wv.iter().enumerate() {
+                    let xb = _mm512_set1_epi32(xq.add(4 * g).cast::<i32>().read_unaligned());
+                    isum = _mm512_dpbusd_epi32(isum, *v, xb);
+                }
+                let dot = _mm512_sub_epi32(isum, _mm512_set1_epi32(128 * *x.sums.as_ptr().add(at)));
+                let scale = _mm512_mul_ps(_mm512_set1_ps(*x.d.as_ptr().add(at)), dw);
+                *a = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot), scale), *a);
+            }
+        }
+        let mut out = [[0f32; TILE]; R];
+        for (o, a) in out.iter_mut().zip(acc) {
+            _mm512_storeu_ps(o.as_mut_ptr(), a);
+        }
+        out
     }
 }
 
@@ -343,19 +484,19 @@ unsafe fn tile<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usize, vn
 ///
 /// As [`tile_avx2`], and the CPU has AVX-512 VNNI and VL.
 #[target_feature(enable = "avx2,fma,avx512vnni,avx512vl")]
-unsafe fn tile_vnni<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usize) -> [[f32; TILE]; R] {
+unsafe fn tile_vnni<const R: usize>(w: &Q8Matrix, t: usize, h: usize, x: &Q8Rows, r0: usize) -> [[f32; HALF]; R] {
     let blocks = w.blocks();
     let mut acc = [_mm256_setzero_ps(); R];
     // SAFETY (for the block): the caller keeps every pointer below within
     // its slice (see the function's contract).
     unsafe {
         let flip = _mm256_set1_epi8(i8::MIN);
-        let wq = w.qs.as_ptr().add(t * blocks * TILE * QK);
-        let wd = w.d.as_ptr().add(t * blocks * TILE);
+        let wq = w.qs.as_ptr().add(t * blocks * TILE * QK + h * 4 * HALF);
+        let wd = w.d.as_ptr().add(t * blocks * TILE + h * HALF);
         for b in 0..blocks {
             let mut wv = [_mm256_setzero_si256(); 8];
             for (g, v) in wv.iter_mut().enumerate() {
-                *v = _mm256_xor_si256(_mm256_loadu_si256(wq.add((b * 8 + g) * 32).cast()), flip);
+                *v = _mm256_xor_si256(_mm256_loadu_si256(wq.add((b * 8 + g) * GROUP).cast()), flip);
             }
             let dw = _mm256_loadu_ps(wd.add(b * TILE));
             for (i, a) in acc.iter_mut().enumerate() {
@@ -373,7 +514,7 @@ unsafe fn tile_vnni<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usiz
                 *a = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot), scale), *a);
             }
         }
-        let mut out = [[0f32; TILE]; R];
+        let mut out = [[0f32; HALF]; R];
         for (o, a) in out.iter_mut().zip(acc) {
             _mm256_storeu_ps(o.as_mut_ptr(), a);
         }
@@ -381,29 +522,29 @@ unsafe fn tile_vnni<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usiz
     }
 }
 
-/// Tile `t`'s eight outputs (`w`'s rows `8t..8t + 8`) of the activation
-/// rows `r0..r0 + R`: each block's eight weight vectors are loaded once
-/// for the `R` rows.
+/// Half `h` of tile `t`: its eight outputs (`w`'s rows `TILE t + 8h..`
+/// and the seven after) of the activation rows `r0..r0 + R`. Each block's
+/// eight weight vectors are loaded once for the `R` rows.
 ///
 /// # Safety
 ///
-/// The CPU has AVX2 and FMA; `t < w.tiles()`, `r0 + R <= x.rows`, and both
-/// operands hold `blocks` whole blocks per row with their scales (and
-/// `x` its sums).
+/// The CPU has AVX2 and FMA; `t < w.tiles()`, `h < 2`, `r0 + R <= x.rows`,
+/// and both operands hold `blocks` whole blocks per row with their scales
+/// (and `x` its sums).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_avx2<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usize) -> [[f32; TILE]; R] {
+unsafe fn tile_avx2<const R: usize>(w: &Q8Matrix, t: usize, h: usize, x: &Q8Rows, r0: usize) -> [[f32; HALF]; R] {
     let blocks = w.blocks();
     let mut acc = [_mm256_setzero_ps(); R];
     // SAFETY (for the block): the caller keeps every pointer below within
     // its slice (see the function's contract).
     unsafe {
         let ones = _mm256_set1_epi16(1);
-        let wq = w.qs.as_ptr().add(t * blocks * TILE * QK);
-        let wd = w.d.as_ptr().add(t * blocks * TILE);
+        let wq = w.qs.as_ptr().add(t * blocks * TILE * QK + h * 4 * HALF);
+        let wd = w.d.as_ptr().add(t * blocks * TILE + h * HALF);
         for b in 0..blocks {
             let mut wv = [_mm256_setzero_si256(); 8];
             for (g, v) in wv.iter_mut().enumerate() {
-                *v = _mm256_loadu_si256(wq.add((b * 8 + g) * 32).cast());
+                *v = _mm256_loadu_si256(wq.add((b * 8 + g) * GROUP).cast());
             }
             let dw = _mm256_loadu_ps(wd.add(b * TILE));
             for (i, a) in acc.iter_mut().enumerate() {
@@ -424,7 +565,7 @@ unsafe fn tile_avx2<const R: usize>(w: &Q8Matrix, t: usize, x: &Q8Rows, r0: usiz
                 *a = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale), *a);
             }
         }
-        let mut out = [[0f32; TILE]; R];
+        let mut out = [[0f32; HALF]; R];
         for (o, a) in out.iter_mut().zip(acc) {
             _mm256_storeu_ps(o.as_mut_ptr(), a);
         }

@@ -7,18 +7,20 @@ use super::round_even;
 /// Weights per quantization block.
 pub const QK: usize = 32;
 
-/// Rows of a [`Q8Matrix`] in one tile.
-pub const TILE: usize = 8;
+/// Rows of a [`Q8Matrix`] in one tile: sixteen, one 512-bit vector's
+/// lanes of `i32` (a 256-bit vector takes half a tile).
+pub const TILE: usize = 16;
 
 /// A matrix in `Q8_0`: `rows` rows of `cols` signed bytes, one scale per
 /// block of [`QK`], laid out in tiles of [`TILE`] rows (the last padded
 /// with zero rows) so that a product reads one tile's block as eight
 /// contiguous loads:
 ///
-/// - tile `t`'s block `b` is 256 bytes at `(t * blocks + b) * 256`: eight
+/// - tile `t`'s block `b` is 512 bytes at `(t * blocks + b) * 512`: eight
 ///   groups of four columns (`4g..4g + 4` of the block), each holding the
-///   tile's eight rows' four values in row order;
-/// - its eight rows' scales are `d[(t * blocks + b) * 8..][..8]`.
+///   tile's sixteen rows' four values in row order (64 bytes; its first
+///   32 are the first eight rows');
+/// - its sixteen rows' scales are `d[(t * blocks + b) * 16..][..16]`.
 #[derive(Debug, Clone, Default)]
 pub struct Q8Matrix {
     /// Rows (outputs of a product).
@@ -210,7 +212,7 @@ mod tests {
         let scales: Vec<f32> = (0..rows * cols / QK).map(|i| i as f32 + 0.5).collect();
         let m = Q8Matrix::from_blocks(&qs, &scales, rows, cols);
         let both = Q8Matrix::stack(&[m.clone(), m.clone()]);
-        assert_eq!((both.rows, both.tiles()), (22, 3));
+        assert_eq!((both.rows, both.tiles()), (22, 2));
         for r in 0..rows {
             for b in 0..2 {
                 let at = (r * 2 + b) * QK;
