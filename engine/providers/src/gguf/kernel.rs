@@ -131,32 +131,6 @@ pub fn lanes_sum(l: &[f32; 8]) -> f32 {
     ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
 }
 
-/// [`dot`] of `a` with each of four `b`s, computed side by side (four
-/// independent chains of adds): each result has [`dot`]'s bits.
-#[inline(always)]
-pub fn dot4(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
-    let n = b.iter().fold(a.len(), |n, b| n.min(b.len()));
-    let whole = n / 8 * 8;
-    let (mut s0, mut s1, mut s2, mut s3) = ([0f32; 8], [0f32; 8], [0f32; 8], [0f32; 8]);
-    let eight = |v: &[f32], c: usize| -> [f32; 8] { v[c..c + 8].try_into().expect("eight values") };
-    for c in (0..whole).step_by(8) {
-        let (x, y0, y1, y2, y3) = (eight(a, c), eight(b[0], c), eight(b[1], c), eight(b[2], c), eight(b[3], c));
-        for j in 0..8 {
-            s0[j] += x[j] * y0[j];
-            s1[j] += x[j] * y1[j];
-            s2[j] += x[j] * y2[j];
-            s3[j] += x[j] * y3[j];
-        }
-    }
-    for i in whole..n {
-        s0[i % 8] += a[i] * b[0][i];
-        s1[i % 8] += a[i] * b[1][i];
-        s2[i % 8] += a[i] * b[2][i];
-        s3[i % 8] += a[i] * b[3][i];
-    }
-    [lanes_sum(&s0), lanes_sum(&s1), lanes_sum(&s2), lanes_sum(&s3)]
-}
-
 /// `Σ a[i] * b[i]`, each term fused into lane `i % 8`, then
 /// [`lanes_sum`].
 #[inline(always)]
@@ -175,13 +149,27 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     lanes_sum(&acc)
 }
 
+/// Positions in one block of a sequence's cached keys ([`Cached`]): the
+/// width of a 512-bit vector of `f32`, so that one load gives one
+/// dimension of sixteen positions' keys.
+pub const KEY_BLOCK: usize = 16;
+
 /// One sequence's cached keys and values for one head, as attention reads
-/// them: position `t`'s key is `keys[t * stride..][..head_dim]` (the head's
-/// offset already applied), likewise its value.
+/// them.
+///
+/// - The keys are in blocks of [`KEY_BLOCK`] positions, each dimension's
+///   values for the block's positions side by side: position `t`'s key's
+///   dimension `d` is `keys[(t / KEY_BLOCK) * key_stride + d * KEY_BLOCK +
+///   t % KEY_BLOCK]` (the head's offset already applied). A score is then
+///   one lane of a vector over positions, with no sums across lanes.
+/// - The values are row by row: position `t`'s value is
+///   `values[t * stride..][..head_dim]`.
 #[derive(Debug, Clone, Copy)]
 pub struct Cached<'a> {
-    /// Keys from the head's offset on.
+    /// Keys from the head's offset on, in blocks (see the type).
     pub keys: &'a [f32],
+    /// Keys between one block of positions and the next.
+    pub key_stride: usize,
     /// Values from the head's offset on.
     pub values: &'a [f32],
     /// Values between one position and the next.
@@ -192,10 +180,23 @@ pub struct Cached<'a> {
     pub scale: f32,
 }
 
+impl Cached<'_> {
+    /// Whether the keys and values hold `n` positions of a head of `hd`:
+    /// whole blocks of keys (every position of the last block's rows, held
+    /// or not) and the values' rows.
+    pub fn fits(&self, hd: usize) -> bool {
+        let blocks = self.n.div_ceil(KEY_BLOCK);
+        self.n == 0
+            || (self.keys.len() >= (blocks - 1) * self.key_stride + hd * KEY_BLOCK
+                && self.key_stride >= hd * KEY_BLOCK
+                && self.values.len() >= (self.n - 1) * self.stride + hd)
+    }
+}
+
 /// The bodies of the row-wise operations. Each is compiled once per level
 /// (see [`Ops`]); `#[inline(always)]` puts the same source in each.
 mod body {
-    use super::{dot, dot4, exp, lanes_sum, quantize_block, Cached, QK};
+    use super::{dot, exp, lanes_sum, quantize_block, Cached, KEY_BLOCK, QK};
 
     /// RMS norm of each row of `x` (width `w.len()`) into `out`:
     /// `x * (1 / sqrt(mean(x^2) + eps)) * w`.
@@ -237,28 +238,32 @@ mod body {
     /// One attention head of one query row: `softmax(q·k_t * scale)` over
     /// the `n` positions of `kv`, then `Σ p_t v_t` into `out`. `scores` is
     /// scratch of at least `n`.
+    ///
+    /// Each score is [`dot`]'s: lane `j` of eight adds `q[d] k_t[d]` for the
+    /// dimensions `d ≡ j (mod 8)` in order, from zero, then
+    /// [`lanes_sum`], times `scale`. The keys come a block of positions at
+    /// a time, each lane's sums kept for every position of the block.
     #[inline(always)]
     pub fn attend(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
-        let Cached { keys, values, stride, n, scale } = kv;
+        let Cached { keys, key_stride, values, stride, n, scale } = kv;
         let hd = q.len();
         let mut max = f32::NEG_INFINITY;
-        // Four positions at a time: four independent chains of adds, each
-        // position's dot product the same operations as [`dot`]'s.
-        let key = |t: usize| &keys[t * stride..t * stride + hd];
-        let mut t = 0;
-        while t + 4 <= n {
-            let d = dot4(q, [key(t), key(t + 1), key(t + 2), key(t + 3)]);
-            for (i, d) in d.into_iter().enumerate() {
-                let s = d * scale;
-                scores[t + i] = s;
+        for (b, chunk) in scores[..n].chunks_mut(KEY_BLOCK).enumerate() {
+            let block = &keys[b * key_stride..];
+            // lanes[j][p]: lane j's sum for position p of the block.
+            let mut lanes = [[0f32; KEY_BLOCK]; 8];
+            for (d, qd) in q.iter().enumerate() {
+                let row: &[f32; KEY_BLOCK] =
+                    block[d * KEY_BLOCK..(d + 1) * KEY_BLOCK].try_into().expect("a block's row");
+                for (l, k) in lanes[d % 8].iter_mut().zip(row) {
+                    *l += *qd * *k;
+                }
+            }
+            for (p, slot) in chunk.iter_mut().enumerate() {
+                let s = lanes_sum(&std::array::from_fn(|j| lanes[j][p])) * scale;
+                *slot = s;
                 max = max.max(s);
             }
-            t += 4;
-        }
-        for (t, slot) in scores[..n].iter_mut().enumerate().skip(t) {
-            let s = dot(q, key(t)) * scale;
-            *slot = s;
-            max = max.max(s);
         }
         let inv = softmax(&mut scores[..n], max);
         out.iter_mut().for_each(|o| *o = 0.0);
@@ -627,35 +632,87 @@ mod tests {
                 let sums: Vec<i32> = qs.chunks_exact(QK).map(|b| b.iter().map(|q| i32::from(*q)).sum()).collect();
                 assert_eq!((&qa.qs, bits(&qa.d), &qa.sums), (&qs, bits(&d), &sums), "{level:?} quantize, {rows} rows");
             }
-            // Heads of 64 (SmolLM2's) and 128, a width the AVX2 kernel
-            // splits (72) and one it leaves to the body (36); position
-            // counts around its eights.
-            for (hd, t) in [(64, 37), (64, 1), (64, 8), (64, 9), (64, 300), (128, 17), (72, 23), (36, 11)] {
-                let stride = 3 * hd;
-                let keys = seeded(stride * t + hd, 7 + t as u64);
-                let values = seeded(stride * t + hd, 8 + t as u64);
-                let q = seeded(hd, 9);
-                let (mut sa, mut sb) = (vec![0.0; t], vec![0.0; t]);
-                let (mut a, mut b) = (vec![0.0; hd], vec![0.0; hd]);
-                let kv = Cached { keys: &keys[hd..], values: &values[hd..], stride, n: t, scale: 0.125 };
-                ops.attend(&q, kv, &mut sa, &mut a);
-                portable.attend(&q, kv, &mut sb, &mut b);
-                assert_eq!((bits(&a), bits(&sa)), (bits(&b), bits(&sb)), "{level:?} attend, head {hd}, {t} positions");
-            }
         }
     }
 
-    /// Four dot products side by side give [`dot`]'s bits, whole chunks
-    /// and a tail alike.
-    #[test]
-    fn four_dot_products_at_once_are_each_dot_s() {
-        for len in [64, 8, 13, 3] {
-            let a = seeded(len, 40);
-            let bs: Vec<Vec<f32>> = (0..4).map(|i| seeded(len, 41 + i)).collect();
-            let four = dot4(&a, [&bs[0], &bs[1], &bs[2], &bs[3]]);
-            for (i, b) in bs.iter().enumerate() {
-                assert_eq!(four[i].to_bits(), dot(&a, b).to_bits(), "length {len}, b {i}");
+    /// Attention as the kernels defined it on keys kept row by row (each
+    /// score [`dot`]'s, then the softmax and the weighted sum in order):
+    /// the reference every layout and level is held to.
+    fn attend_row_major(q: &[f32], keys: &[f32], values: &[f32], stride: usize, n: usize, scale: f32) -> Vec<u32> {
+        let hd = q.len();
+        let mut scores: Vec<f32> = (0..n).map(|t| dot(q, &keys[t * stride..t * stride + hd]) * scale).collect();
+        let max = scores.iter().fold(f32::NEG_INFINITY, |m, s| m.max(*s));
+        let inv = body::softmax(&mut scores, max);
+        let mut out = vec![0f32; hd];
+        for (t, s) in scores.iter().enumerate() {
+            let p = s * inv;
+            for (o, v) in out.iter_mut().zip(&values[t * stride..t * stride + hd]) {
+                *o += p * *v;
             }
+        }
+        bits(&out).into_iter().chain(bits(&scores)).collect()
+    }
+
+    /// Row-major keys (`n` positions of `heads * hd`) laid out in blocks
+    /// as a sequence keeps them ([`Cached`]), with `junk` in the last
+    /// block's unused positions.
+    fn in_blocks(keys: &[f32], heads: usize, hd: usize, n: usize, junk: f32) -> Vec<f32> {
+        let width = heads * hd;
+        let mut out = vec![junk; n.div_ceil(KEY_BLOCK) * KEY_BLOCK * width];
+        for t in 0..n {
+            for i in 0..width {
+                out[(t / KEY_BLOCK) * KEY_BLOCK * width + i * KEY_BLOCK + t % KEY_BLOCK] = keys[t * width + i];
+            }
+        }
+        out
+    }
+
+    /// Attention on keys in blocks gives the row-major definition's bits
+    /// (scores and outputs) on every level and form this CPU runs: heads of
+    /// 64 (SmolLM2's) and 128, widths the 512-bit form leaves to the
+    /// 256-bit one (72) and the AVX2 form leaves to the body (36), and
+    /// position counts around the blocks and their halves; the last
+    /// block's unused positions hold junk, NaN and infinity included.
+    #[test]
+    fn attention_on_keys_in_blocks_gives_the_row_major_bits() {
+        let heads = 3;
+        for (hd, n) in [(64, 37), (64, 1), (64, 8), (64, 9), (64, 16), (64, 300), (128, 17), (72, 23), (36, 11)] {
+            let stride = heads * hd;
+            let rows = seeded(stride * n, 7 + n as u64);
+            let values = seeded(stride * n, 8 + n as u64);
+            let q = seeded(hd, 9);
+            for junk in [0.0, f32::NAN, f32::INFINITY] {
+                let blocks = in_blocks(&rows, heads, hd, n, junk);
+                for head in [0, heads - 1] {
+                    let want = attend_row_major(&q, &rows[head * hd..], &values[head * hd..], stride, n, 0.125);
+                    let kv = Cached {
+                        keys: &blocks[head * hd * KEY_BLOCK..],
+                        key_stride: stride * KEY_BLOCK,
+                        values: &values[head * hd..],
+                        stride,
+                        n,
+                        scale: 0.125,
+                    };
+                    let run = |f: &dyn Fn(&mut [f32], &mut [f32])| {
+                        let (mut scores, mut out) = (vec![0f32; n], vec![0f32; hd]);
+                        f(&mut scores, &mut out);
+                        bits(&out).into_iter().chain(bits(&scores)).collect::<Vec<u32>>()
+                    };
+                    let case = format!("head {head} of {hd}, {n} positions, junk {junk}");
+                    assert_eq!(run(&|s, o| body::attend(&q, kv, s, o)), want, "portable, {case}");
+                    #[cfg(target_arch = "x86_64")]
+                    if avx2_fma() {
+                        assert_eq!(run(&|s, o| avx2::attend_with(&q, kv, s, o, false)), want, "AVX2, {case}");
+                        if avx2::avx512() {
+                            assert_eq!(run(&|s, o| avx2::attend_with(&q, kv, s, o, true)), want, "AVX-512F, {case}");
+                        }
+                    }
+                }
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if !(avx2_fma() && avx2::avx512()) {
+            eprintln!("this CPU has no AVX-512F: the 512-bit attention is not tested here");
         }
     }
 

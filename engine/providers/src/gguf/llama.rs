@@ -17,12 +17,13 @@
 //! task, so a sequence's logits are the same bits alone or in any batch,
 //! at any thread count and on every kernel level.
 
-use super::kernel::{Cached, Level, Ops, Q8Matrix, Q8Rows};
+use super::kernel::{Cached, Level, Ops, Q8Matrix, Q8Rows, KEY_BLOCK};
 use super::tensor::Tensors;
 use super::GgufError;
 use candle_core::quantized::gguf_file::Content;
 use rayon::prelude::*;
 use std::io::{Read, Seek};
+use std::sync::atomic::{AtomicBool, Ordering};
 use toktrie::TokenId;
 
 /// The shape of a Llama model, from its metadata.
@@ -169,8 +170,14 @@ pub struct Llama {
     ops: Ops,
 }
 
-/// One conversation's key/value cache: per layer, each position's keys
-/// (`kv_width` values) and values, appended in place.
+/// One conversation's key/value cache, appended in place. Per layer:
+///
+/// - the keys in blocks of [`KEY_BLOCK`] positions, as attention reads
+///   them ([`Cached`]): block `b` holds, for each key/value head and each
+///   of its dimensions, the block's positions side by side (`(b *
+///   kv_width + h * head_dim + d) * KEY_BLOCK + t % KEY_BLOCK`); a block
+///   is allocated whole when its first position is appended;
+/// - the values position by position (`kv_width` each).
 #[derive(Debug, Clone, Default)]
 pub struct Sequence {
     len: usize,
@@ -191,8 +198,25 @@ impl Sequence {
 
     /// Room for `more` positions beyond those held, allocated now.
     pub fn reserve(&mut self, more: usize, kv_width: usize) {
-        for v in self.keys.iter_mut().chain(self.values.iter_mut()) {
+        let blocks = (self.len + more).div_ceil(KEY_BLOCK);
+        for k in &mut self.keys {
+            k.reserve((blocks * KEY_BLOCK * kv_width).saturating_sub(k.len()));
+        }
+        for v in &mut self.values {
             v.reserve(more * kv_width);
+        }
+    }
+
+    /// Appends position `pos`'s keys (`kv_width` values) to layer `layer`,
+    /// into its block's column.
+    fn push_keys(&mut self, layer: usize, pos: usize, k: &[f32]) {
+        let keys = &mut self.keys[layer];
+        let at = (pos / KEY_BLOCK) * KEY_BLOCK * k.len();
+        if keys.len() == at {
+            keys.resize(at + KEY_BLOCK * k.len(), 0.0);
+        }
+        for (i, v) in k.iter().enumerate() {
+            keys[at + i * KEY_BLOCK + pos % KEY_BLOCK] = *v;
         }
     }
 }
@@ -285,9 +309,11 @@ impl Llama {
     ///
     /// The whole pass runs on one of rayon's threads: the pass's many
     /// parallel steps (a few per layer) are then split from inside the
-    /// pool, not each sent to it from outside and waited for.
+    /// pool, not each sent to it from outside and waited for. The pool's
+    /// other threads are kept awake for the length of the pass
+    /// ([`keep_awake`]).
     pub fn forward(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, GgufError> {
-        rayon::scope(|_| self.run(steps)).map_err(GgufError::Decode)
+        awake(|| self.run(steps)).map_err(GgufError::Decode)
     }
 
     fn run(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, String> {
@@ -325,7 +351,7 @@ impl Llama {
             for (row, &(s, pos)) in qkv.chunks_exact_mut(stride).zip(&rows) {
                 self.rope.apply(&mut row[..qw + kvw], pos, hd);
                 let seq = &mut *steps[s].seq;
-                seq.keys[li].extend_from_slice(&row[qw..qw + kvw]);
+                seq.push_keys(li, pos, &row[qw..qw + kvw]);
                 seq.values[li].extend_from_slice(&row[qw + kvw..]);
             }
             let seqs: Vec<&Sequence> = steps.iter().map(|s| &*s.seq).collect();
@@ -338,8 +364,9 @@ impl Llama {
                 let n = pos + 1;
                 scores.resize(n, 0.0);
                 let q = &qkv_ref[r * stride + head * hd..r * stride + (head + 1) * hd];
-                let (keys, values) = (&seq.keys[li][kvh * hd..], &seq.values[li][kvh * hd..]);
-                ops.attend(q, Cached { keys, values, stride: kvw, n, scale }, scores, out);
+                let (keys, values) = (&seq.keys[li][kvh * hd * KEY_BLOCK..], &seq.values[li][kvh * hd..]);
+                let kv = Cached { keys, key_stride: kvw * KEY_BLOCK, values, stride: kvw, n, scale };
+                ops.attend(q, kv, scores, out);
             });
             ops.quantize_rows(&att, qw, &mut q8);
             ops.matmul(&layer.wo, &q8, &mut tmp);
@@ -387,8 +414,90 @@ impl Llama {
     }
 }
 
+/// Runs `pass` on one of rayon's threads with the pool's other threads
+/// kept awake ([`keep_awake`]) until it returns or panics (the panic then
+/// goes on to the caller).
+fn awake<T: Send>(pass: impl FnOnce() -> T + Send) -> T {
+    let done = AtomicBool::new(false);
+    rayon::scope(|s| {
+        let leader = rayon::current_thread_index();
+        let done = &done;
+        for _ in 1..rayon::current_num_threads() {
+            s.spawn(move |s| keep_awake(s, done, leader));
+        }
+        // Set when the pass ends, by returning or by a panic, so that the
+        // scope's wait for the keepers always ends.
+        let _finished = Finished(done);
+        pass()
+    })
+}
+
+/// Sets its flag when dropped: the end of a pass, however it ends.
+struct Finished<'a>(&'a AtomicBool);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Keeps one of the pool's threads taking the pass's work until `done`.
+///
+/// A pass splits a few steps per layer over the pool (about 150 for
+/// SmolLM2), with short stretches of row-wise work on the leading thread
+/// between them. A rayon thread with nothing to do sleeps after a few
+/// dozen idle rounds, and waking it for the next step costs more than the
+/// step's share on a small batch: measured on two cores, a pass of eight
+/// sequences left the second core idle a fifth of the time. So each of
+/// the pool's other threads runs this for the pass: it executes whatever
+/// work the pool has (`rayon::yield_now`) and spins between steps. Only
+/// who computes a part changes, never what: every output is computed
+/// whole by one task, so the bits are the same.
+///
+/// Where the pool hands it to the leading thread itself (it pops its own
+/// queue while it waits), it goes back in the queue for another thread,
+/// so the leader never spins on its own pass.
+fn keep_awake<'s>(s: &rayon::Scope<'s>, done: &'s AtomicBool, leader: Option<usize>) {
+    if done.load(Ordering::Acquire) {
+        return;
+    }
+    if rayon::current_thread_index() == leader {
+        s.spawn(move |s| keep_awake(s, done, leader));
+        return;
+    }
+    while !done.load(Ordering::Acquire) {
+        if rayon::yield_now() != Some(rayon::Yield::Executed) {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 fn add(x: &mut [f32], y: &[f32]) {
     for (a, b) in x.iter_mut().zip(y) {
         *a += *b;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::awake;
+    use rayon::prelude::*;
+
+    /// A pass with the pool kept awake computes what it would alone, on
+    /// pools of one to three threads, and a pass that panics ends (the
+    /// keepers stop) with its panic passed on, not a hang.
+    #[test]
+    fn a_pass_kept_awake_ends_whether_it_returns_or_panics() {
+        for threads in 1..=3 {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
+            let sum: u64 = pool.install(|| awake(|| (0..100_000u64).into_par_iter().map(|i| i * i).sum()));
+            assert_eq!(sum, (0..100_000u64).map(|i| i * i).sum::<u64>(), "{threads} threads");
+            let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.install(|| awake(|| (0..64).into_par_iter().for_each(|i| assert!(i != 40, "a step failed"))))
+            }));
+            assert!(panicked.is_err(), "{threads} threads: the panic reaches the caller");
+            // The pool still works afterwards: no keeper was left spinning.
+            assert_eq!(pool.install(|| awake(|| (1..=10).into_par_iter().sum::<i32>())), 55);
+        }
     }
 }

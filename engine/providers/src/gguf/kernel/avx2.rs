@@ -24,7 +24,7 @@
 //! operation with the portable build.
 #![allow(unsafe_code)]
 
-use super::{body, Cached, Q8Matrix, Q8Rows, QK, TILE};
+use super::{body, Cached, Q8Matrix, Q8Rows, KEY_BLOCK, QK, TILE};
 use std::arch::x86_64::*;
 
 fn check() {
@@ -121,85 +121,101 @@ fn attend_body(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
     body::attend(q, kv, scores, out);
 }
 
+/// Whether this CPU has AVX-512F, for [`attend`]'s 512-bit form.
+pub fn avx512() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+}
+
 /// `super::body::attend`, by hand for heads whose width is a multiple of
 /// eight (the body, compiled for AVX2, otherwise), with the same
 /// operations on every value:
 ///
-/// - eight positions' scores side by side, each position's products added
-///   lane by lane in the body's order and the lanes summed in
-///   [`super::lanes_sum`]'s tree, the eight sums done together as vectors;
+/// - each score in one lane of a vector over positions: lane `j`'s sum of
+///   the body's eight kept in its own vector (eight positions, or sixteen
+///   on AVX-512F), each dimension's keys for those positions one load,
+///   then [`super::lanes_sum`]'s tree as seven vector adds and the scale;
 /// - the weighted sum of the values with its accumulators in registers,
-///   64 outputs at a time, each adding the positions in order.
+///   64 outputs at a time (128 on AVX-512F), each adding the positions in
+///   order.
+///
+/// On AVX-512F (and heads a multiple of sixteen wide) the vectors are
+/// 512-bit: half the instructions for the same lanes.
 pub fn attend(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
+    attend_with(q, kv, scores, out, avx512());
+}
+
+/// [`attend`] with its 512-bit form (`wide`, on a CPU with AVX-512F) or
+/// without (the tests run both).
+pub fn attend_with(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32], wide: bool) {
     check();
+    assert!(!wide || avx512(), "the 512-bit attention was asked for on a CPU without AVX-512F; this is a bug");
     let hd = q.len();
-    let n = kv.n;
-    let fits = |v: &[f32]| n == 0 || v.len() >= (n - 1) * kv.stride + hd;
-    if hd == 0 || !hd.is_multiple_of(8) || out.len() != hd || scores.len() < n || !fits(kv.keys) || !fits(kv.values) {
+    if hd == 0 || !hd.is_multiple_of(8) || out.len() != hd || scores.len() < kv.n || !kv.fits(hd) {
         // SAFETY: `check` asserted AVX2 and FMA.
         return unsafe { attend_body(q, kv, scores, out) };
     }
-    // SAFETY: `check` asserted AVX2 and FMA; the lengths checked above
-    // keep every load and store within its slice.
-    unsafe { attend8(q, kv, scores, out) }
+    // SAFETY: `check` asserted AVX2 and FMA (and `avx512` AVX-512F); the
+    // lengths checked above keep every load and store within its slice.
+    unsafe {
+        if wide && hd.is_multiple_of(16) {
+            attend16(q, kv, scores, out);
+        } else {
+            attend8(q, kv, scores, out);
+        }
+    }
 }
 
 /// # Safety
 ///
 /// The CPU has AVX2 and FMA; `q.len()` is a multiple of 8 and equals
-/// `out.len()`; `scores` holds `kv.n`; the keys and values hold `kv.n`
-/// positions of `kv.stride`.
+/// `out.len()`; `scores` holds `kv.n`; `kv` fits a head of `q.len()`
+/// ([`Cached::fits`]).
 #[target_feature(enable = "avx2,fma")]
 unsafe fn attend8(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
-    let Cached { keys, values, stride, n, scale } = kv;
+    let Cached { keys, key_stride, values, stride, n, scale } = kv;
     let hd = q.len();
-    let chunks = hd / 8;
     let mut max = f32::NEG_INFINITY;
     // SAFETY (for the block): the caller's contract bounds every pointer.
     unsafe {
-        let (qp, kp) = (q.as_ptr(), keys.as_ptr());
         let mut maxv = _mm256_set1_ps(f32::NEG_INFINITY);
         let scale_v = _mm256_set1_ps(scale);
         let mut t = 0;
-        while t + 8 <= n {
+        while t < n {
+            // Positions t..t + 8: half of block t / KEY_BLOCK.
+            let base = keys.as_ptr().add((t / KEY_BLOCK) * key_stride + t % KEY_BLOCK);
             let mut acc = [_mm256_setzero_ps(); 8];
-            for c in 0..chunks {
-                let x = _mm256_loadu_ps(qp.add(8 * c));
-                for (k, a) in acc.iter_mut().enumerate() {
-                    let y = _mm256_loadu_ps(kp.add((t + k) * stride + 8 * c));
-                    *a = _mm256_add_ps(*a, _mm256_mul_ps(x, y));
+            for c in 0..hd / 8 {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    let d = 8 * c + j;
+                    let k = _mm256_loadu_ps(base.add(d * KEY_BLOCK));
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_set1_ps(*q.get_unchecked(d)), k));
                 }
             }
-            // lanes_sum(l) = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
-            // for the eight positions at once. First a = l[0..4] + l[4..8],
-            // positions k and k + 4 in one vector's two halves.
-            let half = |k: usize| {
-                let lo = _mm256_permute2f128_ps(acc[k], acc[k + 4], 0x20);
-                let hi = _mm256_permute2f128_ps(acc[k], acc[k + 4], 0x31);
-                _mm256_add_ps(lo, hi)
-            };
-            let (a0, a1, a2, a3) = (half(0), half(1), half(2), half(3));
-            // Then a0 + a2 and a1 + a3, two positions per vector.
-            let u = _mm256_add_ps(_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
-            let v = _mm256_add_ps(_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
-            // And their sum: positions t..t + 4 in the low half, t + 4..t + 8
-            // in the high one.
-            let sums = _mm256_add_ps(_mm256_shuffle_ps(u, v, 0b01_00_01_00), _mm256_shuffle_ps(u, v, 0b11_10_11_10));
+            // lanes_sum(l) = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)),
+            // lane by lane.
+            let sums = _mm256_add_ps(
+                _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])),
+            );
             let s = _mm256_mul_ps(sums, scale_v);
-            _mm256_storeu_ps(scores.as_mut_ptr().add(t), s);
-            // A NaN score is passed over, as `f32::max` does.
-            maxv = _mm256_max_ps(s, maxv);
+            if t + 8 <= n {
+                _mm256_storeu_ps(scores.as_mut_ptr().add(t), s);
+                // A NaN score is passed over, as `f32::max` does.
+                maxv = _mm256_max_ps(s, maxv);
+            } else {
+                let mut lanes = [0f32; 8];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), s);
+                for (slot, s) in scores[t..n].iter_mut().zip(lanes) {
+                    *slot = s;
+                    max = max.max(s);
+                }
+            }
             t += 8;
         }
         let mut lanes = [0f32; 8];
         _mm256_storeu_ps(lanes.as_mut_ptr(), maxv);
         for l in lanes {
             max = max.max(l);
-        }
-        for (t, slot) in scores[..n].iter_mut().enumerate().skip(t) {
-            let s = super::dot(q, &keys[t * stride..t * stride + hd]) * scale;
-            *slot = s;
-            max = max.max(s);
         }
     }
     let inv = body::softmax(&mut scores[..n], max);
@@ -220,6 +236,104 @@ unsafe fn attend8(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]
             }
         }
         c0 += width;
+    }
+}
+
+/// [`attend8`] in 512-bit vectors: a whole block of sixteen positions'
+/// scores at once, and sixteen of the weighted sum's outputs per register.
+///
+/// # Safety
+///
+/// As [`attend8`], with `q.len()` a multiple of 16, and the CPU has
+/// AVX-512F.
+#[target_feature(enable = "avx2,fma,avx512f")]
+unsafe fn attend16(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
+    let Cached { keys, key_stride, values, stride, n, scale } = kv;
+    let hd = q.len();
+    let mut max = f32::NEG_INFINITY;
+    // SAFETY (for the block): the caller's contract bounds every pointer.
+    unsafe {
+        let mut maxv = _mm512_set1_ps(f32::NEG_INFINITY);
+        let scale_v = _mm512_set1_ps(scale);
+        let mut t = 0;
+        while t < n {
+            let base = keys.as_ptr().add((t / KEY_BLOCK) * key_stride);
+            let mut acc = [_mm512_setzero_ps(); 8];
+            for c in 0..hd / 8 {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    let d = 8 * c + j;
+                    let k = _mm512_loadu_ps(base.add(d * KEY_BLOCK));
+                    *a = _mm512_add_ps(*a, _mm512_mul_ps(_mm512_set1_ps(*q.get_unchecked(d)), k));
+                }
+            }
+            let sums = _mm512_add_ps(
+                _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+                _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])),
+            );
+            let s = _mm512_mul_ps(sums, scale_v);
+            // The block's positions below n: all sixteen but in the last.
+            let held: __mmask16 = if t + KEY_BLOCK <= n { !0 } else { (1 << (n - t)) - 1 };
+            _mm512_mask_storeu_ps(scores.as_mut_ptr().add(t), held, s);
+            // A NaN score is passed over, as `f32::max` does.
+            maxv = _mm512_mask_max_ps(maxv, held, s, maxv);
+            t += KEY_BLOCK;
+        }
+        let mut lanes = [0f32; 16];
+        _mm512_storeu_ps(lanes.as_mut_ptr(), maxv);
+        for l in lanes {
+            max = max.max(l);
+        }
+    }
+    let inv = body::softmax(&mut scores[..n], max);
+    let mut c0 = 0;
+    while c0 < hd {
+        let width = (hd - c0).min(128);
+        // SAFETY: as above; outputs `c0..c0 + width` of each value row.
+        unsafe {
+            match width / 16 {
+                8 => weighted16::<8>(scores, values, stride, n, inv, c0, out),
+                7 => weighted16::<7>(scores, values, stride, n, inv, c0, out),
+                6 => weighted16::<6>(scores, values, stride, n, inv, c0, out),
+                5 => weighted16::<5>(scores, values, stride, n, inv, c0, out),
+                4 => weighted16::<4>(scores, values, stride, n, inv, c0, out),
+                3 => weighted16::<3>(scores, values, stride, n, inv, c0, out),
+                2 => weighted16::<2>(scores, values, stride, n, inv, c0, out),
+                _ => weighted16::<1>(scores, values, stride, n, inv, c0, out),
+            }
+        }
+        c0 += width;
+    }
+}
+
+/// [`weighted`] in 512-bit registers: outputs `c0..c0 + 16 * V`.
+///
+/// # Safety
+///
+/// As [`weighted`] for `16 * V` outputs, and the CPU has AVX-512F.
+#[target_feature(enable = "avx2,fma,avx512f")]
+unsafe fn weighted16<const V: usize>(
+    scores: &[f32],
+    values: &[f32],
+    stride: usize,
+    n: usize,
+    inv: f32,
+    c0: usize,
+    out: &mut [f32],
+) {
+    // SAFETY (for the block): the caller's contract bounds every pointer.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); V];
+        let vp = values.as_ptr().add(c0);
+        for (t, s) in scores[..n].iter().enumerate() {
+            let p = _mm512_set1_ps(*s * inv);
+            let row = vp.add(t * stride);
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_add_ps(*a, _mm512_mul_ps(p, _mm512_loadu_ps(row.add(16 * j))));
+            }
+        }
+        for (j, a) in acc.iter().enumerate() {
+            _mm512_storeu_ps(out.as_mut_ptr().add(c0 + 16 * j), *a);
+        }
     }
 }
 
