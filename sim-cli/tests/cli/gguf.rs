@@ -252,3 +252,26 @@ fn bench_chat_measures_one_sequence_and_a_batch_with_one_digest() {
     assert_eq!((full(0), full(1), full(2)), (generated(0), generated(1), 0), "{report}");
     assert!(field(2, "full_batch_generated_tokens_per_second") <= 0.0, "no full pass, no rate");
 }
+
+/// `bench gguf --depth`: every test starts from sequences that hold the
+/// depth's tokens, named as llama-bench names them, with finite positive
+/// rates; a depth the model's context cannot hold is refused by name.
+#[test]
+fn bench_gguf_measures_the_forward_pass_at_a_depth() {
+    let dir = scratch("gguf-bench-depth");
+    let (cfg, _) = with_own_model(&local_model_configs()[0], &dir, 1);
+    let cfg = cfg.to_str().expect("utf-8");
+    let args = ["bench", "gguf", "--config", cfg, "--prompt", "8", "--generate", "2", "--depth", "20"];
+    let report = json(&sim(&dir, &[&args[..], &["--batch", "2", "--reps", "1", "--threads", "2", "--json"]].concat()));
+    assert_eq!(report["depth"], 20, "{report}");
+    let names: Vec<&str> =
+        report["tests"].as_array().expect("tests").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["pp8 @ d20", "tg2 @ d20", "tg2 x2 @ d20"], "{report}");
+    for t in report["tests"].as_array().expect("tests") {
+        let rate = t["tokens_per_second"].as_f64().expect("tokens_per_second");
+        assert!(rate.is_finite() && rate > 0.0, "{t}");
+    }
+    let out = sim(&dir, &["bench", "gguf", "--config", cfg, "--depth", "9000", "--reps", "1"]);
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains("--depth 9000") && err.contains("context of 8192"), "{err}");
+}

@@ -22,7 +22,11 @@ use std::time::Instant;
     --prompt tokens in one pass), tg (--generate tokens, one pass each) and tg with --batch sequences\n\
     sharing each pass (their aggregate tokens per second). Each figure is the median of --reps\n\
     repetitions. The tokens are seeded random ids: no tokenizer, grammar or sampling runs.\n\n\
-    Example: sim-cli bench gguf --config fixtures/configs/smollm2.toml --threads 2")]
+    --depth N starts every test from sequences that already hold N tokens (run first, not timed),\n\
+    as llama-bench's -d does: each token then attends to N more positions, as in a panel, whose\n\
+    prompts are about 450 tokens. The tests are then named pp512 @ d450 and so on.\n\n\
+    Examples:\n  sim-cli bench gguf --config fixtures/configs/smollm2.toml --threads 2\n  \
+    sim-cli bench gguf --config fixtures/configs/smollm2.toml --depth 450 --batch 8")]
 pub struct GgufBenchArgs {
     /// A local-model config (`[chat] provider = "gguf"`, e.g. fixtures/configs/smollm2.toml).
     #[arg(long, value_name = "FILE")]
@@ -33,6 +37,10 @@ pub struct GgufBenchArgs {
     /// Tokens generated in the tg tests.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub generate: u32,
+    /// Tokens each sequence holds before a test starts (run first, not timed): the context its
+    /// tokens attend to.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=65536))]
+    pub depth: u32,
     /// Sequences sharing each pass in the batched tg tests (1 is the single stream, always measured).
     #[arg(long, value_delimiter = ',', default_value = "8")]
     pub batch: Vec<u32>,
@@ -50,7 +58,7 @@ pub struct GgufBenchArgs {
 /// One test's result.
 #[derive(Debug, Serialize)]
 struct Test {
-    /// `pp512`, `tg128`, `tg128 x8`.
+    /// `pp512`, `tg128`, `tg128 x8`; with ` @ d450` at a depth of 450.
     name: String,
     /// Sequences in each pass.
     sequences: u32,
@@ -70,6 +78,8 @@ struct Report {
     kernel: String,
     threads: usize,
     reps: u32,
+    /// Tokens every sequence held before each test.
+    depth: u32,
     tests: Vec<Test>,
 }
 
@@ -83,12 +93,22 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// A sequence holding `depth` seeded tokens (none for 0), run untimed.
+fn at_depth(model: &Llama, depth: usize, vocab: usize) -> Result<Sequence> {
+    let mut seq = model.sequence();
+    if depth > 0 {
+        model.forward_one(&mut seq, &tokens(11, depth, vocab)).context("the tokens before the test")?;
+    }
+    Ok(seq)
+}
+
 /// `generate` passes of one token for each of `sequences` sequences that
-/// already hold one token; returns the milliseconds.
-fn generate(model: &Llama, sequences: usize, generate: usize, vocab: usize) -> Result<f64> {
-    let mut seqs: Vec<Sequence> = (0..sequences).map(|_| model.sequence()).collect();
+/// already hold `base`'s tokens and one more; returns the milliseconds.
+fn generate(model: &Llama, base: &Sequence, sequences: usize, generate: usize, vocab: usize) -> Result<f64> {
+    let mut seqs: Vec<Sequence> = (0..sequences).map(|_| base.clone()).collect();
     let ids = tokens(7, sequences * (generate + 1), vocab);
     for (i, seq) in seqs.iter_mut().enumerate() {
+        seq.reserve(generate + 1, model.hp.kv_width());
         model.forward_one(seq, &ids[i..=i]).context("the first token")?;
     }
     let started = Instant::now();
@@ -109,24 +129,28 @@ fn test(name: String, sequences: u32, tokens: u64, times: Vec<f64>) -> Test {
 }
 
 fn measure(args: &GgufBenchArgs, model: &Llama, vocab: usize) -> Result<Vec<Test>> {
-    let (p, g) = (args.prompt as usize, args.generate as usize);
+    let (p, g, depth) = (args.prompt as usize, args.generate as usize, args.depth as usize);
+    let at = if depth > 0 { format!(" @ d{depth}") } else { String::new() };
     let prompt = tokens(3, p, vocab);
+    let base = at_depth(model, depth, vocab)?;
     let mut out = Vec::new();
     let mut times = Vec::new();
     // One pass unmeasured first: the pages of the weights are touched.
     model.forward_one(&mut model.sequence(), &prompt[..p.min(16)]).context("a warm-up pass")?;
     for _ in 0..args.reps {
-        let mut seq = model.sequence();
+        let mut seq = base.clone();
+        seq.reserve(p, model.hp.kv_width());
         let started = Instant::now();
         model.forward_one(&mut seq, &prompt).context("the prompt pass")?;
         times.push(started.elapsed().as_secs_f64() * 1000.0);
     }
-    out.push(test(format!("pp{p}"), 1, p as u64, times));
+    out.push(test(format!("pp{p}{at}"), 1, p as u64, times));
     let mut batches = vec![1u32];
     batches.extend(args.batch.iter().copied().filter(|b| *b > 1));
     for b in batches {
-        let times = (0..args.reps).map(|_| generate(model, b as usize, g, vocab)).collect::<Result<Vec<f64>>>()?;
-        let name = if b == 1 { format!("tg{g}") } else { format!("tg{g} x{b}") };
+        let times =
+            (0..args.reps).map(|_| generate(model, &base, b as usize, g, vocab)).collect::<Result<Vec<f64>>>()?;
+        let name = if b == 1 { format!("tg{g}{at}") } else { format!("tg{g} x{b}{at}") };
         out.push(test(name, b, (g * b as usize) as u64, times));
     }
     Ok(out)
@@ -143,6 +167,17 @@ pub fn bench_gguf(args: &GgufBenchArgs) -> Result<()> {
     }
     let settings = &config.raw.chat.gguf;
     let model = providers::gguf::load_configured(settings)?;
+    let context = model.llama().hp.context;
+    let longest = args.depth as usize + (args.prompt as usize).max(args.generate as usize + 1);
+    if longest > context {
+        bail!(
+            "--depth {} with --prompt {} and --generate {}: a sequence would hold {longest} tokens, past {}'s context of {context}",
+            args.depth,
+            args.prompt,
+            args.generate,
+            args.config.display()
+        );
+    }
     let mut pool = rayon::ThreadPoolBuilder::new();
     if let Some(n) = args.threads {
         pool = pool.num_threads(n as usize);
@@ -150,14 +185,15 @@ pub fn bench_gguf(args: &GgufBenchArgs) -> Result<()> {
     let pool = pool.build().context("cannot start the kernels' thread pool")?;
     let vocab = model.vocab().size;
     eprintln!(
-        "bench gguf: {} ({} kernels, {} threads): pp{}, tg{} at 1{} sequences, {} reps",
+        "bench gguf: {} ({} kernels, {} threads): pp{}, tg{} at 1{} sequences, {} reps{}",
         model.name(),
         model.level().name(),
         pool.current_num_threads(),
         args.prompt,
         args.generate,
         args.batch.iter().map(|b| format!(", {b}")).collect::<String>(),
-        args.reps
+        args.reps,
+        if args.depth > 0 { format!(", after {} tokens", args.depth) } else { String::new() }
     );
     let tests = pool.install(|| measure(args, model.llama(), vocab))?;
     let report = Report {
@@ -166,6 +202,7 @@ pub fn bench_gguf(args: &GgufBenchArgs) -> Result<()> {
         kernel: model.level().name().to_string(),
         threads: pool.current_num_threads(),
         reps: args.reps,
+        depth: args.depth,
         tests,
     };
     if args.json {
@@ -176,9 +213,9 @@ pub fn bench_gguf(args: &GgufBenchArgs) -> Result<()> {
         "{} on the CPU ({} kernels, {} threads), median of {} reps\n",
         report.model, report.kernel, report.threads, report.reps
     );
-    println!("  {:<12} {:>10} {:>10} {:>12}", "test", "tokens", "ms", "tokens/s");
+    println!("  {:<20} {:>10} {:>10} {:>12}", "test", "tokens", "ms", "tokens/s");
     for t in &report.tests {
-        println!("  {:<12} {:>10} {:>10.1} {:>12.1}", t.name, t.tokens, t.ms, t.tokens_per_second);
+        println!("  {:<20} {:>10} {:>10.1} {:>12.1}", t.name, t.tokens, t.ms, t.tokens_per_second);
     }
     Ok(())
 }
