@@ -423,7 +423,7 @@ fn awake<T: Send>(pass: impl FnOnce() -> T + Send) -> T {
         let leader = rayon::current_thread_index();
         let done = &done;
         for _ in 1..rayon::current_num_threads() {
-            s.spawn(move |s| keep_awake(s, done, leader));
+            s.spawn(move |_| keep_awake(done, leader));
         }
         // Set when the pass ends, by returning or by a panic, so that the
         // scope's wait for the keepers always ends.
@@ -441,6 +441,14 @@ impl Drop for Finished<'_> {
     }
 }
 
+/// Rounds of finding no work after which a keeper gives its thread back
+/// to the pool (a few milliseconds): longer than the stretches of
+/// row-wise work between a pass's parallel steps (a 512-token prompt's
+/// are a few hundred microseconds; at 4,096 rounds its pass lost 7%),
+/// short enough that a keeper the pool ran inside another job's wait
+/// (which then waits for it) costs only that long.
+const IDLE_ROUNDS: u32 = 1 << 16;
+
 /// Keeps one of the pool's threads taking the pass's work until `done`.
 ///
 /// A pass splits a few steps per layer over the pool (about 150 for
@@ -448,25 +456,29 @@ impl Drop for Finished<'_> {
 /// between them. A rayon thread with nothing to do sleeps after a few
 /// dozen idle rounds, and waking it for the next step costs more than the
 /// step's share on a small batch: measured on two cores, a pass of eight
-/// sequences left the second core idle a fifth of the time. So each of
-/// the pool's other threads runs this for the pass: it executes whatever
-/// work the pool has (`rayon::yield_now`) and spins between steps. Only
-/// who computes a part changes, never what: every output is computed
-/// whole by one task, so the bits are the same.
+/// sequences left the cores idle or in the scheduler a fifth of the
+/// time. So each of the pool's other threads runs this for the pass: it
+/// executes whatever work the pool has (`rayon::yield_now`) and spins
+/// between steps. Only who computes a part changes, never what: every
+/// output is computed whole by one task, so the bits are the same.
 ///
-/// Where the pool hands it to the leading thread itself (it pops its own
-/// queue while it waits), it goes back in the queue for another thread,
-/// so the leader never spins on its own pass.
-fn keep_awake<'s>(s: &rayon::Scope<'s>, done: &'s AtomicBool, leader: Option<usize>) {
-    if done.load(Ordering::Acquire) {
-        return;
-    }
+/// It returns at once where the pool hands it to the leading thread
+/// itself (which pops its own queue while it waits), and after
+/// [`IDLE_ROUNDS`] rounds without work: the pool may run it inside
+/// another job's wait (that job then waits for it), so it never holds a
+/// thread for long while nothing comes.
+fn keep_awake(done: &AtomicBool, leader: Option<usize>) {
     if rayon::current_thread_index() == leader {
-        s.spawn(move |s| keep_awake(s, done, leader));
         return;
     }
+    let mut idle = 0;
     while !done.load(Ordering::Acquire) {
-        if rayon::yield_now() != Some(rayon::Yield::Executed) {
+        if rayon::yield_now() == Some(rayon::Yield::Executed) {
+            idle = 0;
+        } else if idle == IDLE_ROUNDS {
+            return;
+        } else {
+            idle += 1;
             std::hint::spin_loop();
         }
     }
@@ -499,5 +511,26 @@ mod tests {
             // The pool still works afterwards: no keeper was left spinning.
             assert_eq!(pool.install(|| awake(|| (1..=10).into_par_iter().sum::<i32>())), 55);
         }
+    }
+
+    /// Passes that share a pool, started from several threads at once
+    /// with parallel steps inside parallel steps, all end with their
+    /// results.
+    #[test]
+    fn passes_sharing_a_pool_all_end() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("a pool");
+        let want: u64 = (0..64u64).map(|i| (0..i).sum::<u64>()).sum();
+        std::thread::scope(|t| {
+            for _ in 0..4 {
+                t.spawn(|| {
+                    for _ in 0..50 {
+                        let got: u64 = pool.install(|| {
+                            awake(|| (0..64u64).into_par_iter().map(|i| (0..i).into_par_iter().sum::<u64>()).sum())
+                        });
+                        assert_eq!(got, want);
+                    }
+                });
+            }
+        });
     }
 }

@@ -5,14 +5,15 @@
 //! This is one of the workspace's audited `unsafe` blocks (see the root
 //! `Cargo.toml`). Two kinds of `unsafe` appear, each for one reason:
 //!
-//! - calling a `#[target_feature(enable = "avx2,fma")]` function, which is
-//!   sound only on a CPU with those features: every public function here
-//!   asserts them first ([`super::avx2_fma`], cached by the standard
-//!   library), so a wrong call panics instead of executing an illegal
-//!   instruction;
+//! - calling a `#[target_feature]` function (AVX2 and FMA, and for some
+//!   AVX-512F or AVX-512 VNNI), which is sound only on a CPU with those
+//!   features: every public function here asserts them first
+//!   ([`super::avx2_fma`], [`Tile::available`], [`avx512`], cached by the
+//!   standard library), so a wrong call panics instead of executing an
+//!   illegal instruction;
 //! - unaligned loads and stores through pointers into slices whose lengths
-//!   are asserted (or checked) at the top of [`matmul`], [`attend`] and
-//!   [`quantize_blocks`].
+//!   are asserted (or checked) at the top of [`matmul_with`],
+//!   [`attend_with`] and [`quantize_blocks`].
 //!
 //! The product computes each output as `super::body::matmul` does, in the
 //! same order of floating-point operations: the integer dot product of a
