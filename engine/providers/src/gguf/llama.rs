@@ -310,8 +310,9 @@ impl Llama {
     /// The whole pass runs on one of rayon's threads: the pass's many
     /// parallel steps (a few per layer) are then split from inside the
     /// pool, not each sent to it from outside and waited for. The pool's
-    /// other threads are kept awake for the length of the pass
-    /// ([`keep_awake`]).
+    /// other threads are kept awake for the length of the pass: they take
+    /// its work as it comes and spin between its steps, instead of
+    /// sleeping and being woken for each.
     pub fn forward(&self, steps: &mut [Step<'_>]) -> Result<Vec<Vec<f32>>, GgufError> {
         awake(|| self.run(steps)).map_err(GgufError::Decode)
     }
