@@ -117,6 +117,38 @@ unsafe fn quantize8(x: &[f32], qs: &mut [i8], d: &mut [f32]) {
     }
 }
 
+/// The end of an attention head, inside an `unsafe fn` compiled for the
+/// vector width it names: the softmax of the scores (`body::softmax`),
+/// then `$weighted::<V>` (`V` registers of `$lanes` outputs) over runs of
+/// at most eight registers, until every output of `$out` is written.
+macro_rules! weigh {
+    ($weighted:ident, $lanes:literal, $scores:expr, $values:expr, $stride:expr, $n:expr, $max:expr, $out:expr) => {{
+        let (scores, values, stride, n, out): (&mut [f32], &[f32], usize, usize, &mut [f32]) =
+            ($scores, $values, $stride, $n, $out);
+        let inv = body::softmax(&mut scores[..n], $max);
+        let hd = out.len();
+        let mut c0 = 0;
+        while c0 < hd {
+            let width = (hd - c0).min(8 * $lanes);
+            // SAFETY: the caller's contract; outputs `c0..c0 + width` of
+            // each value row.
+            unsafe {
+                match width / $lanes {
+                    8 => $weighted::<8>(scores, values, stride, n, inv, c0, out),
+                    7 => $weighted::<7>(scores, values, stride, n, inv, c0, out),
+                    6 => $weighted::<6>(scores, values, stride, n, inv, c0, out),
+                    5 => $weighted::<5>(scores, values, stride, n, inv, c0, out),
+                    4 => $weighted::<4>(scores, values, stride, n, inv, c0, out),
+                    3 => $weighted::<3>(scores, values, stride, n, inv, c0, out),
+                    2 => $weighted::<2>(scores, values, stride, n, inv, c0, out),
+                    _ => $weighted::<1>(scores, values, stride, n, inv, c0, out),
+                }
+            }
+            c0 += width;
+        }
+    }};
+}
+
 #[target_feature(enable = "avx2,fma")]
 fn attend_body(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]) {
     body::attend(q, kv, scores, out);
@@ -219,25 +251,7 @@ unsafe fn attend8(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32]
             max = max.max(l);
         }
     }
-    let inv = body::softmax(&mut scores[..n], max);
-    let mut c0 = 0;
-    while c0 < hd {
-        let width = (hd - c0).min(64);
-        // SAFETY: as above; outputs `c0..c0 + width` of each value row.
-        unsafe {
-            match width / 8 {
-                8 => weighted::<8>(scores, values, stride, n, inv, c0, out),
-                7 => weighted::<7>(scores, values, stride, n, inv, c0, out),
-                6 => weighted::<6>(scores, values, stride, n, inv, c0, out),
-                5 => weighted::<5>(scores, values, stride, n, inv, c0, out),
-                4 => weighted::<4>(scores, values, stride, n, inv, c0, out),
-                3 => weighted::<3>(scores, values, stride, n, inv, c0, out),
-                2 => weighted::<2>(scores, values, stride, n, inv, c0, out),
-                _ => weighted::<1>(scores, values, stride, n, inv, c0, out),
-            }
-        }
-        c0 += width;
-    }
+    weigh!(weighted, 8, scores, values, stride, n, max, out);
 }
 
 /// [`attend8`] in 512-bit vectors: a whole block of sixteen positions'
@@ -285,25 +299,7 @@ unsafe fn attend16(q: &[f32], kv: Cached<'_>, scores: &mut [f32], out: &mut [f32
             max = max.max(l);
         }
     }
-    let inv = body::softmax(&mut scores[..n], max);
-    let mut c0 = 0;
-    while c0 < hd {
-        let width = (hd - c0).min(128);
-        // SAFETY: as above; outputs `c0..c0 + width` of each value row.
-        unsafe {
-            match width / 16 {
-                8 => weighted16::<8>(scores, values, stride, n, inv, c0, out),
-                7 => weighted16::<7>(scores, values, stride, n, inv, c0, out),
-                6 => weighted16::<6>(scores, values, stride, n, inv, c0, out),
-                5 => weighted16::<5>(scores, values, stride, n, inv, c0, out),
-                4 => weighted16::<4>(scores, values, stride, n, inv, c0, out),
-                3 => weighted16::<3>(scores, values, stride, n, inv, c0, out),
-                2 => weighted16::<2>(scores, values, stride, n, inv, c0, out),
-                _ => weighted16::<1>(scores, values, stride, n, inv, c0, out),
-            }
-        }
-        c0 += width;
-    }
+    weigh!(weighted16, 16, scores, values, stride, n, max, out);
 }
 
 /// [`weighted`] in 512-bit registers: outputs `c0..c0 + 16 * V`.
