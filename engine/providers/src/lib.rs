@@ -28,7 +28,7 @@
 //! assert_eq!(batch.vectors[0].len(), 8);
 //! ```
 
-pub mod batch;
+pub mod batch_api;
 pub mod cache;
 pub mod chat;
 pub mod client;
@@ -80,7 +80,7 @@ pub fn build_chat(cfg: &Config, seed: u64) -> engine::Result<Arc<dyn engine::cha
         None => client,
     };
     if c.mode == engine::config::ChatMode::Batch {
-        let batch = batch::BatchChat::new(c, Arc::new(client), cfg.chat_batch_price, seed)?;
+        let batch = batch_api::BatchChat::new(c, Arc::new(client), cfg.chat_batch_price, seed)?;
         return Ok(Arc::new(batch));
     }
     Ok(Arc::new(client))

@@ -17,7 +17,7 @@ mod bad_input;
 mod trace;
 // `[chat] mode = "batch"` against a loopback Batch API server: price, digest, failures, resume.
 #[cfg(feature = "agents")]
-mod batch;
+mod batch_api;
 // `sim-cli soak` (the short campaign CI runs: determinism, kills, faults, full disk,
 // mutated inputs) and `sim-cli check-determinism`.
 #[cfg(feature = "agents")]

@@ -10,7 +10,7 @@
 //! each had run alone, since a sequence's rows are the same bits in any
 //! pass.
 
-use super::batch::{Member, Rows};
+use super::batcher::{Member, Rows};
 use super::cache::{Entry, PrefixCache};
 use super::close::{Closer, Track, HORIZON};
 use super::llama::{Llama, Sequence};

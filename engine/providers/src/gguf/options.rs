@@ -14,7 +14,7 @@
 //! then `0`, or ` 10`, or ` ` then `10`), each on a copy of the slot's
 //! key/value state; the prompt is run once.
 
-use super::batch::Rows;
+use super::batcher::Rows;
 use super::decode::{Decoder, Sampler};
 use engine::chat::ChatRequest;
 use engine::digest::DigestWriter;
