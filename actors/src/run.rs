@@ -12,10 +12,10 @@ use engine::config::{Config, EmbeddingModel};
 use engine::embed::{EmbeddingPort, Strategy};
 use engine::persona::profile::draw;
 use engine::persona::{PersonaState, Traits};
-use engine::report::{EmbeddingTotals, RunSummary, StopReason, Stopped};
 use engine::scenario::Scenario;
 use engine::shard::Shard;
 use engine::store::trace::EmbedRecorder;
+use engine::summary::{EmbeddingTotals, RunSummary, StopReason, Stopped};
 use engine::turn::TickDigests;
 use ractor::concurrency::oneshot;
 use ractor::concurrency::JoinHandle;
@@ -263,7 +263,7 @@ fn set_up(spec: RunSpec) -> Result<(Setup, TickDigests, RunSummary)> {
         ..Default::default()
     };
     for p in spec.scenario.probes.iter().filter(|p| !p.options.is_empty()) {
-        summary.probes.insert(p.id.clone(), engine::report::ProbeDistribution::with_points(p.points()));
+        summary.probes.insert(p.id.clone(), engine::summary::ProbeDistribution::with_points(p.points()));
     }
     summary.cost.price_label = cfg.raw.prices.label.clone();
     summary.cost.embedding_price_label = cfg.embedding_price_label.as_str().into();
@@ -447,7 +447,7 @@ async fn drive(
         summary.timings_ms.preparation += report.timings.preparation;
         summary.timings_ms.chat += report.timings.chat;
         summary.timings_ms.memory_finalisation += report.timings.memory_finalisation;
-        let tripped = if tick > shared.replayed_ticks { engine::report::breaker(&report.outcomes) } else { None };
+        let tripped = if tick > shared.replayed_ticks { engine::summary::breaker(&report.outcomes) } else { None };
         on_tick(report).map_err(|e| {
             // A failed trace write names its own tick (the writer runs
             // one tick behind the loop).

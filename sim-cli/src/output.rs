@@ -1,7 +1,7 @@
 //! What is printed: summaries and the scenario list.
 
-use engine::report::RunSummary;
 use engine::scenario::{Scenario, BUILTIN};
+use engine::summary::RunSummary;
 use runs::dir::{AUTO_OUTCOMES_MAX_TURNS, OUTCOMES};
 use std::path::Path;
 
@@ -24,7 +24,7 @@ fn bar(count: u64, max: u64, width: usize) -> String {
 
 /// The consolidation line: what the automatic pass did (or, in a dry run,
 /// would have done), or that none ran.
-fn print_consolidation(m: &engine::report::ConsolidationTotals) {
+fn print_consolidation(m: &engine::summary::ConsolidationTotals) {
     if m.automatic || m.dry_run {
         let (what, would) = if m.dry_run { (" (dry run: nothing changed)", "would be ") } else { ("", "") };
         println!(
@@ -41,14 +41,14 @@ pub fn print_summary(s: &RunSummary) {
     println!("Run of {} personas x {} ticks, scenario {:?}, seed {}", s.personas, s.ticks, s.scenario, s.seed);
     if let Some(stop) = &s.stopped {
         match stop.reason {
-            engine::report::StopReason::Budget => println!(
+            engine::summary::StopReason::Budget => println!(
                 "STOPPED after tick {} of {}: budget reached (spent {} of {} nano-USD)",
                 stop.after_tick,
                 s.ticks,
                 thousands(stop.spent_nano_usd),
                 thousands(stop.budget_nano_usd)
             ),
-            engine::report::StopReason::PermanentErrors | engine::report::StopReason::Interrupted => {
+            engine::summary::StopReason::PermanentErrors | engine::summary::StopReason::Interrupted => {
                 println!("STOPPED after tick {} of {}: {} ({})", stop.after_tick, s.ticks, stop.reason, stop.detail)
             }
         }

@@ -20,9 +20,9 @@
 use crate::error::{Error, Result};
 use actors::coordinator::TickReport;
 use engine::config::Config;
-use engine::report::RunSummary;
 use engine::shard::Shard;
 use engine::store::trace::{Header, Split, TraceWriter};
+use engine::summary::RunSummary;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -10,12 +10,12 @@
 use crate::dir::{RunDir, CONFIG, MERGE_SPILL, SUMMARY, TRACE};
 use crate::error::{refuse, Error, Result};
 use actors::progress::Progress;
-use engine::report::RunSummary;
 use engine::shard::Shard;
 use engine::store::trace::file::{open_records_buffered, outline, Outline};
 use engine::store::trace::record::ShardTick;
 use engine::store::trace::spill::TickSpill;
 use engine::store::trace::{Header, Record, RunEnd, Split, TraceWriter};
+use engine::summary::RunSummary;
 use engine::turn::TickDigests;
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@
 use crate::dir::{trace_of, RunDir};
 use crate::error::{refuse, Error, Result};
 use actors::progress::Progress;
-use engine::report::analysis::{Analysis, Builder, Dist, Picker, Segments, TRAITS};
+use engine::analysis::{Analysis, Builder, Dist, Picker, Segments, TRAITS};
 use engine::store::trace::file::open_records;
 use engine::store::trace::Record;
 use std::fmt::Write as _;
@@ -314,7 +314,7 @@ fn segments(h: &mut String, a: &Analysis) {
         h,
         "<section id=\"segments\"><h2>Segments</h2><p class=\"note\">Mean intent (respondents; share of positive reactions). \
          Grey cells have fewer than {} respondents. Tables with the largest differences come first; click a heading to sort.</p>",
-        engine::report::analysis::MIN_CELL
+        engine::analysis::MIN_CELL
     );
     for t in &a.segments {
         segment_table(h, t);

@@ -8,10 +8,10 @@ use super::{rerun_one, CassetteCounts, Divergence, How, Rerun};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::run::RunResult;
-use engine::report::RunSummary;
 use engine::scenario::Scenario;
 use engine::shard::Shard;
 use engine::store::trace::{ReadTrace, RunEnd, Split, TickFrame};
+use engine::summary::RunSummary;
 use engine::turn::TickDigests;
 use std::sync::Arc;
 

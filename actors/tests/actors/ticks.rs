@@ -40,6 +40,6 @@ fn the_budget_stops_the_run_at_a_tick_boundary() {
     assert_eq!(reports.len(), 1);
     assert_eq!(s.ticks_completed, 1);
     let stop = s.stopped.as_ref().expect("stopped");
-    assert_eq!((stop.reason, stop.after_tick), (engine::report::StopReason::Budget, 1));
+    assert_eq!((stop.reason, stop.after_tick), (engine::summary::StopReason::Budget, 1));
     assert!(stop.spent_nano_usd >= 1);
 }

@@ -474,6 +474,24 @@ pub struct ChatActivity {
     pub batch_lines: (u64, u64),
 }
 
+/// `url` without user-info (`user:pass@`) and without a query string or
+/// fragment: URLs can carry credentials.
+pub fn redact_url(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or_default();
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
+            let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+            if path.is_empty() {
+                format!("{scheme}://{host}")
+            } else {
+                format!("{scheme}://{host}/{path}")
+            }
+        }
+        None => url.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -518,5 +536,15 @@ mod tests {
         assert_eq!(weighing.digest(), weighing.attempt(0).digest());
         assert_ne!(weighing.digest(), weighing.attempt(1).digest());
         assert_eq!(reply.digest(), ChatRequest::new("m", ChatPurpose::Probe, "Survey question: ok?").digest());
+    }
+
+    #[test]
+    fn urls_lose_credentials_and_queries() {
+        assert_eq!(redact_url("https://user:secret@api.example.com/v1?key=abc"), "https://api.example.com/v1");
+        assert_eq!(
+            redact_url("http://gpu-1.example.net:8000/v1/chat/completions#x"),
+            "http://gpu-1.example.net:8000/v1/chat/completions"
+        );
+        assert_eq!(redact_url("http://tok@host"), "http://host");
     }
 }

@@ -11,7 +11,7 @@
 //! [`embed::EmbeddingPort`] (batched and deduplicated by [`embed::Plan`])
 //! and [`chat::ChatPort`]. Costs are integer nano-USD ([`cost`]), split
 //! exactly. Every outcome and state change feeds the chained digests of
-//! [`turn::TickDigests`], and [`report::RunSummary`] accumulates what a user
+//! [`turn::TickDigests`], and [`summary::RunSummary`] accumulates what a user
 //! reads at the end.
 //!
 //! The core is pure: no runtime, no network client, no native index. The
@@ -39,6 +39,7 @@
 //! assert!(prepared.reaction.prompt.contains("REACTION:"));
 //! ```
 
+pub mod analysis;
 pub mod chat;
 pub mod clock;
 pub mod config;
@@ -50,12 +51,12 @@ pub mod intent;
 pub mod maintenance;
 pub mod memory;
 pub mod persona;
-pub mod report;
 pub mod rng;
 pub mod scan;
 pub mod scenario;
 pub mod shard;
 pub mod store;
+pub mod summary;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tick;

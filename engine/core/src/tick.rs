@@ -35,9 +35,9 @@ use crate::intent::stage::SsrPlan;
 use crate::memory::{Change, MemoryId};
 use crate::persona::state::{Applied, Consolidate, Energy, JobCommit, NewMemory};
 use crate::persona::PersonaCommit;
-use crate::report::Timings;
 use crate::scenario::{Job, Scenario};
 use crate::store::trace::{EmbedExchange, MemoryEvent, TickFrame};
+use crate::summary::Timings;
 use crate::turn::{
     drafts, Conversation, Outcome, Prepared, ProbeAnswer, Refusal, Stage, Status, TickContext, TickDigests,
 };

@@ -157,7 +157,7 @@ impl ChatPort for BatchChat {
     fn endpoints(&self) -> Vec<engine::chat::EndpointCount> {
         let i = &self.inner;
         let mut out = vec![engine::chat::EndpointCount {
-            url: engine::report::redact_url(&format!("{}/batches", i.base)),
+            url: engine::chat::redact_url(&format!("{}/batches", i.base)),
             requests: i.lines.load(Ordering::Relaxed),
             failures: i.failed_lines.load(Ordering::Relaxed),
         }];
@@ -676,7 +676,7 @@ impl Inner {
     fn attempt(&self, error: Option<(FailureClass, String)>, spend: Spend) -> ChatAttempt {
         ChatAttempt {
             attempt: 0,
-            endpoint: engine::report::redact_url(&format!("{}/batches", self.base)),
+            endpoint: engine::chat::redact_url(&format!("{}/batches", self.base)),
             model: None,
             error,
             spend,
@@ -692,7 +692,7 @@ fn no_hint(_: u16, _: &str) -> Option<&'static str> {
 fn server(url: &str, why: &str) -> ProviderError {
     ProviderError {
         kind: FailureKind::Server,
-        message: format!("{}: {why}", engine::report::redact_url(url)),
+        message: format!("{}: {why}", engine::chat::redact_url(url)),
         billed_tokens: None,
     }
 }
@@ -700,7 +700,7 @@ fn server(url: &str, why: &str) -> ProviderError {
 async fn read_json<T: serde::de::DeserializeOwned>(resp: reqwest::Response, url: &str) -> Result<T, ProviderError> {
     resp.json().await.map_err(|e| ProviderError {
         kind: FailureKind::Permanent,
-        message: format!("{}: unreadable reply: {}", engine::report::redact_url(url), e.without_url()),
+        message: format!("{}: unreadable reply: {}", engine::chat::redact_url(url), e.without_url()),
         billed_tokens: None,
     })
 }

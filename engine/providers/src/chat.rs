@@ -370,7 +370,7 @@ pub struct HttpChat {
 
 impl std::fmt::Debug for HttpChat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let urls: Vec<String> = self.urls.iter().map(|u| engine::report::redact_url(u)).collect();
+        let urls: Vec<String> = self.urls.iter().map(|u| engine::chat::redact_url(u)).collect();
         f.debug_struct("HttpChat").field("urls", &urls).field("key", &self.key.as_ref().map(|_| "<set>")).finish()
     }
 }
@@ -621,7 +621,7 @@ impl ChatUpstream for HttpChat {
                     "the server at {} returned no logprobs for the answer token, which mode \"probabilities\" \
                      reads; use mode \"verbalized\" (the persona states its shares) or \"sample\" \
                      (--answer-mode verbalized|sample) with this server",
-                    engine::report::redact_url(url)
+                    engine::chat::redact_url(url)
                 ))));
             };
             let (probabilities, mass) = options_from_top(top, usize::from(request.options));
@@ -639,7 +639,7 @@ impl ChatUpstream for HttpChat {
     }
 
     fn label(&self, e: usize) -> String {
-        self.urls.get(e).map(|u| engine::report::redact_url(u)).unwrap_or_default()
+        self.urls.get(e).map(|u| engine::chat::redact_url(u)).unwrap_or_default()
     }
 
     fn call<'a>(

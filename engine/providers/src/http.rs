@@ -24,7 +24,7 @@ impl std::fmt::Debug for HttpProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the key.
         f.debug_struct("HttpProvider")
-            .field("url", &engine::report::redact_url(&self.url))
+            .field("url", &engine::chat::redact_url(&self.url))
             .field("key", &self.key.as_ref().map(|_| "<set>"))
             .finish()
     }
@@ -134,7 +134,7 @@ pub(crate) async fn post_json<T: serde::de::DeserializeOwned>(
     let resp = send(r, url, hint).await?;
     resp.json().await.map_err(|e| ProviderError {
         kind: FailureKind::Permanent,
-        message: format!("{}: unreadable reply: {}", engine::report::redact_url(url), e.without_url()),
+        message: format!("{}: unreadable reply: {}", engine::chat::redact_url(url), e.without_url()),
         billed_tokens: None,
     })
 }
@@ -146,7 +146,7 @@ pub(crate) async fn send(
     url: &str,
     hint: fn(u16, &str) -> Option<&'static str>,
 ) -> std::result::Result<reqwest::Response, ProviderError> {
-    let shown = engine::report::redact_url(url);
+    let shown = engine::chat::redact_url(url);
     let fail = |kind, message: String| ProviderError { kind, message, billed_tokens: None };
     let resp = match r.send().await {
         Ok(resp) => resp,

@@ -5,7 +5,7 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use engine::intent::{builtin_anchor_sets, ks_similarity, pmf_of_counts, AnchorSet, POINTS};
-use engine::report::RunSummary;
+use engine::summary::RunSummary;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

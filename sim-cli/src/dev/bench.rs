@@ -13,7 +13,7 @@ use clap::{Args, Subcommand};
 use engine::config::{Provider, RawConfig};
 use engine::digest::Digest;
 use engine::embed::Strategy;
-use engine::report::RunSummary;
+use engine::summary::RunSummary;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,9 +1,7 @@
 //! The run summary: counts, intent distributions, embedding work, tokens and
 //! costs, accumulated tick by tick from outcomes. Its JSON form is a stable
-//! interface for scripts. [`analysis`] builds the HTML report's figures
+//! interface for scripts. [`crate::analysis`] builds the HTML report's figures
 //! from a trace (intent by trait, segments, failures, memory tiers).
-
-pub mod analysis;
 
 pub use crate::store::trace::record::{StopReason, Stopped};
 
@@ -217,24 +215,6 @@ pub struct ChatTotals {
 }
 
 pub use crate::chat::EndpointCount;
-
-/// `url` without user-info (`user:pass@`) and without a query string or
-/// fragment: URLs can carry credentials.
-pub fn redact_url(url: &str) -> String {
-    let url = url.split(['?', '#']).next().unwrap_or_default();
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
-            let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
-            if path.is_empty() {
-                format!("{scheme}://{host}")
-            } else {
-                format!("{scheme}://{host}/{path}")
-            }
-        }
-        None => url.to_string(),
-    }
-}
 
 /// Tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -598,21 +578,6 @@ impl RunSummary {
         };
         self.cost.provider_total_nano_usd = self.cost.chat_nano_usd + self.cost.embedding_nano_usd;
         self.cost.provider_total_usd = self.cost.provider_total_nano_usd as f64 / NANO_PER_USD as f64;
-    }
-}
-
-#[cfg(test)]
-mod redaction_tests {
-    use super::redact_url;
-
-    #[test]
-    fn urls_lose_credentials_and_queries() {
-        assert_eq!(redact_url("https://user:secret@api.example.com/v1?key=abc"), "https://api.example.com/v1");
-        assert_eq!(
-            redact_url("http://gpu-1.example.net:8000/v1/chat/completions#x"),
-            "http://gpu-1.example.net:8000/v1/chat/completions"
-        );
-        assert_eq!(redact_url("http://tok@host"), "http://host");
     }
 }
 
