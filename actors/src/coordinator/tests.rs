@@ -118,7 +118,7 @@ async fn retrieval(c: &TurnCoordinator, state: &mut CoordinatorState) -> TickWor
     let CoordinatorState { slots, hosts, window, book } = state;
     let mut dispatch = Hosts { coordinator: c, slots, hosts, window: *window, started: Instant::now() };
     let mut work = TickWork::begin(&spec, book, 1);
-    work.validate(book, &dispatch);
+    work.refuse_gone(book, &dispatch);
     work.retrieval_embedding(book, &mut dispatch).await;
     work
 }

@@ -294,7 +294,7 @@ fn is_ok(o: &Outcome) -> bool {
 pub async fn run_tick<D: Dispatch>(spec: &TickSpec<'_>, book: &mut Book, dispatch: &mut D, tick: u32) -> TickReport {
     let started = dispatch.clock_ms();
     let mut work = TickWork::begin(spec, book, tick);
-    work.validate(book, dispatch);
+    work.refuse_gone(book, dispatch);
     work.retrieval_embedding(book, dispatch).await;
     // Stages 3 and 4 run a window of personas at a time, so that only one
     // window's prompts exist at once; results stay in job order.
@@ -399,7 +399,7 @@ impl TickWork {
     }
 
     /// Stage 1: personas gone in an earlier tick are refused up front.
-    pub fn validate(&mut self, book: &Book, dispatch: &impl Dispatch) {
+    pub fn refuse_gone(&mut self, book: &Book, dispatch: &impl Dispatch) {
         dispatch.stage(self.tick, "validate", 0, self.jobs.len() as u64);
         for (p, range) in &self.groups {
             if let Some(reason) = book.gone(*p) {
