@@ -22,7 +22,7 @@ pub mod outcome;
 pub mod stage;
 
 pub use converse::{converse, ChatCallRecord, ChatFailure, Conversation};
-pub use outcome::{ContentChain, Field, FullChain, JobSpend, Outcome, ProbeAnswer, Stage, Status, TickDigests};
+pub use outcome::{ContentChain, FullChain, JobSpend, Outcome, OutcomePart, ProbeAnswer, Stage, Status, TickDigests};
 pub use stage::{
     drafts, prepare, retrieval_need, retrieval_text, Conversed, Prepared, ProbePrompt, ReflectPlan, ReflectionResult,
     Refusal, TickContext,

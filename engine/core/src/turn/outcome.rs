@@ -167,25 +167,30 @@ impl Outcome {
 
     /// Feeds the content of the outcome (not its costs) into `w`.
     fn write_content(&self, w: &mut DigestWriter) {
-        Field::CONTENT.iter().for_each(|f| self.write_field(*f, w));
+        OutcomePart::CONTENT.iter().for_each(|f| self.write_part(*f, w));
     }
 
     /// Feeds the costs of the outcome into `w`.
     fn write_costs(&self, w: &mut DigestWriter) {
-        Field::COSTS.iter().for_each(|f| self.write_field(*f, w));
+        OutcomePart::COSTS.iter().for_each(|f| self.write_part(*f, w));
     }
 
-    /// The fields in which `self` and `other` differ, as the digests see
+    /// The parts in which `self` and `other` differ, as the digests see
     /// them (content first, then costs): empty exactly when both digests
     /// would take the same bytes from the two. Replay names a divergence
-    /// by them, so a field the digests cover is never left unnamed.
-    pub fn differences(&self, other: &Outcome) -> Vec<Field> {
-        let bytes = |o: &Outcome, f: Field| {
+    /// by them, so a part the digests cover is never left unnamed.
+    pub fn differences(&self, other: &Outcome) -> Vec<OutcomePart> {
+        let bytes = |o: &Outcome, f: OutcomePart| {
             let mut w = DigestWriter::new("outcome field");
-            o.write_field(f, &mut w);
+            o.write_part(f, &mut w);
             w.finish()
         };
-        Field::CONTENT.iter().chain(&Field::COSTS).copied().filter(|f| bytes(self, *f) != bytes(other, *f)).collect()
+        OutcomePart::CONTENT
+            .iter()
+            .chain(&OutcomePart::COSTS)
+            .copied()
+            .filter(|f| bytes(self, *f) != bytes(other, *f))
+            .collect()
     }
 
     /// Whether the digests take the same bytes from `self` and `other`
@@ -200,43 +205,43 @@ impl Outcome {
         all(self) == all(other)
     }
 
-    /// Feeds one field into `w`. The content digest takes
-    /// [`Field::CONTENT`] in order, the full digest [`Field::COSTS`].
-    fn write_field(&self, field: Field, w: &mut DigestWriter) {
+    /// Feeds one part into `w`. The content digest takes
+    /// [`OutcomePart::CONTENT`] in order, the full digest [`OutcomePart::COSTS`].
+    fn write_part(&self, field: OutcomePart, w: &mut DigestWriter) {
         match field {
-            Field::Job => {
+            OutcomePart::Job => {
                 w.u32(self.position).u32(self.persona);
             }
-            Field::Stimulus => {
+            OutcomePart::Stimulus => {
                 w.str(&self.stimulus).u32(self.exposure);
             }
-            Field::Status => {
+            OutcomePart::Status => {
                 match &self.status {
                     Status::Ok => w.u8(0),
                     Status::Failed { stage, reason } => w.u8(1).u8(stage.digest_code()).str(reason),
                     Status::Refused { reason } => w.u8(2).str(reason),
                 };
             }
-            Field::Retrieved => {
+            OutcomePart::Retrieved => {
                 w.u32(self.retrieved.len() as u32);
                 for id in &self.retrieved {
                     w.u32(id.persona).u32(id.seq);
                 }
             }
-            Field::Prompt => {
+            OutcomePart::Prompt => {
                 match &self.prompt {
                     Some(d) => w.u8(1).digest(d),
                     None => w.u8(0),
                 };
             }
-            Field::Reaction => {
+            OutcomePart::Reaction => {
                 if let Some(r) = &self.reaction {
                     w.u8(1).str(&r.text).f32(r.sentiment).u8(r.intent).u8(r.importance);
                 } else {
                     w.u8(0);
                 }
             }
-            Field::Reflection => {
+            OutcomePart::Reflection => {
                 if let Some(r) = &self.reflection {
                     w.u8(1).u8(u8::from(r.fallback)).u32(r.insights.len() as u32);
                     for (text, imp) in &r.insights {
@@ -246,7 +251,7 @@ impl Outcome {
                     w.u8(0);
                 }
             }
-            Field::Probes => {
+            OutcomePart::Probes => {
                 w.u32(self.probes.len() as u32);
                 for p in &self.probes {
                     w.str(&p.id);
@@ -256,13 +261,13 @@ impl Outcome {
                     };
                 }
             }
-            Field::Memories => {
+            OutcomePart::Memories => {
                 w.u32(self.memories.len() as u32);
                 for id in &self.memories {
                     w.u32(id.seq);
                 }
             }
-            Field::ChatCalls => {
+            OutcomePart::ChatCalls => {
                 w.u32(self.chat_calls.len() as u32);
                 for c in &self.chat_calls {
                     w.u8(c.purpose.digest_code()).u32(c.attempt).digest(&c.request).str(&c.reply);
@@ -272,7 +277,7 @@ impl Outcome {
                     };
                 }
             }
-            Field::Ssr => {
+            OutcomePart::Ssr => {
                 // Only runs that measure SSR (a content setting, in the
                 // genesis digest) write it, so the digests of runs without
                 // it stay put.
@@ -284,14 +289,14 @@ impl Outcome {
                     w.f64(r.expected);
                 }
             }
-            Field::Spend => {
+            OutcomePart::Spend => {
                 for s in
                     [self.spend.chat, self.spend.retrieval_embedding_estimate, self.spend.memory_embedding_estimate]
                 {
                     w.u64(s.input_tokens).u64(s.output_tokens).u64(s.nano_usd);
                 }
             }
-            Field::Attempts => {
+            OutcomePart::Attempts => {
                 // Transport attempts: a call that succeeded only on a retry
                 // differs here and not in `digest`. Endpoint, model id and
                 // latency depend on routing and the wall clock and stay out.
@@ -314,7 +319,7 @@ impl Outcome {
 /// A part of an [`Outcome`] as the tick digests cover it. Replay names a
 /// divergence by these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
+pub enum OutcomePart {
     /// The job's position and persona.
     Job,
     /// The stimulus and its exposure number.
@@ -343,46 +348,46 @@ pub enum Field {
     Attempts,
 }
 
-impl Field {
+impl OutcomePart {
     /// What the content digest covers, in the order it takes them.
-    pub const CONTENT: [Field; 11] = [
-        Field::Job,
-        Field::Stimulus,
-        Field::Status,
-        Field::Retrieved,
-        Field::Prompt,
-        Field::Reaction,
-        Field::Reflection,
-        Field::Probes,
-        Field::Memories,
-        Field::ChatCalls,
-        Field::Ssr,
+    pub const CONTENT: [OutcomePart; 11] = [
+        OutcomePart::Job,
+        OutcomePart::Stimulus,
+        OutcomePart::Status,
+        OutcomePart::Retrieved,
+        OutcomePart::Prompt,
+        OutcomePart::Reaction,
+        OutcomePart::Reflection,
+        OutcomePart::Probes,
+        OutcomePart::Memories,
+        OutcomePart::ChatCalls,
+        OutcomePart::Ssr,
     ];
 
     /// What only the full digest covers, in its order.
-    pub const COSTS: [Field; 2] = [Field::Spend, Field::Attempts];
+    pub const COSTS: [OutcomePart; 2] = [OutcomePart::Spend, OutcomePart::Attempts];
 
-    /// The field's name in a message.
+    /// The part's name in a message.
     pub fn name(self) -> &'static str {
         match self {
-            Field::Job => "job position or persona",
-            Field::Stimulus => "stimulus",
-            Field::Status => "status",
-            Field::Retrieved => "retrieved memory ids",
-            Field::Prompt => "prompt",
-            Field::Reaction => "reaction",
-            Field::Reflection => "reflection",
-            Field::Probes => "probe answers",
-            Field::Memories => "new memory ids",
-            Field::ChatCalls => "chat calls",
-            Field::Ssr => "SSR rating",
-            Field::Spend => "costs",
-            Field::Attempts => "transport attempts",
+            OutcomePart::Job => "job position or persona",
+            OutcomePart::Stimulus => "stimulus",
+            OutcomePart::Status => "status",
+            OutcomePart::Retrieved => "retrieved memory ids",
+            OutcomePart::Prompt => "prompt",
+            OutcomePart::Reaction => "reaction",
+            OutcomePart::Reflection => "reflection",
+            OutcomePart::Probes => "probe answers",
+            OutcomePart::Memories => "new memory ids",
+            OutcomePart::ChatCalls => "chat calls",
+            OutcomePart::Ssr => "SSR rating",
+            OutcomePart::Spend => "costs",
+            OutcomePart::Attempts => "transport attempts",
         }
     }
 }
 
-impl std::fmt::Display for Field {
+impl std::fmt::Display for OutcomePart {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -591,28 +596,28 @@ mod tests {
     #[test]
     fn a_change_to_any_digested_field_is_named_and_only_that_field() {
         let base = answered(vec![ChatAttempt::default()]);
-        type Change = (Field, fn(&mut Outcome));
+        type Change = (OutcomePart, fn(&mut Outcome));
         let changes: [Change; 13] = [
-            (Field::Job, |o| o.position += 1),
-            (Field::Stimulus, |o| o.exposure += 1),
-            (Field::Status, |o| o.status = Status::Refused { reason: "no".into() }),
-            (Field::Retrieved, |o| o.retrieved.push(MemoryId { persona: 0, seq: 3 })),
-            (Field::Prompt, |o| o.prompt = Some(Digest::default())),
-            (Field::Reaction, |o| {
+            (OutcomePart::Job, |o| o.position += 1),
+            (OutcomePart::Stimulus, |o| o.exposure += 1),
+            (OutcomePart::Status, |o| o.status = Status::Refused { reason: "no".into() }),
+            (OutcomePart::Retrieved, |o| o.retrieved.push(MemoryId { persona: 0, seq: 3 })),
+            (OutcomePart::Prompt, |o| o.prompt = Some(Digest::default())),
+            (OutcomePart::Reaction, |o| {
                 o.reaction = Some(Reaction { text: "t".into(), sentiment: 0.5, intent: 4, importance: 2 })
             }),
-            (Field::Reflection, |o| o.reflection = Some(ReflectionResult { fallback: true, insights: vec![] })),
-            (Field::Probes, |o| o.probes.push(ProbeAnswer { id: "p".into(), reply: None })),
-            (Field::Memories, |o| o.memories.push(MemoryId { persona: 0, seq: 1 })),
-            (Field::ChatCalls, |o| o.chat_calls[0].reply = "other".into()),
-            (Field::Ssr, |o| {
+            (OutcomePart::Reflection, |o| o.reflection = Some(ReflectionResult { fallback: true, insights: vec![] })),
+            (OutcomePart::Probes, |o| o.probes.push(ProbeAnswer { id: "p".into(), reply: None })),
+            (OutcomePart::Memories, |o| o.memories.push(MemoryId { persona: 0, seq: 1 })),
+            (OutcomePart::ChatCalls, |o| o.chat_calls[0].reply = "other".into()),
+            (OutcomePart::Ssr, |o| {
                 let pmf = [0.2; crate::intent::POINTS];
                 o.ssr = Some(crate::intent::SsrRating { pmf, expected: 3.0, cost: Spend::default() })
             }),
-            (Field::Spend, |o| o.spend.chat.output_tokens += 1),
-            (Field::Attempts, |o| o.chat_calls[0].attempts[0].attempt = 2),
+            (OutcomePart::Spend, |o| o.spend.chat.output_tokens += 1),
+            (OutcomePart::Attempts, |o| o.chat_calls[0].attempts[0].attempt = 2),
         ];
-        let all: Vec<Field> = Field::CONTENT.iter().chain(&Field::COSTS).copied().collect();
+        let all: Vec<OutcomePart> = OutcomePart::CONTENT.iter().chain(&OutcomePart::COSTS).copied().collect();
         assert_eq!(all, changes.iter().map(|c| c.0).collect::<Vec<_>>(), "every field has a change here");
         assert!(base.digests_as(&base.clone()) && base.differences(&base.clone()).is_empty());
         for (field, change) in changes {
@@ -622,7 +627,7 @@ mod tests {
             assert!(!base.digests_as(&other), "{field}");
             let (a, b) = (TickDigests::default(), TickDigests::default());
             let (a, b) = (a.chain(1, std::slice::from_ref(&base), &[], &[]), b.chain(1, &[other], &[], &[]));
-            let content = Field::CONTENT.contains(&field);
+            let content = OutcomePart::CONTENT.contains(&field);
             assert_eq!(a.digest != b.digest, content, "{field} reaches the content digest exactly when listed there");
             assert_ne!(a.full_digest, b.full_digest, "{field} reaches the full digest");
         }
