@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 /// The file format. Version 2 (engine 0.6.0): a [`Spend`] holds the
 /// cached prompt tokens; a version 1 cassette is still read.
-pub const CASSETTE: Format = Format { magic: *b"SIMXCAS1", version: 2, what: "experiment cassette" };
+pub const CASSETTE_FORMAT: Format = Format { magic: *b"SIMXCAS1", version: 2, what: "experiment cassette" };
 
 /// The cassette's name in an experiment's directory.
 pub const CASSETTE_FILE: &str = "cassette.bin";
@@ -93,7 +93,7 @@ impl Recorder {
             setup_json: setup_json.into(),
         };
         let first = encode(path, &header)?;
-        let writer = FrameWriter::create(path, &CASSETTE, &first, false)?;
+        let writer = FrameWriter::create(path, &CASSETTE_FORMAT, &first, false)?;
         Ok(Arc::new(Recorder { writer: Mutex::new(writer), failed: Mutex::new(None) }))
     }
 
@@ -189,9 +189,9 @@ pub struct Cassette {
 impl Cassette {
     /// Reads a cassette; damage is an error naming the file and frame.
     pub fn read(path: &Path) -> Result<Arc<Cassette>> {
-        let version = engine::store::frame::readable_version(path, &CASSETTE, 1);
+        let version = engine::store::frame::readable_version(path, &CASSETTE_FORMAT, 1);
         let layout = if version >= 2 { Layout::Current } else { Layout::BeforeCached };
-        let entries = engine::store::frame::read_all(path, &Format { version, ..CASSETTE }, |f| {
+        let entries = engine::store::frame::read_all(path, &Format { version, ..CASSETTE_FORMAT }, |f| {
             with_layout(layout, || engine::store::codec::decode::<Entry>(&f.payload))
         })?;
         let mut it = entries.into_iter();

@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// co-access count and a bounded amplification, and the configuration a
 /// ratio alarm (version 2's patterns held a self-feeding bonus; see
 /// CHANGELOG).
-pub const FIELD_EVENTS: Format = Format { magic: *b"SIMFIELD", version: 3, what: "field event log" };
+pub const FIELD_EVENTS_FORMAT: Format = Format { magic: *b"SIMFIELD", version: 3, what: "field event log" };
 
 /// The first event: the field before any phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,7 +150,7 @@ impl EventLog {
             digest: field.digest(),
         };
         let payload = self.encode(&FieldEvent::Start(Box::new(start)))?;
-        self.frames = Some(FrameWriter::create(&self.path, &FIELD_EVENTS, &payload, false).map_err(stored)?);
+        self.frames = Some(FrameWriter::create(&self.path, &FIELD_EVENTS_FORMAT, &payload, false).map_err(stored)?);
         Ok(())
     }
 
@@ -175,7 +175,7 @@ pub struct ReadLog {
 /// Reads a log, failing on any damage with the file, the frame and its
 /// offset.
 pub fn read_log(path: &Path) -> Result<ReadLog, FieldError> {
-    let mut r = engine::store::frame::open(path, &FIELD_EVENTS).map_err(stored)?;
+    let mut r = engine::store::frame::open(path, &FIELD_EVENTS_FORMAT).map_err(stored)?;
     let (mut start, mut phases) = (None, Vec::new());
     while let Some(f) = r.next_frame().map_err(stored)? {
         let event: FieldEvent = engine::store::codec::decode(&f.payload).map_err(|e| stored(r.corrupt(&f, e)))?;

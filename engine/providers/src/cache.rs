@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The container format of a cache file.
-pub const CACHE_FILE: Format = Format { magic: *b"SIMCACHE", version: 2, what: "embedding cache file" };
+pub const CACHE_FORMAT: Format = Format { magic: *b"SIMCACHE", version: 2, what: "embedding cache file" };
 
 /// Entries per frame: 4,096 vectors of 1,536 floats are 25 MB, well under
 /// the frame limit at any dimension the configuration allows.
@@ -43,7 +43,7 @@ impl TextCache {
     pub fn with_file(path: &Path) -> Result<Self> {
         let mut map = HashMap::new();
         if path.exists() {
-            let frames = engine::store::frame::read_all(path, &CACHE_FILE, |f| {
+            let frames = engine::store::frame::read_all(path, &CACHE_FORMAT, |f| {
                 engine::store::codec::decode::<Entries>(&f.payload)
             })?;
             for (k, v) in frames.into_iter().flatten() {
@@ -86,7 +86,7 @@ impl TextCache {
                 .map_err(|e| Error::Format { file: path.display().to_string(), cause: e.to_string() })?;
             payloads.push(bytes);
         }
-        engine::store::frame::write_file(path, &CACHE_FILE, payloads.iter().map(Vec::as_slice))
+        engine::store::frame::write_file(path, &CACHE_FORMAT, payloads.iter().map(Vec::as_slice))
     }
 }
 

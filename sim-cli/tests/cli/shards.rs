@@ -145,7 +145,7 @@ fn a_killed_shard_resumes_and_merges_to_the_same_digest() {
         json(&shard(&dir, &args, i, 2));
     }
     let trace = dir.join("shard-1/trace.bin");
-    let mut frames = engine::store::frame::open(&trace, &engine::store::trace::TRACE).expect("open");
+    let mut frames = engine::store::frame::open(&trace, &engine::store::trace::TRACE_FORMAT).expect("open");
     // Header, shard record, tick 1: the cut follows the third frame.
     for _ in 0..3 {
         frames.next_frame().expect("frame").expect("three frames");

@@ -711,7 +711,7 @@ fn a_trace_in_parts_replays_inspects_and_resumes_from_a_cut_between_parts() {
     assert_eq!(v["header"]["status"], "finished");
 
     // Cut two frames into tick 3: its first two parts stay, uncommitted.
-    let mut frames = engine::store::frame::open(&path, &engine::store::trace::TRACE).expect("open");
+    let mut frames = engine::store::frame::open(&path, &engine::store::trace::TRACE_FORMAT).expect("open");
     let mut cut = 0;
     while let Some(_f) = frames.next_frame().expect("frames") {
         if frames.valid_len() > commits[1] {

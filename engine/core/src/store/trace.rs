@@ -21,5 +21,5 @@ pub mod spill;
 pub mod wal;
 
 pub use cassette::{CassetteChat, CassetteEmbedder, EmbedRecorder};
-pub use file::{read_trace, read_trace_file, ReadTrace, Torn, TraceWriter, TRACE};
+pub use file::{read_trace, read_trace_file, ReadTrace, Torn, TraceWriter, TRACE_FORMAT};
 pub use record::{EmbedExchange, Header, MemoryEvent, Record, RunEnd, Split, TickFrame};

@@ -16,7 +16,7 @@ use engine::persona::Traits;
 use engine::scenario::{Scenario, BUILTIN};
 use engine::store::frame::push_frame;
 use engine::store::trace::file::read_trace;
-use engine::store::trace::{Record, TRACE};
+use engine::store::trace::{Record, TRACE_FORMAT};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -41,7 +41,7 @@ fn read_both(data: &[u8]) {
 /// A trace file: the preamble, then one frame per payload, each packed as
 /// the format packs it (compressed), so that edits reach the decoder.
 fn file_of(payloads: &[Vec<u8>]) -> Vec<u8> {
-    let mut data = TRACE.preamble().to_vec();
+    let mut data = TRACE_FORMAT.preamble().to_vec();
     for p in payloads {
         push_frame(&mut data, &engine::store::trace::file::packed(p)).expect("a small frame");
     }
@@ -94,7 +94,7 @@ proptest! {
 
     #[test]
     fn any_bytes_read_as_a_trace_or_a_typed_error(bytes in prop::collection::vec(any::<u8>(), 0..2048), preamble: bool) {
-        let data = if preamble { [TRACE.preamble().to_vec(), bytes].concat() } else { bytes };
+        let data = if preamble { [TRACE_FORMAT.preamble().to_vec(), bytes].concat() } else { bytes };
         read_both(&data);
     }
 
@@ -102,7 +102,7 @@ proptest! {
     fn checksummed_frames_of_any_bytes_unpack_or_fail_typed(
         payloads in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..512), 0..5),
     ) {
-        let mut data = TRACE.preamble().to_vec();
+        let mut data = TRACE_FORMAT.preamble().to_vec();
         push_frame(&mut data, &engine::store::trace::file::packed(&encoded(&Record::Header(Box::new(header()))))).expect("frame");
         for p in &payloads {
             push_frame(&mut data, p).expect("a small frame");

@@ -81,7 +81,7 @@ fn sample_in_parts(name: &str, part_bytes: usize) -> (PathBuf, Vec<u64>) {
         let at = w.len();
         w.append(&Record::Tick(Box::new(tick(t)))).expect("append");
         // Every frame of the tick: its parts and commit, or the one frame.
-        let mut frames = engine::store::frame::open(&path, &engine::store::trace::TRACE).expect("open");
+        let mut frames = engine::store::frame::open(&path, &engine::store::trace::TRACE_FORMAT).expect("open");
         while let Some(f) = frames.next_frame().expect("frames") {
             if f.offset > at {
                 offsets.push(f.offset);
@@ -247,7 +247,7 @@ fn parts_without_their_commit_are_a_tail_that_resume_cuts() {
     let clean = std::fs::read(&path).expect("read");
     // Where each tick's commit frame ends.
     let mut commits = Vec::new();
-    let mut frames = engine::store::frame::open(&path, &engine::store::trace::TRACE).expect("open");
+    let mut frames = engine::store::frame::open(&path, &engine::store::trace::TRACE_FORMAT).expect("open");
     while let Some(f) = frames.next_frame().expect("frames") {
         let payload = engine::store::trace::file::unpack(&f.payload).expect("a compressed frame");
         if let Ok(Record::TickCommit(_)) = engine::store::codec::decode::<Record>(&payload) {
@@ -294,7 +294,8 @@ fn older_trace_formats_still_read_and_resume_in_their_format() {
     for version in [3u32, 5] {
         let mut h = header();
         h.format_version = version;
-        let mut bytes = engine::store::frame::Format { version, ..engine::store::trace::TRACE }.preamble().to_vec();
+        let mut bytes =
+            engine::store::frame::Format { version, ..engine::store::trace::TRACE_FORMAT }.preamble().to_vec();
         with_layout(Layout::BeforeCached, || {
             for record in [Record::Header(Box::new(h.clone())), Record::Tick(Box::new(tick(1)))] {
                 let payload = engine::store::codec::encode(&record).expect("encodes");

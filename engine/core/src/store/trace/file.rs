@@ -15,7 +15,7 @@ use std::io::Read;
 use std::path::Path;
 
 /// The container format of a trace.
-pub const TRACE: Format = Format { magic: *b"SIMTRACE", version: FORMAT_VERSION, what: "simulation trace" };
+pub const TRACE_FORMAT: Format = Format { magic: *b"SIMTRACE", version: FORMAT_VERSION, what: "simulation trace" };
 
 /// The largest slice of a tick one part frame carries: 16 MiB, far below
 /// the frame limit, so that neither the writer nor a reader holds a frame
@@ -129,13 +129,13 @@ impl<R: Read> RecordReader<Source<R>> {
         let mut pre = [0u8; crate::store::frame::PREAMBLE as usize];
         let got = read_up_to(&mut r, &mut pre).map_err(|e| Error::Io { file: file.to_string(), source: e })?;
         let version = u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]);
-        let ours = got == pre.len() && pre[..8] == TRACE.magic;
+        let ours = got == pre.len() && pre[..8] == TRACE_FORMAT.magic;
         if ours && (1..OLDEST_READABLE).contains(&version) {
             return Err(older_format(&pre[..], r, len, file, version));
         }
         let version =
             if ours && (OLDEST_READABLE..=FORMAT_VERSION).contains(&version) { version } else { FORMAT_VERSION };
-        let format = Format { version, ..TRACE };
+        let format = Format { version, ..TRACE_FORMAT };
         let frames = FrameReader::new(std::io::Cursor::new(pre[..got].to_vec()).chain(r), len, file, &format)?;
         Ok(RecordReader {
             frames,
@@ -331,7 +331,7 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 /// The error for a trace of an older format: the header frame has kept its
 /// layout, so it names the engine that wrote the trace.
 fn older_format(pre: &[u8], r: impl Read, len: u64, file: &str, version: u32) -> Error {
-    let old = Format { version, ..TRACE };
+    let old = Format { version, ..TRACE_FORMAT };
     let header = FrameReader::new(pre.chain(r), len, file, &old)
         .and_then(|mut frames| frames.next_frame())
         .ok()
@@ -544,7 +544,7 @@ impl TraceWriter {
             frames.push(pack_into(path, &buf, &mut packed)?.to_vec());
         }
         let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        let frames = FrameWriter::create_with(path, &TRACE, &refs, false)?;
+        let frames = FrameWriter::create_with(path, &TRACE_FORMAT, &refs, false)?;
         let out = Out { frames, packed, compress: true, layout: Layout::Current };
         Ok(TraceWriter { out, buf, scratch: Vec::new(), part_bytes: PART_BYTES })
     }

@@ -22,13 +22,13 @@ use std::sync::Arc;
 /// The container format of `chat.wal`. Version 2 (engine 0.6.0): a
 /// [`Spend`] holds the cached prompt tokens; a version 1 log is still read,
 /// and appended to in its own layout.
-pub const CHAT_WAL: Format = Format { magic: *b"SIMCHWAL", version: 2, what: "chat write-ahead log" };
+pub const CHAT_WAL_FORMAT: Format = Format { magic: *b"SIMCHWAL", version: 2, what: "chat write-ahead log" };
 
 /// The layout of [`Spend`] in the log at `path`, and its container format.
 fn layout(path: &Path) -> (Format, Layout) {
-    let version = crate::store::frame::readable_version(path, &CHAT_WAL, 1);
+    let version = crate::store::frame::readable_version(path, &CHAT_WAL_FORMAT, 1);
     let layout = if version >= 2 { Layout::Current } else { Layout::BeforeCached };
-    (Format { version, ..CHAT_WAL }, layout)
+    (Format { version, ..CHAT_WAL_FORMAT }, layout)
 }
 
 /// One frame of the log.
@@ -122,7 +122,7 @@ impl WalChat {
         } else {
             let start = WalFrame::Start { engine_version: crate::store::trace::record::ENGINE_VERSION.to_string() };
             let payload = encode(path, &start)?;
-            (FrameWriter::create(path, &CHAT_WAL, &payload, false)?, Vec::new())
+            (FrameWriter::create(path, &CHAT_WAL_FORMAT, &payload, false)?, Vec::new())
         };
         let frames = Arc::new(Mutex::new(frames));
         let journal = Journal { path: path.to_path_buf(), frames: Arc::clone(&frames), layout };
@@ -251,7 +251,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sim-wal1-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("answers.wal");
-        let v1 = Format { version: 1, ..CHAT_WAL };
+        let v1 = Format { version: 1, ..CHAT_WAL_FORMAT };
         let old = ChatRequest::new("m", ChatPurpose::Probe, "old");
         let spend = Spend { input_tokens: 9, output_tokens: 4, nano_usd: 17, cached_input_tokens: 0 };
         let reply = ChatReply { text: "ANSWER: 2\nWHY: z".into(), spend, estimated: false, attempts: Vec::new() };
