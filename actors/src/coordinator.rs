@@ -53,20 +53,20 @@ enum Slot {
 
 /// Every persona of the panel (or of the shard), at rest or not: the
 /// compact store, indexed by persona index.
-struct Store {
+struct PersonaSlots {
     /// The first persona index (0 unless the run is a shard).
     first: u32,
     slots: Vec<Slot>,
 }
 
-impl std::ops::Index<u32> for Store {
+impl std::ops::Index<u32> for PersonaSlots {
     type Output = Slot;
     fn index(&self, persona: u32) -> &Slot {
         &self.slots[(persona - self.first) as usize]
     }
 }
 
-impl std::ops::IndexMut<u32> for Store {
+impl std::ops::IndexMut<u32> for PersonaSlots {
     fn index_mut(&mut self, persona: u32) -> &mut Slot {
         &mut self.slots[(persona - self.first) as usize]
     }
@@ -75,7 +75,7 @@ impl std::ops::IndexMut<u32> for Store {
 /// The coordinator's mutable state.
 pub struct CoordinatorState {
     /// Every persona, by index: the compact store.
-    slots: Store,
+    slots: PersonaSlots,
     /// The pool of hosts personas are activated on.
     hosts: Vec<ActorRef<PersonaMsg>>,
     /// The most personas active at once.
@@ -112,17 +112,17 @@ fn stage_span(name: &'static str) -> tracing::Span {
     tracing::debug_span!("stage", name)
 }
 
-/// One tick's dispatch: the coordinator's hosts and store, and the run's
+/// One tick's dispatch: the coordinator's hosts and persona slots, and the run's
 /// ports.
-struct Hosts<'a> {
+struct HostDispatch<'a> {
     coordinator: &'a TurnCoordinator,
-    slots: &'a mut Store,
+    slots: &'a mut PersonaSlots,
     hosts: &'a mut Vec<ActorRef<PersonaMsg>>,
     window: usize,
     started: Instant,
 }
 
-impl Hosts<'_> {
+impl HostDispatch<'_> {
     /// Activates the personas of `batch` with their inputs, a window at a
     /// time: each window is split into one batch per host, the batches run
     /// concurrently, and every state comes back to the store with its
@@ -207,7 +207,7 @@ impl Hosts<'_> {
     }
 }
 
-impl Dispatch for Hosts<'_> {
+impl Dispatch for HostDispatch<'_> {
     async fn retrieval_needs(&mut self, tick: u32, batch: Vec<(u32, Vec<Job>)>) -> Vec<Answer<Vec<Option<String>>>> {
         let message = |batch, reply| PersonaMsg::RetrievalNeeds { tick, batch, reply };
         self.ask(tick, batch, message).instrument(stage_span("retrieval-needs")).await
@@ -298,7 +298,7 @@ impl TurnCoordinator {
     async fn run_tick(&self, state: &mut CoordinatorState, tick: u32) -> TickReport {
         let spec = self.tick_spec(state.window);
         let CoordinatorState { slots, hosts, window, book } = state;
-        let mut dispatch = Hosts { coordinator: self, slots, hosts, window: *window, started: Instant::now() };
+        let mut dispatch = HostDispatch { coordinator: self, slots, hosts, window: *window, started: Instant::now() };
         run_tick(&spec, book, &mut dispatch, tick).await
     }
 }
@@ -314,7 +314,7 @@ impl Actor for TurnCoordinator {
         args: CoordinatorArgs,
     ) -> Result<CoordinatorState, ActorProcessingErr> {
         Ok(CoordinatorState {
-            slots: Store { first: args.first, slots: args.personas.into_iter().map(Slot::Resting).collect() },
+            slots: PersonaSlots { first: args.first, slots: args.personas.into_iter().map(Slot::Resting).collect() },
             hosts: args.hosts,
             window: args.window.max(1),
             book: Book::of_shard(args.genesis, args.first, args.interests),

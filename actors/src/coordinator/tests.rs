@@ -79,7 +79,7 @@ async fn coordinator(fakes: &[Fake], dead_host: bool) -> (TurnCoordinator, Coord
     let slots = (0..fakes.len() as u32)
         .map(|id| Slot::Resting(Box::new(PersonaState::new(engine::persona::generate(&traits, 1, id)))))
         .collect();
-    let slots = Store { first: 0, slots };
+    let slots = PersonaSlots { first: 0, slots };
     let shared = RunShared {
         config,
         scenario: Scenario::builtin("default").expect("built in"),
@@ -116,7 +116,7 @@ fn rt() -> tokio::runtime::Runtime {
 async fn retrieval(c: &TurnCoordinator, state: &mut CoordinatorState) -> TickWork {
     let spec = c.tick_spec(state.window);
     let CoordinatorState { slots, hosts, window, book } = state;
-    let mut dispatch = Hosts { coordinator: c, slots, hosts, window: *window, started: Instant::now() };
+    let mut dispatch = HostDispatch { coordinator: c, slots, hosts, window: *window, started: Instant::now() };
     let mut work = TickWork::begin(&spec, book, 1);
     work.refuse_gone(book, &dispatch);
     work.retrieval_embedding(book, &mut dispatch).await;
