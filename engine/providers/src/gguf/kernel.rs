@@ -11,7 +11,7 @@
 //!   instructions.
 //! - **Levels.** [`Level::Avx2`] compiles the same bodies with AVX2 and FMA
 //!   enabled (wider vectors; and the matrix product with hand-written AVX2,
-//!   see `kernel/avx2.rs`); [`Level::Portable`] compiles them for the
+//!   see `kernel/x86.rs`); [`Level::Portable`] compiles them for the
 //!   baseline CPU. Both give the same bits; the level only changes speed. The level
 //!   is chosen by the project ([`Level::detect`], or `[chat.gguf] kernel`),
 //!   never by a dependency or an environment variable.
@@ -33,9 +33,9 @@
 //!   and a polynomial, plain arithmetic); RoPE's angles come from the
 //!   `libm` crate (a Rust port of musl's, the same on every platform).
 
-#[cfg(target_arch = "x86_64")]
-mod avx2;
 mod q8;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 pub use q8::{quantize_block, Q8Matrix, Q8Rows, QK, TILE};
 
@@ -360,7 +360,7 @@ macro_rules! leveled {
         pub fn $name(&self, $($arg: $ty),*) {
             match self.level {
                 Level::Portable => body::$name($($arg),*),
-                Level::Avx2 => avx2::$name($($arg),*),
+                Level::Avx2 => x86::$name($($arg),*),
             }
         }
     };
@@ -380,14 +380,14 @@ impl Ops {
     fn rms_norm_rows(&self, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
         match self.level {
             Level::Portable => body::rms_norm(x, w, eps, out),
-            Level::Avx2 => avx2::rms_norm(x, w, eps, out),
+            Level::Avx2 => x86::rms_norm(x, w, eps, out),
         }
     }
 
     fn swiglu_rows(&self, gu: &[f32], half: usize, out: &mut [f32]) {
         match self.level {
             Level::Portable => body::swiglu(gu, half, out),
-            Level::Avx2 => avx2::swiglu(gu, half, out),
+            Level::Avx2 => x86::swiglu(gu, half, out),
         }
     }
 
@@ -426,7 +426,7 @@ impl Ops {
         let some = |x: &[f32], qs: &mut [i8], d: &mut [f32], sums: &mut [i32]| {
             match level {
                 Level::Portable => body::quantize_rows(x, cols, qs, d),
-                Level::Avx2 => avx2::quantize_blocks(x, cols, qs, d),
+                Level::Avx2 => x86::quantize_blocks(x, cols, qs, d),
             }
             for (s, b) in sums.iter_mut().zip(qs.chunks_exact(QK)) {
                 *s = b.iter().map(|q| i32::from(*q)).sum();
@@ -473,7 +473,7 @@ impl Ops {
             let n1 = (n0 + group).min(n);
             match level {
                 Level::Portable => body::matmul(w, n0, n1, x, part, group),
-                Level::Avx2 => avx2::matmul(w, n0, n1, x, part, group),
+                Level::Avx2 => x86::matmul(w, n0, n1, x, part, group),
             }
         });
         out.resize(m * n, 0.0);
@@ -487,7 +487,7 @@ impl Ops {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-mod avx2 {
+mod x86 {
     //! Off x86-64 the AVX2 level is never available ([`super::Level::available`]);
     //! these stand-ins keep the dispatch total.
     use super::{body, Cached, Q8Matrix, Q8Rows};
@@ -702,16 +702,16 @@ mod tests {
                     assert_eq!(run(&|s, o| body::attend(&q, kv, s, o)), want, "portable, {case}");
                     #[cfg(target_arch = "x86_64")]
                     if avx2_fma() {
-                        assert_eq!(run(&|s, o| avx2::attend_with(&q, kv, s, o, false)), want, "AVX2, {case}");
-                        if avx2::avx512() {
-                            assert_eq!(run(&|s, o| avx2::attend_with(&q, kv, s, o, true)), want, "AVX-512F, {case}");
+                        assert_eq!(run(&|s, o| x86::attend_with(&q, kv, s, o, false)), want, "AVX2, {case}");
+                        if x86::avx512() {
+                            assert_eq!(run(&|s, o| x86::attend_with(&q, kv, s, o, true)), want, "AVX-512F, {case}");
                         }
                     }
                 }
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if !(avx2_fma() && avx2::avx512()) {
+        if !(avx2_fma() && x86::avx512()) {
             eprintln!("this CPU has no AVX-512F: the 512-bit attention is not tested here");
         }
     }
@@ -723,7 +723,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn every_form_of_the_tile_gives_the_portable_bits() {
-        use avx2::Tile;
+        use x86::Tile;
         if !avx2_fma() {
             eprintln!("this CPU has no AVX2: only the portable body runs");
             return;
@@ -746,7 +746,7 @@ mod tests {
                 body::matmul(&w, 0, n, &q, &mut want, stride);
                 for form in &forms {
                     let mut got = vec![0f32; m * stride];
-                    avx2::matmul_with(&w, 0, n, &q, &mut got, stride, *form);
+                    x86::matmul_with(&w, 0, n, &q, &mut got, stride, *form);
                     assert_eq!(bits(&got), bits(&want), "{n} outputs, {m} rows: {form:?} against the portable body");
                 }
                 // From the second tile on, as a group of the pool writes.
@@ -754,7 +754,7 @@ mod tests {
                     let mut got = vec![0f32; m * stride];
                     let mut part = vec![0f32; m * stride];
                     body::matmul(&w, TILE, n, &q, &mut part, stride);
-                    avx2::matmul_with(&w, TILE, n, &q, &mut got, stride, forms[0]);
+                    x86::matmul_with(&w, TILE, n, &q, &mut got, stride, forms[0]);
                     assert_eq!(bits(&got), bits(&part), "{n} outputs from {TILE}, {m} rows: {:?}", forms[0]);
                 }
             }

@@ -1,6 +1,7 @@
-//! The kernels compiled with AVX2 and FMA: the bodies of `super::body`
-//! under `#[target_feature]`, a hand-written `Q8_0` product, a
-//! hand-written attention head and the activations' quantizing by hand.
+//! The x86-64 kernels, compiled with AVX2 and FMA (and AVX-512F or
+//! AVX-512 VNNI where the CPU has them): the bodies of `super::body` under
+//! `#[target_feature]`, a hand-written `Q8_0` product, a hand-written
+//! attention head and the activations' quantizing by hand.
 //!
 //! This is one of the workspace's audited `unsafe` blocks (see the root
 //! `Cargo.toml`). Two kinds of `unsafe` appear, each for one reason:
