@@ -1,12 +1,14 @@
 //! What several commands share, as cargo's `command_prelude` is: loading a
 //! configuration, starting the async runtime, progress, finding a run's
-//! trace, naming a persona, and embedding texts through the configured
-//! provider. Commands use it; it uses no command.
+//! trace, naming a persona, the answer-mode and option-order arguments,
+//! and embedding texts through the configured provider. Commands use it;
+//! it uses no command.
 
 use crate::progress::TerminalProgress;
 use actors::progress::{Progress, Silent};
 use anyhow::Result;
-use engine::config::{Config, Provider};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use engine::config::{AnswerMode, AnswerOrder, Config, Provider};
 use engine::embed::check::{self, CheckReport, Similarity};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +23,18 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config> {
 /// file is not read.
 pub fn load_embedding_config(path: Option<&PathBuf>) -> Result<Config> {
     Ok(runs::load_config_for(path.map(PathBuf::as_path), runs::Models::Embedder)?)
+}
+
+/// `--answer-mode`: the names [`AnswerMode`] spells, listed in `--help`,
+/// read by its one parser.
+pub fn answer_mode() -> impl TypedValueParser<Value = AnswerMode> {
+    PossibleValuesParser::new(AnswerMode::ALL.map(AnswerMode::as_str)).try_map(|s| s.parse::<AnswerMode>())
+}
+
+/// `--option-order`: the names [`AnswerOrder`] spells, read by its one
+/// parser.
+pub fn answer_order() -> impl TypedValueParser<Value = AnswerOrder> {
+    PossibleValuesParser::new(AnswerOrder::ALL.map(AnswerOrder::as_str)).try_map(|s| s.parse::<AnswerOrder>())
 }
 
 /// A tokio runtime with `threads` workers (default: one per core).

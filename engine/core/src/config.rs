@@ -150,7 +150,8 @@ impl MinilmSettings {
     }
 }
 
-/// The embedding model and how work is sent to it.
+/// The embedding model and how work is sent to it: the inference client
+/// (`providers::InferenceClient`) takes its settings from this section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EmbeddingSection {
@@ -164,10 +165,10 @@ pub struct EmbeddingSection {
     pub provider: Provider,
     /// Texts per physical request. Default 64.
     pub batch_size: usize,
-    /// Estimated tokens per physical request. Default 8192, a common
-    /// hosted limit.
+    /// Estimated tokens per physical request; a single longer text goes
+    /// alone. Default 8192, a common hosted limit.
     pub max_tokens_per_request: u64,
-    /// Physical requests in flight. Default 4.
+    /// Physical requests in flight at once. Default 4.
     pub concurrency: usize,
     /// Requests per minute, 0 for unlimited. Default 0.
     pub requests_per_minute: u32,
@@ -212,20 +213,6 @@ impl EmbeddingSection {
         match self.model.as_str() {
             Self::DISABLED => EmbeddingModel::Disabled,
             name => EmbeddingModel::Named(name),
-        }
-    }
-
-    /// The inference client's settings from this section.
-    pub fn client_settings(&self) -> crate::embed::upstream::ClientSettings {
-        crate::embed::upstream::ClientSettings {
-            batch_size: self.batch_size,
-            max_tokens_per_request: self.max_tokens_per_request,
-            concurrency: self.concurrency,
-            requests_per_minute: self.requests_per_minute,
-            tokens_per_minute: self.tokens_per_minute,
-            max_retries: self.max_retries,
-            backoff_base_ms: self.backoff_base_ms,
-            backoff_max_ms: self.backoff_max_ms,
         }
     }
 }
@@ -325,8 +312,21 @@ pub struct RawConfig {
 }
 
 /// How a closed question (a survey question in `validate`) is answered.
+///
+/// Its names are spelled once, in [`AnswerMode::as_str`], and read once,
+/// by its [`std::str::FromStr`]: the config (through serde), the CLI's
+/// `--answer-mode` and the Python binding all parse with it.
+///
+/// ```
+/// use engine::config::AnswerMode;
+/// assert_eq!("verbalized".parse::<AnswerMode>(), Ok(AnswerMode::Verbalized));
+/// assert_eq!(
+///     "logits".parse::<AnswerMode>().unwrap_err(),
+///     r#""logits": expected "sample", "probabilities" or "verbalized""#
+/// );
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(try_from = "String", into = "&'static str")]
 pub enum AnswerMode {
     /// One sampled answer per persona, with its reason (the default).
     #[default]
@@ -341,6 +341,9 @@ pub enum AnswerMode {
 }
 
 impl AnswerMode {
+    /// Every mode, in the order messages list them.
+    pub const ALL: [AnswerMode; 3] = [AnswerMode::Sample, AnswerMode::Probabilities, AnswerMode::Verbalized];
+
     /// Its name in the config and on the command line.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -351,9 +354,43 @@ impl AnswerMode {
     }
 }
 
-/// The order a closed question's options are shown in.
+/// The one reading of a name among `all` (as `name` spells them); the error
+/// quotes what was given and lists what is accepted.
+fn parse_name<T: Copy>(given: &str, all: &[T], name: impl Fn(T) -> &'static str) -> std::result::Result<T, String> {
+    all.iter().copied().find(|v| name(*v) == given).ok_or_else(|| {
+        let names: Vec<String> = all.iter().map(|v| format!("{:?}", name(*v))).collect();
+        let list = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
+        format!("{given:?}: expected {list}")
+    })
+}
+
+impl std::str::FromStr for AnswerMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        parse_name(s, &Self::ALL, Self::as_str)
+    }
+}
+
+impl TryFrom<String> for AnswerMode {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<AnswerMode> for &'static str {
+    fn from(m: AnswerMode) -> &'static str {
+        m.as_str()
+    }
+}
+
+/// The order a closed question's options are shown in. Named and parsed
+/// as [`AnswerMode`] is, in one place.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(try_from = "String", into = "&'static str")]
 pub enum AnswerOrder {
     /// As the question lists them (the default).
     #[default]
@@ -364,12 +401,35 @@ pub enum AnswerOrder {
 }
 
 impl AnswerOrder {
+    /// Every order, in the order messages list them.
+    pub const ALL: [AnswerOrder; 2] = [AnswerOrder::AsAsked, AnswerOrder::Permuted];
+
     /// Its name in the config and on the command line.
     pub fn as_str(self) -> &'static str {
         match self {
             AnswerOrder::AsAsked => "as_asked",
             AnswerOrder::Permuted => "permuted",
         }
+    }
+}
+
+impl std::str::FromStr for AnswerOrder {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        parse_name(s, &Self::ALL, Self::as_str)
+    }
+}
+
+impl TryFrom<String> for AnswerOrder {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<AnswerOrder> for &'static str {
+    fn from(o: AnswerOrder) -> &'static str {
+        o.as_str()
     }
 }
 

@@ -3,12 +3,12 @@
 
 use crate::output::print_summary;
 use crate::preflight::Estimate;
-use crate::prelude::progress;
+use crate::prelude::{answer_mode, progress};
 use actors::run::MAX_PANEL;
 use actors::run::MAX_TICKS;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use engine::config::Config;
+use engine::config::{AnswerMode, Config};
 use runs::{Interrupt, Start, Watch};
 use std::path::PathBuf;
 
@@ -65,8 +65,8 @@ pub struct RunArgs {
     /// "verbalized" (after reacting, each persona gives the shares of people like it at each point; a probe is
     /// asked for shares). The distributions are recorded in the trace; the persona follows their rounded mean,
     /// and a probe generates no reason. Overrides the config's `[answers] mode`.
-    #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities", "verbalized"])]
-    pub answer_mode: Option<String>,
+    #[arg(long, value_name = "MODE", value_parser = answer_mode())]
+    pub answer_mode: Option<AnswerMode>,
     /// A calibration.json of `validate --calibrate` to apply to the scenario's probes that ask one of its
     /// questions (the same text and options): each persona's distribution is tempered and blended with the
     /// people's marginal as fitted. Needs the configuration and answer mode the validation used.
@@ -164,12 +164,8 @@ fn start(args: &RunArgs, watch: &Watch<'_>) -> runs::Result<runs::Finished> {
         _ => None,
     };
     let mut config = runs::load_config(args.config.as_deref())?;
-    if let Some(mode) = &args.answer_mode {
-        config.raw.answers.mode = match mode.as_str() {
-            "probabilities" => engine::config::AnswerMode::Probabilities,
-            "verbalized" => engine::config::AnswerMode::Verbalized,
-            _ => engine::config::AnswerMode::Sample,
-        };
+    if let Some(mode) = args.answer_mode {
+        config.raw.answers.mode = mode;
     }
     let start = Start {
         config,

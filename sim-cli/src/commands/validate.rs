@@ -2,10 +2,10 @@
 //! printed.
 
 use crate::preflight::Estimate;
-use crate::prelude::progress;
+use crate::prelude::{answer_mode, answer_order, progress};
 use anyhow::Result;
 use clap::Args;
-use engine::config::Config;
+use engine::config::{AnswerMode, AnswerOrder, Config};
 use runs::validate::SuiteSource;
 use runs::{Interrupt, Validate, Watch};
 use std::path::PathBuf;
@@ -59,13 +59,13 @@ pub struct ValidateArgs {
     /// once; the scripted and GGUF models and servers that return logprobs give them) or "verbalized" (each
     /// persona gives the shares of people like it who would choose each option, as JSON under a schema;
     /// for servers without logprobs; asked twice). Overrides the config's `[answers] mode`.
-    #[arg(long, value_name = "MODE", value_parser = ["sample", "probabilities", "verbalized"])]
-    pub answer_mode: Option<String>,
+    #[arg(long, value_name = "MODE", value_parser = answer_mode())]
+    pub answer_mode: Option<AnswerMode>,
     /// The order the options are shown in: "as_asked", or "permuted" (a seeded order per persona and question,
     /// the answer mapped back; the second run uses another order, so reliability measures order sensitivity).
     /// Overrides the config's `[answers] order`.
-    #[arg(long, value_name = "ORDER", value_parser = ["as_asked", "permuted"])]
-    pub option_order: Option<String>,
+    #[arg(long, value_name = "ORDER", value_parser = answer_order())]
+    pub option_order: Option<AnswerOrder>,
     /// Calibrate the model on people: per question, fit a temperature and the model's weight in a blend with
     /// the marginal and with the demographic baseline on the fitted half; score each calibrated model on the
     /// held-out half as a source of its own; write calibration.json.
@@ -102,18 +102,11 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         _ => SuiteSource::Builtin(args.suite.unwrap_or_else(|| "anes96".into())),
     };
     let mut config = runs::load_config_for(args.config.as_deref(), runs::Models::Chat)?;
-    if let Some(order) = &args.option_order {
-        config.raw.answers.order = match order.as_str() {
-            "permuted" => engine::config::AnswerOrder::Permuted,
-            _ => engine::config::AnswerOrder::AsAsked,
-        };
+    if let Some(order) = args.option_order {
+        config.raw.answers.order = order;
     }
-    if let Some(mode) = &args.answer_mode {
-        config.raw.answers.mode = match mode.as_str() {
-            "probabilities" => engine::config::AnswerMode::Probabilities,
-            "verbalized" => engine::config::AnswerMode::Verbalized,
-            _ => engine::config::AnswerMode::Sample,
-        };
+    if let Some(mode) = args.answer_mode {
+        config.raw.answers.mode = mode;
     }
     let v = Validate {
         config,
