@@ -1,7 +1,8 @@
 //! The functions of `simengine._native`. Each converts its arguments,
 //! calls the `runs` library with the GIL released ([`crate::wait`]) and
-//! converts the result back; `python/simengine/__init__.py` wraps them in
-//! the package's typed API.
+//! converts the result back; the package's modules (`run.py`,
+//! `validation.py`, `field.py` under `python/simengine/`) wrap them in its
+//! typed API.
 
 use crate::errors::{self, Inputs};
 use crate::wait::{drive, guarded, Latest};
@@ -19,7 +20,7 @@ type Panel = (String, String, String, String);
 /// the same library call. Returns the run directory and its summary as
 /// JSON. A live (`openai`) chat model runs only with `confirm_live`.
 #[pyfunction]
-#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, confirm_live, progress))]
+#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, answer_mode, calibration, confirm_live, progress))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.run`, one for one.
 fn run(
     py: Python<'_>,
@@ -33,9 +34,20 @@ fn run(
     resume: Option<PathBuf>,
     threads: Option<u32>,
     budget_usd: Option<f64>,
+    answer_mode: Option<String>,
+    calibration: Option<PathBuf>,
     confirm_live: bool,
     progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<(String, String)> {
+    let mode = answer_mode
+        .as_deref()
+        .map(str::parse::<engine::config::AnswerMode>)
+        .transpose()
+        .map_err(|e| errors::refused(py, false, &format!("answer_mode {e}")))?;
+    if resume.is_some() && (mode.is_some() || calibration.is_some()) {
+        let why = "resume continues a run as it was configured: give answer_mode and calibration to a new run only";
+        return Err(errors::refused(py, false, why));
+    }
     let latest = Arc::new(Latest::default());
     let interrupt = Arc::new(AtomicBool::new(false));
     let inputs = Inputs { scenario: Some(scenario.clone()) };
@@ -47,6 +59,10 @@ fn run(
         let finished = match resume {
             Some(dir) => runs::resume(&dir, runs::TraceHooks::default(), &watch)?,
             None => {
+                let mut config = runs::load_config(config.as_deref())?;
+                if let Some(mode) = mode {
+                    config.raw.answers.mode = mode;
+                }
                 let start = runs::Start {
                     scenario,
                     personas,
@@ -55,7 +71,8 @@ fn run(
                     seed,
                     out,
                     budget_usd,
-                    ..runs::Start::new(runs::load_config(config.as_deref())?)
+                    calibration,
+                    ..runs::Start::new(config)
                 };
                 runs::start(start, &watch)?
             }
@@ -122,25 +139,16 @@ fn validate(
     confirm_live: bool,
     progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<(String, String, String)> {
-    let mode = match answer_mode.as_deref() {
-        None => None,
-        Some("sample") => Some(engine::config::AnswerMode::Sample),
-        Some("probabilities") => Some(engine::config::AnswerMode::Probabilities),
-        Some("verbalized") => Some(engine::config::AnswerMode::Verbalized),
-        Some(other) => {
-            let why = format!("answer_mode {other:?}: expected \"sample\", \"probabilities\" or \"verbalized\"");
-            return Err(errors::refused(py, false, &why));
-        }
-    };
-    let order = match option_order.as_deref() {
-        None => None,
-        Some("as_asked") => Some(engine::config::AnswerOrder::AsAsked),
-        Some("permuted") => Some(engine::config::AnswerOrder::Permuted),
-        Some(other) => {
-            let why = format!("option_order {other:?}: expected \"as_asked\" or \"permuted\"");
-            return Err(errors::refused(py, false, &why));
-        }
-    };
+    let mode = answer_mode
+        .as_deref()
+        .map(str::parse::<engine::config::AnswerMode>)
+        .transpose()
+        .map_err(|e| errors::refused(py, false, &format!("answer_mode {e}")))?;
+    let order = option_order
+        .as_deref()
+        .map(str::parse::<engine::config::AnswerOrder>)
+        .transpose()
+        .map_err(|e| errors::refused(py, false, &format!("option_order {e}")))?;
     let latest = Arc::new(Latest::default());
     let interrupt = Arc::new(AtomicBool::new(false));
     let (watched, flag) = (latest.clone(), interrupt.clone());
