@@ -263,7 +263,7 @@ fn set_up(spec: RunSpec) -> Result<(Setup, TickDigests, RunSummary)> {
         ..Default::default()
     };
     for p in spec.scenario.probes.iter().filter(|p| !p.options.is_empty()) {
-        summary.probes.insert(p.id.clone(), engine::summary::ProbeDistribution::with_points(p.points()));
+        summary.probes.insert(p.id.clone(), engine::summary::Distribution::with_points(p.points()));
     }
     summary.cost.price_label = cfg.raw.prices.label.clone();
     summary.cost.embedding_price_label = cfg.embedding_price_label.as_str().into();

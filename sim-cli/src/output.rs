@@ -161,7 +161,7 @@ fn print_ssr(s: &RunSummary) {
     );
     for (id, d) in &s.intent {
         let Some(m) = &d.ssr else { continue };
-        let direct = engine::intent::pmf_of_counts(&d.histogram);
+        let direct = engine::intent::pmf_of_counts(&d.first_five());
         let pct = |p: &[f64; 5]| p.map(|x| format!("{:>4.0}%", 100.0 * x));
         let (sp, dp) = (pct(&m.pmf), pct(&direct));
         let ks = m.ks_similarity_to_direct.map_or("-".into(), |k| format!("{k:.3}"));
@@ -182,7 +182,7 @@ fn print_intent(s: &RunSummary) {
     println!("\nPurchase intent (1-5) per stimulus:");
     println!("  {:<24} {:>6} {:>5}   {:>5} {:>5} {:>5} {:>5} {:>5}", "stimulus", "n", "mean", "1", "2", "3", "4", "5");
     for (id, d) in &s.intent {
-        let h = d.histogram;
+        let h = d.first_five();
         println!(
             "  {:<24} {:>6} {:>5.2}   {:>5} {:>5} {:>5} {:>5} {:>5}  {}",
             id,

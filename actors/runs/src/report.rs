@@ -6,7 +6,8 @@
 use crate::dir::{trace_of, RunDir};
 use crate::error::{refuse, Error, Result};
 use actors::progress::Progress;
-use engine::analysis::{Analysis, Builder, Dist, Picker, Segments, TRAITS};
+use engine::analysis::{Analysis, Builder, Picker, Segments, TRAITS};
+use engine::summary::Distribution;
 use engine::store::trace::file::open_records;
 use engine::store::trace::Record;
 use std::fmt::Write as _;
@@ -220,7 +221,7 @@ fn mean_of(p: &[f64]) -> f64 {
     p.iter().enumerate().map(|(i, x)| (i + 1) as f64 * x).sum()
 }
 
-fn shares(d: &Dist) -> Vec<f64> {
+fn shares(d: &Distribution) -> Vec<f64> {
     let n = d.n.max(1) as f64;
     d.histogram.iter().map(|c| *c as f64 / n).collect()
 }

@@ -13,6 +13,8 @@ use crate::memory::Change;
 use crate::persona::profile::{Profile, Traits};
 use crate::store::trace::record::{Header, RunEnd, TickFrame};
 use crate::turn::{Outcome, Status};
+
+use crate::summary::Distribution;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -25,70 +27,6 @@ pub const TRAITS: &[&str] = &["age", "income", "city", "occupation", "interests"
 
 /// Cells with fewer respondents than this are shown greyed out.
 pub const MIN_CELL: u64 = 5;
-
-/// A 1-5 distribution (or one over a probe's own options) with its mean
-/// and 95% interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Dist {
-    /// Answers.
-    pub n: u64,
-    /// Counts of 1..5 (of each option, for a probe on its own scale).
-    pub histogram: Vec<u64>,
-    /// Mean (0 when empty).
-    pub mean: f64,
-    /// 95% interval of the mean (normal approximation).
-    pub ci95: [f64; 2],
-    /// In `probabilities` or `verbalized` mode: the panel's distribution,
-    /// the mean of the personas' (the histogram counts their rounded
-    /// means).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mixture: Option<Vec<f64>>,
-    #[serde(skip)]
-    sums: (Vec<f64>, u64),
-}
-
-impl Default for Dist {
-    fn default() -> Self {
-        Dist::with_points(5)
-    }
-}
-
-impl Dist {
-    /// An empty distribution over `points` answers.
-    pub fn with_points(points: u8) -> Dist {
-        Dist {
-            n: 0,
-            histogram: vec![0; usize::from(points)],
-            mean: 0.0,
-            ci95: [0.0, 0.0],
-            mixture: None,
-            sums: (Vec::new(), 0),
-        }
-    }
-
-    /// Adds one persona's distribution to the panel's mixture.
-    fn add_pmf(&mut self, p: &[f64]) {
-        if self.sums.0.len() < p.len() {
-            self.sums.0.resize(p.len(), 0.0);
-        }
-        self.sums.0.iter_mut().zip(p).for_each(|(a, b)| *a += b);
-        self.sums.1 += 1;
-        let n = self.sums.1 as f64;
-        self.mixture = Some(self.sums.0.iter().map(|x| x / n).collect());
-    }
-
-    fn add(&mut self, v: u8) {
-        let i = usize::from(v.max(1) - 1);
-        if i >= self.histogram.len() {
-            self.histogram.resize(i + 1, 0);
-        }
-        self.histogram[i] += 1;
-        self.n += 1;
-        let sum: f64 = self.histogram.iter().enumerate().map(|(i, c)| (i + 1) as f64 * *c as f64).sum();
-        let sq: f64 = self.histogram.iter().enumerate().map(|(i, c)| ((i + 1) as f64).powi(2) * *c as f64).sum();
-        (self.mean, self.ci95) = crate::intent::stats::mean_ci95(self.n, sum, sq);
-    }
-}
 
 /// SSR over one stimulus and tick: the mean pmf and expected rating.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -107,11 +45,11 @@ pub struct StimulusIntent {
     /// Stimulus id.
     pub stimulus: String,
     /// Per tick (1-based, in order): the direct distribution.
-    pub ticks: BTreeMap<u32, Dist>,
+    pub ticks: BTreeMap<u32, Distribution>,
     /// Per tick: SSR, when the run measured it.
     pub ssr: BTreeMap<u32, SsrCell>,
     /// All ticks together.
-    pub all: Dist,
+    pub all: Distribution,
     /// Sum of sentiment and count of positive reactions, all ticks.
     #[serde(skip)]
     sentiment: (f64, u64),
@@ -282,7 +220,7 @@ pub struct Analysis {
     /// How reactions were picked.
     pub reactions_method: String,
     /// Probe answers.
-    pub probes: BTreeMap<String, Dist>,
+    pub probes: BTreeMap<String, Distribution>,
     /// Costs.
     pub costs: Costs,
     /// Memory per tick.
@@ -417,7 +355,7 @@ impl Builder {
         // were chosen.
         let scenario = crate::scenario::Scenario::from_toml(&header.scenario_source, "trace header scenario")?;
         for p in scenario.probes.iter().filter(|p| !p.options.is_empty()) {
-            a.probes.insert(p.id.clone(), Dist::with_points(p.points()));
+            a.probes.insert(p.id.clone(), Distribution::with_points(p.points()));
         }
         Ok(Builder {
             segments: vec![BTreeMap::new(); traits.len()],
@@ -675,23 +613,5 @@ impl Builder {
                 .into()
         };
         self.a
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_distribution_has_its_mean_and_interval() {
-        let mut d = Dist::default();
-        for v in [1, 2, 3, 4, 5] {
-            d.add(v);
-        }
-        assert_eq!(d.histogram, [1, 1, 1, 1, 1]);
-        assert!((d.mean - 3.0).abs() < 1e-12);
-        // Sample variance 2.5; half-width 1.96 sqrt(2.5 / 5).
-        let half = 1.96 * 0.5f64.sqrt();
-        assert!((d.ci95[0] - (3.0 - half)).abs() < 1e-12 && (d.ci95[1] - (3.0 + half)).abs() < 1e-12);
     }
 }

@@ -3,7 +3,10 @@
 //! interface for scripts. [`crate::analysis`] builds the HTML report's figures
 //! from a trace (intent by trait, segments, failures, memory tiers).
 
+mod distribution;
+
 pub use crate::store::trace::record::{StopReason, Stopped};
+pub use distribution::{Distribution, SsrDistribution};
 
 use crate::cost::{Spend, NANO_PER_USD};
 use crate::embed::{StageStats, Strategy};
@@ -22,139 +25,6 @@ pub struct JobCounts {
     pub failed: u64,
     /// Declined before any model call.
     pub refused: u64,
-}
-
-/// A 1-5 distribution.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Distribution {
-    /// Answers counted.
-    pub n: u64,
-    /// Mean answer (0 when empty).
-    pub mean: f64,
-    /// Counts of 1, 2, 3, 4 and 5.
-    pub histogram: [u64; 5],
-    /// Replies that never parsed (probes only).
-    #[serde(default)]
-    pub unparsed: u64,
-    /// Purchase intent by semantic similarity rating, when the run
-    /// measured it (`[intent] method = "ssr"` or `"both"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ssr: Option<SsrDistribution>,
-    /// In `[answers] mode = "probabilities"`: the panel's distribution, the
-    /// mean of its personas' probabilities over 1 to 5 (the histogram
-    /// counts their rounded means, the persona's intent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mixture: Option<Vec<f64>>,
-    /// The sums behind `mixture`, and how many personas they hold.
-    #[serde(skip)]
-    mixture_sums: (Vec<f64>, u64),
-}
-
-/// Adds `p` to the running sums of a panel's mixture; returns the mean.
-fn add_to_mixture(sums: &mut (Vec<f64>, u64), p: &[f64]) -> Vec<f64> {
-    if sums.0.len() < p.len() {
-        sums.0.resize(p.len(), 0.0);
-    }
-    sums.0.iter_mut().zip(p).for_each(|(a, b)| *a += b);
-    sums.1 += 1;
-    let n = sums.1 as f64;
-    sums.0.iter().map(|x| x / n).collect()
-}
-
-/// SSR over the respondents of one stimulus.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SsrDistribution {
-    /// Respondents rated.
-    pub n: u64,
-    /// Mean pmf over them.
-    pub pmf: [f64; 5],
-    /// Mean expected rating.
-    pub expected: f64,
-    /// 95% interval of the mean expected rating (normal approximation,
-    /// 1.96 standard errors; equal to the mean with one respondent).
-    pub expected_ci95: [f64; 2],
-    /// KS similarity between the direct distribution (the chat model's
-    /// digits, which every run has) and the SSR pmf: 1 = the same.
-    pub ks_similarity_to_direct: Option<f64>,
-    /// Sum and sum of squares of the expected ratings, and the pmf sums,
-    /// for adding respondents.
-    #[serde(skip)]
-    sums: (f64, f64, [f64; 5]),
-}
-
-impl SsrDistribution {
-    fn add(&mut self, r: &crate::intent::SsrRating) {
-        self.n += 1;
-        self.sums.0 += r.expected;
-        self.sums.1 += r.expected * r.expected;
-        self.sums.2.iter_mut().zip(r.pmf).for_each(|(a, b)| *a += b);
-        let n = self.n as f64;
-        self.pmf = self.sums.2.map(|x| x / n);
-        (self.expected, self.expected_ci95) = crate::intent::stats::mean_ci95(self.n, self.sums.0, self.sums.1);
-    }
-}
-
-impl Distribution {
-    fn add(&mut self, v: u8) {
-        let i = usize::from(v.clamp(1, 5) - 1);
-        self.histogram[i] += 1;
-        self.n += 1;
-        let sum: u64 = self.histogram.iter().enumerate().map(|(i, c)| (i as u64 + 1) * c).sum();
-        self.mean = sum as f64 / self.n as f64;
-    }
-}
-
-/// The answers to one probe: a histogram over its options, five for the
-/// 1-5 probe (the same JSON as a [`Distribution`] without SSR).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProbeDistribution {
-    /// Answers counted.
-    pub n: u64,
-    /// Mean answer, options numbered from 1 (0 when empty).
-    pub mean: f64,
-    /// Counts of each option, in order.
-    pub histogram: Vec<u64>,
-    /// Replies that never parsed.
-    #[serde(default)]
-    pub unparsed: u64,
-    /// In `[answers] mode = "probabilities"`: the panel's distribution, the
-    /// mean of its personas' probabilities over the options (the histogram
-    /// counts their rounded means).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mixture: Option<Vec<f64>>,
-    #[serde(skip)]
-    mixture_sums: (Vec<f64>, u64),
-}
-
-impl Default for ProbeDistribution {
-    fn default() -> Self {
-        ProbeDistribution::with_points(5)
-    }
-}
-
-impl ProbeDistribution {
-    /// An empty distribution over `points` options.
-    pub fn with_points(points: u8) -> Self {
-        ProbeDistribution {
-            n: 0,
-            mean: 0.0,
-            histogram: vec![0; usize::from(points)],
-            unparsed: 0,
-            mixture: None,
-            mixture_sums: (Vec::new(), 0),
-        }
-    }
-
-    fn add(&mut self, v: u8) {
-        let i = usize::from(v.max(1) - 1);
-        if i >= self.histogram.len() {
-            self.histogram.resize(i + 1, 0);
-        }
-        self.histogram[i] += 1;
-        self.n += 1;
-        let sum: u64 = self.histogram.iter().enumerate().map(|(i, c)| (i as u64 + 1) * c).sum();
-        self.mean = sum as f64 / self.n as f64;
-    }
 }
 
 /// Embedding counters for the run.
@@ -375,7 +245,7 @@ pub struct RunSummary {
     pub intent: BTreeMap<String, Distribution>,
     /// Probe answers per probe id. A probe on its own scale is listed from
     /// the start (over its options); a 1-5 probe once it is asked.
-    pub probes: BTreeMap<String, ProbeDistribution>,
+    pub probes: BTreeMap<String, Distribution>,
     /// Embedding work.
     pub embedding: EmbeddingTotals,
     /// Chat work.
@@ -425,12 +295,12 @@ impl RunSummary {
             }
             if let (Status::Ok, Some(r)) = (&o.status, &o.reaction) {
                 let d = self.intent.entry(o.stimulus.clone()).or_default();
-                d.add(r.intent);
+                d.add(r.intent.clamp(1, 5));
                 if let Some(p) = o.intent_probabilities() {
-                    d.mixture = Some(add_to_mixture(&mut d.mixture_sums, &p));
+                    d.add_pmf(&p);
                 }
                 if let Some(ssr) = &o.ssr {
-                    let direct = crate::intent::pmf_of_counts(&d.histogram);
+                    let direct = crate::intent::pmf_of_counts(&d.first_five());
                     let m = d.ssr.get_or_insert_with(Default::default);
                     m.add(ssr);
                     m.ks_similarity_to_direct = Some(crate::intent::ks_similarity(&direct, &m.pmf));
@@ -444,7 +314,7 @@ impl RunSummary {
                     Some(r) => {
                         d.add(r.answer);
                         if let Some(p) = r.probabilities() {
-                            d.mixture = Some(add_to_mixture(&mut d.mixture_sums, &p));
+                            d.add_pmf(&p);
                         }
                     }
                     None => d.unparsed += 1,
@@ -509,7 +379,7 @@ impl RunSummary {
             ..Default::default()
         };
         for p in scenario.probes.iter().filter(|p| !p.options.is_empty()) {
-            s.probes.insert(p.id.clone(), ProbeDistribution::with_points(p.points()));
+            s.probes.insert(p.id.clone(), Distribution::with_points(p.points()));
         }
         let c = &first.cost;
         s.cost.price_label = c.price_label.clone();

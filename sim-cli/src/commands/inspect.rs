@@ -196,18 +196,12 @@ fn tick_detail(t: &TickFrame) -> TickDetail<'_> {
         };
         match (&o.status, &o.reaction) {
             (Status::Ok, Some(r)) => {
-                let d = intent.entry(&o.stimulus).or_default();
-                d.histogram[usize::from(r.intent.clamp(1, 5) - 1)] += 1;
-                d.n += 1;
+                intent.entry(&o.stimulus).or_default().add(r.intent.clamp(1, 5));
             }
             (Status::Failed { stage, reason }, _) => problems.push(problem(Some(*stage), None, Some(reason))),
             (Status::Refused { reason }, _) => problems.push(problem(None, Some(reason), None)),
             (Status::Ok, None) => {}
         }
-    }
-    for d in intent.values_mut() {
-        let sum: u64 = d.histogram.iter().enumerate().map(|(i, c)| (i as u64 + 1) * c).sum();
-        d.mean = if d.n > 0 { sum as f64 / d.n as f64 } else { 0.0 };
     }
     TickDetail { tick: t.tick, stimuli: &t.stimuli, intent, problems }
 }

@@ -228,7 +228,7 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
         let want = pmf_of_counts(counts);
         let mean = |p: &[f64; POINTS]| engine::intent::expected(p);
         let reference_mean = mean(&want);
-        let direct = pmf_of_counts(&d.histogram);
+        let direct = pmf_of_counts(&d.first_five());
         stimuli.push(Compared {
             stimulus: id.clone(),
             reference_n: counts.iter().sum(),
