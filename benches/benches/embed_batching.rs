@@ -38,7 +38,7 @@ fn client() -> InferenceClient {
     let provider =
         Arc::new(ModelledProvider::new(ModelledSettings { latency_ms: 40.0, concurrency: 4, ..Default::default() }));
     // The defaults: batch size 64, concurrency 4, three retries.
-    let settings = Config::defaults().raw.embedding.client_settings();
+    let settings = Config::defaults().raw.embedding;
     InferenceClient::new(provider, settings, Config::defaults().embedding_price, Some(TextCache::in_memory()), 0)
 }
 
@@ -134,7 +134,7 @@ fn minilm(c: &mut Criterion) {
     let texts = corpus(64);
     let key = EmbedKey { role: EmbedRole::Memory, model: config.raw.embedding.model.clone(), dim: 384 };
     for batch in [1usize, 8, 32, 64] {
-        let mut settings = config.raw.embedding.client_settings();
+        let mut settings = config.raw.embedding.clone();
         settings.batch_size = batch;
         let provider = Arc::new(providers::MiniLmProvider::new(model.clone()));
         let client = InferenceClient::new(provider, settings, config.embedding_price, None, 0);

@@ -10,7 +10,8 @@ use crate::clock::{Sleeper, TokioSleeper};
 use crate::provider::{Backoff, EmbedProvider, ProviderRequest};
 use engine::cost::{estimate_tokens, Price, Spend};
 use engine::digest::{Digest, DigestWriter};
-use engine::embed::upstream::{cache_key, split_requests, ClientSettings};
+use engine::config::EmbeddingSection;
+use engine::embed::upstream::{cache_key, split_requests};
 use engine::embed::{EmbedBatch, EmbedCall, EmbedError, EmbedKey, EmbeddingPort};
 use engine::error::Result;
 use engine::rng::Stream;
@@ -73,7 +74,7 @@ impl RateLimiter {
 /// The inference client over one provider.
 pub struct InferenceClient {
     provider: Arc<dyn EmbedProvider>,
-    settings: ClientSettings,
+    settings: EmbeddingSection,
     price: Price,
     cache: Option<TextCache>,
     limiter: RateLimiter,
@@ -92,7 +93,7 @@ impl InferenceClient {
     /// backoff jitter.
     pub fn new(
         provider: Arc<dyn EmbedProvider>,
-        settings: ClientSettings,
+        settings: EmbeddingSection,
         price: Price,
         cache: Option<TextCache>,
         seed: u64,

@@ -112,7 +112,7 @@ pub fn build_embedder(cfg: &Config, seed: u64) -> engine::Result<InferenceClient
         (true, "") => Some(TextCache::in_memory()),
         (true, file) => Some(TextCache::with_file(std::path::Path::new(file))?),
     };
-    let client = InferenceClient::new(provider, e.client_settings(), cfg.embedding_price, cache, seed);
+    let client = InferenceClient::new(provider, e.clone(), cfg.embedding_price, cache, seed);
     Ok(match clock {
         Some(c) if e.provider == Provider::Modelled => client.with_clock(c),
         _ => client,

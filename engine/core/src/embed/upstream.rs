@@ -1,5 +1,6 @@
 //! How texts go upstream, as plain data and plain functions: the settings
-//! of the inference client and of the providers, the split of a stage's
+//! of the providers (the inference client's are the config's
+//! [`crate::config::EmbeddingSection`]), the split of a stage's
 //! texts into physical requests, the backoff before a retry and the cache
 //! key of a text. The adapters that send requests live in the `providers`
 //! crate; every decision they take is made here, so it is tested without a
@@ -8,27 +9,6 @@
 use crate::cost::estimate_tokens;
 use crate::digest::{Digest, DigestWriter};
 use serde::{Deserialize, Serialize};
-
-/// How the client sends work upstream.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClientSettings {
-    /// Texts per physical request.
-    pub batch_size: usize,
-    /// Estimated tokens per physical request; a single longer text goes alone.
-    pub max_tokens_per_request: u64,
-    /// Physical requests in flight at once.
-    pub concurrency: usize,
-    /// Requests per minute; 0 is unlimited.
-    pub requests_per_minute: u32,
-    /// Tokens per minute; 0 is unlimited.
-    pub tokens_per_minute: u64,
-    /// Retries of a transient failure.
-    pub max_retries: u32,
-    /// First backoff, in milliseconds.
-    pub backoff_base_ms: u64,
-    /// Longest backoff, in milliseconds.
-    pub backoff_max_ms: u64,
-}
 
 /// Settings of the modelled provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,5 +1,6 @@
 use engine::cost::Price;
-use engine::embed::upstream::{ClientSettings, ModelledSettings};
+use engine::config::EmbeddingSection;
+use engine::embed::upstream::ModelledSettings;
 use engine::embed::{embed_stage, EmbedError, EmbedKey, EmbedRole, EmbeddingPort, Plan, Strategy};
 use engine::testing::block_on_ready;
 use engine::BoxFuture;
@@ -14,8 +15,8 @@ fn key() -> EmbedKey {
     EmbedKey { role: EmbedRole::Memory, model: "m".into(), dim: 16 }
 }
 
-fn settings(batch: usize, max_tokens: u64, retries: u32) -> ClientSettings {
-    ClientSettings {
+fn settings(batch: usize, max_tokens: u64, retries: u32) -> EmbeddingSection {
+    EmbeddingSection {
         batch_size: batch,
         max_tokens_per_request: max_tokens,
         concurrency: 3,
@@ -24,6 +25,7 @@ fn settings(batch: usize, max_tokens: u64, retries: u32) -> ClientSettings {
         max_retries: retries,
         backoff_base_ms: 1,
         backoff_max_ms: 2,
+        ..EmbeddingSection::default()
     }
 }
 
@@ -181,7 +183,7 @@ fn rate_limits_and_backoff_wait_on_the_clock_they_are_given() {
     // Two requests per minute: the first two go at once, each later one
     // waits 30 simulated seconds. No runtime and no wall time are needed.
     let clock = Arc::new(SimulatedSleeper::new());
-    let limited = ClientSettings { requests_per_minute: 2, concurrency: 1, ..settings(1, 100, 0) };
+    let limited = EmbeddingSection { requests_per_minute: 2, concurrency: 1, ..settings(1, 100, 0) };
     let client = InferenceClient::new(Arc::new(Scripted::default()), limited, PRICE, None, 1).with_clock(clock.clone());
     let b = block_on_ready(client.embed(&key(), &texts(&["a", "b", "c", "d", "e"]))).expect("ok");
     assert_eq!(b.calls.len(), 5);

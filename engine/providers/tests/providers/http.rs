@@ -1,5 +1,6 @@
 use engine::cost::Price;
-use engine::embed::upstream::{ClientSettings, HttpSettings};
+use engine::config::EmbeddingSection;
+use engine::embed::upstream::HttpSettings;
 use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
 use parking_lot::Mutex;
 use providers::{HttpProvider, InferenceClient};
@@ -56,7 +57,7 @@ pub(crate) async fn serve(script: Vec<(u16, &'static str, String)>) -> (String, 
 fn client(url: &str, key_env: &str) -> InferenceClient {
     let settings = HttpSettings { base_url: url.into(), api_key_env: key_env.into(), ..Default::default() };
     let provider = Arc::new(HttpProvider::new(&settings).expect("provider"));
-    let cs = ClientSettings {
+    let cs = EmbeddingSection {
         batch_size: 8,
         max_tokens_per_request: 10_000,
         concurrency: 1,
@@ -65,6 +66,7 @@ fn client(url: &str, key_env: &str) -> InferenceClient {
         max_retries: 2,
         backoff_base_ms: 1,
         backoff_max_ms: 2,
+        ..EmbeddingSection::default()
     };
     InferenceClient::new(provider, cs, Price::from_usd_per_mtok(0.001, 0.0), None, 0)
 }
