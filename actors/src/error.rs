@@ -2,7 +2,9 @@
 
 /// What can go wrong running a simulation. Caller faults (bad input) and
 /// internal faults (an actor that could not start) are separate variants so
-/// the CLI can say which is which.
+/// the CLI can say which is which. The agents crate's error wraps this one
+/// for the faults every actor crate shares (`Engine`, `InvalidInput`,
+/// `Spawn`), so that they have one shape.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The engine rejected an input.

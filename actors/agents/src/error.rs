@@ -1,30 +1,18 @@
-//! The one error type of the agents crate.
+//! The one error type of the agents crate. What every actor crate can
+//! meet (the engine's refusal, a parameter out of range, an actor that
+//! could not start) is [`actors::Error`]'s, wrapped whole; what only the
+//! field and the experiment meet is here.
 
 /// What can go wrong running the field actor or the experiment. Caller
 /// faults (bad input) and internal faults (an actor that failed) are told
 /// apart so the CLI can say which is which.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The engine rejected an input.
+    /// What every actor crate can meet: the engine rejected an input
+    /// (`actors::Error::Engine`), a parameter is out of range
+    /// (`InvalidInput`), an actor could not be spawned (`Spawn`).
     #[error(transparent)]
-    Engine(#[from] engine::Error),
-    /// A parameter is out of range.
-    #[error("{what}: {cause}")]
-    InvalidInput {
-        /// The parameter.
-        what: &'static str,
-        /// Why it is rejected.
-        cause: String,
-    },
-    /// An actor could not be spawned.
-    #[error("could not start the {actor} actor: {source}")]
-    Spawn {
-        /// Which actor.
-        actor: String,
-        /// ractor's error.
-        #[source]
-        source: Box<ractor::SpawnErr>,
-    },
+    Actors(#[from] actors::Error),
     /// The field actor stopped answering (an internal fault).
     #[error("the field actor failed: {0}")]
     FieldActor(String),
@@ -59,17 +47,32 @@ pub enum Error {
     Field(#[from] ::field::PortError),
 }
 
+impl From<engine::Error> for Error {
+    fn from(e: engine::Error) -> Self {
+        Error::Actors(actors::Error::Engine(e))
+    }
+}
+
 impl Error {
+    /// A parameter out of range (a caller fault).
+    pub fn invalid(what: &'static str, cause: impl Into<String>) -> Self {
+        Error::Actors(actors::Error::InvalidInput { what, cause: cause.into() })
+    }
+
+    /// An actor that could not be spawned (an internal fault).
+    pub fn spawn(actor: impl Into<String>, source: ractor::SpawnErr) -> Self {
+        Error::Actors(actors::Error::Spawn { actor: actor.into(), source: Box::new(source) })
+    }
+
     /// Whether the caller is at fault (bad configuration, bad input, a
     /// topic or cassette that cannot be used) rather than this program or
     /// its environment (an actor that failed, a disk that refused a write).
     pub fn is_caller_fault(&self) -> bool {
         match self {
-            Error::Engine(e) => e.is_caller_fault(),
-            Error::InvalidInput { .. } => true,
+            Error::Actors(e) => e.is_caller_fault(),
             Error::Field(e) => e.is_caller_fault(),
             Error::InMission { source, .. } => source.is_caller_fault(),
-            Error::AgentChat { .. } | Error::Spawn { .. } | Error::FieldActor(_) | Error::Mission(_) => false,
+            Error::AgentChat { .. } | Error::FieldActor(_) | Error::Mission(_) => false,
         }
     }
 }
@@ -85,13 +88,13 @@ mod tests {
     fn caller_faults_are_told_from_internal_ones() {
         let config =
             || engine::Error::Config { source_name: "c.toml".into(), field: "chat.model".into(), cause: "x".into() };
-        assert!(Error::InvalidInput { what: "topics", cause: "0".into() }.is_caller_fault());
-        assert!(Error::Engine(config()).is_caller_fault());
+        assert!(Error::invalid("topics", "0").is_caller_fault());
+        assert!(Error::from(config()).is_caller_fault());
         assert!(Error::Field(::field::PortError::DuplicateSequence { agent: "a".into(), seq: 1 }).is_caller_fault());
         assert!(!Error::FieldActor("gone".into()).is_caller_fault());
         // A mission's error is judged by what it wraps.
         let in_mission = |source| Error::InMission { topic: "t".into(), rep: 0, condition: "field", source };
-        assert!(in_mission(Box::new(Error::Engine(config()))).is_caller_fault());
+        assert!(in_mission(Box::new(Error::from(config()))).is_caller_fault());
         assert!(!in_mission(Box::new(Error::Mission("no reply".into()))).is_caller_fault());
     }
 }

@@ -304,9 +304,7 @@ pub async fn mission(spec: &MissionSpec) -> Result<MissionResult> {
     let result = async {
         for role in ROLES {
             let actor = AgentActor { role, chat: Arc::clone(&spec.chat), model: spec.model.clone(), live: spec.live };
-            let agent = Actor::spawn(None, actor, ())
-                .await
-                .map_err(|e| Error::Spawn { actor: role.name().into(), source: Box::new(e) })?;
+            let agent = Actor::spawn(None, actor, ()).await.map_err(|e| Error::spawn(role.name(), e))?;
             team.agents.push(agent);
         }
         if let Condition::Field | Condition::Store = spec.condition {
@@ -692,10 +690,7 @@ pub struct Mission {
 /// lambda; both conditions of a pair share the seed. `progress(done, total)`.
 pub async fn run_experiment(spec: &ExperimentSpec, mut progress: impl FnMut(usize, usize)) -> Result<Vec<Mission>> {
     if spec.reps == 0 || spec.topics.is_empty() || spec.lambdas.is_empty() {
-        return Err(Error::InvalidInput {
-            what: "experiment",
-            cause: "needs at least one topic, one repetition and one lambda".into(),
-        });
+        return Err(Error::invalid("experiment", "needs at least one topic, one repetition and one lambda"));
     }
     let total = spec.topics.len() * spec.reps as usize * (2 + spec.lambdas.len());
     let mut out = Vec::with_capacity(total);

@@ -209,9 +209,7 @@ fn gone<E>(_: E) -> Error {
 impl FieldHandle {
     /// Spawns a field actor.
     pub async fn spawn(dim: usize, cfg: FieldConfig) -> Result<(FieldHandle, tokio::task::JoinHandle<()>)> {
-        let (actor, join) = Actor::spawn(None, FieldActor, (dim, cfg))
-            .await
-            .map_err(|e| Error::Spawn { actor: "field".into(), source: Box::new(e) })?;
+        let (actor, join) = Actor::spawn(None, FieldActor, (dim, cfg)).await.map_err(|e| Error::spawn("field", e))?;
         Ok((FieldHandle(actor), join))
     }
 

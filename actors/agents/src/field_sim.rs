@@ -70,16 +70,13 @@ fn at(spec: &FieldSimSpec, p: u32) -> SimTime {
 /// Runs the simulation; `progress` is called after each phase.
 pub async fn simulate(spec: &FieldSimSpec, mut progress: impl FnMut(u32)) -> Result<FieldSimResult> {
     if spec.agents == 0 || spec.phases == 0 || spec.topics == 0 || spec.dim == 0 || spec.k == 0 {
-        return Err(Error::InvalidInput {
-            what: "field simulation",
-            cause: "agents, phases, topics, dim and k must be at least 1".into(),
-        });
+        return Err(Error::invalid("field simulation", "agents, phases, topics, dim and k must be at least 1"));
     }
     if !(spec.hours_per_phase.is_finite() && spec.hours_per_phase > 0.0) {
-        return Err(Error::InvalidInput {
-            what: "field simulation",
-            cause: format!("hours per phase must be a finite number > 0, got {}", spec.hours_per_phase),
-        });
+        return Err(Error::invalid(
+            "field simulation",
+            format!("hours per phase must be a finite number > 0, got {}", spec.hours_per_phase),
+        ));
     }
     let mut s = Stream::derive(spec.seed, 0, 0, Purpose::Field);
     let centres: Vec<Vec<f32>> = (0..spec.topics).map(|_| (0..spec.dim).map(|_| s.normal() as f32).collect()).collect();
