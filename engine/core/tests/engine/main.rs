@@ -11,8 +11,11 @@ mod tick;
 // The trace file: round trip, damage, truncation, limits, versions.
 mod trace;
 // Source checks no lint makes: no public function returns a String error, and
-// no new import cycle between modules or sibling files.
+// no new import cycle between modules or sibling files, in every crate of the
+// workspace.
 mod layout;
+// docs/ARCHITECTURE.md names only files, types, functions and modules that exist.
+mod docs;
 // Property-based fuzzing on stable: the trace decoder, the frame reader, the
 // scenario and config parsers.
 mod fuzz;
