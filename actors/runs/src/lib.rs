@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The run as a library: what `sim-cli` and any other caller (a binding, a
 //! test, a bench) do to a run, callable without the command line.
 //!
@@ -38,11 +39,11 @@ pub use merge::{merge, Merged};
 pub use replay::{replay, Replayed};
 pub use report::{report, Reported};
 pub use start::{
-    load_scenario, resume, runtime, start, Confirm, Finished, LoadedScenario, OutcomesFile, PanelData, Start,
-    TraceHooks, Watch, DEFAULT_PERSONAS,
+    load_scenario, resume, runtime, start, Finished, LoadedScenario, OutcomesFile, PanelData, Start, TraceHooks,
+    DEFAULT_PERSONAS,
 };
 pub use validate::{validate, Validate, Validation};
-pub use watch::Interrupt;
+pub use watch::{Confirm, Interrupt, Watch};
 
 use engine::config::{Config, RawConfig};
 use std::path::Path;

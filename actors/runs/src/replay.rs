@@ -3,7 +3,8 @@
 
 use crate::dir::RunDir;
 use crate::error::{Error, Result};
-use crate::start::{runtime, Watch};
+use crate::start::runtime;
+use crate::watch::Watch;
 use actors::replay::{rerun, Divergence};
 use engine::store::trace::file::read_trace_file;
 use engine::turn::TickDigests;

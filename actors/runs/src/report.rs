@@ -7,9 +7,9 @@ use crate::dir::{trace_of, RunDir};
 use crate::error::{refuse, Error, Result};
 use actors::progress::Progress;
 use engine::analysis::{Analysis, Builder, Picker, Segments, TRAITS};
-use engine::summary::Distribution;
 use engine::store::trace::file::open_records;
 use engine::store::trace::Record;
+use engine::summary::Distribution;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

@@ -4,8 +4,7 @@
 
 use crate::dir::{shard_dir, RunDir, AUTO_OUTCOMES_MAX_TURNS};
 use crate::error::{refuse, Error, Result};
-use crate::preflight::Estimate;
-use crate::watch::Interrupt;
+use crate::watch::Watch;
 use actors::progress::Progress;
 use actors::replay::rerun;
 use actors::run::{RunSpec, MAX_PANEL, MAX_PERSONAS, MAX_TICKS};
@@ -208,40 +207,6 @@ impl Start {
     }
 }
 
-/// The go-ahead for a run: given its configuration and its estimate
-/// (computed only when called), an error stops it with nothing written.
-pub type Confirm<'a> = dyn Fn(&Config, &dyn Fn() -> Estimate) -> Result<()> + 'a;
-
-/// Where a run reports and how it is stopped.
-pub struct Watch<'a> {
-    /// Tokio worker threads (default one per core); results do not depend on it.
-    pub threads: Option<u32>,
-    /// Progress and notes.
-    pub progress: Arc<dyn Progress>,
-    /// What stops the run at a tick boundary.
-    pub interrupt: Interrupt,
-    /// Asked before a live run is started, with its estimate (drawn only
-    /// when called); an error stops it with nothing written.
-    pub confirm: &'a Confirm<'a>,
-}
-
-impl Watch<'_> {
-    /// Silent, never interrupted, live runs refused unconfirmed.
-    pub fn quiet() -> Watch<'static> {
-        Watch {
-            threads: None,
-            progress: Arc::new(actors::progress::Silent),
-            interrupt: Interrupt::Never,
-            confirm: &|cfg, _| {
-                if cfg.raw.chat.provider == ChatProvider::Openai {
-                    return Err(Error::NotConfirmed("a live run needs a confirmation; nothing was run".into()));
-                }
-                Ok(())
-            },
-        }
-    }
-}
-
 /// A run that came to a stop, with its summary written.
 #[derive(Debug)]
 pub struct Finished {
@@ -311,6 +276,11 @@ fn budget(usd: Option<f64>) -> Result<Option<u64>> {
     }
 }
 
+/// Starts the run `start` describes (or a shard's retry, which continues
+/// its shard): checks the inputs before anything is written, asks
+/// `watch.confirm` for a live model, writes the run directory and its
+/// trace tick by tick, and returns the run once it stops (at its end, its
+/// budget, or an interrupt at a tick boundary).
 pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     let Start { mut config, seed, ticks, .. } = start;
     let budget_nano_usd = budget(start.budget_usd)?;

@@ -1,6 +1,11 @@
-//! What stops a run at a tick boundary.
+//! How a caller watches an operation: where it reports ([`Watch`]), what
+//! stops a run at a tick boundary ([`Interrupt`]), and who confirms a live
+//! run ([`Confirm`]).
 
 use crate::error::{Error, Result};
+use crate::preflight::Estimate;
+use actors::progress::Progress;
+use engine::config::{ChatProvider, Config};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -53,4 +58,38 @@ fn ctrl_c(runtime: &tokio::runtime::Runtime, dir: &Path) -> Result<Arc<AtomicBoo
         }
     });
     Ok(flag)
+}
+
+/// The go-ahead for a run: given its configuration and its estimate
+/// (computed only when called), an error stops it with nothing written.
+pub type Confirm<'a> = dyn Fn(&Config, &dyn Fn() -> Estimate) -> Result<()> + 'a;
+
+/// Where a run reports and how it is stopped.
+pub struct Watch<'a> {
+    /// Tokio worker threads (default one per core); results do not depend on it.
+    pub threads: Option<u32>,
+    /// Progress and notes.
+    pub progress: Arc<dyn Progress>,
+    /// What stops the run at a tick boundary.
+    pub interrupt: Interrupt,
+    /// Asked before a live run is started, with its estimate (drawn only
+    /// when called); an error stops it with nothing written.
+    pub confirm: &'a Confirm<'a>,
+}
+
+impl Watch<'_> {
+    /// Silent, never interrupted, live runs refused unconfirmed.
+    pub fn quiet() -> Watch<'static> {
+        Watch {
+            threads: None,
+            progress: Arc::new(actors::progress::Silent),
+            interrupt: Interrupt::Never,
+            confirm: &|cfg, _| {
+                if cfg.raw.chat.provider == ChatProvider::Openai {
+                    return Err(Error::NotConfirmed("a live run needs a confirmation; nothing was run".into()));
+                }
+                Ok(())
+            },
+        }
+    }
 }

@@ -1,15 +1,21 @@
 //! Asking the configured chat model every survey question, for every
-//! respondent, with guardrail retries; and rating the free text by SSR.
+//! respondent, with guardrail retries: both runs of the panel (each behind
+//! its own chat log, so that a continued validation buys no answer twice),
+//! the reasons asked apart, and rating the free text by SSR.
 
+use crate::dir::VALIDATION;
+use crate::error::{Error, Result};
+use crate::watch::Watch;
 use actors::progress::Progress;
 use engine::chat::schema::to_lines;
 use engine::chat::{ChatError, ChatPort, ChatPurpose, ChatRequest, ChatResult, OptionProbabilities};
-use engine::config::{AnswerMode, Config};
+use engine::config::{AnswerMode, AnswerOrder, ChatProvider, Config};
 use engine::cost::Spend;
 use engine::digest::DigestWriter;
 use engine::persona::reply::{parse_shares, parse_survey};
 use engine::rng::Stream;
 use futures::StreamExt;
+use std::path::Path;
 use std::sync::Arc;
 use survey::score::Answer;
 use survey::{Question, Respondent, Survey};
@@ -327,6 +333,122 @@ pub fn ssr(
         out.push(rated);
     }
     Ok(out)
+}
+
+/// Whether the panel is asked once: probabilities in the question's own
+/// order, which a second run would only repeat.
+pub(super) fn asked_once(cfg: &Config) -> bool {
+    cfg.raw.answers.mode == AnswerMode::Probabilities && cfg.raw.answers.order == AnswerOrder::AsAsked
+}
+
+/// The seed of run `n`'s option permutation (1 or 2), when the options are
+/// permuted: another permutation per run, so that a second run measures
+/// order sensitivity.
+pub(super) fn permutation(cfg: &Config, seed: u64, n: u64) -> Option<u64> {
+    (cfg.raw.answers.order == AnswerOrder::Permuted).then(|| seed.wrapping_add(n - 1))
+}
+
+/// With `[answers] reasons = true` in a mode without reasons: every
+/// question asked once more in sample mode (at `--seed`, in run 1's option
+/// order, logged apart), for the reasons SSR rates.
+pub(super) fn ask_reasons(
+    cfg: &Config,
+    seed: u64,
+    watch: &Watch<'_>,
+    survey: &Survey,
+    respondents: &[survey::Respondent],
+    out: &Path,
+) -> Result<Replies> {
+    let mut sampled = cfg.clone();
+    sampled.raw.answers.mode = AnswerMode::Sample;
+    let rt = crate::runtime(watch.threads)?;
+    let round = Round { label: "reasons", progress: watch.progress.as_ref(), permute: permutation(cfg, seed, 1) };
+    rt.block_on(async {
+        let chat = open_chat_port(&sampled, seed, &crate::dir::validation_reasons_wal(out))?;
+        Ok(ask_all(&sampled, chat, survey, respondents, &round).await)
+    })
+}
+
+/// Both runs of the panel (at `--seed` and `--seed + 1`), after the live
+/// model's connection check; when that check fails on a new directory, the
+/// directory is removed again, since nothing was bought.
+pub(super) fn ask_both(
+    cfg: &Config,
+    seed: u64,
+    watch: &Watch<'_>,
+    survey: &Survey,
+    respondents: &[survey::Respondent],
+    out: &Path,
+    resumed: bool,
+) -> Result<[Replies; 2]> {
+    let rt = crate::runtime(watch.threads)?;
+    let progress = watch.progress.as_ref();
+    let asked = rt.block_on(async {
+        let chat = providers::build_chat(cfg, seed).map_err(actors::Error::from)?;
+        let (p1, p2) = (permutation(cfg, seed, 1), permutation(cfg, seed, 2));
+        let round = |label, permute| Round { label, progress, permute };
+        // In probabilities mode the first question is weighed before
+        // anything else, so that a provider that cannot give probabilities
+        // says so before any file is kept; its answer is the first job's.
+        let weighed_first = match cfg.raw.answers.mode {
+            AnswerMode::Probabilities => {
+                let (q, r) = (&survey.questions[0], &respondents[0]);
+                let order = option_order(q, r, p1);
+                let request = weigh_request(cfg, q, q.prompt_in(survey.context.as_deref(), r, &order));
+                match chat.option_probabilities(&request).await {
+                    Err(e @ engine::chat::ChatError::Engine(_)) => return Err(Error::Chat(e)),
+                    result => Some(result),
+                }
+            }
+            AnswerMode::Sample | AnswerMode::Verbalized => None,
+        };
+        crate::preflight::probe(cfg, chat.as_ref(), progress).await?;
+        let first = chat_port(cfg, seed, out, 1)?;
+        if let Some(weighed) = weighed_first {
+            if asked_once(cfg) {
+                let once = round("probabilities", p1);
+                let first = probabilities_all(cfg, first, survey, respondents, &once, Some(weighed)).await?;
+                return Ok([first, Vec::new()]);
+            }
+            let first =
+                probabilities_all(cfg, first, survey, respondents, &round("run 1 of 2", p1), Some(weighed)).await?;
+            let rerun = chat_port(cfg, seed.wrapping_add(1), out, 2)?;
+            let second = probabilities_all(cfg, rerun, survey, respondents, &round("run 2 of 2", p2), None).await?;
+            return Ok([first, second]);
+        }
+        let first = ask_all(cfg, first, survey, respondents, &round("run 1 of 2", p1)).await;
+        let rerun = chat_port(cfg, seed.wrapping_add(1), out, 2)?;
+        let second = ask_all(cfg, rerun, survey, respondents, &round("run 2 of 2", p2)).await;
+        Ok([first, second])
+    });
+    if asked.is_err() && !resumed && std::fs::read_dir(out).map(|d| d.count()).unwrap_or(0) <= 1 {
+        let _ = std::fs::remove_file(out.join(VALIDATION));
+        let _ = std::fs::remove_dir(out);
+    }
+    asked
+}
+
+/// The chat port of run `n` (1 or 2): for a live provider, behind the
+/// run's own write-ahead log in `out`, so that an interrupted validation
+/// continued with the same command buys no answer twice. (One log per run:
+/// both runs send the same requests, under different seeds.)
+pub(super) fn chat_port(cfg: &Config, seed: u64, out: &Path, n: u32) -> Result<Arc<dyn ChatPort>> {
+    open_chat_port(cfg, seed, &crate::dir::validation_chat_wal(out, n))
+}
+
+/// [`chat_port`] logging to `path`.
+pub(super) fn open_chat_port(cfg: &Config, seed: u64, path: &Path) -> Result<Arc<dyn ChatPort>> {
+    use engine::store::trace::{cassette::CassetteChat, wal};
+    let chat = providers::build_chat(cfg, seed).map_err(actors::Error::from)?;
+    Ok(match cfg.raw.chat.provider {
+        ChatProvider::Scripted => chat,
+        ChatProvider::Modelled | ChatProvider::Openai | ChatProvider::Gguf => {
+            // Answers are served from the log; a call that failed is asked again.
+            let paid = wal::read_wal(path)?.0.into_iter().filter(|e| e.answer.is_ok()).collect();
+            let logged: Arc<dyn ChatPort> = Arc::new(wal::WalChat::open(path, chat)?);
+            Arc::new(CassetteChat::new(&[], Some(logged)).with_wal(paid))
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The readable summary on stdout and the HTML page of a validation.
 
-use super::Summary;
+use super::figures::{OptionMass, Summary};
 use std::fmt::Write;
 use survey::rectify::{Estimate, QuestionShares};
 use survey::score::{Figure, QuestionScore, SourceScore};
@@ -57,7 +57,7 @@ fn people_line(q: &QuestionScore) -> String {
 }
 
 /// The options' mass at the answer, in a sentence.
-fn mass_line(m: &super::OptionMass) -> String {
+fn mass_line(m: &OptionMass) -> String {
     format!(
         "the options held {:.3} of the model's probability at the answer on average ({:.3} to {:.3}); the rest went \
          to other text",
