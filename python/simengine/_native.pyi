@@ -19,6 +19,8 @@ def run(
     resume: str | None,
     threads: int | None,
     budget_usd: float | None,
+    answer_mode: str | None,
+    calibration: str | None,
     confirm_live: bool,
     progress: Callable[[int, str, int, int], Any] | None,
 ) -> tuple[str, str]: ...

@@ -15,7 +15,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -68,6 +70,40 @@ def test_the_same_inputs_give_the_clis_digest(tmp_path: Path) -> None:
     opened = simengine.open(tmp_path / "cli")
     assert opened.digest == r.digest
     assert opened.outcomes().drop(columns=[]).equals(r.outcomes())
+
+
+def test_answer_mode_and_calibration_give_the_clis_digest(tmp_path: Path) -> None:
+    cli = os.environ.get("SIM_CLI")
+    assert cli, "SIM_CLI must name a sim-cli binary (bash .ci/test sets it)"
+
+    def cli_run(out: str, *extra: str) -> dict[str, Any]:
+        args = [cli, "run", "--personas", "8", "--ticks", "2", "--seed", "3", "--out", str(tmp_path / out), "--json"]
+        done = subprocess.run([*args, *extra], check=True, capture_output=True, text=True)
+        return dict(json.loads(done.stdout))
+
+    r = simengine.run(personas=8, ticks=2, seed=3, answer_mode="probabilities", out=tmp_path / "py", progress=False)
+    assert r.digest == cli_run("cli", "--answer-mode", "probabilities")["digest"]
+    assert r.digest != simengine.run(personas=8, ticks=2, seed=3, out=tmp_path / "sampled", progress=False).digest
+    # A calibration fitted by validate, applied to a probe that asks its first question.
+    v = simengine.validate(sample=40, resamples=100, answer_mode="probabilities", calibrate=True, out=tmp_path / "v", progress=False)
+    q = tomllib.loads((FIXTURES / "surveys" / "anes96" / "survey.toml").read_text())["question"][0]
+    scenario = tmp_path / "scen.toml"
+    probe = f'\n[[probes]]\ntick = 1\nid = "views"\nquestion = {json.dumps(q["text"])}\noptions = {json.dumps(q["options"])}\n'
+    scenario.write_text((FIXTURES / "scenarios" / "default.toml").read_text() + probe)
+    calibration = v.path / "calibration.json"
+    c = simengine.run(
+        personas=8, ticks=2, seed=3, scenario=str(scenario), answer_mode="probabilities", calibration=calibration,
+        out=tmp_path / "cal-py", progress=False,
+    )
+    cli = cli_run("cal-cli", "--scenario", str(scenario), "--answer-mode", "probabilities", "--calibration", str(calibration))
+    assert c.digest == cli["digest"]
+    assert "probe views calibrated as question" in json.dumps(c.summary["notes"])
+    with pytest.raises(simengine.ConfigError, match="this run answers in mode"):
+        simengine.run(personas=8, ticks=1, scenario=str(scenario), calibration=calibration, out=tmp_path / "x", progress=False)
+    with pytest.raises(simengine.ConfigError, match="answer_mode"):
+        simengine.run(personas=8, ticks=1, answer_mode="logits", out=tmp_path / "y", progress=False)
+    with pytest.raises(simengine.ConfigError, match="resume"):
+        simengine.run(out=tmp_path / "py", resume=True, answer_mode="probabilities", progress=False)
 
 
 def test_a_panel_frame_becomes_personas_row_by_row(tmp_path: Path) -> None:

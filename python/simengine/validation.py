@@ -1,0 +1,289 @@
+"""Validations: ``validate`` a panel against real people's answers (as
+``sim-cli validate``), and ``Validation``, its figures, answers,
+calibration and rectified estimates as pandas DataFrames."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from . import _native
+from .errors import PanelError
+from .inputs import PathLike, _counts, _csv, _map, _read
+from .progress import Progress, _progress
+from .tables import _pandas, _write_parquet
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["Validation", "validate"]
+
+class Validation:
+    """A validation (``simengine.validate`` or ``sim-cli validate``): a
+    panel's answers scored against real people's, on the held-out half."""
+
+    def __init__(self, path: PathLike, summary: dict[str, Any], answers_path: PathLike) -> None:
+        self.path: Path = Path(path)
+        self.summary: dict[str, Any] = summary
+        self._answers = Path(answers_path)
+
+    @property
+    def digest(self) -> str:
+        """The validation's digest (its answers and figures)."""
+        return str(self.summary["digest"])
+
+    def figures(self) -> "pandas.DataFrame":
+        """One row per question, source and figure, on the held-out half:
+        ``question``, ``kind`` (``ordinal`` or ``nominal``), ``source`` (the
+        model, and the baselines it must beat), ``figure`` (``ks_similarity``,
+        ``wasserstein``, ``spread_ratio``, ``subgroup_correlation``,
+        ``exact_match``, ``within_one``, ``log_loss``, ``brier``,
+        ``own_probability``, ``simbench``, as applicable), ``value`` and the
+        bootstrap interval ``low`` and ``high``, and the source's
+        ``answered`` and ``missing`` counts. A figure a source cannot have is
+        left out; an interval that cannot be drawn is ``<NA>``."""
+        pd = _pandas()
+        rows = []
+        for q in self.summary["questions"]:
+            for src in q["sources"]:
+                for figure, cell in src.items():
+                    if not isinstance(cell, dict) or "value" not in cell:
+                        continue
+                    interval = cell.get("interval") or [None, None]
+                    rows.append(
+                        {
+                            "question": q["id"],
+                            "kind": q["kind"],
+                            "source": src["name"],
+                            "figure": figure,
+                            "value": cell["value"],
+                            "low": interval[0],
+                            "high": interval[1],
+                            "answered": src.get("answered"),
+                            "missing": src.get("missing"),
+                        }
+                    )
+        columns = ["question", "kind", "source", "figure", "value", "low", "high", "answered", "missing"]
+        dtypes = {
+            "question": "string",
+            "kind": "string",
+            "source": "string",
+            "figure": "string",
+            "value": "Float64",
+            "low": "Float64",
+            "high": "Float64",
+            "answered": "Int64",
+            "missing": "Int64",
+        }
+        typed: pandas.DataFrame = pd.DataFrame(rows, columns=columns).astype(dtypes)
+        return typed
+
+    def answers(self) -> "pandas.DataFrame":
+        """One row per respondent and question: ``respondent``, ``half``
+        (``fitted`` or ``held_out``), ``question``, the person's answer
+        ``human``, the model's ``model`` and its re-run ``model_rerun``
+        (option numbers from 1; ``<NA>`` where none parsed), the
+        ``attempts``, ``cost_nano_usd`` and the model's ``why``."""
+        pd = _pandas()
+        frame = pd.read_csv(self._answers, dtype={"respondent": "string", "half": "string", "question": "string", "why": "string"}, keep_default_na=False, na_values=[""])
+        for column in ("human", "model", "model_rerun", "attempts", "attempts_rerun", "cost_nano_usd"):
+            if column in frame:
+                frame[column] = frame[column].astype("Int64")
+        typed: pandas.DataFrame = frame
+        return typed
+
+    def calibration(self) -> "pandas.DataFrame":
+        """With ``validate(calibrate=True)``, one row per question: the
+        ``question``, the fitted ``respondents``, the ``temperature``
+        (``<NA>`` for sampled answers, which no temperature changes), the
+        model's weight in its blend with the marginal (``weight_marginal``)
+        and with the demographic cell (``weight_demographic``), the fitted
+        half's log-loss of each (``fitted_log_loss_raw``, ``_temperature``,
+        ``_blend_marginal``, ``_blend_demographic``) and the ``digest`` of
+        what the calibration fits. Empty without ``calibrate``."""
+        pd = _pandas()
+        rows = []
+        for c in (self.summary.get("calibration") or {}).get("questions", []):
+            losses = c["fitted_log_loss"]
+            rows.append(
+                {
+                    "question": c["question"],
+                    "respondents": c["respondents"],
+                    "temperature": c["temperature"],
+                    "weight_marginal": c["weight_marginal"],
+                    "weight_demographic": c["weight_demographic"],
+                    **{f"fitted_log_loss_{k}": v for k, v in losses.items()},
+                    "digest": c["digest"],
+                }
+            )
+        dtypes = {
+            "question": "string",
+            "respondents": "Int64",
+            "temperature": "Float64",
+            "weight_marginal": "Float64",
+            "weight_demographic": "Float64",
+            "fitted_log_loss_raw": "Float64",
+            "fitted_log_loss_temperature": "Float64",
+            "fitted_log_loss_blend_marginal": "Float64",
+            "fitted_log_loss_blend_demographic": "Float64",
+            "digest": "string",
+        }
+        typed: pandas.DataFrame = pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
+        return typed
+
+    def rectified(self) -> "pandas.DataFrame":
+        """With ``validate(rectify=True)``, one row per question and
+        option: ``question``, ``option`` (from 1), ``label``, the people-only
+        estimate of its share with its 95% interval (``people_only``,
+        ``people_only_low``, ``people_only_high``), the PPI++ estimate with
+        its interval (``rectified``, ``rectified_low``, ``rectified_high``),
+        its ``lambda`` (0: the model's forecasts unused) and
+        ``effective_n``, and the held-out people's actual share
+        (``held_out_share``), which both estimates are scored against.
+        Empty without ``rectify``."""
+        pd = _pandas()
+        rows = []
+        for r in self.summary.get("rectified") or []:
+            for o in r["options"]:
+                p, e = o["people_only"], o["rectified"]
+                rows.append(
+                    {
+                        "question": r["question"],
+                        "option": o["option"],
+                        "label": o["label"],
+                        "people_only": p["value"],
+                        "people_only_low": p["interval"][0],
+                        "people_only_high": p["interval"][1],
+                        "rectified": e["value"],
+                        "rectified_low": e["interval"][0],
+                        "rectified_high": e["interval"][1],
+                        "lambda": e["lambda"],
+                        "effective_n": e["effective_n"],
+                        "held_out_share": o["held_out_share"],
+                    }
+                )
+        dtypes = {
+            "question": "string",
+            "option": "Int64",
+            "label": "string",
+            "people_only": "Float64",
+            "people_only_low": "Float64",
+            "people_only_high": "Float64",
+            "rectified": "Float64",
+            "rectified_low": "Float64",
+            "rectified_high": "Float64",
+            "lambda": "Float64",
+            "effective_n": "Float64",
+            "held_out_share": "Float64",
+        }
+        typed: pandas.DataFrame = pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
+        return typed
+
+    def to_parquet(self, directory: PathLike) -> list[Path]:
+        """Writes ``figures.parquet`` and ``answers.parquet`` into
+        ``directory``, and ``calibration.parquet`` and ``rectified.parquet``
+        when the validation has them. Needs pyarrow."""
+        frames = {"figures": self.figures(), "answers": self.answers()}
+        if self.summary.get("calibration"):
+            frames["calibration"] = self.calibration()
+        if self.summary.get("rectified"):
+            frames["rectified"] = self.rectified()
+        return _write_parquet(directory, frames, "Validation.to_parquet")
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return f"Validation({str(self.path)!r}, suite={s.get('suite')!r}, respondents={s.get('respondents')}, digest={self.digest[:16]}…)"
+
+
+def validate(
+    *,
+    suite: str = "anes96",
+    panel: "pandas.DataFrame | PathLike | None" = None,
+    panel_map: "Mapping[str, Any] | PathLike | None" = None,
+    answers: "pandas.DataFrame | PathLike | None" = None,
+    questions: PathLike | None = None,
+    subgroups: PathLike | None = None,
+    config: PathLike | None = None,
+    seed: int = 42,
+    sample: int | None = None,
+    out: PathLike | None = None,
+    resamples: int = 1000,
+    answer_mode: str | None = None,
+    option_order: str | None = None,
+    calibrate: bool = False,
+    rectify: bool = False,
+    confirm_live: bool = False,
+    progress: Progress = True,
+) -> Validation:
+    """Checks a panel against real people (``sim-cli validate``): personas
+    built from respondents answer the survey's questions on the configured
+    chat model, and their answers are scored against the people's on the
+    held-out half, beside baselines, with bootstrap intervals.
+
+    ``suite`` is a built-in survey (``anes96``: ANES 1996), or give your four
+    inputs: ``panel`` (a DataFrame or a CSV file, one respondent per row),
+    ``panel_map`` (a dict shaped like ``[panel.columns]``, or a TOML file),
+    ``answers`` (a DataFrame or a CSV file: the people's answers, one column
+    per question) and ``questions`` (a TOML file: the questions, their
+    options and subgroups), as the guide's "Checked against people"
+    describes. ``sample`` takes a seeded subsample of that many respondents
+    (at least 10). A validation of the same inputs left unfinished in
+    ``out`` is continued.
+
+    ``answer_mode`` (``"sample"``, ``"probabilities"`` or
+    ``"verbalized"``; default the config's ``[answers] mode``, else
+    sample): ``"probabilities"`` asks each persona for its model's
+    probability of every option at the answer, once, with no reason
+    generated (the scripted and GGUF models and OpenAI-compatible servers
+    that return logprobs give them), and scores those distributions;
+    ``"verbalized"`` asks each persona for the shares of people like it
+    who would choose each option (for servers without logprobs). ``option_order="permuted"`` shows each
+    persona the options in a seeded order (the answer mapped back), and
+    the second run another order, so reliability measures order
+    sensitivity; default the config's ``[answers] order``, else as asked.
+
+    ``calibrate=True`` fits, per question on the fitted half, a temperature
+    and the model's weight in a blend with the marginal and with the
+    demographic baseline, and scores each calibrated model on the held-out
+    half as a source of its own (``Validation.calibration()``; the fit is
+    written to ``calibration.json``). ``rectify=True`` estimates each
+    option's share by PPI++ from the fitted half's people and the model's
+    forecasts of the held-out half (``Validation.rectified()``).
+    """
+    _counts(seed=(seed, 0), sample=(sample, 1), resamples=(resamples, 1))
+    given = [panel, panel_map, answers, questions]
+    if any(p is not None for p in given) and not all(p is not None for p in given):
+        raise PanelError("validate: panel, panel_map, answers and questions go together; give all four or none")
+    texts = None
+    if panel is not None and panel_map is not None and answers is not None and questions is not None:
+        texts = [
+            _csv("panel", panel),
+            _map(panel_map),
+            _csv("answers", answers),
+            (_read("questions", questions), str(questions)),
+        ]
+    bar, callback = _progress(progress, 0)
+    summary: dict[str, Any] | None = None
+    try:
+        directory, summary_json, answers_path = _native.validate(
+            suite=suite,
+            texts=texts,
+            subgroups=None if subgroups is None else str(subgroups),
+            config=None if config is None else str(config),
+            seed=seed,
+            sample=sample,
+            out=None if out is None else str(out),
+            resamples=resamples,
+            answer_mode=answer_mode,
+            option_order=option_order,
+            calibrate=calibrate,
+            rectify=rectify,
+            confirm_live=confirm_live,
+            progress=callback,
+        )
+        summary = json.loads(summary_json)
+    finally:
+        if bar is not None:
+            bar.close(None)
+    return Validation(directory, summary, answers_path)
