@@ -277,10 +277,10 @@ fn set_up(spec: RunSpec) -> Result<(Setup, TickDigests, RunSummary)> {
     if cfg.raw.chat.provider == engine::config::ChatProvider::Gguf {
         use engine::config::GgufKernel;
         let level = match cfg.raw.chat.gguf.kernel {
-            GgufKernel::Auto => providers::gguf::Level::detect().name(),
-            recorded @ (GgufKernel::Avx2 | GgufKernel::Portable) => recorded.name(),
+            GgufKernel::Auto => providers::gguf_auto_level(),
+            recorded @ (GgufKernel::Avx2 | GgufKernel::Portable) => Some(recorded.name()),
         };
-        summary.gguf_kernel = Some(level.to_string());
+        summary.gguf_kernel = level.map(str::to_string);
     }
     let semantic =
         matches!(cfg.raw.embedding.provider, engine::config::Provider::Minilm | engine::config::Provider::Openai);

@@ -109,7 +109,7 @@ fn minilm(c: &mut Criterion) {
         dir.display().to_string()
     );
     let config = engine::config::RawConfig::from_toml(&toml, "bench").and_then(|r| r.resolve("bench")).expect("config");
-    let model = providers::minilm::load_shared(&dir).expect("the model loads");
+    let model = providers::embed::minilm::load_shared(&dir).expect("the model loads");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let mut group = c.benchmark_group("minilm");
     group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(5));

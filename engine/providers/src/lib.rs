@@ -1,6 +1,12 @@
 #![warn(missing_docs)]
-//! The adapters behind the engine's embedding port: everything that waits,
-//! talks to the network or keeps a runtime.
+//! The adapters behind the engine's ports: everything that waits, talks to
+//! the network, keeps a runtime or runs a model. Two trees, one per port:
+//! [`embed`] (the embedding side) and [`chat`] (the chat side), over what
+//! both share with an upstream ([`upstream`]: failures, backoff, rate
+//! limits, seeded faults; [`clock`]: time). The models that run in-process
+//! (MiniLM, GGUF chat models) are behind the `local-models` feature, which
+//! `sim-cli`'s default build and the Python wheel turn on and the slim
+//! build leaves out (with candle).
 //!
 //! [`InferenceClient`] is the one [`engine::embed::EmbeddingPort`] over a
 //! provider: it serves cached texts ([`TextCache`]), splits the rest into
@@ -10,7 +16,7 @@
 //! is a plain function of [`engine::embed::upstream`]; time comes from a
 //! [`clock::Sleeper`], so tests run it on simulated time.
 //!
-//! Providers ([`provider::EmbedProvider`]): [`LocalProvider`] (the
+//! Providers ([`embed::provider::EmbedProvider`]): [`LocalProvider`] (the
 //! embedded default), [`ModelledProvider`] (latency and seeded faults, for
 //! benches and tests) and [`HttpProvider`] (any OpenAI-compatible
 //! `/embeddings` endpoint). [`build_embedder`] picks one from the
@@ -28,26 +34,16 @@
 //! assert_eq!(batch.vectors[0].len(), 8);
 //! ```
 
-pub mod batch_api;
-pub mod cache;
 pub mod chat;
-pub mod client;
 pub mod clock;
-pub mod gguf;
-pub mod http;
-pub mod local;
-pub mod minilm;
-pub mod modelled;
-pub mod provider;
+pub mod embed;
+mod http;
+pub mod upstream;
 
-pub use cache::TextCache;
 pub use chat::ChatClient;
-pub use client::InferenceClient;
-pub use http::HttpProvider;
-pub use local::LocalProvider;
-pub use minilm::{MiniLm, MiniLmProvider};
-pub use modelled::ModelledProvider;
-pub use provider::EmbedProvider;
+pub use embed::{EmbedProvider, HttpProvider, InferenceClient, LocalProvider, ModelledProvider, TextCache};
+#[cfg(feature = "local-models")]
+pub use embed::{MiniLm, MiniLmProvider};
 
 use engine::config::{Config, Provider};
 use std::sync::Arc;
@@ -60,7 +56,7 @@ pub fn build_chat(cfg: &Config, seed: u64) -> engine::Result<Arc<dyn engine::cha
     let c = &cfg.raw.chat;
     let scripted = engine::chat::ScriptedPersonaModel { seed, malformed_rate: c.malformed_rate, price: cfg.chat_price };
     let clock = modelled_clock(&c.modelled).filter(|_| c.provider == engine::config::ChatProvider::Modelled);
-    let upstream: Arc<dyn chat::ChatUpstream> = match c.provider {
+    let upstream: Arc<dyn chat::upstream::ChatUpstream> = match c.provider {
         engine::config::ChatProvider::Scripted => return Ok(Arc::new(scripted)),
         engine::config::ChatProvider::Modelled => {
             let modelled = chat::ModelledChat::new(scripted, c.modelled.clone());
@@ -70,9 +66,7 @@ pub fn build_chat(cfg: &Config, seed: u64) -> engine::Result<Arc<dyn engine::cha
             })
         }
         engine::config::ChatProvider::Openai => Arc::new(chat::HttpChat::new(c)?),
-        engine::config::ChatProvider::Gguf => {
-            Arc::new(Arc::new(gguf::GgufChat::new(gguf::load_configured(&c.gguf)?, c)))
-        }
+        engine::config::ChatProvider::Gguf => gguf_chat(c)?,
     };
     let client = chat::ChatClient::new(upstream, c, cfg.chat_price, seed);
     let client = match clock {
@@ -80,7 +74,7 @@ pub fn build_chat(cfg: &Config, seed: u64) -> engine::Result<Arc<dyn engine::cha
         None => client,
     };
     if c.mode == engine::config::ChatMode::Batch {
-        let batch = batch_api::BatchChat::new(c, Arc::new(client), cfg.chat_batch_price, seed)?;
+        let batch = chat::BatchChat::new(c, Arc::new(client), cfg.chat_batch_price, seed)?;
         return Ok(Arc::new(batch));
     }
     Ok(Arc::new(client))
@@ -105,7 +99,7 @@ pub fn build_embedder(cfg: &Config, seed: u64) -> engine::Result<InferenceClient
             })
         }
         Provider::Openai => Arc::new(HttpProvider::new(&e.http)?),
-        Provider::Minilm => Arc::new(MiniLmProvider::new(minilm::load_configured(&e.minilm)?)),
+        Provider::Minilm => minilm_provider(e)?,
     };
     let cache = match (e.cache, e.cache_file.as_str()) {
         (false, _) => None,
@@ -145,13 +139,7 @@ pub fn identify_models(cfg: &mut Config) -> engine::Result<()> {
 pub fn identify_chat(cfg: &mut Config) -> engine::Result<()> {
     let c = &mut cfg.raw.chat;
     if c.provider == engine::config::ChatProvider::Gguf {
-        let model = gguf::load_configured(&c.gguf)?;
-        c.gguf.sha256 = model.sha256().to_string();
-        // The level that runs, for the trace header (`auto` resolved).
-        c.gguf.kernel = match model.level() {
-            gguf::Level::Avx2 => engine::config::GgufKernel::Avx2,
-            gguf::Level::Portable => engine::config::GgufKernel::Portable,
-        };
+        identify_gguf(&mut c.gguf)?;
     }
     Ok(())
 }
@@ -161,8 +149,81 @@ pub fn identify_chat(cfg: &mut Config) -> engine::Result<()> {
 pub fn identify_embedder(cfg: &mut Config) -> engine::Result<()> {
     let e = &mut cfg.raw.embedding;
     if e.provider == Provider::Minilm {
-        let model = minilm::load_configured(&e.minilm)?;
-        e.minilm.weights_sha256 = model.weights_sha256().to_string();
+        identify_minilm(&mut e.minilm)?;
     }
     Ok(())
+}
+
+/// The GGUF model's upstream (`[chat] provider = "gguf"`).
+#[cfg(feature = "local-models")]
+fn gguf_chat(c: &engine::config::ChatSection) -> engine::Result<Arc<dyn chat::upstream::ChatUpstream>> {
+    Ok(Arc::new(Arc::new(chat::gguf::GgufChat::new(chat::gguf::load_configured(&c.gguf)?, c))))
+}
+
+/// The MiniLM provider (`[embedding] provider = "minilm"`).
+#[cfg(feature = "local-models")]
+fn minilm_provider(e: &engine::config::EmbeddingSection) -> engine::Result<Arc<dyn EmbedProvider>> {
+    Ok(Arc::new(MiniLmProvider::new(embed::minilm::load_configured(&e.minilm)?)))
+}
+
+/// The GGUF file's SHA-256 and the kernel level that runs (`auto`
+/// resolved), for the trace header.
+#[cfg(feature = "local-models")]
+fn identify_gguf(g: &mut engine::config::GgufSettings) -> engine::Result<()> {
+    let model = chat::gguf::load_configured(g)?;
+    g.sha256 = model.sha256().to_string();
+    g.kernel = match model.level() {
+        chat::gguf::Level::Avx2 => engine::config::GgufKernel::Avx2,
+        chat::gguf::Level::Portable => engine::config::GgufKernel::Portable,
+    };
+    Ok(())
+}
+
+/// The MiniLM weights' SHA-256, for the trace header.
+#[cfg(feature = "local-models")]
+fn identify_minilm(m: &mut engine::config::MinilmSettings) -> engine::Result<()> {
+    m.weights_sha256 = embed::minilm::load_configured(m)?.weights_sha256().to_string();
+    Ok(())
+}
+
+/// The kernel level a GGUF model computes at on this CPU with `auto`
+/// (`avx2` or `portable`); `None` in a build without local models.
+pub fn gguf_auto_level() -> Option<&'static str> {
+    #[cfg(feature = "local-models")]
+    return Some(chat::gguf::Level::detect().name());
+    #[cfg(not(feature = "local-models"))]
+    None
+}
+
+#[cfg(not(feature = "local-models"))]
+fn gguf_chat(_: &engine::config::ChatSection) -> engine::Result<Arc<dyn chat::upstream::ChatUpstream>> {
+    Err(without_local_models("chat.provider", "gguf"))
+}
+
+#[cfg(not(feature = "local-models"))]
+fn minilm_provider(_: &engine::config::EmbeddingSection) -> engine::Result<Arc<dyn EmbedProvider>> {
+    Err(without_local_models("embedding.provider", "minilm"))
+}
+
+#[cfg(not(feature = "local-models"))]
+fn identify_gguf(_: &mut engine::config::GgufSettings) -> engine::Result<()> {
+    Err(without_local_models("chat.provider", "gguf"))
+}
+
+#[cfg(not(feature = "local-models"))]
+fn identify_minilm(_: &mut engine::config::MinilmSettings) -> engine::Result<()> {
+    Err(without_local_models("embedding.provider", "minilm"))
+}
+
+/// The refusal of a model this build cannot run.
+#[cfg(not(feature = "local-models"))]
+fn without_local_models(field: &str, provider: &str) -> engine::Error {
+    engine::Error::Config {
+        source_name: "the configuration".into(),
+        field: field.into(),
+        cause: format!(
+            "\"{provider}\" runs a model in-process, and this build has no local models (it was built without the \
+             `local-models` feature, as the slim build is); build sim-cli with its default features"
+        ),
+    }
 }

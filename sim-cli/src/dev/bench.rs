@@ -1,7 +1,9 @@
 //! `sim-cli bench embed`: both embedding strategies end to end, cold and
 //! warm cache, side by side in one process, against the modelled provider.
 
+#[cfg(feature = "local-models")]
 mod gguf;
+#[cfg(feature = "local-models")]
 mod model;
 
 use crate::prelude::runtime;
@@ -28,6 +30,7 @@ pub enum BenchCommand {
     /// Whole runs at growing panel sizes: wall time, turns per second, peak memory, bytes per turn.
     Scale(super::scale::ScaleArgs),
     /// A local GGUF model's forward pass alone, as llama.cpp's llama-bench measures it (pp, tg, batched tg).
+    #[cfg(feature = "local-models")]
     Gguf(gguf::GgufBenchArgs),
 }
 
@@ -95,7 +98,13 @@ struct ChatReport {
 
 fn bench_chat(args: &ChatBenchArgs) -> Result<()> {
     if let Some(path) = &args.config {
+        #[cfg(feature = "local-models")]
         return model::bench_model(args, path);
+        #[cfg(not(feature = "local-models"))]
+        anyhow::bail!(
+            "--config {}: bench chat on a local model needs the `local-models` feature, which this build leaves out",
+            path.display()
+        );
     }
     if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {
         anyhow::bail!("--latency-ms {}: must be between 0 and 10000", args.latency_ms);
@@ -251,6 +260,7 @@ pub fn bench(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Embed(args) => args,
         BenchCommand::Chat(args) => return bench_chat(&args),
         BenchCommand::Scale(args) => return super::scale::scale(&args),
+        #[cfg(feature = "local-models")]
         BenchCommand::Gguf(args) => return gguf::bench_gguf(&args),
     };
     if !(args.latency_ms.is_finite() && (0.0..=10_000.0).contains(&args.latency_ms)) {

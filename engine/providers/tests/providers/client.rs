@@ -1,12 +1,13 @@
-use engine::cost::Price;
 use engine::config::EmbeddingSection;
+use engine::cost::Price;
 use engine::embed::upstream::ModelledSettings;
 use engine::embed::{embed_stage, EmbedError, EmbedKey, EmbedRole, EmbeddingPort, Plan, Strategy};
 use engine::testing::block_on_ready;
 use engine::BoxFuture;
 use parking_lot::Mutex;
 use providers::clock::SimulatedSleeper;
-use providers::provider::{EmbedProvider, FailureKind, ProviderError, ProviderReply, ProviderRequest};
+use providers::embed::provider::{EmbedProvider, ProviderReply, ProviderRequest};
+use providers::upstream::{FailureKind, ProviderError};
 use providers::{InferenceClient, ModelledProvider, TextCache};
 use std::sync::Arc;
 use std::time::Duration;

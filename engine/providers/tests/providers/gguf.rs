@@ -12,7 +12,7 @@ use engine::config::ChatSection;
 use engine::config::{GgufKernel, GgufLayout, GgufSettings};
 use engine::persona::prompt::{probe_prompt, reflection_prompt, stable_prefix_len};
 use engine::persona::reply::{parse_insights, parse_probe, parse_reaction};
-use providers::gguf::{load_configured, GgufChat, GgufModel, Level};
+use providers::chat::gguf::{load_configured, GgufChat, GgufModel, Level};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -139,21 +139,21 @@ fn a_damaged_or_wrong_model_file_is_refused_by_name() {
 
     let not_gguf = dir.join("notes.gguf");
     std::fs::write(&not_gguf, b"just some text, not a model").expect("write");
-    let e = GgufModel::load(&not_gguf, "", providers::gguf::Level::detect()).expect_err("not GGUF").to_string();
+    let e = GgufModel::load(&not_gguf, "", providers::chat::gguf::Level::detect()).expect_err("not GGUF").to_string();
     assert!(e.contains("notes.gguf") && e.contains("not a GGUF model file") && e.contains("fetch-smollm2"), "{e}");
 
     let cut = dir.join("cut.gguf");
     std::fs::write(&cut, &bytes[..bytes.len() / 3]).expect("write");
-    let e = GgufModel::load(&cut, "", providers::gguf::Level::detect()).expect_err("cut short").to_string();
+    let e = GgufModel::load(&cut, "", providers::chat::gguf::Level::detect()).expect_err("cut short").to_string();
     assert!(e.contains("cut.gguf") && e.contains("tensors cannot be read"), "{e}");
 
-    let e = GgufModel::load(&model_file(), &"0".repeat(64), providers::gguf::Level::detect())
+    let e = GgufModel::load(&model_file(), &"0".repeat(64), providers::chat::gguf::Level::detect())
         .expect_err("other hash")
         .to_string();
     assert!(e.contains("b179c9523d0e6a0f") && e.contains(&"0".repeat(64)) && e.contains("another model"), "{e}");
 
     let missing = dir.join("absent.gguf");
-    let e = GgufModel::load(&missing, "", providers::gguf::Level::detect()).expect_err("missing").to_string();
+    let e = GgufModel::load(&missing, "", providers::chat::gguf::Level::detect()).expect_err("missing").to_string();
     assert!(e.contains("absent.gguf") && e.contains("cannot read it"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -302,7 +302,7 @@ fn every_kernel_level_gives_the_same_bits() {
 /// for the shortest reply it stays within the limit.
 #[test]
 fn a_tiny_token_limit_still_gives_replies_that_parse_and_fit_their_schema() {
-    let before = providers::gguf::throughput();
+    let before = providers::chat::gguf::throughput();
     for layout in [GgufLayout::FreeText, GgufLayout::Schema] {
         for limit in [1u64, 40] {
             let chat = chat_at(Level::detect(), limit, layout);
@@ -311,7 +311,7 @@ fn a_tiny_token_limit_still_gives_replies_that_parse_and_fit_their_schema() {
                 let what = format!("{:?} at {limit} tokens, {layout:?}", request.purpose);
                 let reply: serde_json::Value =
                     serde_json::from_str(&d.text).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", d.text));
-                let schema = providers::gguf::decode::grammar_schema(&request, limit as usize);
+                let schema = providers::chat::gguf::decode::grammar_schema(&request, limit as usize);
                 assert_eq!(engine::testing::schema_breach(&reply, &schema, "reply"), None, "{what}: {reply}");
                 if limit == 40 && layout == GgufLayout::Schema {
                     assert!(d.completion_tokens <= limit, "{what}: {} tokens", d.completion_tokens);
@@ -319,7 +319,7 @@ fn a_tiny_token_limit_still_gives_replies_that_parse_and_fit_their_schema() {
             }
         }
     }
-    assert!(providers::gguf::throughput().since(&before).closes > 0, "the close ran");
+    assert!(providers::chat::gguf::throughput().since(&before).closes > 0, "the close ran");
 }
 
 /// The regularised upper incomplete gamma function Q(a, x): the
@@ -513,11 +513,15 @@ fn a_sequences_logits_are_the_same_bits_in_any_batch_and_at_any_thread_count() {
                     chosen.swap(i, pick(i + 1));
                 }
                 shared += usize::from(chosen.len() > 1);
-                let mut taken: Vec<(usize, providers::gguf::llama::Sequence)> =
+                let mut taken: Vec<(usize, providers::chat::gguf::llama::Sequence)> =
                     chosen.iter().map(|&s| (s, std::mem::take(&mut seqs[s]))).collect();
-                let mut steps: Vec<providers::gguf::llama::Step<'_>> = taken
+                let mut steps: Vec<providers::chat::gguf::llama::Step<'_>> = taken
                     .iter_mut()
-                    .map(|(s, seq)| providers::gguf::llama::Step { seq, tokens: &scripts[*s][at[*s]], logits: true })
+                    .map(|(s, seq)| providers::chat::gguf::llama::Step {
+                        seq,
+                        tokens: &scripts[*s][at[*s]],
+                        logits: true,
+                    })
                     .collect();
                 let out = llama.forward(&mut steps).expect("forward");
                 drop(steps);
@@ -558,7 +562,7 @@ fn requests_decoded_at_once_share_passes_and_get_the_replies_they_get_alone() {
     });
     // Which request fills the prefix cache first depends on the timing;
     // the replies and their token counts do not.
-    let bytes = |d: &[providers::gguf::decode::Decoded]| {
+    let bytes = |d: &[providers::chat::gguf::decode::Decoded]| {
         d.iter().map(|d| (d.text.clone(), d.prompt_tokens, d.completion_tokens)).collect::<Vec<_>>()
     };
     assert_eq!(bytes(&got), bytes(&want));

@@ -1,5 +1,5 @@
-use engine::cost::Price;
 use engine::config::EmbeddingSection;
+use engine::cost::Price;
 use engine::embed::upstream::HttpSettings;
 use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
 use parking_lot::Mutex;

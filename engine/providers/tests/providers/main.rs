@@ -11,7 +11,9 @@ mod client;
 mod http;
 // The chat client and its HTTP upstream against a loopback server: usage, retries, timeouts, a fleet.
 mod chat;
-// The local MiniLM model: an independent reference, exactness, refused directories.
+// The local MiniLM model (feature `local-models`): an independent reference, exactness, refused directories.
+#[cfg(feature = "local-models")]
 mod minilm;
-// The local GGUF chat model (SmolLM2-135M): tokenizer, constrained decoding, seeded sampling, the prefix cache.
+// The local GGUF chat model (SmolLM2-135M; feature `local-models`): tokenizer, constrained decoding, seeded sampling, the prefix cache.
+#[cfg(feature = "local-models")]
 mod gguf;

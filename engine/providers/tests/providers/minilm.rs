@@ -4,7 +4,7 @@
 
 use engine::config::{Config, RawConfig, MINILM_DIM, MINILM_MODEL};
 use engine::embed::{EmbedKey, EmbedRole, EmbeddingPort};
-use providers::minilm::{load_shared, MiniLm, MAX_TOKENS};
+use providers::embed::minilm::{load_shared, MiniLm, MAX_TOKENS};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -113,7 +113,7 @@ fn a_text_has_one_vector_alone_in_any_batch_and_at_any_thread_count() {
     let mut split = 0;
     for (case, picks) in cases.iter().enumerate() {
         let texts: Vec<String> = picks.iter().map(|i| corpus[*i].clone()).collect();
-        split += usize::from(picks.iter().map(|i| counts[*i]).sum::<usize>() > providers::minilm::PASS_TOKENS);
+        split += usize::from(picks.iter().map(|i| counts[*i]).sum::<usize>() > providers::embed::minilm::PASS_TOKENS);
         let packed = m.embed_packed(&texts).expect("embeds");
         for ((v, n), i) in packed.iter().zip(picks) {
             assert!(same(v, *i), "case {case}: text {i} differs in a batch of {}", picks.len());
@@ -195,7 +195,7 @@ fn a_wrong_or_missing_model_directory_is_refused_with_the_fix() {
     // Weights other than the ones a config records.
     let settings =
         engine::config::MinilmSettings { model_dir: src.display().to_string(), weights_sha256: "00".repeat(32) };
-    let err = providers::minilm::load_configured(&settings).expect_err("other weights").to_string();
+    let err = providers::embed::minilm::load_configured(&settings).expect_err("other weights").to_string();
     assert!(err.contains("the config records"), "{err}");
 }
 

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::config::ChatProvider;
 use engine::rng::Stream;
-use providers::gguf::llama::{Llama, Sequence, Step};
+use providers::chat::gguf::llama::{Llama, Sequence, Step};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -166,7 +166,7 @@ pub fn bench_gguf(args: &GgufBenchArgs) -> Result<()> {
         bail!("--batch {b}: sequences per pass are 1 to 256");
     }
     let settings = &config.raw.chat.gguf;
-    let model = providers::gguf::load_configured(settings)?;
+    let model = providers::chat::gguf::load_configured(settings)?;
     let context = model.llama().hp.context;
     let longest = args.depth as usize + (args.prompt as usize).max(args.generate as usize + 1);
     if longest > context {

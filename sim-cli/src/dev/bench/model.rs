@@ -14,7 +14,7 @@ use actors::run::{run, RunSpec};
 use anyhow::{bail, Result};
 use engine::config::{ChatProvider, Config};
 use engine::digest::Digest;
-use providers::gguf::throughput;
+use providers::chat::gguf::throughput;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;

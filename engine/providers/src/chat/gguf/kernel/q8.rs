@@ -187,7 +187,7 @@ pub fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> f32 {
 #[allow(clippy::float_cmp)]
 mod tests {
     use super::*;
-    use crate::gguf::kernel::tests::seeded;
+    use crate::chat::gguf::kernel::tests::seeded;
 
     #[test]
     fn a_quantized_block_keeps_each_value_within_half_a_step() {

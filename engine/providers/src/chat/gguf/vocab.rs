@@ -53,8 +53,8 @@ impl Vocab {
     /// Reads the vocabulary and the chat template from a GGUF file's
     /// metadata. Refuses a tokenizer other than byte-level BPE and a model
     /// without a chat template, saying which.
-    pub fn from_gguf(content: &Content) -> Result<Vocab, super::GgufError> {
-        Self::read(content).map_err(super::GgufError::File)
+    pub fn from_gguf(content: &Content) -> Result<Vocab, super::error::GgufError> {
+        Self::read(content).map_err(super::error::GgufError::File)
     }
 
     fn read(content: &Content) -> Result<Vocab, String> {
@@ -143,8 +143,8 @@ impl Vocab {
 
     /// The conversation `messages` ((role, content) pairs) in the model's own
     /// chat template, ending with the opening of the assistant's turn.
-    pub fn chat(&self, messages: &[(&str, &str)]) -> Result<String, super::GgufError> {
-        self.render(messages).map_err(super::GgufError::File)
+    pub fn chat(&self, messages: &[(&str, &str)]) -> Result<String, super::error::GgufError> {
+        self.render(messages).map_err(super::error::GgufError::File)
     }
 
     fn render(&self, messages: &[(&str, &str)]) -> Result<String, String> {

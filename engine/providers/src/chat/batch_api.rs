@@ -22,9 +22,11 @@
 //! price (`direct_retries_at_most`), and so does any request made outside
 //! a conversation (the connection check).
 
-use crate::chat::{parse_completion, server_seed, ChatClient, HttpChat, UpstreamCall};
+use super::client::{server_seed, ChatClient};
+use super::http::{parse_completion, HttpChat};
+use super::upstream::{TokenUsage, UpstreamCall};
 use crate::clock::{Sleeper, TokioSleeper};
-use crate::provider::{FailureKind, ProviderError};
+use crate::upstream::{FailureKind, ProviderError};
 use engine::chat::{
     BatchJournal, ChatAttempt, ChatError, ChatPort, ChatReply, ChatRequest, ChatResult, FailureClass, SubmittedBatch,
 };
@@ -662,7 +664,7 @@ impl Inner {
             Some(u) => (u, false),
             None => {
                 let (prompt, completion) = (estimate_tokens(&request.prompt), estimate_tokens(&reply.text));
-                (crate::chat::TokenUsage { prompt, completion, cached: 0 }, true)
+                (TokenUsage { prompt, completion, cached: 0 }, true)
             }
         };
         let spend = self.price.bill_cached(usage.prompt, usage.cached, usage.completion);

@@ -17,9 +17,9 @@
 //! task, so a sequence's logits are the same bits alone or in any batch,
 //! at any thread count and on every kernel level.
 
+use super::error::GgufError;
 use super::kernel::{Cached, Level, Ops, Q8Matrix, Q8Rows, KEY_BLOCK};
 use super::tensor::Tensors;
-use super::GgufError;
 use candle_core::quantized::gguf_file::Content;
 use rayon::prelude::*;
 use std::io::{Read, Seek};

@@ -57,7 +57,7 @@ impl PrefixCache {
         }
         let found = self.entries.get(key).map(|e| e.value().clone());
         if found.is_some() {
-            super::count_cache_hit(tokens);
+            super::throughput::count_cache_hit(tokens);
         }
         found
     }

@@ -131,8 +131,8 @@ impl Decoder<'_> {
 
     /// The probability of each of `request`'s options (`options`, from 1)
     /// at the answer slot.
-    pub fn option_probabilities(&self, request: &ChatRequest) -> Result<Weighed, super::GgufError> {
-        self.weigh(request).map_err(super::GgufError::Decode)
+    pub fn option_probabilities(&self, request: &ChatRequest) -> Result<Weighed, super::error::GgufError> {
+        self.weigh(request).map_err(super::error::GgufError::Decode)
     }
 
     fn weigh(&self, request: &ChatRequest) -> Result<Weighed, String> {
@@ -181,8 +181,13 @@ impl Decoder<'_> {
     /// 1, token by token among the same allowed tokens, seeded by `seed`:
     /// the options chosen, for checking [`Decoder::option_probabilities`]
     /// against sampling.
-    pub fn option_draws(&self, request: &ChatRequest, draws: usize, seed: u64) -> Result<Vec<u8>, super::GgufError> {
-        self.sample_slot(request, draws, seed).map_err(super::GgufError::Decode)
+    pub fn option_draws(
+        &self,
+        request: &ChatRequest,
+        draws: usize,
+        seed: u64,
+    ) -> Result<Vec<u8>, super::error::GgufError> {
+        self.sample_slot(request, draws, seed).map_err(super::error::GgufError::Decode)
     }
 
     fn sample_slot(&self, request: &ChatRequest, draws: usize, seed: u64) -> Result<Vec<u8>, String> {

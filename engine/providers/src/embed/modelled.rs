@@ -4,13 +4,12 @@
 //! never from call order, so the same run fails the same way every time.
 //! Vectors are the local embedder's.
 
+use super::provider::{EmbedProvider, ProviderReply, ProviderRequest};
 use crate::clock::{Sleeper, TokioSleeper};
-use crate::provider::{EmbedProvider, FailureKind, ProviderError, ProviderReply, ProviderRequest};
+use crate::upstream::{fault, FailureKind, ProviderError};
 use engine::cost::estimate_tokens;
-use engine::digest::DigestWriter;
 use engine::embed::local::embed_text;
 use engine::embed::upstream::ModelledSettings;
-use engine::rng::Stream;
 use engine::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,26 +63,4 @@ impl EmbedProvider for ModelledProvider {
             })
         })
     }
-}
-
-/// The modelled fault (if any) of `attempt` of the request with `digest`:
-/// drawn from (seed, attempt, digest), never from call order.
-pub fn fault(st: &ModelledSettings, digest: &[u8; 32], attempt: u32) -> Option<FailureKind> {
-    let key = DigestWriter::new("modelled provider fault v1").u64(st.seed).u32(attempt).bytes(digest).finish();
-    let mut s = Stream::from_key(key.0);
-    let x = s.unit();
-    let mut edge = st.rate_limited;
-    if x < edge {
-        return Some(FailureKind::RateLimited { retry_after_ms: Some(st.retry_after_ms) });
-    }
-    edge += st.server_error;
-    if x < edge {
-        return Some(FailureKind::Server);
-    }
-    edge += st.timeout;
-    if x < edge {
-        return Some(FailureKind::Timeout);
-    }
-    edge += st.permanent;
-    (x < edge).then_some(FailureKind::Permanent)
 }

@@ -35,7 +35,8 @@
 
 mod bert;
 
-use crate::provider::{EmbedProvider, FailureKind, ProviderError, ProviderReply, ProviderRequest};
+use super::provider::{EmbedProvider, ProviderReply, ProviderRequest};
+use crate::upstream::{FailureKind, ProviderError};
 use bert::{Bert, BertConfig};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;

@@ -5,71 +5,21 @@
 //! exponential backoff and jitter (honouring a retry-after), never retries
 //! a permanent one, and bills each request. There is no other retry layer.
 
-use crate::cache::TextCache;
+use super::cache::TextCache;
+use super::provider::{EmbedProvider, ProviderRequest};
 use crate::clock::{Sleeper, TokioSleeper};
-use crate::provider::{Backoff, EmbedProvider, ProviderRequest};
+use crate::upstream::{Backoff, RateLimiter};
+use engine::config::EmbeddingSection;
 use engine::cost::{estimate_tokens, Price, Spend};
 use engine::digest::{Digest, DigestWriter};
-use engine::config::EmbeddingSection;
 use engine::embed::upstream::{cache_key, split_requests};
 use engine::embed::{EmbedBatch, EmbedCall, EmbedError, EmbedKey, EmbeddingPort};
 use engine::error::Result;
 use engine::rng::Stream;
 use engine::BoxFuture;
 use futures::StreamExt;
-use parking_lot::Mutex;
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// Token buckets for requests and tokens per minute.
-#[derive(Debug)]
-pub(crate) struct RateLimiter {
-    rpm: f64,
-    tpm: f64,
-    /// Requests left, tokens left, and when they were last topped up.
-    state: Mutex<(f64, f64, Option<Duration>)>,
-}
-
-impl RateLimiter {
-    pub(crate) fn new(rpm: u32, tpm: u64) -> Self {
-        RateLimiter { rpm: f64::from(rpm), tpm: tpm as f64, state: Mutex::new((f64::from(rpm), tpm as f64, None)) }
-    }
-
-    /// Waits until one request of `tokens` may go.
-    pub(crate) async fn acquire(&self, tokens: u64, clock: &dyn Sleeper) {
-        if self.rpm <= 0.0 && self.tpm <= 0.0 {
-            return;
-        }
-        loop {
-            let wait = {
-                let mut s = self.state.lock();
-                let now = clock.now();
-                let elapsed = s.2.map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
-                s.2 = Some(now);
-                s.0 = (s.0 + elapsed * self.rpm / 60.0).min(self.rpm);
-                // A request larger than a minute's tokens waits for a full bucket.
-                let need = (tokens as f64).min(self.tpm);
-                s.1 = (s.1 + elapsed * self.tpm / 60.0).min(self.tpm);
-                let req_ok = self.rpm <= 0.0 || s.0 >= 1.0;
-                let tok_ok = self.tpm <= 0.0 || s.1 >= need;
-                if req_ok && tok_ok {
-                    if self.rpm > 0.0 {
-                        s.0 -= 1.0;
-                    }
-                    if self.tpm > 0.0 {
-                        s.1 -= need;
-                    }
-                    return;
-                }
-                let req_wait = if req_ok { 0.0 } else { (1.0 - s.0) * 60.0 / self.rpm };
-                let tok_wait = if tok_ok { 0.0 } else { (need - s.1) * 60.0 / self.tpm };
-                req_wait.max(tok_wait)
-            };
-            clock.sleep(Duration::from_secs_f64(wait.max(0.001))).await;
-        }
-    }
-}
 
 /// The inference client over one provider.
 pub struct InferenceClient {

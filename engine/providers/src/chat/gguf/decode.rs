@@ -287,7 +287,7 @@ impl Sampler {
 
 impl Decoder<'_> {
     /// The next-token logits after running `tokens` on `seq`: in a pass
-    /// shared with the other requests decoding ([`super::batch`]) when the
+    /// shared with the other requests decoding ([`super::batcher`]) when the
     /// decoder is a member, else alone. Counted in [`super::throughput`] as
     /// `rows`.
     pub(super) fn forward(&self, seq: &mut Sequence, tokens: &[TokenId], rows: Rows) -> Result<Vec<f32>, String> {
@@ -297,7 +297,7 @@ impl Decoder<'_> {
         let started = std::time::Instant::now();
         let logits = self.model.forward_one(seq, tokens).map_err(|e| format!("the model failed: {e}"));
         let (prompt, generated) = rows.split(tokens.len());
-        super::count_pass(prompt, generated, 1, true, started.elapsed());
+        super::throughput::count_pass(prompt, generated, 1, true, started.elapsed());
         logits
     }
 }
@@ -312,8 +312,8 @@ pub(super) struct Session {
 
 impl Decoder<'_> {
     /// The reply to `request`, sampled with `seed`.
-    pub fn reply(&self, request: &ChatRequest, seed: u64) -> Result<Decoded, super::GgufError> {
-        self.decode(request, seed).map_err(super::GgufError::Decode)
+    pub fn reply(&self, request: &ChatRequest, seed: u64) -> Result<Decoded, super::error::GgufError> {
+        self.decode(request, seed).map_err(super::error::GgufError::Decode)
     }
 
     fn decode(&self, request: &ChatRequest, seed: u64) -> Result<Decoded, String> {
@@ -486,7 +486,7 @@ impl Decoder<'_> {
                     let closing = self.closer.close_string(m, track, trie).map_err(|e| e.to_string())?;
                     closing.iter().for_each(|t| track.push(trie.token(*t)));
                     session.counts.completion_tokens += closing.len() as u64;
-                    super::count_close(false);
+                    super::throughput::count_close(false);
                     out.extend_from_slice(&closing);
                     if m.is_stopped() {
                         break;
@@ -624,7 +624,7 @@ impl Decoder<'_> {
     ) -> Result<(), String> {
         m.consume_tokens(&closing).map_err(|e| format!("closing the reply: {e}"))?;
         session.counts.completion_tokens += closing.len() as u64;
-        super::count_close(true);
+        super::throughput::count_close(true);
         out.extend(closing);
         Ok(())
     }

@@ -2,7 +2,8 @@
 //! ([`engine::embed::local::embed_text`]) behind the provider trait. It
 //! answers at once, with no network and no key.
 
-use crate::provider::{EmbedProvider, ProviderError, ProviderReply, ProviderRequest};
+use super::provider::{EmbedProvider, ProviderReply, ProviderRequest};
+use crate::upstream::ProviderError;
 use engine::embed::local::embed_text;
 use engine::BoxFuture;
 

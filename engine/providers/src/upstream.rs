@@ -1,34 +1,14 @@
-//! Upstream embedding providers: one physical request at a time. The
-//! inference client ([`crate::client`]) batches, retries, caches and bills
-//! around them.
+//! What both sides share with an upstream, embedding or chat: how a
+//! request failed ([`FailureKind`], [`ProviderError`]), the seeded backoff
+//! before a retry ([`Backoff`]), the per-minute limits (`RateLimiter`),
+//! and the modelled providers' seeded faults ([`fault`]).
 
-use engine::BoxFuture;
-
-/// One physical request.
-#[derive(Debug, Clone, Copy)]
-pub struct ProviderRequest<'a> {
-    /// Model name.
-    pub model: &'a str,
-    /// Vector dimension asked for.
-    pub dim: usize,
-    /// The texts, in order.
-    pub texts: &'a [String],
-    /// Attempt number, from 0.
-    pub attempt: u32,
-    /// Digest of the request's content (model, dim, texts), for seeded
-    /// fault injection and jitter that never depend on call order.
-    pub digest: [u8; 32],
-}
-
-/// A provider's answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProviderReply {
-    /// One vector per text.
-    pub vectors: Vec<Vec<f32>>,
-    /// Input tokens the provider reports having billed; `None` means the
-    /// client's estimate is billed.
-    pub billed_tokens: Option<u64>,
-}
+use crate::clock::Sleeper;
+use engine::digest::DigestWriter;
+use engine::embed::upstream::ModelledSettings;
+use engine::rng::Stream;
+use parking_lot::Mutex;
+use std::time::Duration;
 
 /// How a request failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,14 +119,73 @@ impl ProviderError {
     }
 }
 
-/// An upstream embedding service.
-pub trait EmbedProvider: Send + Sync {
-    /// Embeds one physical request.
-    fn request<'a>(&'a self, req: ProviderRequest<'a>) -> BoxFuture<'a, Result<ProviderReply, ProviderError>>;
+/// Token buckets for requests and tokens per minute.
+#[derive(Debug)]
+pub(crate) struct RateLimiter {
+    rpm: f64,
+    tpm: f64,
+    /// Requests left, tokens left, and when they were last topped up.
+    state: Mutex<(f64, f64, Option<Duration>)>,
+}
 
-    /// Texts this provider truncated at its model's limit so far (0 for a
-    /// provider that never truncates, or cannot tell).
-    fn truncated_texts(&self) -> u64 {
-        0
+impl RateLimiter {
+    pub(crate) fn new(rpm: u32, tpm: u64) -> Self {
+        RateLimiter { rpm: f64::from(rpm), tpm: tpm as f64, state: Mutex::new((f64::from(rpm), tpm as f64, None)) }
     }
+
+    /// Waits until one request of `tokens` may go.
+    pub(crate) async fn acquire(&self, tokens: u64, clock: &dyn Sleeper) {
+        if self.rpm <= 0.0 && self.tpm <= 0.0 {
+            return;
+        }
+        loop {
+            let wait = {
+                let mut s = self.state.lock();
+                let now = clock.now();
+                let elapsed = s.2.map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
+                s.2 = Some(now);
+                s.0 = (s.0 + elapsed * self.rpm / 60.0).min(self.rpm);
+                // A request larger than a minute's tokens waits for a full bucket.
+                let need = (tokens as f64).min(self.tpm);
+                s.1 = (s.1 + elapsed * self.tpm / 60.0).min(self.tpm);
+                let req_ok = self.rpm <= 0.0 || s.0 >= 1.0;
+                let tok_ok = self.tpm <= 0.0 || s.1 >= need;
+                if req_ok && tok_ok {
+                    if self.rpm > 0.0 {
+                        s.0 -= 1.0;
+                    }
+                    if self.tpm > 0.0 {
+                        s.1 -= need;
+                    }
+                    return;
+                }
+                let req_wait = if req_ok { 0.0 } else { (1.0 - s.0) * 60.0 / self.rpm };
+                let tok_wait = if tok_ok { 0.0 } else { (need - s.1) * 60.0 / self.tpm };
+                req_wait.max(tok_wait)
+            };
+            clock.sleep(Duration::from_secs_f64(wait.max(0.001))).await;
+        }
+    }
+}
+
+/// The modelled fault (if any) of `attempt` of the request with `digest`:
+/// drawn from (seed, attempt, digest), never from call order.
+pub fn fault(st: &ModelledSettings, digest: &[u8; 32], attempt: u32) -> Option<FailureKind> {
+    let key = DigestWriter::new("modelled provider fault v1").u64(st.seed).u32(attempt).bytes(digest).finish();
+    let mut s = Stream::from_key(key.0);
+    let x = s.unit();
+    let mut edge = st.rate_limited;
+    if x < edge {
+        return Some(FailureKind::RateLimited { retry_after_ms: Some(st.retry_after_ms) });
+    }
+    edge += st.server_error;
+    if x < edge {
+        return Some(FailureKind::Server);
+    }
+    edge += st.timeout;
+    if x < edge {
+        return Some(FailureKind::Timeout);
+    }
+    edge += st.permanent;
+    (x < edge).then_some(FailureKind::Permanent)
 }

@@ -16,8 +16,8 @@
 //! sequence the model cannot take (past the context) fails alone: it is
 //! checked before the pass and left out of it.
 
+use super::error::GgufError;
 use super::llama::{Llama, Sequence, Step};
-use super::GgufError;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use toktrie::TokenId;
@@ -203,7 +203,7 @@ fn pass(model: &Llama, jobs: &mut [Job], bound: usize) -> Vec<Result<Vec<f32>, S
         }
     }
     let sequences = checked.iter().filter(|c| c.is_ok()).count();
-    super::count_pass(prompt, generated, sequences, sequences >= bound, started.elapsed());
+    super::throughput::count_pass(prompt, generated, sequences, sequences >= bound, started.elapsed());
     let mut logits = match ran {
         Ok(out) => out.into_iter().map(Ok).collect::<Vec<_>>(),
         Err(e) => vec![Err(e); sequences],

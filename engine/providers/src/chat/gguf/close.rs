@@ -26,9 +26,9 @@
 //! step is checked by the grammar, so a close is always valid, and the walk
 //! is bounded ([`MAX_STEPS`]). The numbers a close writes are the smallest
 //! the schema allows: a close is a repair, counted in
-//! [`super::Throughput::closes`], not an answer.
+//! [`super::throughput::Throughput::closes`], not an answer.
 
-use super::GgufError;
+use super::error::GgufError;
 use llguidance::Matcher;
 use toktrie::{SimpleVob, TokTrie, TokenId};
 

