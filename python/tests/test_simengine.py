@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -86,17 +85,19 @@ def test_answer_mode_and_calibration_give_the_clis_digest(tmp_path: Path) -> Non
     assert r.digest != simengine.run(personas=8, ticks=2, seed=3, out=tmp_path / "sampled", progress=False).digest
     # A calibration fitted by validate, applied to a probe that asks its first question.
     v = simengine.validate(sample=40, resamples=100, answer_mode="probabilities", calibrate=True, out=tmp_path / "v", progress=False)
-    q = tomllib.loads((FIXTURES / "surveys" / "anes96" / "survey.toml").read_text())["question"][0]
+    survey = (FIXTURES / "surveys" / "anes96" / "survey.toml").read_text()
+    text = next(line for line in survey.splitlines() if line.startswith("text = ")).removeprefix("text = ")
+    options = json.dumps(v.summary["questions"][0]["options"])
     scenario = tmp_path / "scen.toml"
-    probe = f'\n[[probes]]\ntick = 1\nid = "views"\nquestion = {json.dumps(q["text"])}\noptions = {json.dumps(q["options"])}\n'
+    probe = f'\n[[probes]]\ntick = 1\nid = "views"\nquestion = {text}\noptions = {options}\n'
     scenario.write_text((FIXTURES / "scenarios" / "default.toml").read_text() + probe)
     calibration = v.path / "calibration.json"
     c = simengine.run(
         personas=8, ticks=2, seed=3, scenario=str(scenario), answer_mode="probabilities", calibration=calibration,
         out=tmp_path / "cal-py", progress=False,
     )
-    cli = cli_run("cal-cli", "--scenario", str(scenario), "--answer-mode", "probabilities", "--calibration", str(calibration))
-    assert c.digest == cli["digest"]
+    from_cli = cli_run("cal-cli", "--scenario", str(scenario), "--answer-mode", "probabilities", "--calibration", str(calibration))
+    assert c.digest == from_cli["digest"]
     assert "probe views calibrated as question" in json.dumps(c.summary["notes"])
     with pytest.raises(simengine.ConfigError, match="this run answers in mode"):
         simengine.run(personas=8, ticks=1, scenario=str(scenario), calibration=calibration, out=tmp_path / "x", progress=False)

@@ -490,12 +490,15 @@ impl Builder {
         }
         self.costs(o);
         for p in &o.probes {
-            if let Some(r) = &p.reply {
-                let d = self.a.probes.entry(p.id.clone()).or_default();
-                d.add(r.answer);
-                if let Some(pmf) = r.probabilities() {
-                    d.add_pmf(&pmf);
+            let d = self.a.probes.entry(p.id.clone()).or_default();
+            match &p.reply {
+                Some(r) => {
+                    d.add(r.answer);
+                    if let Some(pmf) = r.probabilities() {
+                        d.add_pmf(&pmf);
+                    }
                 }
+                None => d.unparsed += 1,
             }
         }
         let (Status::Ok, Some(r)) = (&o.status, &o.reaction) else { return };

@@ -196,34 +196,34 @@ pub fn gguf_auto_level() -> Option<&'static str> {
 }
 
 #[cfg(not(feature = "local-models"))]
-fn gguf_chat(_: &engine::config::ChatSection) -> engine::Result<Arc<dyn chat::upstream::ChatUpstream>> {
-    Err(without_local_models("chat.provider", "gguf"))
+fn gguf_chat(c: &engine::config::ChatSection) -> engine::Result<Arc<dyn chat::upstream::ChatUpstream>> {
+    Err(without_local_models("[chat]", "chat.provider", "gguf", &c.gguf.model_file))
 }
 
 #[cfg(not(feature = "local-models"))]
-fn minilm_provider(_: &engine::config::EmbeddingSection) -> engine::Result<Arc<dyn EmbedProvider>> {
-    Err(without_local_models("embedding.provider", "minilm"))
+fn minilm_provider(e: &engine::config::EmbeddingSection) -> engine::Result<Arc<dyn EmbedProvider>> {
+    Err(without_local_models("[embedding]", "embedding.provider", "minilm", &e.minilm.model_dir))
 }
 
 #[cfg(not(feature = "local-models"))]
-fn identify_gguf(_: &mut engine::config::GgufSettings) -> engine::Result<()> {
-    Err(without_local_models("chat.provider", "gguf"))
+fn identify_gguf(g: &mut engine::config::GgufSettings) -> engine::Result<()> {
+    Err(without_local_models("[chat]", "chat.provider", "gguf", &g.model_file))
 }
 
 #[cfg(not(feature = "local-models"))]
-fn identify_minilm(_: &mut engine::config::MinilmSettings) -> engine::Result<()> {
-    Err(without_local_models("embedding.provider", "minilm"))
+fn identify_minilm(m: &mut engine::config::MinilmSettings) -> engine::Result<()> {
+    Err(without_local_models("[embedding]", "embedding.provider", "minilm", &m.model_dir))
 }
 
-/// The refusal of a model this build cannot run.
+/// The refusal of a model (in `path`) this build cannot run.
 #[cfg(not(feature = "local-models"))]
-fn without_local_models(field: &str, provider: &str) -> engine::Error {
+fn without_local_models(section: &str, field: &str, provider: &str, path: &str) -> engine::Error {
     engine::Error::Config {
-        source_name: "the configuration".into(),
+        source_name: section.into(),
         field: field.into(),
         cause: format!(
-            "\"{provider}\" runs a model in-process, and this build has no local models (it was built without the \
-             `local-models` feature, as the slim build is); build sim-cli with its default features"
+            "\"{provider}\" runs the model in {path} in-process, and this build has no local models (it was built \
+             without the `local-models` feature, as the slim build is); build sim-cli with its default features"
         ),
     }
 }

@@ -147,6 +147,9 @@ fn commands_that_only_embed_do_not_need_the_chat_models_file() {
     }
     let o = sim(&dir, &["run", "--config", "local.toml", "--personas", "2", "--ticks", "1", "--out", "r"]);
     assert!(!o.status.success() && stderr(&o).contains("absent.gguf"), "{}", stderr(&o));
+    // The slim build runs no local model: it says so, naming the file and the feature.
+    let slim = !cfg!(feature = "local-models");
+    assert_eq!(stderr(&o).contains("the `local-models` feature"), slim, "{}", stderr(&o));
     assert!(!dir.join("r").exists(), "nothing is written for a config whose model is missing");
 }
 
