@@ -2,31 +2,18 @@
 
 /// What can go wrong running a simulation. Caller faults (bad input) and
 /// internal faults (an actor that could not start) are separate variants so
-/// the CLI can say which is which. The agents crate's error wraps this one
-/// for the faults every actor crate shares (`Engine`, `InvalidInput`,
-/// `Spawn`), so that they have one shape.
+/// the CLI can say which is which. The faults every actor crate shares
+/// (a parameter out of range, an actor that could not start) are
+/// [`engine::error::ActorFault`], which the agents crate's error wraps too.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The engine rejected an input.
     #[error(transparent)]
     Engine(#[from] engine::Error),
-    /// A run parameter is out of range.
-    #[error("{what}: {cause}")]
-    InvalidInput {
-        /// The parameter.
-        what: &'static str,
-        /// Why it is rejected.
-        cause: String,
-    },
-    /// An actor could not be spawned.
-    #[error("could not start the {actor} actor: {source}")]
-    Spawn {
-        /// Which actor.
-        actor: String,
-        /// ractor's error.
-        #[source]
-        source: Box<ractor::SpawnErr>,
-    },
+    /// A run parameter is out of range, or an actor could not start: the
+    /// faults every actor crate shares ([`engine::error::ActorFault`]).
+    #[error(transparent)]
+    Fault(#[from] engine::error::ActorFault),
     /// The coordinator stopped answering (an internal fault).
     #[error("the turn coordinator failed during tick {tick}: {cause}")]
     Coordinator {
@@ -69,13 +56,9 @@ impl Error {
     pub fn is_caller_fault(&self) -> bool {
         match self {
             Error::Engine(e) => e.is_caller_fault(),
-            Error::InvalidInput { .. } => true,
+            Error::Fault(f) => f.is_caller_fault(),
             Error::Observer { source, .. } => source.is_caller_fault(),
-            Error::Spawn { .. }
-            | Error::Coordinator { .. }
-            | Error::TraceWriter(_)
-            | Error::TraceWrite { .. }
-            | Error::Diverged(_) => false,
+            Error::Coordinator { .. } | Error::TraceWriter(_) | Error::TraceWrite { .. } | Error::Diverged(_) => false,
         }
     }
 }
@@ -92,7 +75,7 @@ mod tests {
         let config =
             || engine::Error::Config { source_name: "c.toml".into(), field: "chat.model".into(), cause: "x".into() };
         let io = || engine::Error::Io { file: "t.bin".into(), source: std::io::Error::other("disk full") };
-        assert!(Error::InvalidInput { what: "personas", cause: "0".into() }.is_caller_fault());
+        assert!(Error::from(engine::error::ActorFault::invalid("personas", "0")).is_caller_fault());
         assert!(Error::Engine(config()).is_caller_fault());
         assert!(!Error::Engine(io()).is_caller_fault());
         assert!(!Error::Coordinator { tick: 1, cause: "gone".into() }.is_caller_fault());

@@ -8,6 +8,7 @@ use crate::run::{default_ports, run, RunResult, RunSpec};
 use engine::chat::ChatPort;
 use engine::config::{ChatProvider, EmbeddingModel};
 use engine::embed::EmbeddingPort;
+use engine::error::ActorFault;
 use engine::persona::profile::label;
 use engine::persona::Traits;
 use engine::scenario::Scenario;
@@ -312,10 +313,10 @@ async fn rerun_with(
         (Some(Split::Merged { shards }), false) => {
             merged::rerun_merged(trace, *shards, how.keep_states, progress).await
         }
-        (Some(Split::Merged { .. }), true) => Err(Error::InvalidInput {
-            what: "run",
-            cause: "a merged run cannot be resumed: resume its shards, then merge them again".into(),
-        }),
+        (Some(Split::Merged { .. }), true) => Err(Error::from(ActorFault::invalid(
+            "run",
+            "a merged run cannot be resumed: resume its shards, then merge them again",
+        ))),
         _ => rerun_one(trace, how, progress, on_tick).await,
     }
 }

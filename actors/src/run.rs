@@ -10,6 +10,7 @@ use crate::supervisor::{PanelSupervisor, SupervisorMsg};
 use engine::chat::ChatPort;
 use engine::config::{Config, EmbeddingModel};
 use engine::embed::{EmbeddingPort, Strategy};
+use engine::error::ActorFault;
 use engine::persona::profile::draw;
 use engine::persona::{PersonaState, Traits};
 use engine::scenario::Scenario;
@@ -166,32 +167,32 @@ fn check_spec(spec: &RunSpec) -> Result<()> {
                 spec.personas, s.count
             ),
         };
-        return Err(Error::InvalidInput { what: "personas", cause });
+        return Err(Error::from(ActorFault::invalid("personas", cause)));
     }
     if let Some(panel) = &spec.config.raw.panel {
         if panel.rows.len() != spec.personas as usize {
-            return Err(Error::InvalidInput {
-                what: "personas",
-                cause: format!(
+            return Err(Error::from(ActorFault::invalid(
+                "personas",
+                format!(
                     "the panel from {} has {} rows, one per persona, but the run asks for {} personas",
                     panel.source,
                     panel.rows.len(),
                     spec.personas
                 ),
-            });
+            )));
         }
     }
     if let Some(s) = spec.shard.filter(|s| s.count > spec.personas) {
-        return Err(Error::InvalidInput {
-            what: "shard",
-            cause: format!("{} shards for {} personas: every shard needs at least one persona", s.count, spec.personas),
-        });
+        return Err(Error::from(ActorFault::invalid(
+            "shard",
+            format!("{} shards for {} personas: every shard needs at least one persona", s.count, spec.personas),
+        )));
     }
     if spec.ticks == 0 || spec.ticks > MAX_TICKS {
-        return Err(Error::InvalidInput {
-            what: "ticks",
-            cause: format!("must be between 1 and {MAX_TICKS}, got {}", spec.ticks),
-        });
+        return Err(Error::from(ActorFault::invalid(
+            "ticks",
+            format!("must be between 1 and {MAX_TICKS}, got {}", spec.ticks),
+        )));
     }
     Ok(())
 }
@@ -344,7 +345,7 @@ impl Panel {
         let shared = &shared.run;
         let supervisor = Actor::spawn(None, PanelSupervisor, ())
             .await
-            .map_err(|e| Error::Spawn { actor: "supervisor".into(), source: Box::new(e) })?;
+            .map_err(|e| Error::from(ActorFault::spawn("supervisor", e)))?;
         let mut panel = Panel { supervisor: Some(supervisor), hosts: Vec::new(), coordinator: None };
         let range = shared.range.clone();
         let mut interests = Vec::with_capacity(range.len());
@@ -368,7 +369,7 @@ impl Panel {
                 Ok(actor) => panel.hosts.push(actor),
                 Err(e) => {
                     panel.shutdown().await;
-                    return Err(Error::Spawn { actor: format!("persona host {h}"), source: Box::new(e) });
+                    return Err(Error::from(ActorFault::spawn(format!("persona host {h}"), e)));
                 }
             }
         }
@@ -378,7 +379,7 @@ impl Panel {
             Ok(c) => panel.coordinator = Some(c),
             Err(e) => {
                 panel.shutdown().await;
-                return Err(Error::Spawn { actor: "coordinator".into(), source: Box::new(e) });
+                return Err(Error::from(ActorFault::spawn("coordinator", e)));
             }
         }
         Ok(panel)

@@ -1,18 +1,19 @@
-//! The one error type of the agents crate. What every actor crate can
-//! meet (the engine's refusal, a parameter out of range, an actor that
-//! could not start) is [`actors::Error`]'s, wrapped whole; what only the
-//! field and the experiment meet is here.
+//! The one error type of the agents crate. The faults every actor crate
+//! shares (a parameter out of range, an actor that could not start) are
+//! [`engine::error::ActorFault`], wrapped whole as `actors::Error` wraps
+//! it; what only the field and the experiment meet is here.
 
 /// What can go wrong running the field actor or the experiment. Caller
 /// faults (bad input) and internal faults (an actor that failed) are told
 /// apart so the CLI can say which is which.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// What every actor crate can meet: the engine rejected an input
-    /// (`actors::Error::Engine`), a parameter is out of range
-    /// (`InvalidInput`), an actor could not be spawned (`Spawn`).
+    /// The engine rejected an input.
     #[error(transparent)]
-    Actors(#[from] actors::Error),
+    Engine(#[from] engine::Error),
+    /// A parameter is out of range, or an actor could not start.
+    #[error(transparent)]
+    Fault(#[from] engine::error::ActorFault),
     /// The field actor stopped answering (an internal fault).
     #[error("the field actor failed: {0}")]
     FieldActor(String),
@@ -47,21 +48,15 @@ pub enum Error {
     Field(#[from] ::field::PortError),
 }
 
-impl From<engine::Error> for Error {
-    fn from(e: engine::Error) -> Self {
-        Error::Actors(actors::Error::Engine(e))
-    }
-}
-
 impl Error {
     /// A parameter out of range (a caller fault).
     pub fn invalid(what: &'static str, cause: impl Into<String>) -> Self {
-        Error::Actors(actors::Error::InvalidInput { what, cause: cause.into() })
+        Error::Fault(engine::error::ActorFault::invalid(what, cause))
     }
 
     /// An actor that could not be spawned (an internal fault).
     pub fn spawn(actor: impl Into<String>, source: ractor::SpawnErr) -> Self {
-        Error::Actors(actors::Error::Spawn { actor: actor.into(), source: Box::new(source) })
+        Error::Fault(engine::error::ActorFault::spawn(actor, source))
     }
 
     /// Whether the caller is at fault (bad configuration, bad input, a
@@ -69,7 +64,8 @@ impl Error {
     /// its environment (an actor that failed, a disk that refused a write).
     pub fn is_caller_fault(&self) -> bool {
         match self {
-            Error::Actors(e) => e.is_caller_fault(),
+            Error::Engine(e) => e.is_caller_fault(),
+            Error::Fault(f) => f.is_caller_fault(),
             Error::Field(e) => e.is_caller_fault(),
             Error::InMission { source, .. } => source.is_caller_fault(),
             Error::AgentChat { .. } | Error::FieldActor(_) | Error::Mission(_) => false,

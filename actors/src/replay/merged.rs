@@ -8,6 +8,7 @@ use super::{rerun_one, CassetteCounts, Divergence, How, Rerun};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::run::RunResult;
+use engine::error::ActorFault;
 use engine::scenario::Scenario;
 use engine::shard::Shard;
 use engine::store::trace::{ReadTrace, RunEnd, Split, TickFrame};
@@ -24,7 +25,7 @@ pub fn shard_view(trace: &ReadTrace, shard: Shard) -> Result<ReadTrace> {
     let mut last = None;
     for (t, frame) in trace.ticks.iter().enumerate() {
         let split = trace.tick_splits.get(t).filter(|s| s.len() as u32 == shard.count).ok_or_else(|| {
-            Error::InvalidInput { what: "trace", cause: format!("merged tick {} has no split by shard", frame.tick) }
+            Error::from(ActorFault::invalid("trace", format!("merged tick {} has no split by shard", frame.tick)))
         })?;
         let start = frame.outcomes.partition_point(|o| o.persona < range.start);
         let end = frame.outcomes.partition_point(|o| o.persona < range.end);
@@ -96,7 +97,7 @@ pub(crate) async fn rerun_merged(
     keep_states: bool,
     progress: Arc<dyn Progress>,
 ) -> Result<Rerun> {
-    let bad = |cause: String| Error::InvalidInput { what: "trace", cause };
+    let bad = |cause: String| Error::from(ActorFault::invalid("trace", cause));
     let mut cassette = CassetteCounts::default();
     let mut first_miss = None;
     let mut final_states = Vec::new();

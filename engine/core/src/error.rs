@@ -1,4 +1,5 @@
-//! The one error type of the engine.
+//! The one error type of the engine, and [`ActorFault`], the faults every
+//! crate that runs actors shares (`actors` and `agents` each wrap it).
 
 /// Every way an engine operation can fail. Variants name the input and the
 /// cause so that the CLI can print them as they are.
@@ -175,6 +176,54 @@ impl Error {
                 | Error::Uncommitted { .. }
                 | Error::RecordedByOlder { .. }
         )
+    }
+}
+
+/// What every crate that runs actors can meet besides the engine's own
+/// refusals: a parameter out of range (the caller's fault) or an actor
+/// that could not start (an internal one). `actors::Error` and
+/// `agents::Error` wrap it whole, so the two share one shape and one set of
+/// messages, and neither depends on the other.
+#[derive(Debug, thiserror::Error)]
+pub enum ActorFault {
+    /// A parameter is out of range.
+    #[error("{what}: {cause}")]
+    InvalidInput {
+        /// The parameter.
+        what: &'static str,
+        /// Why it is rejected.
+        cause: String,
+    },
+    /// An actor could not be spawned.
+    #[error("could not start the {actor} actor: {source}")]
+    Spawn {
+        /// Which actor.
+        actor: String,
+        /// The actor runtime's error (ractor's, boxed: the engine has no
+        /// runtime).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl ActorFault {
+    /// A parameter out of range.
+    pub fn invalid(what: &'static str, cause: impl Into<String>) -> Self {
+        ActorFault::InvalidInput { what, cause: cause.into() }
+    }
+
+    /// An actor that could not start, with the runtime's error.
+    pub fn spawn(actor: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ActorFault::Spawn { actor: actor.into(), source: Box::new(source) }
+    }
+
+    /// Whether the caller is at fault: a parameter out of range is, an
+    /// actor that could not start is not.
+    pub fn is_caller_fault(&self) -> bool {
+        match self {
+            ActorFault::InvalidInput { .. } => true,
+            ActorFault::Spawn { .. } => false,
+        }
     }
 }
 
