@@ -338,7 +338,8 @@ pub(crate) async fn rerun_one(
     if live {
         // A run resumed on another machine computes at that machine's
         // kernel level: every level gives the same bits.
-        spec.config.raw.chat.gguf.kernel = engine::config::GgufKernel::Auto;
+        spec.config.raw.chat.gguf.kernel = engine::config::KernelLevel::Auto;
+        spec.config.raw.embedding.minilm.kernel = engine::config::KernelLevel::Auto;
     }
     let (live_embedder, live_chat) = match live {
         true => {

@@ -275,13 +275,17 @@ fn set_up(spec: RunSpec) -> Result<(Setup, TickDigests, RunSummary)> {
     let consolidation = &cfg.raw.consolidation;
     summary.consolidation.dry_run = consolidation.dry_run;
     summary.consolidation.automatic = consolidation.enabled && !consolidation.dry_run;
+    let ran = |kernel: engine::config::KernelLevel| match kernel {
+        engine::config::KernelLevel::Auto => providers::auto_kernel_level().map(str::to_string),
+        recorded @ (engine::config::KernelLevel::Avx2 | engine::config::KernelLevel::Portable) => {
+            Some(recorded.name().to_string())
+        }
+    };
     if cfg.raw.chat.provider == engine::config::ChatProvider::Gguf {
-        use engine::config::GgufKernel;
-        let level = match cfg.raw.chat.gguf.kernel {
-            GgufKernel::Auto => providers::gguf_auto_level(),
-            recorded @ (GgufKernel::Avx2 | GgufKernel::Portable) => Some(recorded.name()),
-        };
-        summary.gguf_kernel = level.map(str::to_string);
+        summary.gguf_kernel = ran(cfg.raw.chat.gguf.kernel);
+    }
+    if cfg.raw.embedding.provider == engine::config::Provider::Minilm {
+        summary.minilm_kernel = ran(cfg.raw.embedding.minilm.kernel);
     }
     let semantic =
         matches!(cfg.raw.embedding.provider, engine::config::Provider::Minilm | engine::config::Provider::Openai);

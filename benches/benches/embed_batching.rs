@@ -12,15 +12,16 @@
 //! through the same client (concurrency 4, the same cache), a user's real
 //! alternative to batching.
 //!
-//! The `minilm` group runs the real model (all-MiniLM-L6-v2 on candle; `bash
+//! The `minilm` group runs the real model (all-MiniLM-L6-v2 on the
+//! project's kernels; `bash
 //! scripts/fetch-minilm` first, else the group is skipped with a note):
 //! - `minilm/run/<strategy>`: a 50-persona, 3-tick panel end to end, cold
 //!   cache, batched against both per-persona baselines;
 //! - `minilm/batch/<n>`: 64 texts through the inference client at batch
 //!   size 1, 8, 32 and 64 (throughput in texts per second);
-//! - `minilm/exact/{one-by-one,packed,padded}`: each text alone, all of
-//!   them packed into one pass (what requests run; exact too) and one
-//!   padded pass (not exact), on 32 texts of mixed length;
+//! - `minilm/exact/{one-by-one,packed}`: each text alone, and all of them
+//!   packed into one pass (what requests run; the same bits), on 32 texts
+//!   of mixed length;
 //! - `minilm/tokenise`: the tokeniser's share.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -150,9 +151,6 @@ fn minilm(c: &mut Criterion) {
     });
     group.bench_function(BenchmarkId::new("exact", "packed"), |b| {
         b.iter(|| model.embed_packed(&short).expect("embeds"));
-    });
-    group.bench_function(BenchmarkId::new("exact", "padded"), |b| {
-        b.iter(|| model.embed_padded(&short).expect("embeds"));
     });
     group.bench_function("tokenise", |b| {
         b.iter(|| short.iter().map(|t| model.token_count(t).expect("tokenises")).sum::<usize>());

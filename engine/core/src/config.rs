@@ -13,13 +13,15 @@ use serde::{Deserialize, Serialize};
 mod answers;
 mod batch_api;
 mod chat;
+mod kernel;
 pub mod panel;
 mod prices;
 
 pub use crate::intent::{IntentMethod, IntentSection};
 pub use answers::{AnswerMode, AnswerOrder, AnswersSection, ProbeCalibration};
 pub use batch_api::{BatchSettings, ChatMode, MAX_BATCH_BYTES, MAX_BATCH_LINES};
-pub use chat::{is_scripted_model, ChatProvider, ChatSection, GgufKernel, GgufLayout, GgufSettings, StructuredOutput};
+pub use chat::{is_scripted_model, ChatProvider, ChatSection, GgufLayout, GgufSettings, StructuredOutput};
+pub use kernel::KernelLevel;
 pub use prices::{builtin_model_prices, local_price, ModelPrice, PriceLabel, PricesSection};
 
 /// Simulated-time settings.
@@ -142,13 +144,18 @@ pub struct MinilmSettings {
     /// filled when the model is loaded and recorded in the trace header.
     /// When a config gives it, a model with other weights is refused.
     pub weights_sha256: String,
+    /// Which compiled form of the kernels runs. Default
+    /// [`KernelLevel::Auto`]; a run records the level that ran (`auto`
+    /// resolved). Operational: every level gives the same bits.
+    #[serde(skip_serializing_if = "KernelLevel::is_auto")]
+    pub kernel: KernelLevel,
 }
 
 impl MinilmSettings {
     /// Whether nothing is set (the section is then left out of the
     /// canonical form, so configs without it hash as before).
     pub fn is_unset(&self) -> bool {
-        self.model_dir.is_empty() && self.weights_sha256.is_empty()
+        self.model_dir.is_empty() && self.weights_sha256.is_empty() && self.kernel.is_auto()
     }
 }
 
@@ -578,12 +585,14 @@ impl Config {
     /// Hash of the canonical form; identifies the configuration of a run.
     /// The model's directory stays out (the weights' SHA-256 names the
     /// model, wherever it lies), and so do `run.max_active_personas` and the
-    /// GGUF kernel level (every level gives the same bits).
+    /// kernel levels of the GGUF and MiniLM models (every level gives the
+    /// same bits).
     pub fn hash(&self) -> Digest {
         let mut raw = self.raw.clone();
         raw.embedding.minilm.model_dir.clear();
         raw.chat.gguf.model_file.clear();
-        raw.chat.gguf.kernel = chat::GgufKernel::Auto;
+        raw.chat.gguf.kernel = KernelLevel::Auto;
+        raw.embedding.minilm.kernel = KernelLevel::Auto;
         raw.run.max_active_personas = DEFAULT_MAX_ACTIVE_PERSONAS;
         let text = toml::to_string(&raw).expect("a resolved config serialises; this is a bug");
         DigestWriter::new(CONFIG_HASH_DOMAIN).str(&text).finish()
@@ -597,7 +606,7 @@ impl Config {
     /// its file), the modelled provider's latency and faults, the HTTP
     /// endpoint's address, key variable and timeouts (the model name and
     /// `send_dimensions`, which decide the vectors, stay), the MiniLM
-    /// model's directory (its weights' SHA-256 stays), how chat requests
+    /// model's directory (its weights' SHA-256 stays) and kernel level, how chat requests
     /// are sent (concurrency, per-minute limits, transport retries and
     /// backoff, the endpoints and their timeouts, the modelled provider's
     /// latency and faults), the GGUF model's file (its SHA-256 stays), its
@@ -619,6 +628,7 @@ impl Config {
         e.modelled = d.modelled;
         e.http = crate::embed::upstream::HttpSettings { send_dimensions: e.http.send_dimensions, ..d.http };
         e.minilm.model_dir.clear();
+        e.minilm.kernel = KernelLevel::Auto;
         c.run.max_active_personas = DEFAULT_MAX_ACTIVE_PERSONAS;
         let chat = ChatSection::default();
         c.chat.concurrency = chat.concurrency;

@@ -216,6 +216,10 @@ pub struct RunSummary {
     /// `portable`); every level gives the same bits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gguf_kernel: Option<String>,
+    /// The kernel level the `minilm` embedder computed at (`avx2`,
+    /// `portable`); every level gives the same bits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minilm_kernel: Option<String>,
     /// One-line suggestions about the run's settings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,

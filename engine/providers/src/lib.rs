@@ -38,6 +38,8 @@ pub mod chat;
 pub mod clock;
 pub mod embed;
 mod http;
+#[cfg(feature = "local-models")]
+pub mod kernel;
 pub mod upstream;
 
 pub use chat::ChatClient;
@@ -163,7 +165,8 @@ fn gguf_chat(c: &engine::config::ChatSection) -> engine::Result<Arc<dyn chat::up
 /// The MiniLM provider (`[embedding] provider = "minilm"`).
 #[cfg(feature = "local-models")]
 fn minilm_provider(e: &engine::config::EmbeddingSection) -> engine::Result<Arc<dyn EmbedProvider>> {
-    Ok(Arc::new(MiniLmProvider::new(embed::minilm::load_configured(&e.minilm)?)))
+    let level = embed::minilm::level_for(&e.minilm)?;
+    Ok(Arc::new(MiniLmProvider::new(embed::minilm::load_configured(&e.minilm)?).at_level(level)))
 }
 
 /// The GGUF file's SHA-256 and the kernel level that runs (`auto`
@@ -172,25 +175,26 @@ fn minilm_provider(e: &engine::config::EmbeddingSection) -> engine::Result<Arc<d
 fn identify_gguf(g: &mut engine::config::GgufSettings) -> engine::Result<()> {
     let model = chat::gguf::load_configured(g)?;
     g.sha256 = model.sha256().to_string();
-    g.kernel = match model.level() {
-        chat::gguf::Level::Avx2 => engine::config::GgufKernel::Avx2,
-        chat::gguf::Level::Portable => engine::config::GgufKernel::Portable,
-    };
+    g.kernel = model.level().setting();
     Ok(())
 }
 
-/// The MiniLM weights' SHA-256, for the trace header.
+/// The MiniLM weights' SHA-256 and the kernel level that runs (`auto`
+/// resolved), for the trace header.
 #[cfg(feature = "local-models")]
 fn identify_minilm(m: &mut engine::config::MinilmSettings) -> engine::Result<()> {
+    let level = embed::minilm::level_for(m)?;
     m.weights_sha256 = embed::minilm::load_configured(m)?.weights_sha256().to_string();
+    m.kernel = level.setting();
     Ok(())
 }
 
-/// The kernel level a GGUF model computes at on this CPU with `auto`
-/// (`avx2` or `portable`); `None` in a build without local models.
-pub fn gguf_auto_level() -> Option<&'static str> {
+/// The kernel level a local model (GGUF or MiniLM) computes at on this CPU
+/// with `auto` (`avx2` or `portable`); `None` in a build without local
+/// models.
+pub fn auto_kernel_level() -> Option<&'static str> {
     #[cfg(feature = "local-models")]
-    return Some(chat::gguf::Level::detect().name());
+    return Some(kernel::Level::detect().name());
     #[cfg(not(feature = "local-models"))]
     None
 }

@@ -76,6 +76,9 @@ struct HeaderView<'a> {
     chat_model_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gguf_kernel: Option<&'static str>,
+    /// The kernel level a `minilm` embedder computed at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    minilm_kernel: Option<&'static str>,
     /// A shard's trace: which shard, and its personas (`first..end`).
     #[serde(skip_serializing_if = "Option::is_none")]
     shard: Option<ShardView>,
@@ -273,6 +276,8 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
         chat_model_id: Some(config.raw.chat.gguf.sha256.clone()).filter(|s| !s.is_empty()),
         gguf_kernel: (config.raw.chat.provider == engine::config::ChatProvider::Gguf)
             .then(|| config.raw.chat.gguf.kernel.name()),
+        minilm_kernel: (config.raw.embedding.provider == engine::config::Provider::Minilm)
+            .then(|| config.raw.embedding.minilm.kernel.name()),
         shard: match &read.split {
             Some(Split::Shard(s)) => {
                 let r = s.personas(h.personas);
@@ -328,6 +333,10 @@ fn print_text(v: &Inspected<'_>) {
     let short = |s: &str| s.get(..16).unwrap_or(s).to_string();
     println!("  scenario {} ({}), config {}", h.scenario, short(h.scenario_hash), short(&h.config_hash.hex()));
     let id = h.embedding_model_id.as_deref().map(|id| format!(" (weights SHA-256 {})", short(id))).unwrap_or_default();
+    let id = match h.minilm_kernel {
+        Some(kernel) => format!("{id}, computed on the {kernel} kernels"),
+        None => id,
+    };
     println!("  embedding model {}{id}, chat model {}", h.embedding_model, h.chat_model);
     if let (Some(sha), Some(kernel)) = (&h.chat_model_id, h.gguf_kernel) {
         println!("  chat model file SHA-256 {}, computed on the {kernel} kernels", short(sha));

@@ -5,7 +5,7 @@
 //! threads. Needs the models that `bash scripts/fetch-smollm2` and `bash
 //! scripts/fetch-minilm` fetch (the test command runs both first).
 
-use crate::support::{scratch, sim, stderr};
+use crate::support::{digest_on_every_kernel_level, scratch, sim, stderr};
 use engine::chat::schema::schema;
 use engine::chat::ChatPurpose;
 use engine::testing::schema_breach as breach;
@@ -195,31 +195,7 @@ fn a_local_model_run_has_one_digest_on_every_kernel_level() {
     gguf.insert("model_file".into(), model.display().to_string().into());
     // The hashed embedder: the digest pins the chat model's arithmetic alone.
     value.as_table_mut().expect("table").remove("embedding");
-    let mut levels = vec!["auto", "portable"];
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        levels.push("avx2");
-    }
-    let mut digests = Vec::new();
-    for (i, level) in levels.iter().enumerate() {
-        value["chat"]["gguf"].as_table_mut().expect("gguf").insert("kernel".into(), level.to_string().into());
-        let cfg = dir.join(format!("{level}.toml"));
-        std::fs::write(&cfg, toml::to_string(&value).expect("toml")).expect("write");
-        let out = format!("run-{level}");
-        let threads = if i % 2 == 0 { "2" } else { "1" };
-        let args = ["run", "--config", cfg.to_str().expect("utf-8"), "--personas", "2", "--ticks", "1", "--out", &out];
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sim-cli"));
-        command.args(args).args(["--threads", threads, "--json"]).current_dir(&dir);
-        if *level == "avx2" {
-            command.env("MISTRALRS_FORCE_AVX2", "1").env("MISTRALRS_FORCE_AVXVNNI", "1");
-        }
-        let summary = json(&command.output().expect("sim-cli runs"));
-        assert_eq!(summary["jobs"]["ok"], 2, "{level}");
-        let ran = summary["gguf_kernel"].as_str().expect("the summary names the kernel level").to_string();
-        assert!(*level == "auto" || ran == *level, "{level} ran as {ran}");
-        let inspect = sim(&dir, &["inspect", &out]);
-        assert!(String::from_utf8_lossy(&inspect.stdout).contains(&format!("computed on the {ran} kernels")));
-        digests.push((level.to_string(), summary["digest"].as_str().expect("digest").to_string()));
-    }
+    let digests = digest_on_every_kernel_level(&dir, value, &["chat", "gguf"], "gguf_kernel", "2", "1");
     for (level, digest) in &digests {
         assert_eq!(digest, GOLDEN_DIGEST, "{level}: the golden digest ({digests:?})");
     }

@@ -2,7 +2,7 @@
 //! thread counts, and the embedding sanity check. Needs the model that
 //! `bash scripts/fetch-minilm` fetches (the test command runs it first).
 
-use crate::support::{scratch, sim, stderr};
+use crate::support::{digest_on_every_kernel_level, scratch, sim, stderr};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -52,6 +52,30 @@ fn a_minilm_run_replays_with_no_call_and_both_strategies_share_its_digest() {
     assert_eq!((replay["complete"].as_bool(), replay["ticks_matched"].as_u64()), (Some(true), Some(3)), "{replay}");
     assert!(replay["divergence"].is_null(), "{replay}");
     assert_eq!(replay["provider_calls"], 0, "{replay}");
+}
+
+/// The digest of `run --personas 5 --ticks 2` on the scripted chat model
+/// with MiniLM's vectors (`fixtures/configs/minilm.toml`), pinned on an AMD
+/// EPYC Zen 5 with AVX-512. MiniLM's arithmetic is the project's own, in
+/// an order fixed by the shapes, so it holds on every CPU; a change of
+/// kernel, tokenizer or pooling that moves it is seen here (and goes in the
+/// CHANGELOG).
+const GOLDEN_DIGEST: &str = "7c8330ef1934ac67223fc9a7f411910cdef6647f30a7113e9015f210acddc82e";
+
+/// One run, one digest, on every kernel level this CPU runs (forced through
+/// `[embedding.minilm] kernel`) at one and two threads, the level that ran
+/// in the summary and `inspect`; and it is the golden digest.
+#[test]
+fn a_minilm_run_has_one_digest_on_every_kernel_level() {
+    let dir = scratch("minilm-kernels");
+    let mut value: toml::Value = toml::from_str(&std::fs::read_to_string(config()).expect("config")).expect("toml");
+    let model = root().join("models/all-MiniLM-L6-v2");
+    let minilm = value["embedding"]["minilm"].as_table_mut().expect("[embedding.minilm]");
+    minilm.insert("model_dir".into(), model.display().to_string().into());
+    let digests = digest_on_every_kernel_level(&dir, value, &["embedding", "minilm"], "minilm_kernel", "5", "2");
+    for (level, digest) in &digests {
+        assert_eq!(digest, GOLDEN_DIGEST, "{level}: the golden digest ({digests:?})");
+    }
 }
 
 #[test]

@@ -48,3 +48,50 @@ pub fn chromium(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
         .output()
         .expect("chromium runs (the test command installs Debian's chromium package)")
 }
+
+/// Runs `value` (a config, as TOML) with its local model's kernel level
+/// (at `kernel`, a path of tables such as `["chat", "gguf"]`) set to every
+/// level this CPU runs, alternating two threads and one, for `personas` x
+/// `ticks`, with the environment variables candle's kernels read set at
+/// `avx2`. Each run's summary must name the level that ran under
+/// `summary_key`, and `inspect` must say it; returns each level's digest.
+pub fn digest_on_every_kernel_level(
+    dir: &std::path::Path,
+    mut value: toml::Value,
+    kernel: &[&str],
+    summary_key: &str,
+    personas: &str,
+    ticks: &str,
+) -> Vec<(String, String)> {
+    let mut levels = vec!["auto", "portable"];
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        levels.push("avx2");
+    }
+    let mut digests = Vec::new();
+    for (i, level) in levels.iter().enumerate() {
+        let table = kernel.iter().fold(&mut value, |v, k| &mut v[*k]).as_table_mut().expect("the kernel's table");
+        table.insert("kernel".into(), level.to_string().into());
+        let cfg = dir.join(format!("{level}.toml"));
+        std::fs::write(&cfg, toml::to_string(&value).expect("toml")).expect("write");
+        let out = format!("run-{level}");
+        let threads = if i % 2 == 0 { "2" } else { "1" };
+        let args = ["run", "--config", cfg.to_str().expect("utf-8"), "--personas", personas, "--ticks", ticks];
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sim-cli"));
+        command.args(args).args(["--out", &out, "--threads", threads, "--json"]).current_dir(dir);
+        command.env("RAYON_NUM_THREADS", threads);
+        if *level == "avx2" {
+            // What candle's own kernels read: it must change nothing.
+            command.env("MISTRALRS_FORCE_AVX2", "1").env("MISTRALRS_FORCE_AVXVNNI", "1");
+        }
+        let output = command.output().expect("sim-cli runs");
+        assert!(output.status.success(), "{level}: {}", stderr(&output));
+        let summary: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json on stdout");
+        assert_eq!(summary["jobs"]["failed"], 0, "{level}: {summary}");
+        let ran = summary[summary_key].as_str().expect("the summary names the kernel level").to_string();
+        assert!(*level == "auto" || ran == *level, "{level} ran as {ran}");
+        let inspect = sim(dir, &["inspect", &out]);
+        assert!(String::from_utf8_lossy(&inspect.stdout).contains(&format!("computed on the {ran} kernels")));
+        digests.push((level.to_string(), summary["digest"].as_str().expect("digest").to_string()));
+    }
+    digests
+}

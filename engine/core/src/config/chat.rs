@@ -1,6 +1,6 @@
 //! `[chat]`: the chat model, its provider and the guardrails around it.
 
-use super::{bad, Bad, BatchSettings, ChatMode, RawConfig};
+use super::{bad, Bad, BatchSettings, ChatMode, KernelLevel, RawConfig};
 use crate::embed::upstream::{HttpSettings, ModelledSettings};
 use serde::{Deserialize, Serialize};
 
@@ -76,40 +76,6 @@ pub enum GgufLayout {
     FreeText,
 }
 
-/// Which compiled form of the `gguf` provider's kernels runs. Every level
-/// computes the same bits (the provider's `kernel` module defines each
-/// operation once, in a fixed order); the choice changes speed only, so it
-/// stays out of the digests and the config hash.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GgufKernel {
-    /// The fastest level this CPU runs, chosen when the model loads; the
-    /// level chosen is what a run's trace header records.
-    #[default]
-    Auto,
-    /// AVX2 and FMA (x86-64-v3); refused on a CPU without them.
-    Avx2,
-    /// The baseline CPU: no vector extension beyond the target's default.
-    /// Slower; the same bits.
-    Portable,
-}
-
-impl GgufKernel {
-    /// Whether the level is left to the machine.
-    pub fn is_auto(&self) -> bool {
-        *self == GgufKernel::Auto
-    }
-
-    /// Its name in configs and summaries.
-    pub fn name(self) -> &'static str {
-        match self {
-            GgufKernel::Auto => "auto",
-            GgufKernel::Avx2 => "avx2",
-            GgufKernel::Portable => "portable",
-        }
-    }
-}
-
 /// `[chat.gguf] batch` unless a config says otherwise.
 pub const DEFAULT_GGUF_BATCH: usize = 8;
 
@@ -156,9 +122,9 @@ pub struct GgufSettings {
     #[serde(skip_serializing_if = "is_default_batch")]
     pub batch: usize,
     /// Which compiled form of the kernels runs. Default
-    /// [`GgufKernel::Auto`]. Operational: every level gives the same bits.
-    #[serde(skip_serializing_if = "GgufKernel::is_auto")]
-    pub kernel: GgufKernel,
+    /// [`KernelLevel::Auto`]. Operational: every level gives the same bits.
+    #[serde(skip_serializing_if = "KernelLevel::is_auto")]
+    pub kernel: KernelLevel,
 }
 
 impl Default for GgufSettings {
@@ -171,7 +137,7 @@ impl Default for GgufSettings {
             prefix_cache_mib: 512,
             workers: None,
             batch: DEFAULT_GGUF_BATCH,
-            kernel: GgufKernel::Auto,
+            kernel: KernelLevel::Auto,
         }
     }
 }

@@ -97,6 +97,18 @@ fn minilm_fixes_model_and_dim_and_its_directory_stays_out_of_the_hash() {
     assert_eq!(at("a", "11").content_hash(), at("b", "11").content_hash());
     assert_ne!(at("a", "11").hash(), at("a", "22").hash());
     assert_ne!(at("a", "11").content_hash(), at("a", "22").content_hash());
+    // The kernel level is operational: recorded, out of both hashes.
+    let level = |kernel: &str| {
+        raw(&format!("{base}[embedding.minilm]\nmodel_dir = \"a\"\nweights_sha256 = \"11\"\nkernel = \"{kernel}\"\n"))
+            .resolve("t")
+            .expect("valid")
+    };
+    let portable = level("portable");
+    assert_eq!(portable.raw.embedding.minilm.kernel, KernelLevel::Portable);
+    assert!(portable.to_toml().contains("kernel = \"portable\""), "the level is recorded");
+    assert_eq!((portable.hash(), portable.content_hash()), (at("a", "11").hash(), at("a", "11").content_hash()));
+    let err = RawConfig::from_toml(&format!("{base}[embedding.minilm]\nkernel = \"fast\"\n"), "t").expect_err("fast");
+    assert!(err.to_string().contains("fast") && err.to_string().contains("portable"), "{err}");
 }
 
 #[test]

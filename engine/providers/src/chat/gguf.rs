@@ -54,6 +54,6 @@ pub mod vocab;
 
 pub use error::GgufError;
 pub use kernel::Level;
-pub use model::{file_sha256, level_for, load_configured, GgufModel};
+pub use model::{file_sha256, load_configured, GgufModel};
 pub use throughput::{throughput, Throughput};
 pub use upstream::GgufChat;

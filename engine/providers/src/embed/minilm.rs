@@ -1,25 +1,21 @@
 //! The `minilm` provider: sentence-transformers all-MiniLM-L6-v2 run
-//! locally on candle (CPU). BERT (this crate's own encoder, `minilm/bert.rs`, on
-//! candle's tensors and layers), 384 dimensions, mean pooling over the
-//! tokens, L2-normalised: the model card's recipe.
+//! locally on the CPU. BERT (this crate's own encoder, `minilm/bert.rs`,
+//! on the project's kernels, `crate::kernel`), 384 dimensions, mean
+//! pooling over the tokens, L2-normalised: the model card's recipe.
 //!
-//! **Exactness.** No text is ever padded. A padded batch would change the
-//! length of the attention and pooling reductions, and so the last bits of
-//! a vector with what else is in its batch. A request's texts are packed
-//! instead ([`MiniLm::embed_packed`]): the tokens of all of them form one
-//! matrix, on which every row-wise operation runs once, while attention
-//! runs per text (`bert::Bert::forward_packed` says why each row comes
-//! out the same bits whatever else is packed with it). A text's vector is
-//! therefore a function of the text and the weights only, whatever the
-//! batch, its order, the batch size or the thread count (the tests check
-//! this bit for bit), and [`MiniLm::embed_one`] is a pack of one.
-//! [`MiniLm::embed_padded`] runs the padded alternative, for the bench that
-//! measures what exactness costs.
+//! **Exactness.** A vector is a function of the text and the weights only:
+//! the same bits whatever the batch, its order, the batch size, the thread
+//! count, the kernel level (`[embedding.minilm] kernel`) and the CPU. Every
+//! operation of the encoder is defined by the project in an order fixed by
+//! the shapes (no dependency picks a summation order by CPU or cache size).
+//! No text is padded: a request's texts are packed ([`MiniLm::embed_packed`]),
+//! the tokens of all of them one matrix, on which every row-wise operation
+//! runs once, while attention runs per text. [`MiniLm::embed_one`] is a
+//! pack of one. The tests check all of this bit for bit.
 //!
-//! **Speed.** A pack holds at most [`PASS_TOKENS`] tokens, so the linear
+//! **Speed.** A pack holds at most [`PASS_TOKENS`] tokens, so the dense
 //! layers, most of the work, run as large matrix products on every core
-//! (candle's thread pool, kept warm across a request by
-//! `Device::with_context`).
+//! (rayon's pool).
 //!
 //! **Limits.** A text longer than 256 word pieces (the model's limit) is
 //! truncated and counted ([`MiniLm::truncated_texts`]). An empty text is
@@ -36,9 +32,10 @@
 mod bert;
 
 use super::provider::{EmbedProvider, ProviderReply, ProviderRequest};
+use crate::kernel::Level;
 use crate::upstream::{FailureKind, ProviderError};
 use bert::{Bert, BertConfig};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use engine::config::MinilmSettings;
 use engine::error::{Error, Result};
@@ -168,19 +165,25 @@ impl MiniLm {
     }
 
     /// One text's vector: a forward pass of the text alone (a pack of
-    /// one), the mean of its token states, L2-normalised.
+    /// one), the mean of its token states, L2-normalised; at the fastest
+    /// kernel level this CPU runs (every level gives the same bits).
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
         let mut out = self.embed_packed(std::slice::from_ref(&text.to_string()))?;
         Ok(out.pop().map(|(v, _)| v).unwrap_or_default())
     }
 
-    /// Several texts, packed: in order, as many texts per forward pass as
-    /// fit in [`PASS_TOKENS`] tokens, each pass one matrix of all its
-    /// texts' tokens (`bert::Bert::forward_packed`). A text's vector is
-    /// the one [`MiniLm::embed_one`] gives it, bit for bit, whatever else
-    /// is packed with it. Returns the vectors in order, with each text's
-    /// word pieces.
+    /// [`MiniLm::embed_packed_at`] the fastest kernel level this CPU runs.
     pub fn embed_packed(&self, texts: &[String]) -> Result<Vec<(Vec<f32>, usize)>> {
+        self.embed_packed_at(Level::detect(), texts)
+    }
+
+    /// Several texts, packed, computed at `level`: in order, as many texts
+    /// per forward pass as fit in [`PASS_TOKENS`] tokens, each pass one
+    /// matrix of all its texts' tokens (`bert::Bert::forward_packed`). A
+    /// text's vector is the one [`MiniLm::embed_one`] gives it, bit for
+    /// bit, whatever else is packed with it and whatever the level.
+    /// Returns the vectors in order, with each text's word pieces.
+    pub fn embed_packed_at(&self, level: Level, texts: &[String]) -> Result<Vec<(Vec<f32>, usize)>> {
         let tokens = texts.iter().map(|t| self.tokenize(t)).collect::<Result<Vec<_>>>()?;
         let truncated = tokens.iter().filter(|t| t.truncated).count() as u64;
         self.truncated.fetch_add(truncated, Ordering::Relaxed);
@@ -189,55 +192,33 @@ impl MiniLm {
         let mut held = 0;
         for t in &tokens {
             if held + t.ids.len() > PASS_TOKENS && !pass.is_empty() {
-                self.run_pass(&pass, &mut out)?;
+                self.run_pass(level, &pass, &mut out)?;
                 (pass, held) = (Vec::new(), 0);
             }
             held += t.ids.len();
             pass.push(&t.ids);
         }
         if !pass.is_empty() {
-            self.run_pass(&pass, &mut out)?;
+            self.run_pass(level, &pass, &mut out)?;
         }
         Ok(out)
     }
 
     /// One packed pass: each text's vector (the mean of its rows,
     /// L2-normalised) and word pieces, appended to `out` in order.
-    fn run_pass(&self, pass: &[&[u32]], out: &mut Vec<(Vec<f32>, usize)>) -> Result<()> {
-        let states = self.model.forward_packed(pass).map_err(|e| model_error("forward pass", e))?;
-        let rows = states.to_vec2::<f32>().map_err(|e| model_error("output", e))?;
-        let mut start = 0;
+    fn run_pass(&self, level: Level, pass: &[&[u32]], out: &mut Vec<(Vec<f32>, usize)>) -> Result<()> {
+        let states = self.model.forward_packed(level, pass).map_err(|e| model_error("forward pass", e))?;
+        let mut rows = states.chunks_exact(DIM);
         for ids in pass {
-            out.push((pool(rows[start..start + ids.len()].iter().map(Vec::as_slice)), ids.len()));
-            start += ids.len();
+            out.push((pool(rows.by_ref().take(ids.len())), ids.len()));
         }
         Ok(())
     }
-
-    /// The padded alternative: one forward pass over all `texts`, padded to
-    /// the longest, pooled over each text's own tokens. Its vectors differ
-    /// from [`MiniLm::embed_one`]'s in the last bits and depend on the
-    /// batch, which is why requests never use it; the bench does, to
-    /// measure what exactness costs.
-    pub fn embed_padded(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        let tokens = texts.iter().map(|t| self.tokenize(t)).collect::<Result<Vec<_>>>()?;
-        let longest = tokens.iter().map(|t| t.ids.len()).max().unwrap_or(0);
-        let (mut ids, mut mask) = (Vec::new(), Vec::new());
-        for t in &tokens {
-            ids.extend(t.ids.iter().copied().chain(std::iter::repeat_n(0, longest - t.ids.len())));
-            mask.extend((0..longest).map(|i| u32::from(i < t.ids.len())));
-        }
-        let shape = (tokens.len(), longest);
-        let ids = Tensor::from_vec(ids, shape, &Device::Cpu).map_err(|e| model_error("input", e))?;
-        let mask_t = Tensor::from_vec(mask, shape, &Device::Cpu).map_err(|e| model_error("input", e))?;
-        let types = ids.zeros_like().map_err(|e| model_error("input", e))?;
-        let states = self.model.forward(&ids, &types, Some(&mask_t)).map_err(|e| model_error("forward pass", e))?;
-        let states = states.to_vec3::<f32>().map_err(|e| model_error("output", e))?;
-        Ok(states.iter().zip(&tokens).map(|(s, t)| pool(s[..t.ids.len()].iter().map(Vec::as_slice))).collect())
-    }
 }
 
-/// The mean of `rows`, L2-normalised, summed in row order.
+/// The mean of `rows`, L2-normalised: each dimension summed in row order,
+/// the squares' sum in order of dimension (plain arithmetic, compiled for
+/// the baseline CPU, so the same bits everywhere).
 fn pool<'a>(rows: impl Iterator<Item = &'a [f32]>) -> Vec<f32> {
     let mut sum = vec![0f32; DIM];
     let mut n = 0u32;
@@ -272,6 +253,12 @@ pub fn load_shared(dir: &Path) -> Result<Arc<MiniLm>> {
     Ok(loaded.lock().entry(dir.to_path_buf()).or_insert(model).clone())
 }
 
+/// The kernel level `settings.kernel` asks for on this CPU (`auto`: the
+/// fastest it runs); a level it cannot run is refused by name.
+pub fn level_for(settings: &MinilmSettings) -> Result<Level> {
+    Level::for_setting(settings.kernel, "embedding.minilm.kernel")
+}
+
 /// The model `settings` name, refused when the config records other
 /// weights than the directory holds.
 pub fn load_configured(settings: &MinilmSettings) -> Result<Arc<MiniLm>> {
@@ -291,16 +278,24 @@ pub fn load_configured(settings: &MinilmSettings) -> Result<Arc<MiniLm>> {
 }
 
 /// The provider over a loaded model: each physical request runs on tokio's
-/// blocking pool, its texts packed ([`MiniLm::embed_packed`]).
+/// blocking pool, its texts packed ([`MiniLm::embed_packed_at`]), its
+/// products on rayon's pool.
 #[derive(Debug, Clone)]
 pub struct MiniLmProvider {
     model: Arc<MiniLm>,
+    level: Level,
 }
 
 impl MiniLmProvider {
-    /// The provider over `model`.
+    /// The provider over `model`, at the fastest kernel level this CPU runs.
     pub fn new(model: Arc<MiniLm>) -> Self {
-        MiniLmProvider { model }
+        MiniLmProvider { model, level: Level::detect() }
+    }
+
+    /// The same provider computing at `level` (one this CPU runs; every
+    /// level gives the same bits).
+    pub fn at_level(self, level: Level) -> Self {
+        MiniLmProvider { level, ..self }
     }
 
     /// The model.
@@ -323,13 +318,11 @@ impl EmbedProvider for MiniLmProvider {
             let message = format!("minilm: {MODEL_NAME} makes {DIM}-dimensional vectors; {} were asked for", req.dim);
             return Box::pin(std::future::ready(Err(permanent(message))));
         }
-        let model = self.model.clone();
+        let (model, level) = (self.model.clone(), self.level);
         let texts = req.texts.to_vec();
         Box::pin(async move {
             let work = move || -> Result<ProviderReply> {
-                // In candle's thread pool, warm across the pass's many
-                // parallel sections.
-                let embedded = Device::Cpu.with_context(|| model.embed_packed(&texts))?;
+                let embedded = model.embed_packed_at(level, &texts)?;
                 let tokens = embedded.iter().map(|(_, n)| *n as u64).sum();
                 Ok(ProviderReply {
                     vectors: embedded.into_iter().map(|(v, _)| v).collect(),

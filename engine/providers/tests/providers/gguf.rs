@@ -9,7 +9,7 @@ use candle_core::Device;
 use engine::chat::schema::to_lines;
 use engine::chat::{ChatPurpose, ChatRequest};
 use engine::config::ChatSection;
-use engine::config::{GgufKernel, GgufLayout, GgufSettings};
+use engine::config::{GgufLayout, GgufSettings, KernelLevel};
 use engine::persona::prompt::{probe_prompt, reflection_prompt, stable_prefix_len};
 use engine::persona::reply::{parse_insights, parse_probe, parse_reaction};
 use providers::chat::gguf::{load_configured, GgufChat, GgufModel, Level};
@@ -239,8 +239,8 @@ fn requantize(
 
 fn chat_at(level: Level, max_tokens: u64, layout: GgufLayout) -> GgufChat {
     let kernel = match level {
-        Level::Avx2 => GgufKernel::Avx2,
-        Level::Portable => GgufKernel::Portable,
+        Level::Avx2 => KernelLevel::Avx2,
+        Level::Portable => KernelLevel::Portable,
     };
     let settings = GgufSettings { model_file: model_file().display().to_string(), kernel, ..Default::default() };
     let m = load_configured(&settings).expect("the model");
@@ -280,7 +280,7 @@ fn every_kernel_level_gives_the_same_bits() {
         let chat = chat_at(level, 60, GgufLayout::FreeText);
         let llama = load_configured(&GgufSettings {
             model_file: model_file().display().to_string(),
-            kernel: if level == Level::Avx2 { GgufKernel::Avx2 } else { GgufKernel::Portable },
+            kernel: if level == Level::Avx2 { KernelLevel::Avx2 } else { KernelLevel::Portable },
             ..Default::default()
         })
         .expect("model");

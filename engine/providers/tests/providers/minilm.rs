@@ -82,10 +82,10 @@ fn sample(corpus: &[String]) -> Vec<String> {
 /// The property the packed forward pass keeps: a text's vector is the same
 /// bits alone, in any batch (any companions, any order, any size, packs
 /// split at the token budget or not), through the inference client at any
-/// batch size, and at any thread count. Random batches of the exactness
-/// corpus are drawn from a seeded stream; the thread counts run in child
-/// processes of this test (candle sizes its thread pool once per process,
-/// from `RAYON_NUM_THREADS`).
+/// batch size, at any kernel level and at any thread count. Random
+/// batches of the exactness corpus are drawn from a seeded stream; the
+/// thread counts run in child processes of this test (rayon sizes its
+/// global pool once per process, from `RAYON_NUM_THREADS`).
 #[test]
 fn a_text_has_one_vector_alone_in_any_batch_and_at_any_thread_count() {
     use engine::rng::{Purpose, Stream};
@@ -121,12 +121,12 @@ fn a_text_has_one_vector_alone_in_any_batch_and_at_any_thread_count() {
         }
     }
     assert!(split > 0, "some batch spans more than one pass");
-    // Against the encoder's other path, the padded one: a pack of one text
-    // gives the bits of a batch of one with nothing to mask (the forward
-    // pass every text ran alone before packing).
-    for i in (0..corpus.len()).step_by(5) {
-        let padded = m.embed_padded(std::slice::from_ref(&corpus[i])).expect("embeds");
-        assert!(same(&padded[0], i), "text {i}: packed alone differs from the padded path's batch of one");
+    // At every kernel level this CPU runs: the portable build (the
+    // baseline CPU's instructions) gives the same bits as the fastest.
+    let some: Vec<String> = corpus.iter().step_by(7).cloned().collect();
+    let portable = m.embed_packed_at(providers::kernel::Level::Portable, &some).expect("embeds");
+    for ((v, _), i) in portable.iter().zip((0..corpus.len()).step_by(7)) {
+        assert!(same(v, i), "text {i}: the portable kernels give other bits");
     }
 
     // Through the inference client: requests of 7 and of 64 texts.
@@ -193,8 +193,11 @@ fn a_wrong_or_missing_model_directory_is_refused_with_the_fix() {
     assert!(err.contains("model.safetensors") && err.contains("fetch-minilm"), "{err}");
     std::fs::remove_dir_all(&other).ok();
     // Weights other than the ones a config records.
-    let settings =
-        engine::config::MinilmSettings { model_dir: src.display().to_string(), weights_sha256: "00".repeat(32) };
+    let settings = engine::config::MinilmSettings {
+        model_dir: src.display().to_string(),
+        weights_sha256: "00".repeat(32),
+        ..Default::default()
+    };
     let err = providers::embed::minilm::load_configured(&settings).expect_err("other weights").to_string();
     assert!(err.contains("the config records"), "{err}");
 }

@@ -2,19 +2,13 @@
 //! that a reply's bits are the same on every machine, at every thread count
 //! and in every batch.
 //!
-//! - **One definition per operation.** Each operation is defined by plain
-//!   Rust arithmetic in a fixed order: every `f32` multiply and add rounds
-//!   once, as IEEE 754 says. There is no fused multiply-add anywhere (the
-//!   baseline CPU has none, and emulating one costs more than it gives).
-//!   Rust never reassociates or contracts floating-point code, so the same
-//!   source gives the same bits whether the compiler emits scalar or vector
-//!   instructions.
-//! - **Levels.** [`Level::Avx2`] compiles the same bodies with AVX2 and FMA
-//!   enabled (wider vectors; and the matrix product with hand-written AVX2,
-//!   see `kernel/x86.rs`); [`Level::Portable`] compiles them for the
-//!   baseline CPU. Both give the same bits; the level only changes speed. The level
-//!   is chosen by the project ([`Level::detect`], or `[chat.gguf] kernel`),
-//!   never by a dependency or an environment variable.
+//! The discipline is the one every local model shares (`crate::kernel`):
+//! one definition per operation in plain arithmetic and a fixed order, no
+//! fused multiply-add, and levels ([`Level`], `[chat.gguf] kernel`) that
+//! change speed, never bits. Here, besides the shared operations:
+//!
+//! - **Levels.** The AVX2 level adds a hand-written AVX2 matrix product
+//!   and attention head (`kernel/x86.rs`).
 //! - **Matrix products** ([`Ops::matmul`]) take `Q8_0` weights and `Q8_0`
 //!   activations (blocks of 32 signed bytes with one `f32` scale). Each
 //!   output is `acc = isum_b as f32 * (xd_b * wd_b) + acc` over the blocks
@@ -26,128 +20,20 @@
 //!   with `vpdpbusd` (the same exact integer, so the same bits, in fewer
 //!   instructions), on 512-bit vectors where it has AVX-512F too: sixteen
 //!   weight rows, a whole tile, per instruction.
-//! - **Reductions over `f32`** (a norm's sum of squares, attention's dot
-//!   products, a softmax's sum) run in eight lanes (`lane[i % 8]`) and end
-//!   with one fixed tree ([`lanes_sum`]).
-//! - **Transcendentals**: [`exp`] is the project's own (range reduction
-//!   and a polynomial, plain arithmetic); RoPE's angles come from the
-//!   `libm` crate (a Rust port of musl's, the same on every platform).
+//! - **Reductions over `f32`** run in eight lanes and end with one fixed
+//!   tree ([`lanes_sum`]); [`exp`] is the project's own. RoPE's angles come
+//!   from the `libm` crate (a Rust port of musl's, the same on every
+//!   platform).
 
 mod q8;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
+pub use crate::kernel::{dot, exp, lanes_sum, round_even, Level};
 pub use q8::{quantize_block, Q8Matrix, Q8Rows, QK, TILE};
 
+use crate::kernel::avx2_fma;
 use rayon::prelude::*;
-use serde::Serialize;
-
-/// Which compiled form of the kernels runs. Every level gives the same bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Level {
-    /// AVX2 and FMA (x86-64-v3), the project's floor for speed.
-    Avx2,
-    /// The baseline CPU: the same arithmetic without vector extensions
-    /// beyond the target's default (slower).
-    Portable,
-}
-
-impl Level {
-    /// The fastest level this CPU runs.
-    pub fn detect() -> Level {
-        if Level::Avx2.available() {
-            Level::Avx2
-        } else {
-            Level::Portable
-        }
-    }
-
-    /// Whether this CPU can run the level.
-    pub fn available(self) -> bool {
-        match self {
-            Level::Portable => true,
-            Level::Avx2 => avx2_fma(),
-        }
-    }
-
-    /// Its name in configs, summaries and traces.
-    pub fn name(self) -> &'static str {
-        match self {
-            Level::Avx2 => "avx2",
-            Level::Portable => "portable",
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn avx2_fma() -> bool {
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn avx2_fma() -> bool {
-    false
-}
-
-/// `x` rounded to the nearest integer, ties to even, for `|x| < 2^22`:
-/// adding and subtracting 1.5 * 2^23 leaves the rounded value (IEEE
-/// round-to-nearest-even), in plain arithmetic that vectorizes.
-#[inline(always)]
-pub fn round_even(x: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0;
-    (x + MAGIC) - MAGIC
-}
-
-/// `e^x` for the engine's uses (softmax, SiLU): `x` clamped to
-/// [-87, 88], `x = n ln 2 + r` with `|r| <= ln 2 / 2`, `e^r` by its degree-7
-/// Taylor polynomial (relative error below 4e-7), scaled by `2^n` through the
-/// exponent bits. Plain arithmetic, so the same bits on every CPU.
-#[inline(always)]
-pub fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    // ln 2 split so that n * LN2_HI is exact for |n| < 2^9.
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    let x = x.clamp(-87.0, 88.0);
-    let n = round_even(x * LOG2E);
-    let r = n * -LN2_HI + x;
-    let r = n * -LN2_LO + r;
-    let mut p: f32 = 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    let scale = f32::from_bits((((n as i32) + 127) as u32) << 23);
-    p * scale
-}
-
-/// The sum of eight lanes, in one fixed tree.
-#[inline(always)]
-pub fn lanes_sum(l: &[f32; 8]) -> f32 {
-    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
-}
-
-/// `Σ a[i] * b[i]`, each term fused into lane `i % 8`, then
-/// [`lanes_sum`].
-#[inline(always)]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let n = a.len().min(b.len());
-    let whole = n / 8 * 8;
-    for (ca, cb) in a[..whole].chunks_exact(8).zip(b[..whole].chunks_exact(8)) {
-        for j in 0..8 {
-            acc[j] += ca[j] * cb[j];
-        }
-    }
-    for i in whole..n {
-        acc[i % 8] += a[i] * b[i];
-    }
-    lanes_sum(&acc)
-}
 
 /// Positions in one block of a sequence's cached keys ([`Cached`]): the
 /// width of a 512-bit vector of `f32`, so that one load gives one
@@ -197,6 +83,7 @@ impl Cached<'_> {
 /// (see [`Ops`]); `#[inline(always)]` puts the same source in each.
 mod body {
     use super::{dot, exp, lanes_sum, quantize_block, Cached, KEY_BLOCK, QK};
+    pub use crate::kernel::softmax;
 
     /// RMS norm of each row of `x` (width `w.len()`) into `out`:
     /// `x * (1 / sqrt(mean(x^2) + eps)) * w`.
@@ -274,34 +161,6 @@ mod body {
                 *o += p * *v;
             }
         }
-    }
-
-    /// The scores' exponentials `e^(s - max)` in place, and the inverse of
-    /// their sum: lane `j` of eight adds positions `j, j + 8, ...` in
-    /// order, then [`lanes_sum`].
-    #[inline(always)]
-    pub fn softmax(scores: &mut [f32], max: f32) -> f32 {
-        let n = scores.len();
-        // Eight positions at a time, so that the exponentials vectorize;
-        // lane j still adds positions j, j + 8, ... in order.
-        let mut lanes = [0f32; 8];
-        let whole = n / 8 * 8;
-        for chunk in scores[..whole].chunks_exact_mut(8) {
-            let mut e = [0f32; 8];
-            for (e, s) in e.iter_mut().zip(chunk.iter()) {
-                *e = exp(*s - max);
-            }
-            chunk.copy_from_slice(&e);
-            for (lane, e) in lanes.iter_mut().zip(e) {
-                *lane += e;
-            }
-        }
-        for t in whole..n {
-            let e = exp(scores[t] - max);
-            scores[t] = e;
-            lanes[t % 8] += e;
-        }
-        1.0 / lanes_sum(&lanes)
     }
 
     /// The integer dot product of two blocks (exact: any order of its
@@ -522,26 +381,6 @@ mod tests {
         let mut s =
             engine::rng::Stream::from_key(engine::digest::DigestWriter::new("kernel test").u64(seed).finish().0);
         (0..n).map(|_| (s.unit() as f32 - 0.5) * 4.0).collect()
-    }
-
-    #[test]
-    fn exp_is_close_to_the_true_exponential() {
-        for i in -8700..8800 {
-            let x = i as f32 / 100.0;
-            let want = f64::from(x).exp();
-            let got = f64::from(exp(x));
-            assert!(((got - want) / want).abs() < 4e-7, "exp({x}) = {got}, want {want}");
-        }
-        assert!(exp(-1e9) > 0.0 && exp(1e9).is_finite());
-    }
-
-    #[test]
-    fn rounding_is_to_nearest_even() {
-        assert_eq!(round_even(2.5), 2.0);
-        assert_eq!(round_even(3.5), 4.0);
-        assert_eq!(round_even(-2.5), -2.0);
-        assert_eq!(round_even(-126.7), -127.0);
-        assert_eq!(round_even(0.49), 0.0);
     }
 
     /// Quantizing gives the portable bytes and scales on blocks of every

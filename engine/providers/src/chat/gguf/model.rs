@@ -8,7 +8,7 @@ use super::kernel::Level;
 use super::llama::Llama;
 use super::vocab::Vocab;
 use candle_core::quantized::gguf_file;
-use engine::config::{GgufKernel, GgufSettings};
+use engine::config::GgufSettings;
 use engine::error::{Error, Result};
 use llguidance::ParserFactory;
 use sha2::{Digest as _, Sha256};
@@ -150,33 +150,12 @@ type Loaded = std::collections::HashMap<(PathBuf, Level), Arc<GgufModel>>;
 
 static LOADED: std::sync::OnceLock<parking_lot::Mutex<Loaded>> = std::sync::OnceLock::new();
 
-/// The kernel level `kernel` asks for on this CPU: `auto` is the fastest
-/// it runs; a level it cannot run is refused by name.
-pub fn level_for(kernel: GgufKernel) -> Result<Level> {
-    let level = match kernel {
-        GgufKernel::Auto => return Ok(Level::detect()),
-        GgufKernel::Avx2 => Level::Avx2,
-        GgufKernel::Portable => Level::Portable,
-    };
-    if !level.available() {
-        return Err(Error::Config {
-            source_name: "[chat.gguf]".into(),
-            field: "chat.gguf.kernel".into(),
-            cause: format!(
-                "{:?}: this CPU lacks AVX2 or FMA; use \"auto\" or \"portable\" (every level gives the same bits)",
-                kernel.name()
-            ),
-        });
-    }
-    Ok(level)
-}
-
 /// The model in `settings.model_file` at the level `settings.kernel` asks
 /// for, loaded once per process, file and level; refused when the config
 /// records another SHA-256.
 pub fn load_configured(settings: &GgufSettings) -> Result<Arc<GgufModel>> {
     let path = PathBuf::from(&settings.model_file);
-    let level = level_for(settings.kernel)?;
+    let level = Level::for_setting(settings.kernel, "chat.gguf.kernel")?;
     let loaded = LOADED.get_or_init(Default::default);
     let kept = loaded.lock().get(&(path.clone(), level)).cloned();
     let model = match kept {

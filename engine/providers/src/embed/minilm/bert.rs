@@ -1,13 +1,18 @@
-//! The BERT encoder MiniLM runs, on candle's tensors and layers: token,
-//! position and segment embeddings, then `num_hidden_layers` blocks of
-//! multi-head self-attention and a GELU feed-forward, each closed by a
-//! residual sum and a layer norm (Devlin et al. 2019; the layout of
-//! Hugging Face's `BertModel` checkpoints, which MiniLM's weights follow).
-//! Only what an encoder needs for sentence vectors is here: no pooler, no
-//! heads, no dropout (inference only).
+//! The BERT encoder MiniLM runs, on the project's kernels
+//! (`crate::kernel`): token, position and segment embeddings, then
+//! `num_hidden_layers` blocks of multi-head self-attention and a GELU
+//! feed-forward, each closed by a residual sum and a layer norm (Devlin et
+//! al. 2019; the layout of Hugging Face's `BertModel` checkpoints, which
+//! MiniLM's weights follow). Only what an encoder needs for sentence
+//! vectors is here: no pooler, no heads, no dropout (inference only).
+//! candle reads the checkpoint; the arithmetic is the project's, in an
+//! order that depends on the shapes alone, the same bits at every kernel
+//! level.
 
-use candle_core::{Module, Result, Tensor, D};
-use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, VarBuilder};
+use crate::kernel::dense::Dense;
+use crate::kernel::{encoder, Level};
+use candle_core::Result;
+use candle_nn::VarBuilder;
 
 /// The fields of a checkpoint's `config.json` the encoder reads.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -48,27 +53,52 @@ impl BertConfig {
     }
 }
 
-/// One encoder block.
+/// A layer norm's gain and bias.
+struct Norm {
+    gain: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+/// One encoder block. The query, key and value layers are one product
+/// (`qkv`, their outputs side by side): each output is its own sum, so
+/// stacking them changes no bit.
 struct Block {
-    query: Linear,
-    key: Linear,
-    value: Linear,
-    attention_out: Linear,
-    attention_norm: LayerNorm,
-    feed_in: Linear,
-    feed_out: Linear,
-    feed_norm: LayerNorm,
+    qkv: Dense,
+    attention_out: Dense,
+    attention_norm: Norm,
+    feed_in: Dense,
+    feed_out: Dense,
+    feed_norm: Norm,
 }
 
 /// A loaded encoder.
 pub struct Bert {
-    words: Embedding,
-    positions: Embedding,
-    segments: Embedding,
-    norm: LayerNorm,
+    /// The word embeddings, `vocab_size` rows of `width`.
+    words: Vec<f32>,
+    /// The position embeddings, `max_position_embeddings` rows.
+    positions: Vec<f32>,
+    /// Segment type 0's embedding (every text is one segment).
+    segment: Vec<f32>,
+    norm: Norm,
     blocks: Vec<Block>,
+    width: usize,
     heads: usize,
-    head_size: usize,
+    eps: f32,
+}
+
+/// One tensor of the checkpoint, as `f32` values in row order.
+fn read(vb: &VarBuilder<'_>, shape: &[usize], name: &str) -> Result<Vec<f32>> {
+    vb.get(shape, name)?.flatten_all()?.to_vec1::<f32>()
+}
+
+fn dense(vb: &VarBuilder<'_>, inputs: usize, outputs: usize) -> Result<Dense> {
+    let w = read(vb, &[outputs, inputs], "weight")?;
+    let b = read(vb, &[outputs], "bias")?;
+    Ok(Dense::new(&w, &b, outputs, inputs))
+}
+
+fn norm(vb: &VarBuilder<'_>, width: usize) -> Result<Norm> {
+    Ok(Norm { gain: read(vb, &[width], "weight")?, bias: read(vb, &[width], "bias")? })
 }
 
 impl Bert {
@@ -83,130 +113,111 @@ impl Bert {
             candle_core::bail!("{} attention heads do not divide hidden_size {}", c.num_attention_heads, c.hidden_size);
         }
         let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb };
-        let (h, eps) = (c.hidden_size, c.layer_norm_eps);
+        let h = c.hidden_size;
         let e = vb.pp("embeddings");
         let blocks = (0..c.num_hidden_layers)
             .map(|i| {
                 let b = vb.pp(format!("encoder.layer.{i}"));
                 let (attention, output) = (b.pp("attention"), b.pp("output"));
+                let (mut w, mut bias) = (Vec::with_capacity(3 * h * h), Vec::with_capacity(3 * h));
+                for part in ["self.query", "self.key", "self.value"] {
+                    w.extend(read(&attention.pp(part), &[h, h], "weight")?);
+                    bias.extend(read(&attention.pp(part), &[h], "bias")?);
+                }
                 Ok(Block {
-                    query: linear(h, h, attention.pp("self.query"))?,
-                    key: linear(h, h, attention.pp("self.key"))?,
-                    value: linear(h, h, attention.pp("self.value"))?,
-                    attention_out: linear(h, h, attention.pp("output.dense"))?,
-                    attention_norm: layer_norm(h, eps, attention.pp("output.LayerNorm"))?,
-                    feed_in: linear(h, c.intermediate_size, b.pp("intermediate.dense"))?,
-                    feed_out: linear(c.intermediate_size, h, output.pp("dense"))?,
-                    feed_norm: layer_norm(h, eps, output.pp("LayerNorm"))?,
+                    qkv: Dense::new(&w, &bias, 3 * h, h),
+                    attention_out: dense(&attention.pp("output.dense"), h, h)?,
+                    attention_norm: norm(&attention.pp("output.LayerNorm"), h)?,
+                    feed_in: dense(&b.pp("intermediate.dense"), h, c.intermediate_size)?,
+                    feed_out: dense(&output.pp("dense"), c.intermediate_size, h)?,
+                    feed_norm: norm(&output.pp("LayerNorm"), h)?,
                 })
             })
             .collect::<Result<Vec<Block>>>()?;
+        let segments = read(&e.pp("token_type_embeddings"), &[c.type_vocab_size, h], "weight")?;
         Ok(Bert {
-            words: embedding(c.vocab_size, h, e.pp("word_embeddings"))?,
-            positions: embedding(c.max_position_embeddings, h, e.pp("position_embeddings"))?,
-            segments: embedding(c.type_vocab_size, h, e.pp("token_type_embeddings"))?,
-            norm: layer_norm(h, eps, e.pp("LayerNorm"))?,
+            words: read(&e.pp("word_embeddings"), &[c.vocab_size, h], "weight")?,
+            positions: read(&e.pp("position_embeddings"), &[c.max_position_embeddings, h], "weight")?,
+            segment: segments[..h].to_vec(),
+            norm: norm(&e.pp("LayerNorm"), h)?,
             blocks,
+            width: h,
             heads: c.num_attention_heads,
-            head_size: h / c.num_attention_heads,
+            eps: c.layer_norm_eps as f32,
         })
     }
 
     /// The last hidden states of several texts packed into one matrix,
-    /// `(tokens of all texts, hidden_size)`, the texts' rows in order. Every
-    /// row-wise operation (the embeddings, the linear layers, the layer
-    /// norms, GELU, the residual sums) runs once on the whole matrix;
-    /// attention runs per text, on its own rows. Nothing is padded and no
-    /// mask is needed. Segment type 0 throughout; each text's positions
-    /// count from 0.
+    /// `(tokens of all texts) x hidden_size` row by row, the texts' rows in
+    /// order, computed at `level`. Every row-wise operation (the
+    /// embeddings, the dense layers, the layer norms, GELU, the residual
+    /// sums) runs once on the whole matrix; attention runs per text, on
+    /// its own rows. Nothing is padded and no mask is needed. Segment type
+    /// 0 throughout; each text's positions count from 0.
     ///
-    /// A text's rows are the same bits whatever else is packed with it:
-    /// elementwise operations and the layer norm compute each row alone,
-    /// attention sees only the text's own rows, and candle's f32 matrix
-    /// product (the `gemm` crate) adds each output in the same order for any
-    /// number of rows. The weight matrix is gemm's fixed left operand, and
-    /// the depth blocks come from the inner dimension and the cache sizes
-    /// alone. The one exception, a one-row product (gemm's `gemv` path),
-    /// never happens: a text holds at least `[CLS]` and `[SEP]`.
-    pub fn forward_packed(&self, texts: &[&[u32]]) -> Result<Tensor> {
-        let device = &candle_core::Device::Cpu;
-        let lens: Vec<usize> = texts.iter().map(|t| t.len()).collect();
-        if lens.contains(&0) {
+    /// A text's rows are the same bits whatever else is packed with it, at
+    /// any thread count and level: every operation computes each output in
+    /// an order fixed by the shapes (`crate::kernel`), the dense products
+    /// row by row, attention over the text's own rows.
+    pub fn forward_packed(&self, level: Level, texts: &[&[u32]]) -> Result<Vec<f32>> {
+        let h = self.width;
+        if texts.iter().any(|t| t.is_empty()) {
             candle_core::bail!("a text of no tokens cannot be encoded");
         }
-        let total: usize = lens.iter().sum();
-        let ids = Tensor::from_vec(texts.concat(), total, device)?;
-        let positions: Vec<u32> = lens.iter().flat_map(|n| 0..*n as u32).collect();
-        let positions = Tensor::from_vec(positions, total, device)?;
-        let types = ids.zeros_like()?;
-        // As `forward` adds them: words and segments, then positions.
-        let x = (self.words.forward(&ids)? + self.segments.forward(&types)?)?;
-        let mut x = self.norm.forward(&(x + self.positions.forward(&positions)?)?)?;
-        for block in &self.blocks {
-            x = self.block_packed(block, &x, &lens)?;
-        }
-        Ok(x)
-    }
-
-    /// One encoder block on packed rows (`lens`: each text's row count).
-    fn block_packed(&self, b: &Block, x: &Tensor, lens: &[usize]) -> Result<Tensor> {
-        let (q, k, v) = (b.query.forward(x)?, b.key.forward(x)?, b.value.forward(x)?);
-        let mut contexts = Vec::with_capacity(lens.len());
-        let mut start = 0;
-        for &n in lens {
-            let split = |t: &Tensor| {
-                t.narrow(0, start, n)?.reshape((1, n, self.heads, self.head_size))?.transpose(1, 2)?.contiguous()
-            };
-            let (q, k, v) = (split(&q)?, split(&k)?, split(&v)?);
-            let scores = (q.matmul(&k.t()?)? / (self.head_size as f64).sqrt())?;
-            let weights = candle_nn::ops::softmax(&scores, D::Minus1)?;
-            contexts.push(weights.matmul(&v)?.transpose(1, 2)?.contiguous()?.flatten_from(D::Minus2)?.squeeze(0)?);
-            start += n;
-        }
-        let context = Tensor::cat(&contexts, 0)?;
-        let x = b.attention_norm.forward(&(b.attention_out.forward(&context)? + x)?)?;
-        let fed = b.feed_out.forward(&b.feed_in.forward(&x)?.gelu_erf()?)?;
-        b.feed_norm.forward(&(fed + x)?)
-    }
-
-    /// The last hidden states, `(batch, tokens, hidden_size)`, of `ids` and
-    /// their segment `types` (both `(batch, tokens)`), padded texts under a
-    /// `mask` (the same shape, 1 for a token, 0 for padding: no token
-    /// attends to padding). Only the padded alternative the bench measures
-    /// uses it; every request runs [`Bert::forward_packed`].
-    pub fn forward(&self, ids: &Tensor, types: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
-        let tokens = ids.dim(1)?;
-        let positions = Tensor::arange(0u32, tokens as u32, ids.device())?;
-        let x = (self.words.forward(ids)? + self.segments.forward(types)?)?;
-        let mut x = self.norm.forward(&x.broadcast_add(&self.positions.forward(&positions)?)?)?;
-        // Padding gets the lowest float added to its scores, so softmax
-        // gives it no weight.
-        let bias = match mask {
-            Some(m) => {
-                let m = m.to_dtype(x.dtype())?;
-                Some(((m.ones_like()? - m)? * f64::from(f32::MIN))?.unsqueeze(1)?.unsqueeze(1)?)
+        let lens: Vec<usize> = texts.iter().map(|t| t.len()).collect();
+        let rows: usize = lens.iter().sum();
+        let mut sum = Vec::with_capacity(rows * h);
+        for text in texts {
+            for (at, id) in text.iter().enumerate() {
+                let word = self.words.get(*id as usize * h..(*id as usize + 1) * h);
+                let position = self.positions.get(at * h..(at + 1) * h);
+                let (Some(word), Some(position)) = (word, position) else {
+                    candle_core::bail!("token {id} at position {at} is outside the model's tables");
+                };
+                // As BERT adds them: the word and its segment, then the position.
+                sum.extend(word.iter().zip(&self.segment).zip(position).map(|((w, s), p)| (*w + *s) + *p));
             }
-            None => None,
-        };
+        }
+        let mut x = vec![0f32; rows * h];
+        encoder::layer_norm(level, &sum, &self.norm.gain, &self.norm.bias, self.eps, &mut x);
+        let mut scratch = Scratch::default();
         for block in &self.blocks {
-            x = self.block(block, &x, bias.as_ref())?;
+            self.block_packed(level, block, &mut x, &lens, &mut scratch);
         }
         Ok(x)
     }
 
-    fn block(&self, b: &Block, x: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        let (batch, tokens, _) = x.dims3()?;
-        let split = |t: Tensor| t.reshape((batch, tokens, self.heads, self.head_size))?.transpose(1, 2)?.contiguous();
-        let (q, k, v) = (split(b.query.forward(x)?)?, split(b.key.forward(x)?)?, split(b.value.forward(x)?)?);
-        let scores = (q.matmul(&k.t()?)? / (self.head_size as f64).sqrt())?;
-        let scores = match bias {
-            Some(bias) => scores.broadcast_add(bias)?,
-            None => scores,
-        };
-        let weights = candle_nn::ops::softmax(&scores, D::Minus1)?;
-        let context = weights.matmul(&v)?.transpose(1, 2)?.contiguous()?.flatten_from(D::Minus2)?;
-        let x = b.attention_norm.forward(&(b.attention_out.forward(&context)? + x)?)?;
-        let fed = b.feed_out.forward(&b.feed_in.forward(&x)?.gelu_erf()?)?;
-        b.feed_norm.forward(&(fed + x)?)
+    /// One encoder block on packed rows (`lens`: each text's row count),
+    /// `x` replaced by its output.
+    fn block_packed(&self, level: Level, b: &Block, x: &mut [f32], lens: &[usize], s: &mut Scratch) {
+        let (h, heads) = (self.width, self.heads);
+        let scale = 1.0 / ((h / heads) as f32).sqrt();
+        b.qkv.product(level, x, &mut s.qkv);
+        s.context.resize(x.len(), 0.0);
+        encoder::attend(level, &s.qkv, lens, h, heads, scale, &mut s.context);
+        b.attention_out.product(level, &s.context, &mut s.out);
+        residual(&mut s.out, x);
+        encoder::layer_norm(level, &s.out, &b.attention_norm.gain, &b.attention_norm.bias, self.eps, x);
+        b.feed_in.product(level, x, &mut s.feed);
+        encoder::gelu(level, &mut s.feed, b.feed_in.outputs());
+        b.feed_out.product(level, &s.feed, &mut s.out);
+        residual(&mut s.out, x);
+        encoder::layer_norm(level, &s.out, &b.feed_norm.gain, &b.feed_norm.bias, self.eps, x);
+    }
+}
+
+/// A pass's intermediate matrices, reused from block to block.
+#[derive(Default)]
+struct Scratch {
+    qkv: Vec<f32>,
+    context: Vec<f32>,
+    out: Vec<f32>,
+    feed: Vec<f32>,
+}
+
+/// `out += x`, value by value (one rounding each).
+fn residual(out: &mut [f32], x: &[f32]) {
+    for (o, v) in out.iter_mut().zip(x) {
+        *o += *v;
     }
 }

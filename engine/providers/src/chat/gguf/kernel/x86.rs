@@ -27,31 +27,16 @@
 #![allow(unsafe_code)]
 
 use super::{body, Cached, Q8Matrix, Q8Rows, KEY_BLOCK, QK, TILE};
+use crate::kernel::avx2_compiled;
 use std::arch::x86_64::*;
 
 fn check() {
     assert!(super::avx2_fma(), "the AVX2 kernels were called on a CPU without AVX2 and FMA; this is a bug");
 }
 
-macro_rules! compiled {
-    ($name:ident, $inner:ident ( $($arg:ident : $ty:ty),* )) => {
-        #[target_feature(enable = "avx2,fma")]
-        fn $inner($($arg: $ty),*) {
-            body::$name($($arg),*)
-        }
-
-        /// `super::body`'s function of the same name, compiled for AVX2 and FMA.
-        pub fn $name($($arg: $ty),*) {
-            check();
-            // SAFETY: `check` asserted that this CPU has AVX2 and FMA.
-            unsafe { $inner($($arg),*) }
-        }
-    };
-}
-
-compiled!(rms_norm, rms_norm_avx2(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]));
-compiled!(swiglu, swiglu_avx2(gu: &[f32], half: usize, out: &mut [f32]));
-compiled!(quantize_rows, quantize_rows_avx2(x: &[f32], cols: usize, qs: &mut [i8], d: &mut [f32]));
+avx2_compiled!(body => rms_norm, rms_norm_avx2(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]));
+avx2_compiled!(body => swiglu, swiglu_avx2(gu: &[f32], half: usize, out: &mut [f32]));
+avx2_compiled!(body => quantize_rows, quantize_rows_avx2(x: &[f32], cols: usize, qs: &mut [i8], d: &mut [f32]));
 
 /// `super::body::quantize_rows` by hand (the body, compiled for AVX2, where
 /// the lengths are not whole blocks), with the same value in every byte
