@@ -204,9 +204,15 @@ pub fn first_divergence(a: &std::path::Path, b: &std::path::Path, names: (&str, 
 
 /// The run a header describes. Ports are left unset (embedded defaults).
 /// A trace recorded under a configuration this engine hashes differently
-/// gets [`engine::Error::RecordedByOlder`].
+/// gets [`engine::Error::RecordedByOlder`]. The local models' kernel
+/// levels the header records are put back to `auto`: a model built from
+/// the spec (a resume, `memory` commands) computes at this machine's
+/// level, which gives the same bits (the header keeps the recorded one
+/// for `inspect`).
 pub fn spec_from_header(h: &Header) -> Result<RunSpec> {
-    let config = h.config("trace")?;
+    let mut config = h.config("trace")?;
+    config.raw.chat.gguf.kernel = engine::config::KernelLevel::Auto;
+    config.raw.embedding.minilm.kernel = engine::config::KernelLevel::Auto;
     let scenario = Scenario::from_toml(&h.scenario_source, &format!("trace header scenario ({})", h.scenario_origin))?;
     let traits = Traits::from_toml(&h.traits_source, "trace header trait table")?;
     Ok(RunSpec {
@@ -335,12 +341,6 @@ pub(crate) async fn rerun_one(
     }
     // Live ports exist only when resuming; replay never builds one. A
     // shard's get its share of the rate limits.
-    if live {
-        // A run resumed on another machine computes at that machine's
-        // kernel level: every level gives the same bits.
-        spec.config.raw.chat.gguf.kernel = engine::config::KernelLevel::Auto;
-        spec.config.raw.embedding.minilm.kernel = engine::config::KernelLevel::Auto;
-    }
     let (live_embedder, live_chat) = match live {
         true => {
             let config = spec.shard.map_or_else(|| spec.config.clone(), |s| s.share_rates(&spec.config));

@@ -120,7 +120,8 @@ pub enum Provider {
     Modelled,
     /// An OpenAI-compatible `/embeddings` endpoint; see `[embedding.http]`.
     Openai,
-    /// sentence-transformers all-MiniLM-L6-v2, run locally on candle; see
+    /// sentence-transformers all-MiniLM-L6-v2, run locally on the
+    /// project's own kernels (the same bits on every CPU); see
     /// `[embedding.minilm]`. Its model name and dimension
     /// ([`MINILM_MODEL`], [`MINILM_DIM`]) follow from the provider.
     Minilm,

@@ -276,8 +276,10 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
         chat_model_id: Some(config.raw.chat.gguf.sha256.clone()).filter(|s| !s.is_empty()),
         gguf_kernel: (config.raw.chat.provider == engine::config::ChatProvider::Gguf)
             .then(|| config.raw.chat.gguf.kernel.name()),
-        minilm_kernel: (config.raw.embedding.provider == engine::config::Provider::Minilm)
-            .then(|| config.raw.embedding.minilm.kernel.name()),
+        // A trace recorded before MiniLM's kernels had levels records none.
+        minilm_kernel: (config.raw.embedding.provider == engine::config::Provider::Minilm
+            && !config.raw.embedding.minilm.kernel.is_auto())
+        .then(|| config.raw.embedding.minilm.kernel.name()),
         shard: match &read.split {
             Some(Split::Shard(s)) => {
                 let r = s.personas(h.personas);

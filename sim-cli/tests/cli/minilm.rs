@@ -100,7 +100,7 @@ fn vectors_do_not_depend_on_the_thread_count() {
     let two = embed("2");
     let v: serde_json::Value = serde_json::from_slice(&one).expect("json");
     assert_eq!((v["dim"].as_u64(), v["vectors"].as_array().map(Vec::len)), (Some(384), Some(texts.len())));
-    assert!(one == two, "a vector changed with the thread count (tokio workers and candle's threads)");
+    assert!(one == two, "a vector changed with the thread count (tokio workers and rayon's threads)");
 }
 
 /// An OpenAI-compatible `/embeddings` server on loopback that answers every

@@ -32,6 +32,7 @@ mod x86;
 pub use crate::kernel::{dot, exp, lanes_sum, round_even, Level};
 pub use q8::{quantize_block, Q8Matrix, Q8Rows, QK, TILE};
 
+#[cfg(target_arch = "x86_64")]
 use crate::kernel::avx2_fma;
 use rayon::prelude::*;
 
