@@ -257,6 +257,7 @@ def run(
     calibration: PathLike | None = None,
     confirm_live: bool = False,
     progress: Progress = True,
+    shard: tuple[int, int] | None = None,
 ) -> Run:
     """Runs a panel, as ``sim-cli run`` does, and returns its ``Run``.
 
@@ -286,6 +287,14 @@ def run(
     in), and is refused otherwise. Neither goes with ``resume``: a resumed
     run continues as it was configured.
 
+    ``shard=(i, n)`` runs shard ``i`` (from 0) of ``n``, as ``sim-cli run
+    --shard i/n``: a contiguous 1/n of the panel's personas, each with the
+    outcomes it has in the whole panel, and 1/n of ``budget_usd`` and of
+    the rate limits. The default ``out`` is the CLI's,
+    ``runs/NAME/shard-000i-of-000n``; the same call on an unfinished
+    shard's directory resumes it, on a finished one returns it.
+    ``merge`` joins the shards into the unsharded run's digest.
+
     ``resume=True`` continues the interrupted run in ``out`` (or give its
     directory), to the digest an uninterrupted run would have had.
     ``progress`` is True (a tqdm.auto bar when tqdm is installed, silence
@@ -298,6 +307,13 @@ def run(
     ``run_dir`` to resume).
     """
     _counts(personas=(personas, 1), ticks=(ticks, 1), seed=(seed, 0), threads=(threads, 1))
+    if shard is not None:
+        pair = tuple(shard) if isinstance(shard, (tuple, list)) else ()
+        if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+            raise ConfigError(f"shard={shard!r}: give a pair (i, n) of integers, i counted from 0")
+        if pair[1] < 1 or not 0 <= pair[0] < pair[1]:
+            raise ConfigError(f"shard={shard!r}: give (i, n) with n >= 1 and 0 <= i < n, i counted from 0")
+        shard = (int(pair[0]), int(pair[1]))
     resume_dir: str | None = None
     if resume is True:
         if out is None:
@@ -325,6 +341,7 @@ def run(
             calibration=None if calibration is None else str(calibration),
             confirm_live=confirm_live,
             progress=callback,
+            shard=shard,
         )
         summary = json.loads(summary_json)
     finally:

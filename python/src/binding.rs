@@ -20,7 +20,7 @@ type Panel = (String, String, String, String);
 /// the same library call. Returns the run directory and its summary as
 /// JSON. A live (`openai`) chat model runs only with `confirm_live`.
 #[pyfunction]
-#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, answer_mode, calibration, confirm_live, progress))]
+#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, answer_mode, calibration, confirm_live, progress, shard=None))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.run`, one for one.
 fn run(
     py: Python<'_>,
@@ -38,7 +38,18 @@ fn run(
     calibration: Option<PathBuf>,
     confirm_live: bool,
     progress: Option<Bound<'_, PyAny>>,
+    shard: Option<(u32, u32)>,
 ) -> PyResult<(String, String)> {
+    if let Some((index, count)) = shard {
+        if count == 0 || index >= count {
+            let why = format!("shard=({index}, {count}): give (i, n) with n >= 1 and 0 <= i < n, i counted from 0");
+            return Err(errors::refused(py, false, &why));
+        }
+        if resume.is_some() {
+            let why = "resume continues a run as it was started: a shard's directory resumes when the same shard is run into it again";
+            return Err(errors::refused(py, false, why));
+        }
+    }
     let mode = answer_mode
         .as_deref()
         .map(str::parse::<engine::config::AnswerMode>)
@@ -72,6 +83,7 @@ fn run(
                     out,
                     budget_usd,
                     calibration,
+                    shard: shard.map(|(index, count)| format!("{index}/{count}")),
                     ..runs::Start::new(config)
                 };
                 runs::start(start, &watch)?

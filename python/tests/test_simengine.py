@@ -107,6 +107,25 @@ def test_answer_mode_and_calibration_give_the_clis_digest(tmp_path: Path) -> Non
         simengine.run(out=tmp_path / "py", resume=True, answer_mode="probabilities", progress=False)
 
 
+def test_a_shard_is_the_clis_shard_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli = os.environ.get("SIM_CLI")
+    assert cli, "SIM_CLI must name a sim-cli binary (bash .ci/test sets it)"
+    monkeypatch.chdir(tmp_path)
+    r = simengine.run(personas=12, ticks=2, seed=7, shard=(1, 4), progress=False)
+    # The CLI's default directory for the shard, and its files to the byte.
+    assert Path(r.path).resolve() == (tmp_path / "runs" / "default-s7-12x2" / "shard-0001-of-0004").resolve()
+    args = ["run", "--personas", "12", "--ticks", "2", "--seed", "7", "--shard", "1/4", "--out", "cli", "--json"]
+    summary = json.loads(subprocess.run([cli, *args], check=True, capture_output=True, text=True).stdout)
+    assert r.digest == summary["digest"] and r.summary["personas"] == 3
+    for name in ["trace.bin", "outcomes.jsonl", "config.toml"]:
+        assert (Path(r.path) / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
+    # The same call again finds the shard finished; the shards merge.
+    assert simengine.run(personas=12, ticks=2, seed=7, shard=(1, 4), progress=False).digest == r.digest
+    for bad in [(4, 4), (-1, 4), (0, 0), (1,), "1/4"]:
+        with pytest.raises(simengine.ConfigError, match="shard="):
+            simengine.run(personas=12, ticks=1, shard=bad, progress=False)  # type: ignore[arg-type]
+
+
 def test_a_panel_frame_becomes_personas_row_by_row(tmp_path: Path) -> None:
     frame = people()
     r = simengine.run(panel=frame, panel_map=PANEL_MAP, ticks=1, out=tmp_path / "r", progress=False)
