@@ -14,7 +14,8 @@ The package's rooms: ``run`` (runs and ``Run``), ``validation``
 (``validate`` and ``Validation``), ``field`` (``field_simulate``),
 ``inputs`` (panels, maps and answers read and converted), ``progress``
 (the bar), ``tables`` (pandas and Parquet) and ``errors``. Everything
-public is here, at the top.
+public is here, at the top, but for ``simengine.ray`` (shards as Ray
+tasks), an optional extra imported on its own: ``pip install ".[ray]"``.
 """
 
 from . import _native
@@ -25,6 +26,7 @@ from .errors import (
     PanelError,
     ProviderError,
     ScenarioError,
+    ShardError,
     SimEngineError,
 )
 from .field import field_simulate
@@ -47,6 +49,7 @@ __all__ = [
     "ProviderError",
     "BudgetError",
     "Interrupted",
+    "ShardError",
     "ENGINE_VERSION",
     "HAS_AGENTS",
     "field_simulate",

@@ -16,6 +16,7 @@ __all__ = [
     "ProviderError",
     "BudgetError",
     "Interrupted",
+    "ShardError",
 ]
 
 
@@ -65,3 +66,17 @@ class Interrupted(SimEngineError):
     run_dir: str | None = None
     after_tick: int | None = None
     reason: str | None = None
+
+
+class ShardError(SimEngineError):
+    """A shard of ``simengine.ray.run_sharded`` failed past its retries.
+
+    ``shard`` is its index (from 0) and ``directory`` its run directory,
+    where its committed ticks stay; every other shard's work stays on disk
+    too, and the same call again redoes only what is missing.
+    """
+
+    def __init__(self, message: str, shard: int, directory: str) -> None:
+        super().__init__(message)
+        self.shard = shard
+        self.directory = directory
