@@ -79,9 +79,9 @@ def test_a_worker_killed_mid_shard_is_retried_and_the_merge_is_the_unsharded_run
     record = json.loads((out / "workers" / "shard-0001.json").read_text())
     at_kill = committed_ticks(victim)
     os.kill(record["pid"], signal.SIGKILL)
-    assert 1 <= at_kill < 4, f"shard 1 had {at_kill} of 4 ticks when its worker was killed: {result}"
     thread.join(timeout=120)
     assert not thread.is_alive(), "the sharded run did not finish in time"
+    assert 1 <= at_kill < 4, f"shard 1 had {at_kill} of 4 ticks when its worker was killed: {result}"
     assert "error" not in result, result.get("error")
     merged: simengine.Run = result["run"]
     retried = json.loads((out / "workers" / "shard-0001.json").read_text())
