@@ -8,6 +8,8 @@ fields are attributes (``PanelError.row``, ``Interrupted.run_dir``).
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "SimEngineError",
     "ConfigError",
@@ -80,3 +82,6 @@ class ShardError(SimEngineError):
         super().__init__(message)
         self.shard = shard
         self.directory = directory
+
+    def __reduce__(self) -> tuple[Any, tuple[str, int, str]]:
+        return (type(self), (str(self), self.shard, self.directory))

@@ -12,6 +12,7 @@ every node sees for ``out``.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from pathlib import Path
@@ -24,6 +25,7 @@ from .errors import ConfigError, ShardError
 from .inputs import PathLike
 from .progress import _Bar
 from .run import Run, merge
+from .run import run as _run
 
 __all__ = ["run_sharded", "ShardProgress"]
 
@@ -52,10 +54,29 @@ def _run_shard(index: int, count: int, directory: str, run_args: dict[str, Any],
     (workers / f"shard-{index:04}.json").write_text(json.dumps(record))
 
     def forward(tick: int, stage: str, done: int, total: int) -> None:
-        queue.put_nowait((index, tick, stage, done, total))
+        # Progress is best effort: a lost queue never fails the shard.
+        try:
+            queue.put_nowait((index, tick, stage, done, total))
+        except Exception:  # noqa: BLE001
+            pass
 
+    # One engine thread per CPU Ray gave the task, unless told otherwise.
+    context: Any = ray.get_runtime_context()
+    cpus = int(context.get_assigned_resources().get("CPU", 1))
+    run_args = {"threads": max(1, cpus), **run_args}
     r = simengine.run(shard=(index, count), out=directory, progress=forward if queue is not None else False, **run_args)
     return r.digest
+
+
+def _absolute(run_args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments with their files' paths made absolute, as the caller
+    sees them: a worker may run in another directory."""
+    out = dict(run_args)
+    for key in ("config", "calibration", "scenario", "panel", "panel_map"):
+        value = out.get(key)
+        if isinstance(value, (str, os.PathLike)) and Path(value).exists():
+            out[key] = str(Path(value).resolve())
+    return out
 
 
 def run_sharded(
@@ -78,8 +99,14 @@ def run_sharded(
     ``shard`` and ``directory``) once the others are done; everything
     committed stays, and the same call again redoes only what is missing.
 
-    Ray is started (on this machine) only when the caller has not, and then
-    shut down before this returns.
+    Each shard's engine runs on as many threads as Ray gave its task CPUs
+    (one by default), unless ``threads`` says otherwise. Paths among
+    ``run_args`` are made absolute first, as workers may run elsewhere.
+
+    ``ray.init()`` is called (with Ray's defaults: a local instance, or
+    the cluster ``RAY_ADDRESS`` names) only when the caller has not, and
+    ``ray.shutdown()`` before this returns. If this stops early, the
+    shards still running are cancelled.
     """
     if isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1:
         raise ConfigError(f"n_shards: expected a whole number of at least 1, not {n_shards!r}")
@@ -88,28 +115,49 @@ def run_sharded(
     own = [k for k in _OWN if k in run_args]
     if own:
         raise ConfigError(f"run_sharded decides {', '.join(own)} itself: leave it out")
+    known = set(inspect.signature(_run).parameters) - set(_OWN)
+    unknown = sorted(set(run_args) - known)
+    if unknown:
+        raise ConfigError(f"run_sharded: {', '.join(unknown)} is not an argument of simengine.run")
+    ticks = run_args.get("ticks", 3)
+    if isinstance(ticks, bool) or not isinstance(ticks, int) or ticks < 1:
+        raise ConfigError(f"ticks: expected a whole number of at least 1, not {ticks!r}")
+    personas = run_args.get("personas")
+    if isinstance(personas, int) and not isinstance(personas, bool) and personas < n_shards:
+        raise ConfigError(f"{n_shards} shards for {personas} personas: every shard needs at least one persona")
     if not (progress is True or progress is False or callable(progress)):
         raise ConfigError(f"progress: expected True, False or a callable, not {type(progress).__name__}")
+    run_args = _absolute(run_args)
     root = Path(out).resolve()
     root.mkdir(parents=True, exist_ok=True)
     directories = [shard_directory(root, i, n_shards) for i in range(n_shards)]
-    started = not ray.is_initialized()
-    if started:
-        ray.init(include_dashboard=False, log_to_driver=False)
+    started = False
     queue: Any = None
-    bar = _Bar(n_shards * int(run_args.get("ticks", 3)), "tick") if progress is True else None
+    bar: _Bar | None = None
+    pending: dict[Any, int] = {}
+    finished = False
     ticks_done = [0] * n_shards
     try:
+        started = not ray.is_initialized()
+        if started:
+            ray.init(include_dashboard=False, log_to_driver=False)
+        bar = _Bar(n_shards * ticks, "tick") if progress is True else None
         queue = Queue() if progress is not False else None
         task = _run_shard.options(max_retries=max_retries, retry_exceptions=False)
-        pending = {
-            task.remote(i, n_shards, str(d), run_args, queue): i for i, d in enumerate(directories)
-        }
+        pending = {task.remote(i, n_shards, str(d), run_args, queue): i for i, d in enumerate(directories)}
         failed: list[tuple[int, BaseException]] = []
 
         def drain() -> None:
-            while queue is not None and not queue.empty():
-                shard, tick, stage, done, total = queue.get_nowait()
+            nonlocal queue
+            if queue is None:
+                return
+            try:
+                waiting = queue.qsize()
+                items = queue.get_nowait_batch(waiting) if waiting else []
+            except Exception:  # noqa: BLE001 - progress is best effort; the run goes on
+                queue = None
+                return
+            for shard, tick, stage, done, total in items:
                 if bar is not None:
                     ticks_done[shard] = max(ticks_done[shard], tick - 1)
                     bar(sum(ticks_done) + 1, f"shard {shard}, {stage}", done, total)
@@ -129,17 +177,29 @@ def run_sharded(
         if failed:
             index, error = failed[0]
             cause = getattr(error, "cause", None) or error
+            others = f" (and shards {', '.join(str(i) for i, _ in failed[1:])})" if len(failed) > 1 else ""
             raise ShardError(
-                f"shard {index} of {n_shards} failed after up to {max_retries} retries ({directories[index]}): {cause}",
+                f"shard {index} of {n_shards} failed{others} after up to {max_retries} retries of a dead worker "
+                f"({directories[index]}): {cause}",
                 shard=index,
                 directory=str(directories[index]),
             ) from error
+        finished = True
         # A finished merge run again does nothing: a rerun is safe.
         return merge(directories, root / "merged")
     finally:
+        # Stopped early (an error, Ctrl-C): no shard goes on writing.
+        for ref in pending:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                pass
         if bar is not None:
-            bar.close(None)
+            bar.close(n_shards * ticks if finished else None)
         if queue is not None:
-            queue.shutdown()
+            try:
+                queue.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
         if started:
             ray.shutdown()

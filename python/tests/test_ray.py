@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-import ray
 
-import simengine
-import simengine.ray
+ray = pytest.importorskip("ray", reason="the optional extra: pip install \".[ray]\"")
+
+import simengine  # noqa: E402
+import simengine.ray  # noqa: E402
 
 # Modelled chat calls of 150 ms, one at a time: a shard's tick takes about
 # half a second, so a worker can be killed between its first and last.
@@ -76,10 +77,12 @@ def test_a_worker_killed_mid_shard_is_retried_and_the_merge_is_the_unsharded_run
     deadline = time.monotonic() + 90
     while committed_ticks(victim) < 1 and time.monotonic() < deadline and thread.is_alive():
         time.sleep(0.05)
-    record = json.loads((out / "workers" / "shard-0001.json").read_text())
-    at_kill = committed_ticks(victim)
-    os.kill(record["pid"], signal.SIGKILL)
-    thread.join(timeout=120)
+    try:
+        record = json.loads((out / "workers" / "shard-0001.json").read_text())
+        at_kill = committed_ticks(victim)
+        os.kill(record["pid"], signal.SIGKILL)
+    finally:
+        thread.join(timeout=120)
     assert not thread.is_alive(), "the sharded run did not finish in time"
     assert 1 <= at_kill < 4, f"shard 1 had {at_kill} of 4 ticks when its worker was killed: {result}"
     assert "error" not in result, result.get("error")
@@ -112,4 +115,8 @@ def test_a_shard_that_always_fails_raises_and_the_rerun_redoes_only_it(tmp_path:
     assert merged.digest == cli_digest(tmp_path, "--personas", "8", "--ticks", "2", "--seed", "4")["digest"]
     with pytest.raises(simengine.ConfigError, match="shard"):
         simengine.ray.run_sharded(2, out=out, shard=(0, 2), progress=False)
+    with pytest.raises(simengine.ConfigError, match="persona is not an argument"):
+        simengine.ray.run_sharded(2, out=out, persona=8, progress=False)
+    with pytest.raises(simengine.ConfigError, match="every shard needs"):
+        simengine.ray.run_sharded(4, out=out, personas=3, progress=False)
     assert ray.is_initialized(), "a cluster the caller started is left running"
