@@ -40,15 +40,10 @@ fn run(
     progress: Option<Bound<'_, PyAny>>,
     shard: Option<(u32, u32)>,
 ) -> PyResult<(String, String)> {
-    if let Some((index, count)) = shard {
-        if count == 0 || index >= count {
-            let why = format!("shard=({index}, {count}): give (i, n) with n >= 1 and 0 <= i < n, i counted from 0");
-            return Err(errors::refused(py, false, &why));
-        }
-        if resume.is_some() {
-            let why = "resume continues a run as it was started: a shard's directory resumes when the same shard is run into it again";
-            return Err(errors::refused(py, false, why));
-        }
+    // `run.py` checks the pair; the library checks `I/N` again for any caller.
+    if shard.is_some() && resume.is_some() {
+        let why = "shard= with resume: a shard's directory resumes when the same shard is run into it again";
+        return Err(errors::refused(py, false, why));
     }
     let mode = answer_mode
         .as_deref()
