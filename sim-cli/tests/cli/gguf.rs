@@ -171,7 +171,7 @@ fn a_local_model_panel_has_the_same_digest_at_batch_one_and_eight_and_one_and_tw
     std::fs::write(&corrupt, b"GGUF but nothing else").expect("write");
     let out = sim(&dir, &["run", "--config", cfg, "--personas", "1", "--ticks", "1", "--out", "bad"]);
     let err = stderr(&out);
-    assert!(!out.status.success() && err.contains("model.gguf") && err.contains("fetch-smollm2"), "{err}");
+    assert!(!out.status.success() && err.contains("model.gguf") && err.contains("fetch-model smollm2"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
 

@@ -89,7 +89,7 @@ fn is_default_batch(batch: &usize) -> bool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GgufSettings {
-    /// The `.gguf` file (`bash scripts/fetch-smollm2` fetches one). In a
+    /// The `.gguf` file (`bash scripts/fetch-model NAME` fetches one). In a
     /// config file, a relative path is relative to the file's directory.
     /// Stays out of [`crate::config::Config::hash`]: the SHA-256 names the
     /// model.
@@ -212,7 +212,7 @@ impl GgufSettings {
     /// The first setting that is out of range, and why.
     fn problem(&self) -> Option<(&'static str, String)> {
         if self.model_file.trim().is_empty() {
-            let cause = "the gguf provider needs the model's file; `bash scripts/fetch-smollm2` fetches SmolLM2-135M-Instruct into models/";
+            let cause = "the gguf provider needs the model's file; `bash scripts/fetch-model smollm2` fetches SmolLM2-135M-Instruct into models/ (`qwen2.5-coder-0.5b`: Qwen2.5-Coder-0.5B-Instruct)";
             return Some(("chat.gguf.model_file", cause.into()));
         }
         if !(self.top_p.is_finite() && self.top_p > 0.0 && self.top_p <= 1.0) {

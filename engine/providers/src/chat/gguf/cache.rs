@@ -13,7 +13,7 @@
 //! comes from here or is computed afresh, so the arithmetic is the same
 //! (the tests check the bytes).
 
-use super::llama::Sequence;
+use super::transformer::Sequence;
 use dashmap::DashMap;
 use engine::digest::Digest;
 use parking_lot::Mutex;

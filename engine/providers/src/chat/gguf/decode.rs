@@ -13,7 +13,7 @@
 use super::batcher::{Member, Rows};
 use super::cache::{Entry, PrefixCache};
 use super::close::{Closer, Track, HORIZON};
-use super::llama::{Llama, Sequence};
+use super::transformer::{Sequence, Transformer};
 use super::vocab::Vocab;
 use engine::chat::schema::{instruction, schema_for};
 use engine::chat::ChatRequest;
@@ -38,7 +38,7 @@ pub const MAX_ITEMS: u64 = 3;
 /// grammar compiler, the prefix cache and the settings.
 pub struct Decoder<'a> {
     /// The model.
-    pub model: &'a Llama,
+    pub model: &'a Transformer,
     /// Its vocabulary.
     pub vocab: &'a Vocab,
     /// llguidance's grammar compiler over the vocabulary.

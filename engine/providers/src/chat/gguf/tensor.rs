@@ -1,18 +1,26 @@
 //! A GGUF file's tensors, read into the forms the forward pass computes
 //! with: `f32` vectors (norms) and [`Q8Matrix`] matrices.
 //!
-//! The formats the file's own bytes are decoded from here are `F32`, `F16`,
-//! `BF16`, `Q8_0`, `Q4_0` and `Q4_1` (each value `d * q`, `d * (q - 8)` or
-//! `d * q + m`, with `d` and `m` converted exactly from half precision).
-//! Any other format is dequantized by candle's reference code (scalar, the
-//! same on every CPU). A matrix that is not `Q8_0` in the file is then
-//! quantized to `Q8_0` ([`Q8Matrix::quantize`]): `Q8_0` keeps each 16-level
-//! `Q4_1` block to within 1/254 of its largest weight, and has the fast
-//! integer product. A file's own `Q8_0` values are kept, -128 clamped to
-//! -127 (which no quantizer writes) so that every kernel level computes the
-//! same products.
+//! `F32`, `F16` and `BF16` are converted exactly; `Q8_0`, `Q4_0`, `Q4_1`,
+//! `Q5_0`, `Q5_1`, `Q4_K`, `Q5_K` and `Q6_K` are decoded by the project's
+//! own code ([`super::quants`]); the rare rest (`Q2_K`, `Q3_K`) by candle's
+//! reference code (scalar, the same on every CPU).
+//!
+//! Every matrix is then held in `Q8_0`, the format of the fast integer
+//! product:
+//!
+//! - `Q8_0`, `Q4_0` and `Q5_0` blocks are already `Q8_0` blocks with small
+//!   integers, and are kept exactly ([`super::quants::exact_q8`]); a
+//!   file's `Q8_0` -128 is clamped to -127 (which no quantizer writes) so
+//!   that every kernel level computes the same products.
+//! - Any other format is decoded to `f32` and quantized to `Q8_0`
+//!   ([`Q8Matrix::quantize`]), which keeps each value to within 1/254 of
+//!   its block's largest (a `Q4_K` or `Q6_K` block's own step is 1/30 or
+//!   1/62 of it). docs/BENCHMARKS.md has why this repack, not a product
+//!   on the file's own blocks.
 
 use super::kernel::{Q8Matrix, QK};
+use super::quants;
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::GgmlDType;
 use candle_core::Device;
@@ -110,37 +118,17 @@ impl<'a, R: Read + Seek> Tensors<'a, R> {
                     bytes.chunks_exact(2).map(|c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)),
                 );
             }
-            GgmlDType::Q8_0 => {
-                for b in bytes.chunks_exact(2 + QK) {
-                    let d = half(b, 0);
-                    out.extend(b[2..].iter().map(|q| d * f32::from(*q as i8)));
-                }
-            }
-            GgmlDType::Q4_0 => {
-                for b in bytes.chunks_exact(2 + QK / 2) {
-                    let d = half(b, 0);
-                    let nib = &b[2..];
-                    out.extend(nib.iter().map(|q| d * f32::from((q & 0x0f) as i8 - 8)));
-                    out.extend(nib.iter().map(|q| d * f32::from((q >> 4) as i8 - 8)));
-                }
-            }
-            GgmlDType::Q4_1 => {
-                for b in bytes.chunks_exact(4 + QK / 2) {
-                    let (d, m) = (half(b, 0), half(b, 2));
-                    let nib = &b[4..];
-                    out.extend(nib.iter().map(|q| d * f32::from(q & 0x0f) + m));
-                    out.extend(nib.iter().map(|q| d * f32::from(q >> 4) + m));
-                }
-            }
-            GgmlDType::Q5_0
+            GgmlDType::Q8_0
+            | GgmlDType::Q4_0
+            | GgmlDType::Q4_1
+            | GgmlDType::Q5_0
             | GgmlDType::Q5_1
-            | GgmlDType::Q8_1
-            | GgmlDType::Q2K
-            | GgmlDType::Q3K
             | GgmlDType::Q4K
             | GgmlDType::Q5K
-            | GgmlDType::Q6K
-            | GgmlDType::Q8K => {
+            | GgmlDType::Q6K => {
+                quants::decode(info.dtype, &bytes, &mut out).ok_or("a format decoded here; this is a bug")?;
+            }
+            GgmlDType::Q8_1 | GgmlDType::Q2K | GgmlDType::Q3K | GgmlDType::Q8K => {
                 let q = self
                     .content
                     .tensor(self.reader, name, &Device::Cpu)
@@ -179,14 +167,11 @@ impl<'a, R: Read + Seek> Tensors<'a, R> {
         if !cols.is_multiple_of(QK) {
             return Err(format!("its tensor {name} has rows of {cols} values, not whole blocks of {QK}"));
         }
-        if info.dtype == GgmlDType::Q8_0 {
+        if matches!(info.dtype, GgmlDType::Q8_0 | GgmlDType::Q4_0 | GgmlDType::Q5_0) {
             let bytes = self.bytes(&info)?;
             let mut qs = Vec::with_capacity(rows * cols);
             let mut scales = Vec::with_capacity(rows * cols / QK);
-            for b in bytes.chunks_exact(2 + QK) {
-                scales.push(half(b, 0));
-                qs.extend(b[2..].iter().map(|q| (*q as i8).max(-127)));
-            }
+            quants::exact_q8(info.dtype, &bytes, &mut qs, &mut scales).ok_or("a Q8_0-like format; this is a bug")?;
             return Ok(Q8Matrix::from_blocks(&qs, &scales, rows, cols));
         }
         let values = self.values(name)?;

@@ -89,7 +89,7 @@ impl GgufChat {
     pub fn decoder_in<'a>(&'a self, member: Option<&'a batcher::Member<'a>>) -> decode::Decoder<'a> {
         let m = &self.model;
         decode::Decoder {
-            model: &m.llama,
+            model: &m.transformer,
             vocab: &m.vocab,
             factory: &m.factory,
             cache: &self.cache,

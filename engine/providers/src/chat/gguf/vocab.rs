@@ -4,12 +4,20 @@
 //!
 //! The vocabulary is byte-level BPE (`tokenizer.ggml.model = "gpt2"`, the
 //! Llama 3, SmolLM and Qwen families). It is rebuilt as a Hugging Face
-//! tokenizer (vocabulary, merges, the byte-level pre-tokenizer with digits
-//! split one by one, as SmolLM's own `tokenizer.json` has it) and, for
-//! constrained decoding, as llguidance's token trie over every token's
-//! bytes. Control tokens (`<|im_start|>`, `<|im_end|>`) are special in
-//! both: the template's markers become single tokens, and a model's text
-//! can never spell one.
+//! tokenizer (vocabulary, merges, and the pre-tokenizer the file names in
+//! `tokenizer.ggml.pre`, split by the regular expressions llama.cpp uses
+//! for it: [`pre_tokenizer`]) and, for constrained decoding, as
+//! llguidance's token trie over every token's bytes.
+//!
+//! - Control tokens (`<|im_start|>`, `<|im_end|>`) are special in both: the
+//!   template's markers become single tokens, and a model's text can never
+//!   spell one.
+//! - User-defined tokens (Qwen's `<tool_call>`) are matched whole in text,
+//!   as llama.cpp matches them, and may be written.
+//! - Unused tokens (Qwen's `[PAD151665]` and the rest) are never sampled.
+//! - BOS goes before a prompt when the file sets
+//!   `tokenizer.ggml.add_bos_token` and the template has not written it;
+//!   the template gets the file's BOS and EOS texts.
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use serde_json::json;
@@ -18,12 +26,60 @@ use toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
 
 /// `tokenizer.ggml.token_type` of a control token.
 const CONTROL: i32 = 3;
+/// `tokenizer.ggml.token_type` of a user-defined token.
+const USER_DEFINED: i32 = 4;
+/// `tokenizer.ggml.token_type` of an unused token.
+const UNUSED: i32 = 5;
+
+/// llama.cpp's split for Llama 3's pre-tokenizer (`llama-bpe`): its
+/// adaptation of the original's case-insensitive contractions, and digits
+/// in runs of up to three.
+const LLAMA3_SPLIT: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// llama.cpp's split for Qwen2's pre-tokenizer (`qwen2`): Llama 3's, with
+/// every digit on its own.
+const QWEN2_SPLIT: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// The pre-tokenizer of `tokenizer.ggml.pre`, as a Hugging Face
+/// `pre_tokenizer`, or why not (the name and those read).
+///
+/// - `smollm`: digits one by one, then GPT-2's byte-level split;
+/// - `qwen2` and `llama-bpe` (`llama3`): one split by llama.cpp's regular
+///   expression, then the bytes mapped without a further split;
+/// - `default` (and a file that names none): GPT-2's byte-level split.
+pub fn pre_tokenizer(pre: Option<&str>) -> Result<serde_json::Value, String> {
+    let byte_level =
+        |regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": regex});
+    let split = |pattern: &str| {
+        json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false},
+            byte_level(false),
+        ]})
+    };
+    match pre {
+        Some("smollm") => Ok(json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": true},
+            byte_level(true),
+        ]})),
+        Some("qwen2") => Ok(split(QWEN2_SPLIT)),
+        Some("llama-bpe" | "llama3" | "llama-v3") => Ok(split(LLAMA3_SPLIT)),
+        Some("default") | None => Ok(byte_level(true)),
+        Some(other) => Err(format!(
+            "its pre-tokenizer is \"{other}\" (tokenizer.ggml.pre); this provider reads smollm, qwen2, llama-bpe and default"
+        )),
+    }
+}
 
 /// The tokenizer, its trie and the chat template.
 pub struct Vocab {
     tokenizer: tokenizers::Tokenizer,
     env: TokEnv,
     template: String,
+    /// BOS's text, put before a prompt whose template did not write it
+    /// (`tokenizer.ggml.add_bos_token`).
+    bos: Option<String>,
+    /// The BOS and EOS texts the template may use.
+    bos_text: String,
+    eos_text: String,
     /// The token that ends a reply (the template's end of turn).
     pub eos: TokenId,
     /// Tokens in the vocabulary.
@@ -85,6 +141,18 @@ impl Vocab {
                        "normalized": false, "special": true})
             })
             .collect();
+        let pre = content.metadata.get("tokenizer.ggml.pre").and_then(|v| v.to_string().ok().cloned());
+        let pre_tokenizer = pre_tokenizer(pre.as_deref())?;
+        let user: Vec<serde_json::Value> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| types.get(*i) == Some(&USER_DEFINED))
+            .map(|(i, t)| {
+                json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
+                       "normalized": false, "special": false})
+            })
+            .collect();
+        let added = [added, user].concat();
         let byte_level =
             json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
         let spec = json!({
@@ -93,10 +161,7 @@ impl Vocab {
             "padding": null,
             "added_tokens": added,
             "normalizer": null,
-            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-                {"type": "Digits", "individual_digits": true},
-                byte_level,
-            ]},
+            "pre_tokenizer": pre_tokenizer,
             "post_processor": null,
             "decoder": byte_level,
             "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
@@ -108,7 +173,7 @@ impl Vocab {
         let mut words = llguidance::token_bytes_from_tokenizer_json(&spec)
             .map_err(|e| format!("its vocabulary does not make a token trie ({e})"))?;
         for (i, t) in tokens.iter().enumerate() {
-            if types.get(i) == Some(&CONTROL) {
+            if matches!(types.get(i), Some(&CONTROL | &UNUSED)) {
                 // llguidance's spelling of a special token: 0xff, then its name.
                 words[i] = [&[TokTrie::SPECIAL_TOKEN_MARKER][..], t.as_bytes()].concat();
             }
@@ -120,10 +185,16 @@ impl Vocab {
             .or_else(|| number(content, "tokenizer.ggml.eos_token_id"))
             .ok_or("its metadata names no end-of-turn token")?;
         let mut info = TokRxInfo::new(tokens.len() as u32, eos);
-        info.tok_bos = number(content, "tokenizer.ggml.bos_token_id");
+        let bos_id = number(content, "tokenizer.ggml.bos_token_id");
+        info.tok_bos = bos_id;
+        let text_of = |id: Option<u32>| id.and_then(|i| tokens.get(i as usize)).cloned().unwrap_or_default();
+        let bos_text = text_of(bos_id);
+        let eos_text = text_of(number(content, "tokenizer.ggml.eos_token_id"));
+        let add_bos = content.metadata.get("tokenizer.ggml.add_bos_token").and_then(|v| v.to_bool().ok());
+        let bos = (add_bos == Some(true) && !bos_text.is_empty()).then(|| bos_text.clone());
         let trie = TokTrie::from(&info, &words);
         let env: TokEnv = Arc::new(Env { trie, tokenizer: tokenizer.clone() });
-        Ok(Vocab { tokenizer, env, template, eos, size: tokens.len() })
+        Ok(Vocab { tokenizer, env, template, bos, bos_text, eos_text, eos, size: tokens.len() })
     }
 
     /// llguidance's view of the vocabulary.
@@ -156,14 +227,18 @@ impl Vocab {
         let messages: Vec<serde_json::Value> =
             messages.iter().map(|(role, content)| json!({"role": role, "content": content})).collect();
         let template = env.get_template("chat").map_err(|e| e.to_string())?;
-        template
+        let text = template
             .render(minijinja::context! {
                 messages => messages,
                 add_generation_prompt => true,
-                bos_token => "",
-                eos_token => "",
+                bos_token => self.bos_text,
+                eos_token => self.eos_text,
             })
-            .map_err(|e| format!("its chat template failed ({e})"))
+            .map_err(|e| format!("its chat template failed ({e})"))?;
+        Ok(match &self.bos {
+            Some(bos) if !text.starts_with(bos.as_str()) => format!("{bos}{text}"),
+            Some(_) | None => text,
+        })
     }
 }
 

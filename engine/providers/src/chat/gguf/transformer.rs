@@ -1,8 +1,10 @@
-//! The Llama forward pass, on the project's own kernels ([`super::kernel`]).
+//! The forward pass of every architecture ([`super::arch`]), on the
+//! project's own kernels ([`super::kernel`]).
 //!
-//! [`Llama`] holds the weights (every matrix in `Q8_0`, Q, K and V stacked
-//! into one product, gate and up into another) and the RoPE table.
-//! [`Sequence`] is one conversation's key/value cache. [`Llama::forward`]
+//! [`Transformer`] holds the weights (every matrix in `Q8_0`, Q, K and V
+//! stacked into one product with their biases where the architecture has
+//! them, gate and up into another) and the RoPE table.
+//! [`Sequence`] is one conversation's key/value cache. [`Transformer::forward`]
 //! runs any number of sequences' new tokens in one pass:
 //!
 //! - the linear layers run on the stacked rows of every sequence (one
@@ -17,6 +19,7 @@
 //! task, so a sequence's logits are the same bits alone or in any batch,
 //! at any thread count and on every kernel level.
 
+use super::arch::{Arch, RopeStyle};
 use super::error::GgufError;
 use super::kernel::{Cached, Level, Ops, Q8Matrix, Q8Rows, KEY_BLOCK};
 use super::tensor::Tensors;
@@ -26,7 +29,8 @@ use std::io::{Read, Seek};
 use std::sync::atomic::{AtomicBool, Ordering};
 use toktrie::TokenId;
 
-/// The shape of a Llama model, from its metadata.
+/// The shape of a model, from its metadata (`{arch}.block_count` and the
+/// rest).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hparams {
     /// Transformer blocks.
@@ -64,20 +68,21 @@ impl Hparams {
         (2 * self.layers * self.kv_width() * 4) as u64
     }
 
-    fn read(content: &Content) -> Result<Hparams, String> {
-        let get = |key: &str| content.metadata.get(key).and_then(|v| v.to_u32().ok()).map(|v| v as usize);
-        let need = |key: &str| get(key).filter(|v| *v > 0).ok_or_else(|| format!("its metadata lacks {key}"));
-        let float = |key: &str| content.metadata.get(key).and_then(|v| v.to_f32().ok());
-        let layers = need("llama.block_count")?;
-        let width = need("llama.embedding_length")?;
-        let heads = need("llama.attention.head_count")?;
-        let kv_heads = get("llama.attention.head_count_kv").unwrap_or(heads);
-        let ffn = need("llama.feed_forward_length")?;
+    fn read(content: &Content, arch: &Arch) -> Result<Hparams, String> {
+        let get = |key: &str| content.metadata.get(&arch.key(key)).and_then(|v| v.to_u32().ok()).map(|v| v as usize);
+        let need =
+            |key: &str| get(key).filter(|v| *v > 0).ok_or_else(|| format!("its metadata lacks {}", arch.key(key)));
+        let float = |key: &str| content.metadata.get(&arch.key(key)).and_then(|v| v.to_f32().ok());
+        let layers = need("block_count")?;
+        let width = need("embedding_length")?;
+        let heads = need("attention.head_count")?;
+        let kv_heads = get("attention.head_count_kv").unwrap_or(heads);
+        let ffn = need("feed_forward_length")?;
         if width % heads != 0 || kv_heads == 0 || heads % kv_heads != 0 {
             return Err(format!("its heads do not divide: width {width}, {heads} heads, {kv_heads} key/value heads"));
         }
         let head_dim = width / heads;
-        let rope_dim = get("llama.rope.dimension_count").unwrap_or(head_dim);
+        let rope_dim = get("rope.dimension_count").unwrap_or(head_dim);
         if rope_dim > head_dim || rope_dim % 2 != 0 {
             return Err(format!("its RoPE dimension count {rope_dim} does not fit heads of {head_dim}"));
         }
@@ -89,10 +94,10 @@ impl Hparams {
             head_dim,
             ffn,
             vocab: 0,
-            eps: float("llama.attention.layer_norm_rms_epsilon").unwrap_or(1e-5),
-            rope_base: f64::from(float("llama.rope.freq_base").unwrap_or(10_000.0)),
+            eps: float("attention.layer_norm_rms_epsilon").unwrap_or(1e-5),
+            rope_base: f64::from(float("rope.freq_base").unwrap_or(10_000.0)),
             rope_dim,
-            context: get("llama.context_length").unwrap_or(4096).clamp(1, 1 << 17),
+            context: get("context_length").unwrap_or(4096).clamp(1, 1 << 17),
         })
     }
 }
@@ -102,12 +107,13 @@ impl Hparams {
 #[derive(Debug)]
 struct Rope {
     pairs: usize,
+    style: RopeStyle,
     cos: Vec<f32>,
     sin: Vec<f32>,
 }
 
 impl Rope {
-    fn new(h: &Hparams, factors: Option<&[f32]>) -> Rope {
+    fn new(h: &Hparams, style: RopeStyle, factors: Option<&[f32]>) -> Rope {
         let pairs = h.rope_dim / 2;
         let theta: Vec<f64> = (0..pairs)
             .map(|i| {
@@ -124,20 +130,26 @@ impl Rope {
                 sin.push(libm::sin(a) as f32);
             }
         }
-        Rope { pairs, cos, sin }
+        Rope { pairs, style, cos, sin }
     }
 
-    /// Rotates each head of `x` (heads of `head_dim`) at `pos`: each pair
-    /// `(a, b)` of the first `rope_dim` values becomes
-    /// `(a cos - b sin, a sin + b cos)`.
+    /// Rotates each head of `x` (heads of `head_dim`) at `pos`: pair `i`
+    /// `(a, b)` of the first `rope_dim` values (dimensions `2i` and `2i +
+    /// 1`, or `i` and `i + rope_dim / 2` in the NeoX style) becomes `(a
+    /// cos - b sin, a sin + b cos)`.
     fn apply(&self, x: &mut [f32], pos: usize, head_dim: usize) {
         let at = pos * self.pairs;
         let (cos, sin) = (&self.cos[at..at + self.pairs], &self.sin[at..at + self.pairs]);
+        let (step, second) = match self.style {
+            RopeStyle::Interleaved => (2, 1),
+            RopeStyle::Neox => (1, self.pairs),
+        };
         for head in x.chunks_exact_mut(head_dim) {
             for i in 0..self.pairs {
-                let (a, b) = (head[2 * i], head[2 * i + 1]);
-                head[2 * i] = a * cos[i] - b * sin[i];
-                head[2 * i + 1] = a * sin[i] + b * cos[i];
+                let (ia, ib) = (step * i, step * i + second);
+                let (a, b) = (head[ia], head[ib]);
+                head[ia] = a * cos[i] - b * sin[i];
+                head[ib] = a * sin[i] + b * cos[i];
             }
         }
     }
@@ -149,6 +161,9 @@ struct Layer {
     attn_norm: Vec<f32>,
     /// Q, K and V stacked: `heads * head_dim + 2 * kv_width` rows.
     qkv: Q8Matrix,
+    /// Their biases, stacked the same way, where the architecture has
+    /// them.
+    qkv_bias: Option<Vec<f32>>,
     wo: Q8Matrix,
     ffn_norm: Vec<f32>,
     /// Gate and up stacked: `2 * ffn` rows.
@@ -156,9 +171,11 @@ struct Layer {
     down: Q8Matrix,
 }
 
-/// A Llama-family model, ready to run.
+/// A model of one of the architectures, ready to run.
 #[derive(Debug)]
-pub struct Llama {
+pub struct Transformer {
+    /// Its architecture.
+    pub arch: &'static Arch,
     /// Its shape.
     pub hp: Hparams,
     embd: Q8Matrix,
@@ -231,39 +248,52 @@ pub struct Step<'a> {
     pub logits: bool,
 }
 
-impl Llama {
-    /// Reads the model from a GGUF file's tensors, computing at `level`.
-    pub(crate) fn load<R: Read + Seek>(content: &Content, reader: &mut R, level: Level) -> Result<Llama, String> {
+impl Transformer {
+    /// Reads a model of architecture `arch` from a GGUF file's tensors,
+    /// computing at `level`.
+    pub(crate) fn load<R: Read + Seek>(
+        content: &Content,
+        reader: &mut R,
+        arch: &'static Arch,
+        level: Level,
+    ) -> Result<Transformer, String> {
         let ops = Ops::new(level).ok_or_else(|| format!("this CPU cannot run the {} kernels", level.name()))?;
-        let mut hp = Hparams::read(content)?;
+        let mut hp = Hparams::read(content, arch)?;
+        let names = &arch.tensors;
         let mut t = Tensors::new(content, reader);
-        let embd_info = t.info("token_embd.weight")?;
-        hp.vocab = embd_info.rows;
-        let (w, kv) = (hp.width, hp.kv_width());
-        let embd = t.matrix("token_embd.weight", hp.vocab, w)?;
-        let head = if t.has("output.weight") { Some(t.matrix("output.weight", hp.vocab, w)?) } else { None };
-        let norm = t.vector("output_norm.weight", w)?;
+        hp.vocab = t.info(names.embedding)?.rows;
+        let (w, kv, qw) = (hp.width, hp.kv_width(), hp.heads * hp.head_dim);
+        let embd = t.matrix(names.embedding, hp.vocab, w)?;
+        let head = if t.has(names.output) { Some(t.matrix(names.output, hp.vocab, w)?) } else { None };
+        let norm = t.vector(names.output_norm, w)?;
         let factors =
-            if t.has("rope_freqs.weight") { Some(t.vector("rope_freqs.weight", hp.rope_dim / 2)?) } else { None };
+            if t.has(names.rope_factors) { Some(t.vector(names.rope_factors, hp.rope_dim / 2)?) } else { None };
         let mut layers = Vec::with_capacity(hp.layers);
         for i in 0..hp.layers {
-            let name = |s: &str| format!("blk.{i}.{s}.weight");
-            let q = t.matrix(&name("attn_q"), hp.heads * hp.head_dim, w)?;
-            let k = t.matrix(&name("attn_k"), kv, w)?;
-            let v = t.matrix(&name("attn_v"), kv, w)?;
-            let gate = t.matrix(&name("ffn_gate"), hp.ffn, w)?;
-            let up = t.matrix(&name("ffn_up"), hp.ffn, w)?;
+            let name = |s: &str| arch.block_tensor(i, s, "weight");
+            let q = t.matrix(&name(names.q), qw, w)?;
+            let k = t.matrix(&name(names.k), kv, w)?;
+            let v = t.matrix(&name(names.v), kv, w)?;
+            let gate = t.matrix(&name(names.gate), hp.ffn, w)?;
+            let up = t.matrix(&name(names.up), hp.ffn, w)?;
+            let qkv_bias = if arch.block.qkv_bias {
+                let mut bias = |s: &str, len: usize| t.vector(&arch.block_tensor(i, s, "bias"), len);
+                Some([bias(names.q, qw)?, bias(names.k, kv)?, bias(names.v, kv)?].concat())
+            } else {
+                None
+            };
             layers.push(Layer {
-                attn_norm: t.vector(&name("attn_norm"), w)?,
+                attn_norm: t.vector(&name(names.attn_norm), w)?,
                 qkv: Q8Matrix::stack(&[q, k, v]),
-                wo: t.matrix(&name("attn_output"), w, hp.heads * hp.head_dim)?,
-                ffn_norm: t.vector(&name("ffn_norm"), w)?,
+                qkv_bias,
+                wo: t.matrix(&name(names.attn_output), w, qw)?,
+                ffn_norm: t.vector(&name(names.ffn_norm), w)?,
                 gate_up: Q8Matrix::stack(&[gate, up]),
-                down: t.matrix(&name("ffn_down"), w, hp.ffn)?,
+                down: t.matrix(&name(names.down), w, hp.ffn)?,
             });
         }
-        let rope = Rope::new(&hp, factors.as_deref());
-        Ok(Llama { hp, embd, head, norm, layers, rope, ops })
+        let rope = Rope::new(&hp, arch.block.rope, factors.as_deref());
+        Ok(Transformer { arch, hp, embd, head, norm, layers, rope, ops })
     }
 
     /// The kernel level it computes at.
@@ -350,6 +380,9 @@ impl Llama {
             ops.quantize_rows(&h, w, &mut q8);
             ops.matmul(&layer.qkv, &q8, &mut qkv);
             for (row, &(s, pos)) in qkv.chunks_exact_mut(stride).zip(&rows) {
+                if let Some(bias) = &layer.qkv_bias {
+                    add(row, bias);
+                }
                 self.rope.apply(&mut row[..qw + kvw], pos, hd);
                 let seq = &mut *steps[s].seq;
                 seq.push_keys(li, pos, &row[qw..qw + kvw]);
