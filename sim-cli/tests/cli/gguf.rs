@@ -1,9 +1,13 @@
 //! A real language model offline, end to end: every local-model config
-//! shipped in `fixtures/configs/` runs a tiny panel on SmolLM2-135M-Instruct
-//! (every job ok, every reply within its schema, real reactions), replays
-//! with the model file gone, and gives the same digest at one and two
-//! threads. Needs the models that `bash scripts/fetch-smollm2` and `bash
-//! scripts/fetch-minilm` fetch (the test command runs both first).
+//! shipped in `fixtures/configs/` (SmolLM2-135M-Instruct, a Llama; and
+//! Qwen2.5-Coder-0.5B-Instruct in `Q4_K_M`, a Qwen2) runs a tiny panel on
+//! its model (every job ok, every reply within its schema, real
+//! reactions) and replays with the model file gone; SmolLM2 gives the same
+//! digest at one and two threads and batch one and eight; each model's
+//! golden digest holds on every kernel level. Needs the models that `bash
+//! scripts/fetch-model smollm2`, `bash scripts/fetch-model
+//! qwen2.5-coder-0.5b` and `bash scripts/fetch-minilm` fetch (the test
+//! command runs them first).
 
 use crate::support::{digest_on_every_kernel_level, scratch, sim, stderr};
 use engine::chat::schema::schema;
@@ -37,6 +41,11 @@ fn local_model_configs() -> Vec<PathBuf> {
     found
 }
 
+/// The shipped config `fixtures/configs/{name}.toml`.
+fn shipped(name: &str) -> PathBuf {
+    root().join(format!("fixtures/configs/{name}.toml"))
+}
+
 /// A copy of `config` in `dir` whose model file is a copy of the shipped
 /// one in `dir` (so a test can take it away), with `batch` requests
 /// sharing each forward pass; other relative paths are made absolute.
@@ -47,7 +56,7 @@ fn with_own_model(config: &Path, dir: &Path, batch: u64) -> (PathBuf, PathBuf) {
     let shipped = base.join(gguf["model_file"].as_str().expect("model_file"));
     let copy = dir.join("model.gguf");
     std::fs::copy(&shipped, &copy)
-        .unwrap_or_else(|e| panic!("{}: {e} (run bash scripts/fetch-smollm2)", shipped.display()));
+        .unwrap_or_else(|e| panic!("{}: {e} (run bash scripts/fetch-model)", shipped.display()));
     gguf.insert("model_file".into(), copy.display().to_string().into());
     gguf.insert("batch".into(), toml::Value::Integer(batch as i64));
     if let Some(m) = value.get_mut("embedding").and_then(|e| e.get_mut("minilm")).and_then(|m| m.as_table_mut()) {
@@ -135,7 +144,7 @@ fn every_shipped_local_model_config_runs_a_tiny_panel_on_the_real_model() {
 #[test]
 fn a_local_model_panel_has_the_same_digest_at_batch_one_and_eight_and_one_and_two_threads() {
     let dir = scratch("gguf-threads");
-    let config = &local_model_configs()[0];
+    let config = &shipped("smollm2");
     let (cfg, _) = with_own_model(config, &dir, 1);
     std::fs::create_dir_all(dir.join("b8")).expect("dir");
     let (batched, _) = with_own_model(config, &dir.join("b8"), 8);
@@ -181,23 +190,44 @@ fn a_local_model_panel_has_the_same_digest_at_batch_one_and_eight_and_one_and_tw
 /// goes in the CHANGELOG).
 const GOLDEN_DIGEST: &str = "93862ec827e6127c60a550e0b9c87f2a0adb2cebe0fdb43c032874f05c8693d8";
 
-/// One run, one digest, on every kernel level this CPU runs (forced through
-/// `[chat.gguf] kernel`), with the environment variables candle's kernels
-/// read set or not, at one and two threads; and it is the golden digest.
-#[test]
-fn a_local_model_run_has_one_digest_on_every_kernel_level() {
-    let dir = scratch("gguf-kernels");
-    let config = &local_model_configs()[0];
+/// The same for the shipped Qwen2.5-Coder-0.5B config, 1 persona x 1 tick:
+/// a second architecture (biases, NeoX RoPE) and the K-quants, pinned.
+const QWEN_GOLDEN_DIGEST: &str = "ffe862d3ef325e838ea03860495a39961fe7e036b7a1329cc0a1752888a40873";
+
+/// The shipped config `name` on the hashed embedder (the digest pins the
+/// chat model's arithmetic alone), its model file made absolute, run on
+/// every kernel level (forced through `[chat.gguf] kernel`), with the
+/// environment variables candle's kernels read set or not, at one and two
+/// threads: each level's digest.
+fn digests_of(name: &str, personas: &str) -> Vec<(String, String)> {
+    let dir = scratch(&format!("gguf-kernels-{name}"));
+    let config = shipped(name);
     let base = config.parent().expect("dir");
-    let mut value: toml::Value = toml::from_str(&std::fs::read_to_string(config).expect("config")).expect("toml");
+    let mut value: toml::Value = toml::from_str(&std::fs::read_to_string(&config).expect("config")).expect("toml");
     let gguf = value["chat"]["gguf"].as_table_mut().expect("[chat.gguf]");
     let model = base.join(gguf["model_file"].as_str().expect("model_file"));
     gguf.insert("model_file".into(), model.display().to_string().into());
-    // The hashed embedder: the digest pins the chat model's arithmetic alone.
     value.as_table_mut().expect("table").remove("embedding");
-    let digests = digest_on_every_kernel_level(&dir, value, &["chat", "gguf"], "gguf_kernel", "2", "1");
+    digest_on_every_kernel_level(&dir, value, &["chat", "gguf"], "gguf_kernel", personas, "1")
+}
+
+/// SmolLM2's run has one digest on every kernel level, and it is the
+/// golden digest.
+#[test]
+fn a_local_model_run_has_one_digest_on_every_kernel_level() {
+    let digests = digests_of("smollm2", "2");
     for (level, digest) in &digests {
         assert_eq!(digest, GOLDEN_DIGEST, "{level}: the golden digest ({digests:?})");
+    }
+}
+
+/// Qwen2.5-Coder-0.5B's run has one digest on every kernel level, and it
+/// is its golden digest.
+#[test]
+fn a_qwen2_run_has_one_digest_on_every_kernel_level() {
+    let digests = digests_of("qwen2.5-coder-0.5b", "1");
+    for (level, digest) in &digests {
+        assert_eq!(digest, QWEN_GOLDEN_DIGEST, "{level}: the golden digest ({digests:?})");
     }
 }
 
@@ -208,7 +238,7 @@ fn a_local_model_run_has_one_digest_on_every_kernel_level() {
 #[test]
 fn bench_chat_measures_one_sequence_and_a_batch_with_one_digest() {
     let dir = scratch("gguf-bench");
-    let (cfg, _) = with_own_model(&local_model_configs()[0], &dir, 2);
+    let (cfg, _) = with_own_model(&shipped("smollm2"), &dir, 2);
     let cfg = cfg.to_str().expect("utf-8");
     let args = ["bench", "chat", "--config", cfg, "--personas", "2", "--ticks", "1", "--json"];
     let report = json(&sim(&dir, &args));
@@ -235,7 +265,7 @@ fn bench_chat_measures_one_sequence_and_a_batch_with_one_digest() {
 #[test]
 fn bench_gguf_measures_the_forward_pass_at_a_depth() {
     let dir = scratch("gguf-bench-depth");
-    let (cfg, _) = with_own_model(&local_model_configs()[0], &dir, 1);
+    let (cfg, _) = with_own_model(&shipped("smollm2"), &dir, 1);
     let cfg = cfg.to_str().expect("utf-8");
     let args = ["bench", "gguf", "--config", cfg, "--prompt", "8", "--generate", "2", "--depth", "20"];
     let report = json(&sim(&dir, &[&args[..], &["--batch", "2", "--reps", "1", "--threads", "2", "--json"]].concat()));
