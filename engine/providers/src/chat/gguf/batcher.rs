@@ -12,7 +12,7 @@
 //! tick's concurrent requests with no clock and no timeout.
 //!
 //! A sequence's logits are the same bits whatever else is in its pass
-//! ([`super::llama`]), so the batch changes speed, never a reply. A
+//! ([`super::transformer`]), so the batch changes speed, never a reply. A
 //! sequence the model cannot take (past the context) fails alone: it is
 //! checked before the pass and left out of it.
 
