@@ -56,7 +56,7 @@ fn with_own_model(config: &Path, dir: &Path, batch: u64) -> (PathBuf, PathBuf) {
     let shipped = base.join(gguf["model_file"].as_str().expect("model_file"));
     let copy = dir.join("model.gguf");
     std::fs::copy(&shipped, &copy)
-        .unwrap_or_else(|e| panic!("{}: {e} (run bash scripts/fetch-model)", shipped.display()));
+        .unwrap_or_else(|e| panic!("{}: {e} (run bash scripts/fetch-model NAME)", shipped.display()));
     gguf.insert("model_file".into(), copy.display().to_string().into());
     gguf.insert("batch".into(), toml::Value::Integer(batch as i64));
     if let Some(m) = value.get_mut("embedding").and_then(|e| e.get_mut("minilm")).and_then(|m| m.as_table_mut()) {

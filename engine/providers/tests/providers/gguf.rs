@@ -1,7 +1,7 @@
 //! The `gguf` chat provider on SmolLM2-135M-Instruct: its tokenizer from
 //! the file's own metadata, replies under their schemas, bytes that do not
 //! depend on the prefix cache, and damaged files refused by name. Needs the
-//! model that `bash scripts/fetch-smollm2` fetches (the test command runs it
+//! model that `bash scripts/fetch-model smollm2` fetches (the test command runs it
 //! first). The whole pipeline on it is tested in sim-cli's `gguf` tests.
 
 use candle_core::quantized::gguf_file;
@@ -27,7 +27,8 @@ fn model_file() -> PathBuf {
 fn model() -> Arc<GgufModel> {
     let settings =
         engine::config::GgufSettings { model_file: model_file().display().to_string(), ..Default::default() };
-    load_configured(&settings).unwrap_or_else(|e| panic!("{e}\n(the test command runs scripts/fetch-smollm2 first)"))
+    load_configured(&settings)
+        .unwrap_or_else(|e| panic!("{e}\n(the test command runs scripts/fetch-model smollm2 first)"))
 }
 
 const HEADER: &str = "You are Maria Lopez, 34, a nurse in Austin. Busy, practical, loves weekend hikes.
@@ -129,6 +130,49 @@ fn replies_follow_their_schemas_and_do_not_depend_on_the_prefix_cache() {
     let f = cached.decode(&reflection, 5).expect("reflection");
     let insights = parse_insights(&to_lines(&f.text), 8).unwrap_or_else(|e| panic!("{e}: {}", f.text));
     assert!(insights.iter().all(|(text, imp)| text.chars().count() >= 10 && (1..=10).contains(imp)), "{insights:?}");
+}
+
+/// SmolLM2's file with `tokenizer.ggml.pre` set to `name` (the value
+/// replaced in the metadata, the tensor data realigned to 32 bytes), as
+/// fixtures/smollm2/make_pre_tokens.py writes it.
+fn with_pre_tokenizer(name: &str) -> Vec<u8> {
+    let data = std::fs::read(model_file()).expect("model");
+    let mut file = std::fs::File::open(model_file()).expect("model");
+    let offset = gguf_file::Content::read(&mut file).expect("gguf").tensor_data_offset as usize;
+    let old = [&6u64.to_le_bytes()[..], b"smollm"].concat();
+    let at = data.windows(old.len()).position(|w| w == old.as_slice()).expect("pre is smollm");
+    let mut out =
+        [&data[..at], &(name.len() as u64).to_le_bytes(), name.as_bytes(), &data[at + old.len()..offset]].concat();
+    out.resize(out.len().div_ceil(32) * 32, 0);
+    out.extend_from_slice(&data[offset..]);
+    out
+}
+
+/// The `gpt-2` and `default` pre-tokenizers (llama.cpp's regular
+/// expressions; `default` is also what a file naming none gets) give the
+/// ids llama.cpp's `llama-tokenize` gave on the same vocabulary, for 20
+/// texts (fixtures/smollm2/pre_tokens.json, with the script that made it).
+#[test]
+fn the_gpt2_and_default_pre_tokenizers_give_llama_cpps_ids() {
+    let fixture = root().join("fixtures/smollm2/pre_tokens.json");
+    let refs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&fixture).expect("pre_tokens.json")).expect("JSON");
+    let dir = std::env::temp_dir().join(format!("gguf-pre-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    for name in ["gpt-2", "default"] {
+        let path = dir.join(format!("{name}.gguf"));
+        std::fs::write(&path, with_pre_tokenizer(name)).expect("write");
+        let m = GgufModel::load(&path, "", Level::detect()).expect("the patched file loads");
+        let cases = refs[name].as_array().expect("cases");
+        assert_eq!(cases.len(), 20, "{name}");
+        for case in cases {
+            let text = case["text"].as_str().expect("text");
+            let want: Vec<u32> =
+                case["ids"].as_array().expect("ids").iter().map(|i| i.as_u64().expect("id") as u32).collect();
+            assert_eq!(m.vocab().encode(text), want, "{name}: ids of {text:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -488,12 +532,13 @@ fn alone(model: &GgufModel, scripts: &[Vec<Vec<u32>>]) -> Vec<Vec<Vec<u32>>> {
 /// compositions every run.
 #[test]
 fn a_sequences_logits_are_the_same_bits_in_any_batch_and_at_any_thread_count() {
-    assert_batch_invariant(&model(), 6);
+    assert_batch_invariant(&model(), 6, 10);
 }
 
 /// The batch-invariance property on `model`, over `trials` seeded trials
-/// (see the test above); shared with the other architectures' tests.
-pub(crate) fn assert_batch_invariant(model: &GgufModel, trials: usize) {
+/// (see the test above), at least `min_shared` of their passes run by more
+/// than one sequence; shared with the other architectures' tests.
+pub(crate) fn assert_batch_invariant(model: &GgufModel, trials: usize, min_shared: usize) {
     let llama = model.transformer();
     let scripts = scripts(model);
     let pool = |n: usize| rayon::ThreadPoolBuilder::new().num_threads(n).build().expect("a pool");
@@ -547,7 +592,7 @@ pub(crate) fn assert_batch_invariant(model: &GgufModel, trials: usize) {
             }
         });
     }
-    assert!(shared >= trials, "the trials shared passes ({shared})");
+    assert!(shared >= min_shared, "the trials shared passes ({shared})");
 }
 
 /// Requests decoded at once share their forward passes (more than one

@@ -134,7 +134,7 @@ pub const ARCHS: [Arch; 2] = [
 
 /// The architecture named `name`, or why not: the name and the list of
 /// those supported.
-pub fn find(name: Option<&str>) -> Result<&'static Arch, String> {
+pub(crate) fn find(name: Option<&str>) -> Result<&'static Arch, String> {
     let supported = ARCHS.iter().map(|a| format!("{} ({})", a.name, a.families)).collect::<Vec<_>>().join(", ");
     match name {
         Some(n) => ARCHS.iter().find(|a| a.name == n).ok_or_else(|| {

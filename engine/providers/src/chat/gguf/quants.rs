@@ -19,13 +19,27 @@
 //! (dmin * m)`), with the half-precision numbers converted exactly, so the
 //! bits are GGML's on every CPU.
 
-use super::tensor::f16_to_f32;
 use candle_core::quantized::GgmlDType;
 
 /// Values per block of the 32-value formats.
 const QK: usize = 32;
 /// Values per K-quant super-block.
 pub const QK_K: usize = 256;
+
+/// `h` (IEEE half precision bits) as `f32`, exactly.
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = (h >> 10) & 0x1f;
+    let man = f32::from(h & 0x3ff);
+    match exp {
+        0 => sign * man * (1.0 / 16_777_216.0),
+        31 if man == 0.0 => sign * f32::INFINITY,
+        31 => f32::NAN,
+        e => {
+            f32::from_bits((u32::from(h & 0x8000) << 16) | ((u32::from(e) + 112) << 23) | (u32::from(h & 0x3ff) << 13))
+        }
+    }
+}
 
 fn half(b: &[u8], at: usize) -> f32 {
     f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
@@ -345,5 +359,18 @@ mod tests {
                 assert_eq!(d[i / QK] * f32::from(qs[i]), *v, "{dtype:?} value {i}");
             }
         }
+    }
+
+    #[test]
+    fn half_precision_converts_exactly() {
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x7bff), 65504.0);
+        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24), "the smallest subnormal");
+        assert_eq!(f16_to_f32(0x0400), 2f32.powi(-14), "the smallest normal");
+        assert_eq!(f16_to_f32(0x3555), 0.333_251_95);
+        assert_eq!(f16_to_f32(0x8000).to_bits(), (-0.0f32).to_bits());
+        assert!(f16_to_f32(0x7e00).is_nan());
+        assert_eq!(f16_to_f32(0xfc00), f32::NEG_INFINITY);
     }
 }

@@ -20,7 +20,7 @@
 //!   on the file's own blocks.
 
 use super::kernel::{Q8Matrix, QK};
-use super::quants;
+use super::quants::{self, f16_to_f32};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::GgmlDType;
 use candle_core::Device;
@@ -43,21 +43,6 @@ pub struct Info {
 pub(crate) struct Tensors<'a, R> {
     content: &'a Content,
     reader: &'a mut R,
-}
-
-/// `h` (IEEE half precision bits) as `f32`, exactly.
-pub fn f16_to_f32(h: u16) -> f32 {
-    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
-    let exp = (h >> 10) & 0x1f;
-    let man = f32::from(h & 0x3ff);
-    match exp {
-        0 => sign * man * (1.0 / 16_777_216.0),
-        31 if man == 0.0 => sign * f32::INFINITY,
-        31 => f32::NAN,
-        e => {
-            f32::from_bits((u32::from(h & 0x8000) << 16) | ((u32::from(e) + 112) << 23) | (u32::from(h & 0x3ff) << 13))
-        }
-    }
 }
 
 fn half(bytes: &[u8], at: usize) -> f32 {
@@ -87,16 +72,29 @@ impl<'a, R: Read + Seek> Tensors<'a, R> {
         Ok(Info { rows, cols, dtype: t.ggml_dtype, offset: t.offset })
     }
 
+    /// The file's bytes of a tensor: its rows whole blocks of its format,
+    /// and within the file (checked before anything is allocated).
     fn bytes(&mut self, info: &Info) -> Result<Vec<u8>, String> {
-        let n = info.rows * info.cols;
         let block = info.dtype.block_size();
-        if !n.is_multiple_of(block) {
-            return Err(format!("a {:?} tensor of {n} values is not whole blocks", info.dtype));
+        if !info.cols.is_multiple_of(block) {
+            return Err(format!(
+                "a {:?} tensor has rows of {} values, not whole blocks of {block}",
+                info.dtype, info.cols
+            ));
         }
-        let len = n / block * info.dtype.type_size();
+        let len = info
+            .rows
+            .checked_mul(info.cols / block)
+            .and_then(|blocks| blocks.checked_mul(info.dtype.type_size()))
+            .ok_or_else(|| format!("its tensors cannot be read (a tensor of {} x {} values)", info.rows, info.cols))?;
+        let start = self.content.tensor_data_offset.saturating_add(info.offset);
+        let size = self.reader.seek(SeekFrom::End(0)).map_err(|e| format!("its tensors cannot be read ({e})"))?;
+        if start.saturating_add(len as u64) > size {
+            return Err(format!("its tensors cannot be read (one ends past the file's {size} bytes: cut short?)"));
+        }
         let mut buf = vec![0u8; len];
         self.reader
-            .seek(SeekFrom::Start(self.content.tensor_data_offset + info.offset))
+            .seek(SeekFrom::Start(start))
             .and_then(|_| self.reader.read_exact(&mut buf))
             .map_err(|e| format!("its tensors cannot be read ({e})"))?;
         Ok(buf)
@@ -176,25 +174,5 @@ impl<'a, R: Read + Seek> Tensors<'a, R> {
         }
         let values = self.values(name)?;
         Ok(Q8Matrix::quantize(&values, rows, cols))
-    }
-}
-
-#[cfg(test)]
-// Exact bits are what these tests check.
-#[allow(clippy::float_cmp)]
-mod tests {
-    use super::f16_to_f32;
-
-    #[test]
-    fn half_precision_converts_exactly() {
-        assert_eq!(f16_to_f32(0x3c00), 1.0);
-        assert_eq!(f16_to_f32(0xc000), -2.0);
-        assert_eq!(f16_to_f32(0x7bff), 65504.0);
-        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24), "the smallest subnormal");
-        assert_eq!(f16_to_f32(0x0400), 2f32.powi(-14), "the smallest normal");
-        assert_eq!(f16_to_f32(0x3555), 0.333_251_95);
-        assert_eq!(f16_to_f32(0x8000).to_bits(), (-0.0f32).to_bits());
-        assert!(f16_to_f32(0x7e00).is_nan());
-        assert_eq!(f16_to_f32(0xfc00), f32::NEG_INFINITY);
     }
 }

@@ -39,32 +39,46 @@ const LLAMA3_SPLIT: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|
 /// every digit on its own.
 const QWEN2_SPLIT: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// llama.cpp's split for GPT-2's pre-tokenizer (`gpt-2`).
+const GPT2_SPLIT: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
+/// llama.cpp's splits, applied in turn, for a file that names no
+/// pre-tokenizer or `default`.
+const DEFAULT_SPLITS: [&str; 4] = [r"[\p{P}\$\+<=>\^~\|]+", GPT2_SPLIT, r"\p{N}+", r"[0-9][0-9][0-9]"];
+
 /// The pre-tokenizer of `tokenizer.ggml.pre`, as a Hugging Face
 /// `pre_tokenizer`, or why not (the name and those read).
 ///
 /// - `smollm`: digits one by one, then GPT-2's byte-level split;
-/// - `qwen2` and `llama-bpe` (`llama3`): one split by llama.cpp's regular
-///   expression, then the bytes mapped without a further split;
-/// - `default` (and a file that names none): GPT-2's byte-level split.
-pub fn pre_tokenizer(pre: Option<&str>) -> Result<serde_json::Value, String> {
+/// - `qwen2`, `llama-bpe` (`llama3`) and `gpt-2`: one split by llama.cpp's
+///   regular expression, then the bytes mapped without a further split;
+/// - `default` (and a file that names none): llama.cpp's four splits in
+///   turn (punctuation runs, GPT-2's, digit runs, then threes of ASCII
+///   digits).
+pub(crate) fn pre_tokenizer(pre: Option<&str>) -> Result<serde_json::Value, String> {
     let byte_level =
         |regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": regex});
-    let split = |pattern: &str| {
-        json!({"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false},
-            byte_level(false),
-        ]})
+    // Each regular expression splits every piece the ones before it left
+    // (matches and the text between them both kept), as llama.cpp applies
+    // its list; then the bytes are mapped.
+    let split = |patterns: &[&str]| {
+        let mut steps: Vec<serde_json::Value> = patterns
+            .iter()
+            .map(|p| json!({"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": false}))
+            .collect();
+        steps.push(byte_level(false));
+        json!({"type": "Sequence", "pretokenizers": steps})
     };
     match pre {
         Some("smollm") => Ok(json!({"type": "Sequence", "pretokenizers": [
             {"type": "Digits", "individual_digits": true},
             byte_level(true),
         ]})),
-        Some("qwen2") => Ok(split(QWEN2_SPLIT)),
-        Some("llama-bpe" | "llama3" | "llama-v3") => Ok(split(LLAMA3_SPLIT)),
-        Some("default") | None => Ok(byte_level(true)),
+        Some("qwen2") => Ok(split(&[QWEN2_SPLIT])),
+        Some("llama-bpe" | "llama3" | "llama-v3") => Ok(split(&[LLAMA3_SPLIT])),
+        Some("gpt-2") => Ok(split(&[GPT2_SPLIT])),
+        Some("default") | None => Ok(split(&DEFAULT_SPLITS)),
         Some(other) => Err(format!(
-            "its pre-tokenizer is \"{other}\" (tokenizer.ggml.pre); this provider reads smollm, qwen2, llama-bpe and default"
+            "its pre-tokenizer is \"{other}\" (tokenizer.ggml.pre); this provider reads smollm, qwen2, llama-bpe, gpt-2 and default"
         )),
     }
 }
@@ -256,5 +270,64 @@ impl TokenizerEnv for Env {
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
         let text = String::from_utf8_lossy(s);
         self.tokenizer.encode_fast(text.as_ref(), false).map(|e| e.get_ids().to_vec()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Vocab;
+    use candle_core::quantized::gguf_file::{self, Value};
+
+    /// A vocabulary of a few tokens with `pre` and `add_bos`, its chat
+    /// template `template`, read back through GGUF.
+    fn vocab(pre: &str, add_bos: bool, template: &str) -> Result<Vocab, String> {
+        let strings = |v: &[&str]| Value::Array(v.iter().map(|s| Value::String((*s).into())).collect());
+        let tokens = strings(&["<s>", "<|im_end|>", "a", "b", "ab", "\u{0120}"]);
+        let merges = strings(&["a b"]);
+        let types = Value::Array([3, 3, 1, 1, 1, 1].iter().map(|t| Value::I32(*t)).collect());
+        let (model, pre, template) =
+            (Value::String("gpt2".into()), Value::String(pre.into()), Value::String(template.into()));
+        let (bos, eos, add) = (Value::U32(0), Value::U32(1), Value::Bool(add_bos));
+        let metadata = [
+            ("tokenizer.ggml.model", &model),
+            ("tokenizer.ggml.pre", &pre),
+            ("tokenizer.ggml.tokens", &tokens),
+            ("tokenizer.ggml.merges", &merges),
+            ("tokenizer.ggml.token_type", &types),
+            ("tokenizer.ggml.bos_token_id", &bos),
+            ("tokenizer.ggml.eos_token_id", &eos),
+            ("tokenizer.ggml.add_bos_token", &add),
+            ("tokenizer.chat_template", &template),
+        ];
+        let mut image = std::io::Cursor::new(Vec::new());
+        gguf_file::write(&mut image, &metadata, &[]).map_err(|e| e.to_string())?;
+        image.set_position(0);
+        let content = gguf_file::Content::read(&mut image).map_err(|e| e.to_string())?;
+        Vocab::read(&content)
+    }
+
+    /// BOS goes first when the file asks for it, once: whether the
+    /// template writes it (from the `bos_token` it is given) or not; never
+    /// when the file does not ask.
+    #[test]
+    fn bos_is_put_first_once_when_the_file_asks() {
+        let plain = "{% for m in messages %}{{ m.content }}{% endfor %}";
+        let with_bos = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}";
+        let chat = |add: bool, template: &str| vocab("qwen2", add, template).expect("vocab").chat(&[("user", "ab")]);
+        assert_eq!(chat(true, plain).expect("chat"), "<s>ab");
+        assert_eq!(chat(true, with_bos).expect("chat"), "<s>ab");
+        assert_eq!(chat(false, plain).expect("chat"), "ab");
+        let v = vocab("qwen2", true, plain).expect("vocab");
+        assert_eq!(
+            v.encode(&v.chat(&[("user", "ab")]).expect("chat")),
+            [0, 4],
+            "<s> one special token, then the merge"
+        );
+    }
+
+    #[test]
+    fn an_unknown_pre_tokenizer_is_refused_by_name() {
+        let e = vocab("tekken", false, "x").expect_err("unknown");
+        assert!(e.contains("\"tekken\"") && e.contains("tokenizer.ggml.pre") && e.contains("qwen2"), "{e}");
     }
 }
