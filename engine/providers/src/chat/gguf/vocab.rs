@@ -6,7 +6,7 @@
 //! Llama 3, SmolLM and Qwen families). It is rebuilt as a Hugging Face
 //! tokenizer (vocabulary, merges, and the pre-tokenizer the file names in
 //! `tokenizer.ggml.pre`, split by the regular expressions llama.cpp uses
-//! for it: [`pre_tokenizer`]) and, for constrained decoding, as
+//! for it) and, for constrained decoding, as
 //! llguidance's token trie over every token's bytes.
 //!
 //! - Control tokens (`<|im_start|>`, `<|im_end|>`) are special in both: the
