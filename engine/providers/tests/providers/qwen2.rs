@@ -73,39 +73,13 @@ fn the_tokenizer_gives_llama_cpps_ids_and_the_template_is_the_files() {
 /// and candle's choice within 1.0 of our most likely logit.
 #[test]
 fn the_forward_pass_agrees_with_candles_quantized_qwen2() {
-    use candle_core::Tensor;
     use candle_transformers::models::quantized_qwen2::ModelWeights;
     let m = model();
     let text = m.vocab().chat(&[("user", "Name three fruits that are red, and say why you like them.")]).expect("chat");
-    let mut tokens = m.vocab().encode(&text);
     let mut file = std::fs::File::open(model_file()).expect("model");
     let content = gguf_file::Content::read(&mut file).expect("gguf");
     let mut theirs = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).expect("candle's model");
-    let mut seq = m.transformer().sequence();
-    let top = |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, x)| (i, *x)).unwrap();
-    let mut fed = 0;
-    let mut worst = 1f64;
-    for step in 0..6 {
-        let new = &tokens[fed..];
-        let ours = m.transformer().forward_one(&mut seq, new).expect("ours");
-        let input = Tensor::new(new, &Device::Cpu).and_then(|t| t.unsqueeze(0)).expect("input");
-        let reference: Vec<f32> =
-            theirs.forward(&input, fed).and_then(|l| l.squeeze(0)).and_then(|l| l.to_vec1()).expect("candle's forward");
-        fed = tokens.len();
-        let dot: f64 = ours.iter().zip(&reference).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
-        let norm = |v: &[f32]| v.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
-        let cos = dot / (norm(&ours) * norm(&reference));
-        worst = worst.min(cos);
-        let (theirs_best, _) = top(&reference);
-        let (_, ours_max) = top(&ours);
-        assert!(cos > 0.995, "step {step}: logits agree with candle's (cosine {cos})");
-        assert!(
-            ours[theirs_best] >= ours_max - 1.0,
-            "step {step}: candle's most likely token {theirs_best} is {} here, the best {ours_max}",
-            ours[theirs_best]
-        );
-        tokens.push(theirs_best as u32);
-    }
+    let worst = super::gguf::assert_agrees_with(&m, &text, 6, None, |input, fed| theirs.forward(input, fed));
     eprintln!("qwen2 agreement with candle: lowest cosine {worst:.5}");
 }
 

@@ -146,27 +146,20 @@ impl Vocab {
         };
         let vocab: serde_json::Map<String, serde_json::Value> =
             tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
+        // Control tokens are special; user-defined ones are matched whole
+        // in text too, but are not special.
         let added: Vec<serde_json::Value> = tokens
             .iter()
+            .zip(&types)
             .enumerate()
-            .filter(|(i, _)| types.get(*i) == Some(&CONTROL))
-            .map(|(i, t)| {
+            .filter(|(_, (_, kind))| matches!(**kind, CONTROL | USER_DEFINED))
+            .map(|(i, (t, kind))| {
                 json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
-                       "normalized": false, "special": true})
+                       "normalized": false, "special": *kind == CONTROL})
             })
             .collect();
         let pre = content.metadata.get("tokenizer.ggml.pre").and_then(|v| v.to_string().ok().cloned());
         let pre_tokenizer = pre_tokenizer(pre.as_deref())?;
-        let user: Vec<serde_json::Value> = tokens
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| types.get(*i) == Some(&USER_DEFINED))
-            .map(|(i, t)| {
-                json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
-                       "normalized": false, "special": false})
-            })
-            .collect();
-        let added = [added, user].concat();
         let byte_level =
             json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
         let spec = json!({
