@@ -46,6 +46,8 @@ def validate(
     option_order: str | None,
     calibrate: bool,
     rectify: bool,
+    given: list[str],
+    weights: str | None,
     confirm_live: bool,
     progress: Callable[[int, str, int, int], Any] | None,
 ) -> tuple[str, str, str]: ...

@@ -180,6 +180,36 @@ class Validation:
         typed: pandas.DataFrame = pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
         return typed
 
+    def imputer(self) -> "pandas.DataFrame":
+        """One row per scored question and coefficient of the imputer
+        baseline: ``question``, ``model`` (``multinomial logit`` or
+        ``ordered logit``), ``converged``, ``note`` (why it fell back to the
+        fitted half's marginal, when it did), ``equation`` (``option 2``…,
+        ``latent`` or ``cutpoints``), ``name`` (``(intercept)``, ``age``,
+        ``educ=2``, ``cut 1|2``…) and ``value``, on the data's own scale. A
+        question whose fit did not converge has one row, without
+        coefficients."""
+        pd = _pandas()
+        rows = []
+        for f in self.summary.get("imputer") or []:
+            base = {"question": f["question"], "model": f["model"], "converged": f["converged"], "note": f.get("note")}
+            coefficients = f.get("coefficients") or []
+            if not coefficients:
+                rows.append({**base, "equation": None, "name": None, "value": None})
+            for c in coefficients:
+                rows.append({**base, "equation": c["equation"], "name": c["name"], "value": c["value"]})
+        dtypes = {
+            "question": "string",
+            "model": "string",
+            "converged": "boolean",
+            "note": "string",
+            "equation": "string",
+            "name": "string",
+            "value": "Float64",
+        }
+        typed: pandas.DataFrame = pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
+        return typed
+
     def to_parquet(self, directory: PathLike) -> list[Path]:
         """Writes ``figures.parquet`` and ``answers.parquet`` into
         ``directory``, and ``calibration.parquet`` and ``rectified.parquet``
@@ -213,6 +243,8 @@ def validate(
     option_order: str | None = None,
     calibrate: bool = False,
     rectify: bool = False,
+    given: "list[str] | tuple[str, ...] | None" = None,
+    weights: str | None = None,
     confirm_live: bool = False,
     progress: Progress = True,
 ) -> Validation:
@@ -250,8 +282,21 @@ def validate(
     written to ``calibration.json``). ``rectify=True`` estimates each
     option's share by PPI++ from the fitted half's people and the model's
     forecasts of the held-out half (``Validation.rectified()``).
+
+    ``given=["PID"]`` shows each persona its respondent's own answers to
+    those questions first, as the earlier part of an interview in the
+    survey's wording; they are not scored, and the ``imputer`` baseline (a
+    multinomial or ordered logit on the traits, fitted on the fitted half)
+    takes them as inputs too (``Validation.imputer()``; each question's
+    ``versus_imputer`` in the summary says whether the model beats it).
+    ``weights="COLUMN"`` weights every figure, baseline and fit by that
+    column of your panel (map it ``{"ignore": True}``); not with
+    ``rectify``.
     """
     _counts(seed=(seed, 0), sample=(sample, 1), resamples=(resamples, 1))
+    if isinstance(given, str):
+        raise PanelError(f"validate: given={given!r}: give a list of question ids, e.g. given=[{given!r}]")
+    given_ids = [str(g) for g in (given or [])]
     given = [panel, panel_map, answers, questions]
     if any(p is not None for p in given) and not all(p is not None for p in given):
         raise PanelError("validate: panel, panel_map, answers and questions go together; give all four or none")
@@ -279,6 +324,8 @@ def validate(
             option_order=option_order,
             calibrate=calibrate,
             rectify=rectify,
+            given=given_ids,
+            weights=weights,
             confirm_live=confirm_live,
             progress=callback,
         )

@@ -127,7 +127,7 @@ fn live_confirmation(
 /// Returns the validation's directory, its summary
 /// as JSON and the path of its answers file.
 #[pyfunction]
-#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, confirm_live, progress))]
+#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, given, weights, confirm_live, progress))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.validate`, one for one.
 fn validate(
     py: Python<'_>,
@@ -143,6 +143,8 @@ fn validate(
     option_order: Option<String>,
     calibrate: bool,
     rectify: bool,
+    given: Vec<String>,
+    weights: Option<String>,
     confirm_live: bool,
     progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<(String, String, String)> {
@@ -176,7 +178,19 @@ fn validate(
         if let Some(order) = order {
             config.raw.answers.order = order;
         }
-        let args = runs::Validate { config, suite, subgroups, seed, sample, out, resamples, calibrate, rectify };
+        let args = runs::Validate {
+            config,
+            suite,
+            subgroups,
+            seed,
+            sample,
+            out,
+            resamples,
+            calibrate,
+            rectify,
+            given,
+            weights,
+        };
         let done = runs::validate(args, &watch)?;
         let summary = serde_json::to_string(&done.summary)
             .map_err(|e| runs::Error::Input(format!("cannot encode the summary: {e}")))?;

@@ -336,6 +336,51 @@ def test_ctrl_c_stops_at_a_tick_boundary_and_resumes_to_the_same_digest(tmp_path
     assert resumed.digest == whole.digest
 
 
+def test_validate_given_answers_weights_and_the_imputer_as_the_cli_does(tmp_path: Path) -> None:
+    v = simengine.validate(suite="anes96", sample=200, resamples=100, given=["PID"], out=tmp_path / "g", progress=False)
+    cli = os.environ["SIM_CLI"]
+    out = subprocess.run(
+        [cli, "validate", "--sample", "200", "--resamples", "100", "--given", "PID", "--out", str(tmp_path / "c"), "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(out.stdout)["digest"] == v.digest
+    assert v.summary["given"] == ["PID"]
+    figures = v.figures()
+    assert set(figures["question"]) == {"selfLR", "vote"}
+    imputer = figures.query("source == 'imputer' and figure == 'log_loss'")
+    assert len(imputer) == 2 and imputer["value"].notna().all()
+    table = v.imputer()
+    assert set(table["question"]) == {"selfLR", "vote"}
+    assert set(table["model"]) == {"ordered logit", "multinomial logit"}
+    assert table["name"].dropna().str.startswith("PID=").any()
+    with pytest.raises(simengine.PanelError, match="list of question ids"):
+        simengine.validate(given="PID", out=tmp_path / "s", progress=False)  # type: ignore[arg-type]
+    weighted = FIXTURES / "surveys" / "weighted"
+    anes = FIXTURES / "surveys" / "anes96"
+    def weighted_validation(out: str, rectify: bool = False) -> simengine.Validation:
+        return simengine.validate(
+            panel=weighted / "panel.csv",
+            panel_map=weighted / "panel-map.toml",
+            answers=anes / "answers.csv",
+            questions=anes / "survey.toml",
+            sample=300,
+            resamples=100,
+            weights="weight",
+            rectify=rectify,
+            out=tmp_path / out,
+            progress=False,
+        )
+
+    w = weighted_validation("w")
+    reference = json.loads((weighted / "reference.json").read_text())
+    for q in w.summary["questions"]:
+        assert q["human_pmf"] == pytest.approx(reference["questions"][q["id"]]["human_pmf"], abs=1e-12)
+    with pytest.raises(simengine.SimEngineError, match="--weights with --rectify"):
+        weighted_validation("r", rectify=True)
+
+
 def test_validate_scores_a_panel_against_people_as_the_cli_does(tmp_path: Path) -> None:
     v = simengine.validate(suite="anes96", sample=40, resamples=100, out=tmp_path / "v", progress=False)
     figures = v.figures()

@@ -58,17 +58,10 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     }
     let cfg = &args.config;
     crate::refuse_batch_mode(cfg, "validate")?;
-    let mut suite = inputs::load_suite(&args.suite)?;
-    if let Some(path) = &args.subgroups {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(Error::io(format!("cannot read --subgroups {name}")))?;
-        suite.survey.subgroups = Survey::subgroups_from_toml(&text, &name)?;
-    }
+    let mut suite = inputs::load_suite(&args.suite, args.subgroups.as_deref())?;
     let total = suite.panel.respondents.len();
-    let people = inputs::subsample(&suite.panel, args.sample, args.seed)?;
-    let human: Vec<Vec<Option<u8>>> =
-        suite.answers.by_question.iter().map(|column| people.iter().map(|&r| column[r]).collect()).collect();
-    let respondents: Vec<_> = people.iter().map(|&r| suite.panel.respondents[r].clone()).collect();
+    let inputs::People { respondents, human, weights, weighted, given: given_ids, earlier, imputer_inputs } =
+        inputs::people(&mut suite, &args)?;
     let (probabilities, notes) = figures::mode_notes(cfg);
     let reasons = probabilities && cfg.raw.answers.reasons;
     let ssr = figures::ssr_runs(cfg, probabilities && !reasons)?;
@@ -78,6 +71,8 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         seed: args.seed,
         respondents: respondents.len(),
         config_hash: cfg.content_hash().hex(),
+        given: given_ids.clone(),
+        weights: args.weights.clone(),
     };
     let (out, resumed) = outputs::prepare_out(args.out.as_deref(), &started)?;
     if resumed {
@@ -87,25 +82,24 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         ));
     }
     let asked = announce(watch, cfg, &suite, respondents.len(), total);
-    let estimate = || {
-        let prompt = suite.survey.questions[0].prompt(suite.survey.context.as_deref(), &respondents[0]);
-        let per_call = cfg.chat_price.bill(estimate_tokens(&prompt), cfg.raw.chat.max_output_tokens).nano_usd;
-        Estimate { calls: asked, usd: (asked * per_call) as f64 / NANO_PER_USD as f64 }
-    };
-    (watch.confirm)(cfg, &estimate)?;
-    let [first, second] = ask::ask_both(cfg, args.seed, watch, &suite.survey, &respondents, &out, resumed)?;
+    (watch.confirm)(cfg, &|| estimate(cfg, &suite.survey, &respondents[0], &earlier[0], asked))?;
+    let panel = ask::Panel { survey: &suite.survey, respondents: &respondents, earlier: &earlier };
+    let [first, second] = ask::ask_both(cfg, args.seed, watch, panel, &out, resumed)?;
     let reasoned = match reasons {
-        true => ask::ask_reasons(cfg, args.seed, watch, &suite.survey, &respondents, &out)?,
+        true => ask::ask_reasons(cfg, args.seed, watch, panel, &out)?,
         false => Vec::new(),
     };
     let rated = if reasons { &reasoned } else { &first };
     let mut sources = figures::model_sources(cfg, &suite.survey, &first, ssr.then_some(rated), watch.threads)?;
     let split = score::held_out(respondents.len(), args.seed);
-    let baselines = score::baselines(&suite.survey, &respondents, &human, &split, args.seed);
+    let mut baselines = score::baselines(&suite.survey, &respondents, &human, &weights, &split, args.seed);
+    let (imputer, imputer_fits) =
+        survey::impute::imputer(&suite.survey, &imputer_inputs, &human, &split, &weights, args.seed);
+    baselines.push(imputer);
     let model = figures::calibrated_source(&sources, probabilities);
     let calibration = args.calibrate.then(|| {
         let (fits, calibrated) =
-            survey::calibrate::calibrate(&suite.survey, &model, &baselines[1], &baselines[2], &human, &split);
+            survey::calibrate::calibrate(&suite.survey, &model, &baselines[1], &baselines[2], &human, &weights, &split);
         sources.extend(calibrated);
         crate::calibration::fitted(cfg, &suite, &model.name, fits)
     });
@@ -115,8 +109,9 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         Source::new(format!("a second run (seed {})", args.seed.wrapping_add(1)), ask::direct(&suite.survey, &second))
     });
     let settings = Settings { seed: args.seed, resamples: args.resamples as usize };
-    let scores = score::score(&suite.survey, &respondents, &human, &sources, rerun.as_ref(), settings);
-    let digest = figures::digest(cfg, &suite, args.seed, &respondents, [&first, &second], &sources);
+    let scores = score::score(&suite.survey, &respondents, &human, &weights, &sources, rerun.as_ref(), settings);
+    let design = (given_ids.as_slice(), weighted.then_some(weights.as_slice()));
+    let digest = figures::digest(cfg, &suite, args.seed, &respondents, design, [&first, &second], &sources);
     let summary = Summary {
         digest: digest.hex(),
         suite: suite.name.clone(),
@@ -134,6 +129,9 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         config_hash: cfg.content_hash().hex(),
         inputs: suite.inputs.hex(),
         panel: total,
+        given: given_ids,
+        weights: args.weights.clone(),
+        imputer: imputer_fits,
         calls: figures::calls(&[&first, &second, &reasoned]),
         scores,
         calibration,
@@ -150,6 +148,16 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     };
     outputs::write_outputs(&out, &summary, &table)?;
     Ok(Validation { dir: out, summary, resumed })
+}
+
+/// What `asked` questions cost at most, priced on the first question's
+/// prompt to the first respondent at the reply's token limit.
+fn estimate(cfg: &Config, survey: &Survey, respondent: &survey::Respondent, earlier: &str, asked: u64) -> Estimate {
+    let q = &survey.questions[0];
+    let as_asked: Vec<usize> = (0..q.options.len()).collect();
+    let prompt = q.prompt_after(survey.context.as_deref(), respondent, &as_asked, earlier);
+    let per_call = cfg.chat_price.bill(estimate_tokens(&prompt), cfg.raw.chat.max_output_tokens).nano_usd;
+    Estimate { calls: asked, usd: (asked * per_call) as f64 / NANO_PER_USD as f64 }
 }
 
 /// Says what will be asked; returns how many questions.

@@ -100,9 +100,11 @@ fn golden(lo: f64, hi: f64, f: impl Fn(f64) -> f64) -> f64 {
     [lo, hi].into_iter().fold(inner, |best, x| if f(x) <= f(best) { x } else { best })
 }
 
-/// Mean log-loss of `forecasts` for `answers`.
-fn loss(rows: &[(Vec<f64>, u8)], g: impl Fn(&[f64], usize) -> Vec<f64>) -> f64 {
-    rows.iter().enumerate().map(|(i, (f, h))| stats::log_loss(&g(f, i), *h)).sum::<f64>() / rows.len() as f64
+/// Weighted mean log-loss of the forecasts `g` makes of the rows
+/// (forecast, answer, weight).
+fn loss(rows: &[(Vec<f64>, u8, f64)], g: impl Fn(&[f64], usize) -> Vec<f64>) -> f64 {
+    let total: f64 = rows.iter().map(|r| r.2).sum();
+    rows.iter().enumerate().map(|(i, (f, h, w))| w * stats::log_loss(&g(f, i), *h)).sum::<f64>() / total
 }
 
 fn forecast_of(a: &Answer) -> &[f64] {
@@ -116,7 +118,8 @@ fn answer(forecast: Vec<f64>, kind: Kind) -> Answer {
 }
 
 /// Fits the calibration of `model` per question on the respondents not
-/// `held_out`, and gives the calibrated sources for every respondent:
+/// `held_out` (each weighted by `weights`, all 1 for none), and gives the
+/// calibrated sources for every respondent:
 /// the model at its temperature, and its blends with the `marginal` and
 /// the `demographic` baselines' distributions (their forecasts).
 pub fn calibrate(
@@ -125,6 +128,7 @@ pub fn calibrate(
     marginal: &Source,
     demographic: &Source,
     human: &[Vec<Option<u8>>],
+    weights: &[f64],
     held_out: &[bool],
 ) -> (Vec<Calibration>, [Source; 3]) {
     let mut fits = Vec::new();
@@ -140,7 +144,7 @@ pub fn calibrate(
             if let (Some(h), false, Some(a), Some(m), Some(d)) =
                 (h, held_out[r], &model.answers[q][r], baseline(marginal, r), baseline(demographic, r))
             {
-                rows.push((forecast_of(a).to_vec(), *h));
+                rows.push((forecast_of(a).to_vec(), *h, weights[r]));
                 bases.push((m, d));
             }
         }
@@ -168,7 +172,7 @@ pub fn calibrate(
                         }
                     }
                 };
-                let tempered: Vec<Vec<f64>> = rows.iter().map(|(f, _)| temper(f, t)).collect();
+                let tempered: Vec<Vec<f64>> = rows.iter().map(|(f, _, _)| temper(f, t)).collect();
                 let blended = |which: usize| {
                     let base = |i: usize| if which == 0 { &bases[i].0 } else { &bases[i].1 };
                     golden(0.0, 1.0, |w| loss(&rows, |_, i| blend(&tempered[i], base(i), w)))

@@ -9,7 +9,11 @@
 //!   number of options, and the [`Subgroup`]s figures are split by.
 //! - [`answers`]: the people's own [`Answers`].
 //! - [`score`]: the held-out split, the baselines and every figure of
-//!   `sim-cli validate`, each with a bootstrap interval.
+//!   `sim-cli validate`, each with a bootstrap interval, weighted or not.
+//! - [`impute`]: the statistical imputer the model must beat (a
+//!   multinomial or ordered logit on the traits and the given answers).
+//! - [`interview`]: the transcript of the answers a respondent gave
+//!   earlier in the interview, as the model is shown them.
 //! - [`suite`]: the built-in `anes96` suite (944 respondents of the 1996
 //!   American National Election Study).
 //!
@@ -23,6 +27,8 @@
 
 pub mod answers;
 pub mod calibrate;
+pub mod impute;
+pub mod interview;
 pub mod panel;
 pub mod question;
 pub mod rectify;

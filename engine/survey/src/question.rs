@@ -73,7 +73,20 @@ impl Question {
     /// numbered `i + 1` shows option `order[i]` (from 0). An answer `d`
     /// is option `order[d - 1] + 1`.
     pub fn prompt_in(&self, context: Option<&str>, respondent: &Respondent, order: &[usize]) -> String {
-        let mut out = self.asked(context, respondent, order);
+        self.prompt_after(context, respondent, order, "")
+    }
+
+    /// [`Question::prompt_in`] after the interview so far: `earlier`, a
+    /// [`crate::interview::transcript`], stands between the respondent's
+    /// description and the question.
+    pub fn prompt_after(
+        &self,
+        context: Option<&str>,
+        respondent: &Respondent,
+        order: &[usize],
+        earlier: &str,
+    ) -> String {
+        let mut out = self.asked(context, respondent, order, earlier);
         out.push_str(&format!(
             "\nReply exactly in this format:\nANSWER: <the number of your option, 1 to {}>\nWHY: <one sentence in your own voice>\n",
             self.options.len()
@@ -85,15 +98,27 @@ impl Question {
     /// respondent who would choose each option (`verbalized` mode), not
     /// for one answer.
     pub fn shares_prompt_in(&self, context: Option<&str>, respondent: &Respondent, order: &[usize]) -> String {
-        let mut out = self.asked(context, respondent, order);
+        self.shares_prompt_after(context, respondent, order, "")
+    }
+
+    /// [`Question::shares_prompt_in`] after the interview so far (see
+    /// [`Question::prompt_after`]).
+    pub fn shares_prompt_after(
+        &self,
+        context: Option<&str>,
+        respondent: &Respondent,
+        order: &[usize],
+        earlier: &str,
+    ) -> String {
+        let mut out = self.asked(context, respondent, order, earlier);
         out.push('\n');
         engine::persona::prompt::shares_format(&mut out, self.options.len());
         out
     }
 
     /// The prompt up to its reply format: the context, the respondent, the
-    /// question and its options in `order`.
-    fn asked(&self, context: Option<&str>, respondent: &Respondent, order: &[usize]) -> String {
+    /// interview so far, the question and its options in `order`.
+    fn asked(&self, context: Option<&str>, respondent: &Respondent, order: &[usize], earlier: &str) -> String {
         let mut out = String::with_capacity(512);
         if let Some(c) = context {
             out.push_str(c.trim());
@@ -101,6 +126,10 @@ impl Question {
         }
         out.push_str("You are answering a survey as the person described below. Answer as they would, in their own voice.\nAbout you:\n");
         out.push_str(&respondent.describe());
+        if !earlier.is_empty() {
+            out.push('\n');
+            out.push_str(earlier);
+        }
         out.push_str("\nQuestion: ");
         out.push_str(self.text.trim());
         out.push_str("\nOptions:\n");

@@ -23,6 +23,13 @@
 //!
 //! Every figure carries a 95% percentile interval over
 //! [`Settings::resamples`] bootstrap resamples of the held-out respondents.
+//!
+//! With survey weights ([`normalised`]), every share, mean and rate is
+//! weighted: the people's distribution, each source's, the band means,
+//! the match rates, the forecast figures, the baselines' fitted counts
+//! (a demographic cell still needs [`MIN_CELL`] people). The bootstrap
+//! draws respondents with replacement, each carrying its weight. The
+//! confusion matrix counts people, unweighted.
 
 use crate::panel::Respondent;
 use crate::question::{Kind, Survey};
@@ -221,6 +228,50 @@ pub struct QuestionScore {
     /// The model against its second run, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reliability: Option<Reliability>,
+    /// The model against the imputer, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub versus_imputer: Option<Versus>,
+}
+
+/// The model (the first source) against the imputer on one question: the
+/// difference in one figure over the same held-out respondents, with a
+/// paired bootstrap interval (each resample scores both on the same
+/// respondents).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Versus {
+    /// `log_loss` when the model forecasts (lower is better), else
+    /// `exact_match` (higher is better).
+    pub figure: &'static str,
+    /// The model's figure minus the imputer's.
+    pub difference: Figure,
+    /// `beats`, `loses to` or `ties with`: whether the interval lies
+    /// wholly on the model's side, wholly on the imputer's, or covers 0.
+    pub verdict: &'static str,
+}
+
+/// The source name of the imputer baseline ([`crate::impute`]).
+pub const IMPUTER: &str = "imputer";
+
+/// The model's difference from source `other` in figure `m` (5: exact
+/// match, higher is better; 7: log-loss, lower is better).
+fn versus(full: &Draw, draws: &[Draw], other: usize) -> Option<Versus> {
+    let m = if full.sources[0][7].is_some() { 7 } else { 5 };
+    let diff = |d: &Draw| Some(d.sources[0][m]? - d.sources[other][m]?);
+    let difference = figure(diff(full), draws.iter().map(diff));
+    let [lo, hi] = difference.interval?;
+    let better = if m == 7 { hi < 0.0 } else { lo > 0.0 };
+    let worse = if m == 7 { lo > 0.0 } else { hi < 0.0 };
+    Some(Versus {
+        figure: if m == 7 { "log_loss" } else { "exact_match" },
+        difference,
+        verdict: if better {
+            "beats"
+        } else if worse {
+            "loses to"
+        } else {
+            "ties with"
+        },
+    })
 }
 
 /// The whole score.
@@ -236,6 +287,16 @@ pub struct Scores {
     pub resamples: usize,
     /// Per question, in the survey's order.
     pub questions: Vec<QuestionScore>,
+}
+
+/// Survey weights scaled to mean 1, so that all-equal weights are exactly
+/// the unweighted figures and multiplying every weight by a constant
+/// changes nothing (the baselines' half-count smoothing sees the same
+/// counts). `None` when they sum to 0.
+pub fn normalised(raw: &[f64]) -> Option<Vec<f64>> {
+    let total: f64 = raw.iter().sum();
+    let scale = raw.len() as f64 / total;
+    (total > 0.0 && scale.is_finite()).then(|| raw.iter().map(|w| w * scale).collect())
 }
 
 /// Which half each respondent is in: `true` for held out. A seeded
@@ -257,6 +318,7 @@ pub fn baselines(
     survey: &Survey,
     respondents: &[Respondent],
     human: &[Vec<Option<u8>>],
+    weights: &[f64],
     held_out: &[bool],
     seed: u64,
 ) -> Vec<Source> {
@@ -270,11 +332,14 @@ pub fn baselines(
         let mut s = Stream::derive(seed, q as u32 + 1, 2, Purpose::Survey);
         let fitted = |r: usize| !held_out[r];
         let mut counts = vec![0.0; k];
-        let mut by_cell: std::collections::BTreeMap<&[Option<usize>], Vec<f64>> = Default::default();
+        // Per cell: the weighted counts, and how many people they are.
+        let mut by_cell: std::collections::BTreeMap<&[Option<usize>], (Vec<f64>, usize)> = Default::default();
         for (r, a) in human[q].iter().enumerate() {
             if let (Some(a), true) = (a, fitted(r)) {
-                counts[usize::from(*a) - 1] += 1.0;
-                by_cell.entry(&cells[r]).or_insert_with(|| vec![0.0; k])[usize::from(*a) - 1] += 1.0;
+                counts[usize::from(*a) - 1] += weights[r];
+                let cell = by_cell.entry(&cells[r]).or_insert_with(|| (vec![0.0; k], 0));
+                cell.0[usize::from(*a) - 1] += weights[r];
+                cell.1 += 1;
             }
         }
         let draw = |s: &mut Stream, weights: &[f64]| {
@@ -286,7 +351,7 @@ pub fn baselines(
         for cell in &cells {
             u.push(Some(Answer::drawn(s.below(k) as u8 + 1, vec![1.0 / k as f64; k])));
             m.push(draw(&mut s, &counts));
-            let in_cell = by_cell.get(cell.as_slice()).filter(|c| c.iter().sum::<f64>() >= MIN_CELL as f64);
+            let in_cell = by_cell.get(cell.as_slice()).filter(|c| c.1 >= MIN_CELL).map(|c| &c.0);
             d.push(draw(&mut s, in_cell.unwrap_or(&counts)));
         }
         uniform.push(u);
@@ -309,6 +374,8 @@ struct Question<'a> {
     kind: Kind,
     k: usize,
     human: Vec<u8>,
+    /// Each held-out respondent's weight (all 1 when unweighted).
+    weight: Vec<f64>,
     sources: Vec<Vec<Option<&'a Answer>>>,
     bands: Vec<(usize, usize, Vec<usize>)>,
     rerun: Option<Vec<Option<&'a Answer>>>,
@@ -339,12 +406,14 @@ impl Question<'_> {
         let ordinal = self.kind == Kind::Ordinal;
         let mut members = vec![0u32; self.human.len()];
         sample.iter().for_each(|&i| members[i] += 1);
+        // Each drawn respondent carries its weight, once per draw.
         let band_mean = |values: &dyn Fn(usize) -> Option<f64>, band: &[usize]| {
             let (mut sum, mut n) = (0.0, 0.0);
             for &i in band {
-                if let (Some(v), w @ 1..) = (values(i), members[i]) {
-                    sum += v * f64::from(w);
-                    n += f64::from(w);
+                if let (Some(v), m @ 1..) = (values(i), members[i]) {
+                    let w = f64::from(m) * self.weight[i];
+                    sum += v * w;
+                    n += w;
                 }
             }
             (n > 0.0).then(|| sum / n)
@@ -359,17 +428,17 @@ impl Question<'_> {
             let (mut ll, mut br, mut own_p, mut nf) = (0.0, 0.0, 0.0, 0.0);
             for &i in sample {
                 let Some(a) = answers[i] else { continue };
-                let h = self.human[i];
-                hc[usize::from(h) - 1] += 1.0;
-                sp.iter_mut().zip(&a.pmf).for_each(|(x, p)| *x += p);
-                exact += f64::from(u8::from(a.point == h));
-                within += f64::from(u8::from(a.point.abs_diff(h) <= 1));
-                n += 1.0;
+                let (h, w) = (self.human[i], self.weight[i]);
+                hc[usize::from(h) - 1] += w;
+                sp.iter_mut().zip(&a.pmf).for_each(|(x, p)| *x += w * p);
+                exact += w * f64::from(u8::from(a.point == h));
+                within += w * f64::from(u8::from(a.point.abs_diff(h) <= 1));
+                n += w;
                 if let Some(f) = &a.forecast {
-                    ll += stats::log_loss(f, h);
-                    br += stats::brier(f, h);
-                    own_p += f[usize::from(h) - 1];
-                    nf += 1.0;
+                    ll += w * stats::log_loss(f, h);
+                    br += w * stats::brier(f, h);
+                    own_p += w * f[usize::from(h) - 1];
+                    nf += w;
                 }
             }
             let (hp, sp) = (stats::pmf(&hc), stats::pmf(&sp));
@@ -405,10 +474,11 @@ impl Question<'_> {
             let (mut a, mut b, mut same, mut n) = (vec![0.0; self.k], vec![0.0; self.k], 0.0, 0.0);
             for &i in sample {
                 if let (Some(x), Some(y)) = (self.sources[0][i], rerun[i]) {
-                    a.iter_mut().zip(&x.pmf).for_each(|(s, p)| *s += p);
-                    b.iter_mut().zip(&y.pmf).for_each(|(s, p)| *s += p);
-                    same += f64::from(u8::from(x.point == y.point));
-                    n += 1.0;
+                    let w = self.weight[i];
+                    a.iter_mut().zip(&x.pmf).for_each(|(s, p)| *s += w * p);
+                    b.iter_mut().zip(&y.pmf).for_each(|(s, p)| *s += w * p);
+                    same += w * f64::from(u8::from(x.point == y.point));
+                    n += w;
                 }
             }
             let (a, b) = (stats::pmf(&a), stats::pmf(&b));
@@ -439,7 +509,7 @@ fn source_score(j: usize, source: &Source, q: usize, data: &Question<'_>, full: 
     for (i, a) in data.sources[j].iter().enumerate() {
         if let Some(a) = a {
             confusion[usize::from(data.human[i]) - 1][usize::from(a.point) - 1] += 1;
-            pmf.iter_mut().zip(&a.pmf).for_each(|(x, p)| *x += p);
+            pmf.iter_mut().zip(&a.pmf).for_each(|(x, p)| *x += data.weight[i] * p);
             answered += 1;
         }
     }
@@ -471,11 +541,13 @@ fn source_score(j: usize, source: &Source, q: usize, data: &Question<'_>, full: 
 }
 
 /// Scores `sources` (the model's first; `rerun`, when given, is the
-/// model's second run) against the people's answers `human[q][r]`.
+/// model's second run) against the people's answers `human[q][r]`, each
+/// respondent weighted by `weights[r]` (see [`normalised`]).
 pub fn score(
     survey: &Survey,
     respondents: &[Respondent],
     human: &[Vec<Option<u8>>],
+    weights: &[f64],
     sources: &[Source],
     rerun: Option<&Source>,
     settings: Settings,
@@ -499,6 +571,7 @@ pub fn score(
             kind: question.kind,
             k: question.options.len(),
             human: rows.iter().map(|&r| human[q][r].expect("rows have a human answer; this is a bug")).collect(),
+            weight: rows.iter().map(|&r| weights[r]).collect(),
             sources: sources.iter().map(|s| pick(s, q, &rows)).collect(),
             bands,
             rerun: rerun.map(|s| pick(s, q, &rows)),
@@ -514,7 +587,7 @@ pub fn score(
             .collect();
         let fig = |value: Option<f64>, get: &dyn Fn(&Draw) -> Option<f64>| figure(value, draws.iter().map(get));
         let mut human_counts = vec![0.0; data.k];
-        data.human.iter().for_each(|h| human_counts[usize::from(*h) - 1] += 1.0);
+        data.human.iter().zip(&data.weight).for_each(|(h, w)| human_counts[usize::from(*h) - 1] += w);
         let human_pmf = stats::pmf(&human_counts);
         let ordinal = question.kind == Kind::Ordinal;
         let scores: Vec<SourceScore> =
@@ -546,6 +619,7 @@ pub fn score(
             sources: scores,
             bands: band_scores,
             reliability,
+            versus_imputer: sources.iter().position(|s| s.name == IMPUTER).and_then(|i| versus(&full, &draws, i)),
         });
     }
     let held = split.iter().filter(|h| **h).count();
@@ -594,11 +668,13 @@ mod tests {
         let split = held_out(people.len(), 42);
         assert_eq!(split.iter().filter(|h| **h).count(), 472);
         let mut sources = vec![perfect(&suite)];
-        sources.extend(baselines(&suite.survey, people, human, &split, 42));
+        let ones = vec![1.0; people.len()];
+        sources.extend(baselines(&suite.survey, people, human, &ones, &split, 42));
         let scores = score(
             &suite.survey,
             people,
             human,
+            &ones,
             &sources,
             Some(&perfect(&suite)),
             Settings { seed: 42, resamples: 200 },

@@ -14,6 +14,8 @@ pub struct Suite {
     pub survey: Survey,
     /// The respondents.
     pub panel: Panel,
+    /// How the panel's columns became traits (the imputer reads it).
+    pub map: PanelMap,
     /// Their answers.
     pub answers: Answers,
     /// Digest of the four input texts, so a score names its data.
@@ -46,7 +48,7 @@ impl Suite {
             .str(t.answers.0)
             .str(t.survey.0)
             .finish();
-        Ok(Suite { name: name.to_string(), survey, panel, answers, inputs })
+        Ok(Suite { name: name.to_string(), survey, panel, map, answers, inputs })
     }
 
     /// The built-in suite `name`, if there is one.

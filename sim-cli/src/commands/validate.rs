@@ -15,10 +15,14 @@ use std::path::PathBuf;
 #[command(after_help = "Examples:\n  \
     sim-cli validate                               the built-in ANES 1996 suite on the configured model\n  \
     sim-cli validate --sample 200 --config live.toml --yes\n  \
-    sim-cli validate --panel people.csv --panel-map map.toml --answers answers.csv --questions survey.toml\n\n\
+    sim-cli validate --panel people.csv --panel-map map.toml --answers answers.csv --questions survey.toml\n  \
+    sim-cli validate --sample 200 --given PID     each persona first shown its own party identification\n  \
+    sim-cli validate --panel p.csv --panel-map m.toml --answers a.csv --questions s.toml --weights weight\n\n\
     Each respondent becomes a persona stated in their own traits; the model answers every question\n\
     twice (at --seed and at --seed + 1, for reliability). Half the respondents (seeded) fit the\n\
-    demographic baseline; every figure is scored on the other half, with a 95% bootstrap interval.\n\
+    baselines (the marginal, the demographic cell, and an imputer: a multinomial or ordered logit on the\n\
+    traits and the --given answers); every figure is scored on the other half, with a 95% bootstrap interval,\n\
+    and the summary says per question whether the model beats the imputer.\n\
     The formats, the figures and the ANES suite are described in docs/GUIDE.md, \"Checked against people\".\n\
     Writes summary.json, answers.csv (one line per respondent and question) and report.html to --out.")]
 pub struct ValidateArgs {
@@ -76,6 +80,15 @@ pub struct ValidateArgs {
     /// against the held-out people.
     #[arg(long)]
     pub rectify: bool,
+    /// Questions whose real answers each respondent is shown first, as the earlier part of an interview in the
+    /// survey's own wording (comma-separated ids, e.g. PID). They are not scored; the imputer baseline takes them
+    /// as inputs beside the traits.
+    #[arg(long, value_name = "Q1,Q2", value_delimiter = ',')]
+    pub given: Vec<String>,
+    /// Weight every figure, baseline and fit by this column of --panel (each respondent's survey weight, a number
+    /// at least 0; map it `{ ignore = true }` so the model never sees it). Not with --rectify.
+    #[arg(long, value_name = "COLUMN", requires = "panel")]
+    pub weights: Option<String>,
     /// Bootstrap resamples behind each interval.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(100..=100_000))]
     pub resamples: u32,
@@ -118,6 +131,8 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         resamples: args.resamples,
         calibrate: args.calibrate,
         rectify: args.rectify,
+        given: args.given,
+        weights: args.weights,
     };
     let (above, yes) = (args.confirm_above_usd, args.yes);
     let confirm = |cfg: &Config, estimate: &dyn Fn() -> Estimate| {

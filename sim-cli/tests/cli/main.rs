@@ -46,6 +46,9 @@ mod report;
 // `sim-cli validate`: the ANES suite's digest and figures, the page, one's own survey, bad input.
 #[cfg(feature = "agents")]
 mod validate;
+// `validate --given` (known answers, the imputer) and `--weights` (weighted figures against numpy's).
+#[cfg(feature = "agents")]
+mod validate_design;
 // The user guide's command list (docs/GUIDE.md) against `--help`, and its minimal scenario.
 #[cfg(feature = "agents")]
 mod readme;

@@ -96,7 +96,7 @@ fn a_scripted_validation_reproduces_its_digest_and_its_figures() {
         }
         let names: Vec<&str> =
             q["sources"].as_array().expect("sources").iter().filter_map(|s| s["name"].as_str()).collect();
-        assert_eq!(names, ["model (direct)", "uniform", "marginal", "demographic"]);
+        assert_eq!(names, ["model (direct)", "uniform", "marginal", "demographic", "imputer"]);
         assert!(q["reliability"]["exact_match"]["value"].is_f64());
         assert_eq!(q["bands"].as_array().map(Vec::len), Some(11), "age 4, education 3, income 4");
     }
@@ -416,7 +416,7 @@ fn a_survey_of_ones_own_with_ssr_and_subgroups() {
     assert!(pet["held_out"].as_u64().expect("n") < 20, "a respondent without an answer is left out");
     let names: Vec<&str> =
         pet["sources"].as_array().expect("sources").iter().filter_map(|x| x["name"].as_str()).collect();
-    assert_eq!(names, ["model (direct)", "model (SSR)", "uniform", "marginal", "demographic"]);
+    assert_eq!(names, ["model (direct)", "model (SSR)", "uniform", "marginal", "demographic", "imputer"]);
     assert!(pet["sources"][0]["total_variation"]["value"].is_f64() && pet["sources"][0].get("ks_similarity").is_none());
     let bands: Vec<&str> = pet["bands"].as_array().expect("bands").iter().filter_map(|b| b["band"].as_str()).collect();
     assert_eq!(bands, ["under 40", "40 and over", "North", "South"], "--subgroups replaced the survey's own");

@@ -187,6 +187,10 @@ pub struct Round<'a> {
     pub progress: &'a dyn Progress,
     /// The seed of the options' permutation, when they are permuted.
     pub permute: Option<u64>,
+    /// Per respondent, the interview so far that precedes every question
+    /// ([`survey::interview::transcript`] of the given answers; empty
+    /// strings for none).
+    pub earlier: &'a [String],
 }
 
 /// `ask` for every question of every respondent (job `i` in
@@ -208,14 +212,17 @@ where
     // Respondent by respondent, so that a local model's prefix cache serves
     // a respondent's description to its every question (the answers do not
     // depend on the order).
-    let jobs = people.iter().flat_map(|r| survey.questions.iter().map(move |q| (q, r))).enumerate();
+    let jobs = people.iter().enumerate().flat_map(|(p, r)| survey.questions.iter().map(move |q| (q, p, r))).enumerate();
     let flat: Vec<T> = futures::stream::iter(jobs)
-        .map(|(i, (q, r))| {
+        .map(|(i, (q, p, r))| {
             let done = &done;
             let order = option_order(q, r, round.permute);
+            let earlier = round.earlier.get(p).map_or("", String::as_str);
             let prompt = match cfg.raw.answers.mode {
-                AnswerMode::Verbalized => q.shares_prompt_in(survey.context.as_deref(), r, &order),
-                AnswerMode::Sample | AnswerMode::Probabilities => q.prompt_in(survey.context.as_deref(), r, &order),
+                AnswerMode::Verbalized => q.shares_prompt_after(survey.context.as_deref(), r, &order, earlier),
+                AnswerMode::Sample | AnswerMode::Probabilities => {
+                    q.prompt_after(survey.context.as_deref(), r, &order, earlier)
+                }
             };
             let asked = ask(i, q, prompt, order);
             async move {
@@ -355,18 +362,27 @@ pub(super) fn ask_reasons(
     cfg: &Config,
     seed: u64,
     watch: &Watch<'_>,
-    survey: &Survey,
-    respondents: &[survey::Respondent],
+    Panel { survey, respondents, earlier }: Panel<'_>,
     out: &Path,
 ) -> Result<Replies> {
     let mut sampled = cfg.clone();
     sampled.raw.answers.mode = AnswerMode::Sample;
     let rt = crate::runtime(watch.threads)?;
-    let round = Round { label: "reasons", progress: watch.progress.as_ref(), permute: permutation(cfg, seed, 1) };
+    let round =
+        Round { label: "reasons", progress: watch.progress.as_ref(), permute: permutation(cfg, seed, 1), earlier };
     rt.block_on(async {
         let chat = open_chat_port(&sampled, seed, &crate::dir::validation_reasons_wal(out))?;
         Ok(ask_all(&sampled, chat, survey, respondents, &round).await)
     })
+}
+
+/// Who is asked what: the survey, the respondents, and each one's
+/// interview so far.
+#[derive(Clone, Copy)]
+pub(super) struct Panel<'a> {
+    pub(super) survey: &'a Survey,
+    pub(super) respondents: &'a [Respondent],
+    pub(super) earlier: &'a [String],
 }
 
 /// Both runs of the panel (at `--seed` and `--seed + 1`), after the live
@@ -376,8 +392,7 @@ pub(super) fn ask_both(
     cfg: &Config,
     seed: u64,
     watch: &Watch<'_>,
-    survey: &Survey,
-    respondents: &[survey::Respondent],
+    Panel { survey, respondents, earlier }: Panel<'_>,
     out: &Path,
     resumed: bool,
 ) -> Result<[Replies; 2]> {
@@ -386,7 +401,7 @@ pub(super) fn ask_both(
     let asked = rt.block_on(async {
         let chat = providers::build_chat(cfg, seed).map_err(actors::Error::from)?;
         let (p1, p2) = (permutation(cfg, seed, 1), permutation(cfg, seed, 2));
-        let round = |label, permute| Round { label, progress, permute };
+        let round = |label, permute| Round { label, progress, permute, earlier };
         // In probabilities mode the first question is weighed before
         // anything else, so that a provider that cannot give probabilities
         // says so before any file is kept; its answer is the first job's.
@@ -394,7 +409,8 @@ pub(super) fn ask_both(
             AnswerMode::Probabilities => {
                 let (q, r) = (&survey.questions[0], &respondents[0]);
                 let order = option_order(q, r, p1);
-                let request = weigh_request(cfg, q, q.prompt_in(survey.context.as_deref(), r, &order));
+                let earlier = earlier.first().map_or("", String::as_str);
+                let request = weigh_request(cfg, q, q.prompt_after(survey.context.as_deref(), r, &order, earlier));
                 match chat.option_probabilities(&request).await {
                     Err(e @ engine::chat::ChatError::Engine(_)) => return Err(Error::Chat(e)),
                     result => Some(result),

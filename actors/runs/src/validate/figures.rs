@@ -65,6 +65,16 @@ pub struct Summary {
     pub inputs: String,
     /// Respondents in the data.
     pub panel: usize,
+    /// The questions whose real answers each respondent was shown as the
+    /// earlier part of the interview (`--given`); they are not scored.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub given: Vec<String>,
+    /// The panel column the figures are weighted by (`--weights`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weights: Option<String>,
+    /// Per scored question, the imputer's fit: its model, columns,
+    /// coefficients, or why it fell back to the marginal.
+    pub imputer: Vec<survey::impute::ImputerFit>,
     /// What the calls cost.
     pub calls: Calls,
     /// Every figure, per question, source and subgroup.
@@ -208,6 +218,7 @@ pub(super) fn digest(
     suite: &Suite,
     seed: u64,
     people: &[survey::Respondent],
+    (given, weights): (&[String], Option<&[f64]>),
     runs: [&Replies; 2],
     sources: &[Source],
 ) -> Digest {
@@ -215,6 +226,14 @@ pub(super) fn digest(
     w.digest(&cfg.content_hash()).digest(&suite.inputs).u64(seed).u64(people.len() as u64);
     for r in people {
         w.str(&r.id);
+    }
+    // Unweighted and given nothing, the digest is what it was before
+    // either existed.
+    for g in given {
+        w.str("given").str(g);
+    }
+    for x in weights.into_iter().flatten() {
+        w.f64(*x);
     }
     for run in runs {
         for a in run.iter().flatten() {

@@ -23,6 +23,10 @@ pub(super) struct Started {
     pub(super) seed: u64,
     pub(super) respondents: usize,
     pub(super) config_hash: String,
+    #[serde(default)]
+    pub(super) given: Vec<String>,
+    #[serde(default)]
+    pub(super) weights: Option<String>,
 }
 
 /// The output directory: `out` (absent, empty, or an unfinished validation

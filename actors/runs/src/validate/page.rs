@@ -76,6 +76,42 @@ fn calibration_line(s: &Summary, q: &QuestionScore) -> Option<String> {
     ))
 }
 
+/// What was given and how the figures are weighted, in a sentence, when
+/// either applies.
+fn design_line(s: &Summary) -> Option<String> {
+    let given = (!s.given.is_empty()).then(|| {
+        format!(
+            "given: each respondent's own answers to {} shown as the interview so far, not scored",
+            s.given.join(", ")
+        )
+    });
+    let weights = s.weights.as_ref().map(|w| format!("weighted by the panel column {w}"));
+    let parts: Vec<String> = given.into_iter().chain(weights).collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// The model against the imputer on `q`, in a sentence, and why the
+/// imputer fell back to the marginal when it did.
+fn imputer_line(s: &Summary, q: &QuestionScore) -> Option<String> {
+    let fit = s.imputer.iter().find(|f| f.question == q.id)?;
+    let inputs =
+        if s.given.is_empty() { "the traits".to_string() } else { format!("the traits and {}", s.given.join(", ")) };
+    let mut line = match &q.versus_imputer {
+        Some(v) => format!(
+            "the model {} the imputer ({} on {inputs}) on {}: model minus imputer {}",
+            v.verdict,
+            fit.model,
+            v.figure.replace('_', "-"),
+            fig(Some(&v.difference))
+        ),
+        None => format!("the imputer ({} on {inputs}) cannot be compared with the model here", fit.model),
+    };
+    if let Some(note) = &fit.note {
+        let _ = write!(line, "; the imputer did not fit ({note})");
+    }
+    Some(line)
+}
+
 /// The rectified shares of `q`, when the validation has them.
 fn rectified_of<'a>(s: &'a Summary, q: &QuestionScore) -> Option<&'a QuestionShares> {
     s.rectified.as_ref()?.iter().find(|r| r.question == q.id)
@@ -167,6 +203,9 @@ pub fn text(s: &Summary) -> String {
         if c.estimated { " (estimated)" } else { "" }
     );
     let _ = writeln!(out, "digest {}\nout {}", s.digest, s.out);
+    if let Some(line) = design_line(s) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(out, "Figures on the held-out half, 95% bootstrap intervals ({} resamples).", s.scores.resamples);
     for q in &s.scores.questions {
         let kind = match q.kind {
@@ -200,6 +239,9 @@ pub fn text(s: &Summary) -> String {
         }
         if let Some(m) = s.option_mass.iter().find(|m| m.question == q.id) {
             let _ = writeln!(out, "  {}", mass_line(m));
+        }
+        if let Some(line) = imputer_line(s, q) {
+            let _ = writeln!(out, "  {line}");
         }
         if let Some(line) = calibration_line(s, q) {
             let _ = writeln!(out, "  {line}");
@@ -325,8 +367,9 @@ pub fn html(s: &Summary) -> String {
         out,
         "<h1>Validation: {}</h1><p>{} respondents ({} fitted, {} held out) of {}; chat model <b>{}</b> ({}); seed {}; \
          digest <code>{}</code>.</p><p class=\"note\">Every figure is on the held-out half, with a 95% bootstrap interval \
-         over {} resamples. Baselines: uniform answers, the fitted half's marginal distribution, and its distribution \
-         within each demographic cell.</p>",
+         over {} resamples. Baselines: uniform answers, the fitted half's marginal distribution, its distribution \
+         within each demographic cell, and a statistical imputer (a multinomial or ordered logit on the traits and the \
+         given answers, fitted on the fitted half).</p>",
         esc(&s.suite),
         s.scores.respondents,
         s.scores.fitted,
@@ -338,6 +381,9 @@ pub fn html(s: &Summary) -> String {
         s.digest,
         s.scores.resamples
     );
+    if let Some(line) = design_line(s) {
+        let _ = write!(out, "<p>{}.</p>", esc(&line));
+    }
     for q in &s.scores.questions {
         let _ = write!(
             out,
@@ -364,6 +410,9 @@ pub fn html(s: &Summary) -> String {
         out.push_str("</table>");
         if let Some(m) = s.option_mass.iter().find(|m| m.question == q.id) {
             let _ = write!(out, "<p>{}</p>", esc(&mass_line(m)));
+        }
+        if let Some(line) = imputer_line(s, q) {
+            let _ = write!(out, "<p><b>{}</b></p>", esc(&line));
         }
         if let Some(line) = calibration_line(s, q) {
             let _ = write!(out, "<p>{}</p>", esc(&line));
