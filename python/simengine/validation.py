@@ -297,8 +297,8 @@ def validate(
     if isinstance(given, str):
         raise PanelError(f"validate: given={given!r}: give a list of question ids, e.g. given=[{given!r}]")
     given_ids = [str(g) for g in (given or [])]
-    given = [panel, panel_map, answers, questions]
-    if any(p is not None for p in given) and not all(p is not None for p in given):
+    four = [panel, panel_map, answers, questions]
+    if any(p is not None for p in four) and not all(p is not None for p in four):
         raise PanelError("validate: panel, panel_map, answers and questions go together; give all four or none")
     texts = None
     if panel is not None and panel_map is not None and answers is not None and questions is not None:

@@ -175,6 +175,9 @@ pub struct Fit {
 /// Why a fit gave no model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoFit {
+    /// The fitted respondents weigh nothing.
+    #[error("the fitted respondents' weights are all 0")]
+    Weightless,
     /// An option nobody in the fitted half chose.
     #[error("option {0} has no fitted respondent, so no finite maximum exists")]
     EmptyOption(u8),
@@ -410,7 +413,17 @@ impl Params {
 /// Fits the model a question of `kind` takes to `d` by Newton's method.
 pub fn fit(kind: Kind, d: &Data<'_>) -> Result<Fit, NoFit> {
     let cols = d.x.first().map_or(0, Vec::len);
+    let parameters = match kind {
+        Kind::Nominal => (d.k - 1) * (cols + 1),
+        Kind::Ordinal => cols + d.k - 1,
+    };
+    if parameters >= d.y.len() {
+        return Err(NoFit::TooFew { parameters, rows: d.y.len() });
+    }
     let total: f64 = d.w.iter().sum();
+    if !(total > 0.0 && total.is_finite()) {
+        return Err(NoFit::Weightless);
+    }
     let mut shares = vec![0.0; d.k];
     d.y.iter().zip(d.w).for_each(|(y, w)| shares[usize::from(*y) - 1] += w / total);
     if let Some(empty) = shares.iter().position(|s| *s <= 0.0) {
@@ -434,10 +447,6 @@ pub fn fit(kind: Kind, d: &Data<'_>) -> Result<Fit, NoFit> {
             Params::Ordered { beta: vec![0.0; cols], cuts }
         }
     };
-    let parameters = params.flat().len();
-    if parameters >= d.y.len() {
-        return Err(NoFit::TooFew { parameters, rows: d.y.len() });
-    }
     let (mut ll, mut g, mut a) = params.derivatives(d).ok_or(NoFit::Diverged)?;
     for iteration in 1..=MAX_ITERATIONS {
         // Singular at the start: collinear columns. Later, as a fit runs

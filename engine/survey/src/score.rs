@@ -292,11 +292,11 @@ pub struct Scores {
 /// Survey weights scaled to mean 1, so that all-equal weights are exactly
 /// the unweighted figures and multiplying every weight by a constant
 /// changes nothing (the baselines' half-count smoothing sees the same
-/// counts). `None` when they sum to 0.
+/// counts). `None` when they sum to 0 (or overflow).
 pub fn normalised(raw: &[f64]) -> Option<Vec<f64>> {
     let total: f64 = raw.iter().sum();
     let scale = raw.len() as f64 / total;
-    (total > 0.0 && scale.is_finite()).then(|| raw.iter().map(|w| w * scale).collect())
+    (total > 0.0 && total.is_finite() && scale.is_finite()).then(|| raw.iter().map(|w| w * scale).collect())
 }
 
 /// Which half each respondent is in: `true` for held out. A seeded
