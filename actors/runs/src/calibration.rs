@@ -29,6 +29,11 @@ pub struct CalibrationFile {
     /// The configuration's content hash (the model, its sampling, the
     /// intent settings).
     pub config_hash: String,
+    /// The questions each respondent was shown their own answers to first
+    /// (`validate --given`): a run asks its probes without them, so such
+    /// a calibration is refused there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub given: Vec<String>,
     /// Per question.
     pub questions: Vec<CalibratedQuestion>,
 }
@@ -56,6 +61,7 @@ pub(crate) fn fitted(
     cfg: &Config,
     suite: &Suite,
     source: &str,
+    given: &[String],
     fits: Vec<survey::calibrate::Calibration>,
 ) -> CalibrationFile {
     let (mode, order) = (cfg.raw.answers.mode.as_str(), cfg.raw.answers.order.as_str());
@@ -73,6 +79,9 @@ pub(crate) fn fitted(
                 w.str(o);
             });
             w.str(mode).str(order);
+            for g in given {
+                w.str("given").str(g);
+            }
             CalibratedQuestion { fit, text: q.text.clone(), options: q.options.clone(), digest: w.finish().hex() }
         })
         .collect();
@@ -84,6 +93,7 @@ pub(crate) fn fitted(
         answer_mode: mode.into(),
         order: order.into(),
         config_hash,
+        given: given.to_vec(),
         questions,
     }
 }
@@ -118,6 +128,13 @@ pub(crate) fn calibrations(
         refuse!(
             "--calibration {name}: a run applies a calibration to distributions, and this one calibrates sampled \
              answers; validate and run with --answer-mode probabilities or verbalized"
+        );
+    }
+    if !file.given.is_empty() {
+        refuse!(
+            "--calibration {name}: it was fitted on respondents shown their own answers to {} first (validate \
+             --given), and a run's probes are asked without them; calibrate without --given",
+            file.given.join(", ")
         );
     }
     if file.order != engine::config::AnswerOrder::AsAsked.as_str() {

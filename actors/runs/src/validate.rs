@@ -101,7 +101,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         let (fits, calibrated) =
             survey::calibrate::calibrate(&suite.survey, &model, &baselines[1], &baselines[2], &human, &weights, &split);
         sources.extend(calibrated);
-        crate::calibration::fitted(cfg, &suite, &model.name, fits)
+        crate::calibration::fitted(cfg, &suite, &model.name, &given_ids, fits)
     });
     let rectified = args.rectify.then(|| survey::rectify::shares(&suite.survey, &model, &human, &split));
     sources.extend(baselines);

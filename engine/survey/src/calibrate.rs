@@ -149,7 +149,8 @@ pub fn calibrate(
             }
         }
         let sampled = model.answers[q].iter().flatten().all(|a| a.forecast.is_none());
-        let fit = match rows.is_empty() {
+        // No fitted respondent, or none that weighs anything: nothing to fit.
+        let fit = match rows.iter().map(|r| r.2).sum::<f64>() <= 0.0 {
             true => None,
             false => {
                 let t = match sampled {

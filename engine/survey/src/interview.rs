@@ -9,8 +9,7 @@
 //! ```
 //!
 //! `sim-cli validate --given` shows each respondent's real answers to the
-//! given questions this way; a survey asked in sequence shows the answers
-//! given so far.
+//! given questions this way.
 
 use crate::question::Question;
 

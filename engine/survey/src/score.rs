@@ -234,8 +234,9 @@ pub struct QuestionScore {
 }
 
 /// The model (the first source) against the imputer on one question: the
-/// difference in one figure over the same held-out respondents, with a
-/// paired bootstrap interval (each resample scores both on the same
+/// mean difference in one figure over the held-out respondents both
+/// answered (a respondent the model gave no answer is left out of both),
+/// with a paired bootstrap interval (each resample scores both on the same
 /// respondents).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Versus {
@@ -252,17 +253,17 @@ pub struct Versus {
 /// The source name of the imputer baseline ([`crate::impute`]).
 pub const IMPUTER: &str = "imputer";
 
-/// The model's difference from source `other` in figure `m` (5: exact
-/// match, higher is better; 7: log-loss, lower is better).
-fn versus(full: &Draw, draws: &[Draw], other: usize) -> Option<Versus> {
-    let m = if full.sources[0][7].is_some() { 7 } else { 5 };
-    let diff = |d: &Draw| Some(d.sources[0][m]? - d.sources[other][m]?);
+/// The model against the imputer: the paired difference in log-loss
+/// (lower is better) when the model forecasts, else in exact match.
+fn versus(full: &Draw, draws: &[Draw]) -> Option<Versus> {
+    let m = if full.paired[0].is_some() { 0 } else { 1 };
+    let diff = |d: &Draw| d.paired[m];
     let difference = figure(diff(full), draws.iter().map(diff));
     let [lo, hi] = difference.interval?;
-    let better = if m == 7 { hi < 0.0 } else { lo > 0.0 };
-    let worse = if m == 7 { lo > 0.0 } else { hi < 0.0 };
+    let better = if m == 0 { hi < 0.0 } else { lo > 0.0 };
+    let worse = if m == 0 { lo > 0.0 } else { hi < 0.0 };
     Some(Versus {
-        figure: if m == 7 { "log_loss" } else { "exact_match" },
+        figure: if m == 0 { "log_loss" } else { "exact_match" },
         difference,
         verdict: if better {
             "beats"
@@ -290,10 +291,16 @@ pub struct Scores {
 }
 
 /// Survey weights scaled to mean 1, so that all-equal weights are exactly
-/// the unweighted figures and multiplying every weight by a constant
-/// changes nothing (the baselines' half-count smoothing sees the same
-/// counts). `None` when they sum to 0 (or overflow).
+/// the unweighted figures (the baselines' half-count smoothing sees the
+/// same counts), doubling every weight changes nothing, and multiplying
+/// them by another constant changes nothing but rounding. `None` when
+/// they sum to 0, or to more than a float holds.
 pub fn normalised(raw: &[f64]) -> Option<Vec<f64>> {
+    if raw.first().is_some_and(|w| *w > 0.0 && w.is_finite() && raw.iter().all(|x| x.to_bits() == w.to_bits())) {
+        // All equal: exactly the unweighted figures, whatever the rounding
+        // of n / total would give.
+        return Some(vec![1.0; raw.len()]);
+    }
     let total: f64 = raw.iter().sum();
     let scale = raw.len() as f64 / total;
     (total > 0.0 && total.is_finite() && scale.is_finite()).then(|| raw.iter().map(|w| w * scale).collect())
@@ -365,6 +372,9 @@ pub fn baselines(
 /// then the bands' human and source means, then reliability's two.
 struct Draw {
     sources: Vec<[Option<f64>; 11]>,
+    /// The model minus the imputer, over the respondents both answered:
+    /// mean log-loss (where both forecast), exact-match rate.
+    paired: [Option<f64>; 2],
     bands: Vec<Vec<Option<f64>>>,
     reliability: [Option<f64>; 2],
 }
@@ -379,6 +389,8 @@ struct Question<'a> {
     sources: Vec<Vec<Option<&'a Answer>>>,
     bands: Vec<(usize, usize, Vec<usize>)>,
     rerun: Option<Vec<Option<&'a Answer>>>,
+    /// The imputer's index among the sources, when there is one.
+    imputer: Option<usize>,
 }
 
 impl Question<'_> {
@@ -486,7 +498,21 @@ impl Question<'_> {
                 if ordinal { 1.0 - stats::ks_distance(&a, &b) } else { 1.0 - stats::total_variation(&a, &b) };
             [(n > 0.0).then(|| same / n), (n > 0.0).then_some(similarity)]
         });
-        Draw { sources, bands, reliability }
+        let paired = self.imputer.map_or([None, None], |j| {
+            let (mut ll, mut nl, mut exact, mut n) = (0.0, 0.0, 0.0, 0.0);
+            for &i in sample {
+                let (Some(a), Some(b)) = (self.sources[0][i], self.sources[j][i]) else { continue };
+                let (h, w) = (self.human[i], self.weight[i]);
+                exact += w * (f64::from(u8::from(a.point == h)) - f64::from(u8::from(b.point == h)));
+                n += w;
+                if let (Some(fa), Some(fb)) = (&a.forecast, &b.forecast) {
+                    ll += w * (stats::log_loss(fa, h) - stats::log_loss(fb, h));
+                    nl += w;
+                }
+            }
+            [(nl > 0.0).then(|| ll / nl), (n > 0.0).then(|| exact / n)]
+        });
+        Draw { sources, paired, bands, reliability }
     }
 }
 
@@ -575,6 +601,7 @@ pub fn score(
             sources: sources.iter().map(|s| pick(s, q, &rows)).collect(),
             bands,
             rerun: rerun.map(|s| pick(s, q, &rows)),
+            imputer: sources.iter().position(|s| s.name == IMPUTER),
         };
         let all: Vec<usize> = (0..rows.len()).collect();
         let full = data.draw(&all);
@@ -619,7 +646,7 @@ pub fn score(
             sources: scores,
             bands: band_scores,
             reliability,
-            versus_imputer: sources.iter().position(|s| s.name == IMPUTER).and_then(|i| versus(&full, &draws, i)),
+            versus_imputer: data.imputer.and_then(|_| versus(&full, &draws)),
         });
     }
     let held = split.iter().filter(|h| **h).count();

@@ -614,7 +614,13 @@ fn a_calibration_file_applies_to_the_probes_that_ask_its_questions() {
     std::fs::write(dir.join("bad.json"), "{\"format\": 1}").expect("file");
     let o = sim(&dir, &["run", "--answer-mode", "probabilities", "--calibration", "bad.json", "--out", "d"]);
     assert!(o.status.code() == Some(1) && stderr(&o).contains("not a calibration.json"), "{}", stderr(&o));
-    for out in ["a", "b", "c", "d"] {
+    // Fitted on respondents shown their party identification first: a
+    // run's probes are asked without it.
+    let given = ["validate", "--sample", "40", "--answer-mode", "probabilities", "--calibrate", "--given", "PID"];
+    json(&sim(&dir, &[&given[..], &["--json", "--out", "g"]].concat()));
+    let o = run("e", &["--answer-mode", "probabilities", "--calibration", "g/calibration.json"]);
+    assert!(o.status.code() == Some(1) && stderr(&o).contains("own answers to PID first"), "{}", stderr(&o));
+    for out in ["a", "b", "c", "d", "e"] {
         assert!(!dir.join(out).exists(), "nothing written for a refused run");
     }
 }

@@ -262,13 +262,20 @@ pub(super) fn people(suite: &mut Suite, args: &Validate) -> Result<People> {
         .collect();
     let imputer_inputs = survey::impute::inputs(&suite.map, &respondents, &given_inputs);
     let weights = match &raw_weights {
-        Some(w) => match survey::score::normalised(&people.iter().map(|&r| w[r]).collect::<Vec<_>>()) {
-            Some(w) => w,
-            None => refuse!(
-                "--weights {}: every weight of the respondents asked is 0",
-                args.weights.as_deref().unwrap_or_default()
-            ),
-        },
+        Some(w) => {
+            let asked: Vec<f64> = people.iter().map(|&r| w[r]).collect();
+            let column = args.weights.as_deref().unwrap_or_default();
+            match survey::score::normalised(&asked) {
+                Some(w) => w,
+                None if asked.iter().all(|w| *w == 0.0) => {
+                    refuse!("--weights {column}: every weight of the respondents asked is 0")
+                }
+                None => refuse!(
+                    "--weights {column}: the weights of the respondents asked sum to {}, too large to scale",
+                    asked.iter().sum::<f64>()
+                ),
+            }
+        }
         None => vec![1.0; people.len()],
     };
     let given: Vec<String> = given_at.iter().map(|&q| suite.survey.questions[q].id.clone()).collect();

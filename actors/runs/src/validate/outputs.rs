@@ -48,13 +48,15 @@ pub(super) fn prepare_out(out: Option<&Path>, started: &Started) -> Result<(Path
         };
         if theirs != *started {
             return Err(Error::Refused(format!(
-                "output directory {} holds an unfinished validation of other inputs ({} seed {}, {} respondents, config {}); \
-                 continue it with the command that started it, or choose another --out",
+                "output directory {} holds an unfinished validation of other inputs ({} seed {}, {} respondents, config {}, \
+                 given [{}], weights {}); continue it with the command that started it, or choose another --out",
                 path.display(),
                 theirs.suite,
                 theirs.seed,
                 theirs.respondents,
-                &theirs.config_hash[..12.min(theirs.config_hash.len())]
+                &theirs.config_hash[..12.min(theirs.config_hash.len())],
+                theirs.given.join(", "),
+                theirs.weights.as_deref().unwrap_or("none")
             )));
         }
     } else if !empty {
