@@ -97,10 +97,11 @@ class Validation:
         """With ``validate(calibrate=True)``, one row per question: the
         ``question``, the fitted ``respondents``, the ``temperature``
         (``<NA>`` for sampled answers, which no temperature changes), the
-        model's weight in its blend with the marginal (``weight_marginal``)
-        and with the demographic cell (``weight_demographic``), the fitted
-        half's log-loss of each (``fitted_log_loss_raw``, ``_temperature``,
-        ``_blend_marginal``, ``_blend_demographic``) and the ``digest`` of
+        model's weight in its blend with the marginal (``weight_marginal``),
+        with the demographic cell (``weight_demographic``) and with the
+        imputer (``weight_imputer``), the fitted half's log-loss of each
+        (``fitted_log_loss_raw``, ``_temperature``, ``_blend_marginal``,
+        ``_blend_demographic``, ``_blend_imputer``) and the ``digest`` of
         what the calibration fits. Empty without ``calibrate``."""
         pd = _pandas()
         rows = []
@@ -113,6 +114,7 @@ class Validation:
                     "temperature": c["temperature"],
                     "weight_marginal": c["weight_marginal"],
                     "weight_demographic": c["weight_demographic"],
+                    "weight_imputer": c.get("weight_imputer"),
                     **{f"fitted_log_loss_{k}": v for k, v in losses.items()},
                     "digest": c["digest"],
                 }
@@ -123,10 +125,12 @@ class Validation:
             "temperature": "Float64",
             "weight_marginal": "Float64",
             "weight_demographic": "Float64",
+            "weight_imputer": "Float64",
             "fitted_log_loss_raw": "Float64",
             "fitted_log_loss_temperature": "Float64",
             "fitted_log_loss_blend_marginal": "Float64",
             "fitted_log_loss_blend_demographic": "Float64",
+            "fitted_log_loss_blend_imputer": "Float64",
             "digest": "string",
         }
         typed: pandas.DataFrame = pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)

@@ -426,6 +426,7 @@ def test_validate_scores_a_panel_against_people_as_the_cli_does(tmp_path: Path) 
     fits = calibrated.calibration()
     assert list(fits["question"]) == [q["id"] for q in calibrated.summary["questions"]]
     assert fits["weight_marginal"].between(0, 1).all() and fits["temperature"].isna().all()
+    assert fits["weight_imputer"].between(0, 1).all()
     shares = calibrated.rectified()
     assert shares.groupby("question")["people_only"].sum().round(9).eq(1).all()
     assert (shares["rectified_low"] <= shares["rectified"]).all() and (shares["rectified"] <= shares["rectified_high"]).all()

@@ -98,8 +98,8 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     baselines.push(imputer);
     let model = figures::calibrated_source(&sources, probabilities);
     let calibration = args.calibrate.then(|| {
-        let (fits, calibrated) =
-            survey::calibrate::calibrate(&suite.survey, &model, &baselines[1], &baselines[2], &human, &weights, &split);
+        let bases = (&baselines[1], &baselines[2], &baselines[3]);
+        let (fits, calibrated) = survey::calibrate::calibrate(&suite.survey, &model, bases, &human, &weights, &split);
         sources.extend(calibrated);
         crate::calibration::fitted(cfg, &suite, &model.name, &given_ids, fits)
     });

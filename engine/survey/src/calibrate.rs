@@ -11,8 +11,10 @@
 //! - a **weight** w in [0, 1] for blending the tempered forecast with a
 //!   baseline's distribution, w·model + (1 − w)·baseline, minimising the
 //!   same log-loss: once with the fitted half's marginal, once with the
-//!   respondent's demographic cell. w is how much of the blend the model
-//!   carries; 0 says the model adds nothing to the baseline.
+//!   respondent's demographic cell, and once with the imputer's forecast
+//!   ([`crate::impute`]). w is how much of the blend the model carries; 0
+//!   says the model adds nothing to the baseline (against the imputer:
+//!   nothing a logit on the same inputs does not already know).
 //!
 //! The log-loss of a forecast is convex in the blend weight, so a golden
 //! section search finds its minimum; the temperature's is searched on a
@@ -42,6 +44,10 @@ pub struct Calibration {
     pub weight_marginal: f64,
     /// The model's weight in its blend with the demographic cell's.
     pub weight_demographic: f64,
+    /// The model's weight in its blend with the imputer's forecast (absent
+    /// from files written before the imputer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_imputer: Option<f64>,
     /// The fitted half's marginal distribution (Jeffreys-smoothed): what
     /// the blend with the marginal mixes in, so that a run can apply it.
     #[serde(default)]
@@ -62,6 +68,9 @@ pub struct FittedLosses {
     pub blend_marginal: Option<f64>,
     /// Blended with the demographic cell.
     pub blend_demographic: Option<f64>,
+    /// Blended with the imputer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blend_imputer: Option<f64>,
 }
 
 /// `f` at temperature `t`: p_i^(1/t), renormalised; zeros stay zero.
@@ -120,32 +129,37 @@ fn answer(forecast: Vec<f64>, kind: Kind) -> Answer {
 /// Fits the calibration of `model` per question on the respondents not
 /// `held_out` (each weighted by `weights`, all 1 for none), and gives the
 /// calibrated sources for every respondent:
-/// the model at its temperature, and its blends with the `marginal` and
-/// the `demographic` baselines' distributions (their forecasts).
+/// the model at its temperature, and its blends with the `marginal`, the
+/// `demographic` and the `imputer` baselines' distributions (their
+/// forecasts).
 pub fn calibrate(
     survey: &Survey,
     model: &Source,
-    marginal: &Source,
-    demographic: &Source,
+    (marginal, demographic, imputer): (&Source, &Source, &Source),
     human: &[Vec<Option<u8>>],
     weights: &[f64],
     held_out: &[bool],
-) -> (Vec<Calibration>, [Source; 3]) {
+) -> (Vec<Calibration>, [Source; 4]) {
     let mut fits = Vec::new();
-    let names = ["temperature", "blend with marginal", "blend with demographic"];
-    let mut out: [Source; 3] =
+    let names = ["temperature", "blend with marginal", "blend with demographic", "blend with imputer"];
+    let mut out: [Source; 4] =
         names.map(|n| Source { name: format!("{} calibrated: {n}", model.name), ..Source::default() });
     for (q, question) in survey.questions.iter().enumerate() {
         let baseline = |s: &Source, r: usize| s.answers[q][r].as_ref().and_then(|a| a.forecast.clone());
-        // The fitted rows: a human answer, the model's and both baselines'.
+        // The fitted rows: a human answer, the model's and the baselines'.
         let mut rows = Vec::new();
         let mut bases = Vec::new();
         for (r, h) in human[q].iter().enumerate() {
-            if let (Some(h), false, Some(a), Some(m), Some(d)) =
-                (h, held_out[r], &model.answers[q][r], baseline(marginal, r), baseline(demographic, r))
-            {
+            if let (Some(h), false, Some(a), Some(m), Some(d), Some(i)) = (
+                h,
+                held_out[r],
+                &model.answers[q][r],
+                baseline(marginal, r),
+                baseline(demographic, r),
+                baseline(imputer, r),
+            ) {
                 rows.push((forecast_of(a).to_vec(), *h, weights[r]));
-                bases.push((m, d));
+                bases.push([m, d, i]);
             }
         }
         let sampled = model.answers[q].iter().flatten().all(|a| a.forecast.is_none());
@@ -174,22 +188,21 @@ pub fn calibrate(
                     }
                 };
                 let tempered: Vec<Vec<f64>> = rows.iter().map(|(f, _, _)| temper(f, t)).collect();
-                let blended = |which: usize| {
-                    let base = |i: usize| if which == 0 { &bases[i].0 } else { &bases[i].1 };
-                    golden(0.0, 1.0, |w| loss(&rows, |_, i| blend(&tempered[i], base(i), w)))
-                };
-                let (wm, wd) = (blended(0), blended(1));
+                let blended = |b: usize| golden(0.0, 1.0, |w| loss(&rows, |_, i| blend(&tempered[i], &bases[i][b], w)));
+                let w = [blended(0), blended(1), blended(2)];
+                let at = |b: usize| Some(loss(&rows, |_, i| blend(&tempered[i], &bases[i][b], w[b])));
                 let losses = FittedLosses {
                     raw: (!sampled).then(|| loss(&rows, |f, _| f.to_vec())),
                     temperature: (!sampled).then(|| loss(&rows, |_, i| tempered[i].clone())),
-                    blend_marginal: Some(loss(&rows, |_, i| blend(&tempered[i], &bases[i].0, wm))),
-                    blend_demographic: Some(loss(&rows, |_, i| blend(&tempered[i], &bases[i].1, wd))),
+                    blend_marginal: at(0),
+                    blend_demographic: at(1),
+                    blend_imputer: at(2),
                 };
-                Some((t, wm, wd, losses))
+                Some((t, w, losses))
             }
         };
-        let (t, wm, wd) = fit.as_ref().map_or((1.0, 0.0, 0.0), |(t, wm, wd, _)| (*t, *wm, *wd));
-        let mut columns: [Vec<Option<Answer>>; 3] = Default::default();
+        let (t, [wm, wd, wi]) = fit.as_ref().map_or((1.0, [0.0; 3]), |(t, w, _)| (*t, *w));
+        let mut columns: [Vec<Option<Answer>>; 4] = Default::default();
         for (r, a) in model.answers[q].iter().enumerate() {
             let tempered = a.as_ref().map(|a| temper(forecast_of(a), t));
             let with = |s: &Source, w: f64| Some(answer(blend(tempered.as_ref()?, &baseline(s, r)?, w), question.kind));
@@ -201,8 +214,9 @@ pub fn calibrate(
             columns[0].push(alone);
             columns[1].push(with(marginal, wm));
             columns[2].push(with(demographic, wd));
+            columns[3].push(with(imputer, wi));
         }
-        for ((source, column), w) in out.iter_mut().zip(columns).zip([1.0, wm, wd]) {
+        for ((source, column), w) in out.iter_mut().zip(columns).zip([1.0, wm, wd, wi]) {
             source.answers.push(column);
             source.model_weight.get_or_insert_with(Vec::new).push(w);
         }
@@ -212,10 +226,17 @@ pub fn calibrate(
             temperature: fit.as_ref().filter(|_| !sampled).map(|f| f.0),
             weight_marginal: wm,
             weight_demographic: wd,
-            marginal: bases.first().map(|b| b.0.clone()),
+            weight_imputer: Some(wi),
+            marginal: bases.first().map(|b| b[0].clone()),
             fitted_log_loss: fit.map_or(
-                FittedLosses { raw: None, temperature: None, blend_marginal: None, blend_demographic: None },
-                |f| f.3,
+                FittedLosses {
+                    raw: None,
+                    temperature: None,
+                    blend_marginal: None,
+                    blend_demographic: None,
+                    blend_imputer: None,
+                },
+                |f| f.2,
             ),
         });
     }

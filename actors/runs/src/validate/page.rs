@@ -71,8 +71,11 @@ fn calibration_line(s: &Summary, q: &QuestionScore) -> Option<String> {
     let t = c.fit.temperature.map_or("not applicable (sampled answers)".into(), |t| format!("{t:.3}"));
     Some(format!(
         "calibrated on {} fitted respondents: temperature {t}; the model carries {:.3} of its blend with the \
-         marginal, {:.3} of its blend with the demographic cell",
-        c.fit.respondents, c.fit.weight_marginal, c.fit.weight_demographic
+         marginal, {:.3} of its blend with the demographic cell{}",
+        c.fit.respondents,
+        c.fit.weight_marginal,
+        c.fit.weight_demographic,
+        c.fit.weight_imputer.map_or(String::new(), |w| format!(", {w:.3} of its blend with the imputer"))
     ))
 }
 
