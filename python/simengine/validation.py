@@ -280,8 +280,8 @@ def validate(
     sensitivity; default the config's ``[answers] order``, else as asked.
 
     ``calibrate=True`` fits, per question on the fitted half, a temperature
-    and the model's weight in a blend with the marginal and with the
-    demographic baseline, and scores each calibrated model on the held-out
+    and the model's weight in a blend with the marginal, with the
+    demographic baseline and with the imputer, and scores each calibrated model on the held-out
     half as a source of its own (``Validation.calibration()``; the fit is
     written to ``calibration.json``). ``rectify=True`` estimates each
     option's share by PPI++ from the fitted half's people and the model's

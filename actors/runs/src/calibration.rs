@@ -115,6 +115,9 @@ pub(crate) fn calibrations(
     let file: CalibrationFile = serde_json::from_str(&text).map_err(|e| {
         Error::Input(format!("--calibration {name}: not a calibration.json of `validate --calibrate`: {e}"))
     })?;
+    if file.format != 1 {
+        refuse!("--calibration {name}: format version {} is not supported (this engine reads version 1)", file.format);
+    }
     let mode = config.raw.answers.mode.as_str();
     if file.answer_mode != mode {
         refuse!(

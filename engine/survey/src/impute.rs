@@ -39,6 +39,10 @@ use serde::Serialize;
 /// column of its own.
 pub const MIN_LEVEL: usize = 10;
 
+/// Folds of the fitted half for the imputer's forecasts of its own
+/// respondents (see [`imputer`]).
+pub const FOLDS: usize = 5;
+
 /// Newton iterations before a fit is declared not to converge.
 pub const MAX_ITERATIONS: usize = 100;
 
@@ -600,6 +604,14 @@ pub struct ImputerFit {
 /// `held_out` (weighted by `weights`), and gives its source: for every
 /// respondent, the fitted model's forecast and a seeded draw from it, as
 /// the other baselines give theirs.
+///
+/// A fitted respondent's own forecast is out of fold: the fitted half is
+/// cut into [`FOLDS`] seeded folds, and each fold is forecast by the same
+/// model fitted on the other folds (or their marginal, where that fit, or
+/// the whole half's, does not converge). Only `--calibrate` reads them (its
+/// blend with the imputer is fitted on the fitted half), and an in-sample
+/// forecast would flatter the imputer there. The held-out half, which
+/// every figure scores, is forecast by the fit on the whole fitted half.
 pub fn imputer(
     survey: &Survey,
     inputs: &[Input],
@@ -623,13 +635,34 @@ pub fn imputer(
         let mut counts = vec![0.0; k];
         y.iter().zip(&w).for_each(|(a, w)| counts[usize::from(*a) - 1] += w);
         let marginal = stats::smoothed(&counts);
+        let mut forecasts: Vec<Vec<f64>> =
+            rows.iter().map(|row| result.as_ref().map_or_else(|_| marginal.clone(), |f| f.predict(row))).collect();
+        let mut order: Vec<usize> = (0..fitted.len()).collect();
+        let mut shuffle = Stream::derive(seed, q as u32 + 1, 5, Purpose::Survey);
+        for i in (1..order.len()).rev() {
+            order.swap(i, shuffle.below(i + 1));
+        }
+        let mut fold_of = vec![0; fitted.len()];
+        order.iter().enumerate().for_each(|(at, &j)| fold_of[j] = at % FOLDS);
+        for f in 0..FOLDS {
+            let (out, train): (Vec<usize>, Vec<usize>) = (0..fitted.len()).partition(|&j| fold_of[j] == f);
+            let train: Vec<usize> = train.iter().map(|&j| fitted[j]).collect();
+            let design = Design::new(inputs, &train);
+            let x: Vec<Vec<f64>> = train.iter().map(|&r| design.row(inputs, r)).collect();
+            let y: Vec<u8> = train.iter().filter_map(|&r| human[q][r]).collect();
+            let w: Vec<f64> = train.iter().map(|&r| weights[r]).collect();
+            let within = result.as_ref().ok().and_then(|_| fit(question.kind, &Data { x: &x, y: &y, w: &w, k }).ok());
+            let mut counts = vec![0.0; k];
+            y.iter().zip(&w).for_each(|(a, w)| counts[usize::from(*a) - 1] += w);
+            for r in out.iter().map(|&j| fitted[j]) {
+                forecasts[r] =
+                    within.as_ref().map_or_else(|| stats::smoothed(&counts), |m| m.predict(&design.row(inputs, r)));
+            }
+        }
         let mut s = Stream::derive(seed, q as u32 + 1, 4, Purpose::Survey);
-        let column = rows
-            .iter()
-            .map(|row| {
-                let forecast = result.as_ref().map_or_else(|_| marginal.clone(), |f| f.predict(row));
-                Some(Answer::drawn(s.weighted(&forecast) as u8 + 1, forecast))
-            })
+        let column = forecasts
+            .into_iter()
+            .map(|forecast| Some(Answer::drawn(s.weighted(&forecast) as u8 + 1, forecast)))
             .collect();
         answers.push(column);
         fits.push(ImputerFit {
