@@ -155,7 +155,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
 fn estimate(cfg: &Config, survey: &Survey, respondent: &survey::Respondent, earlier: &str, asked: u64) -> Estimate {
     let q = &survey.questions[0];
     let as_asked: Vec<usize> = (0..q.options.len()).collect();
-    let prompt = q.prompt_after(survey.context.as_deref(), respondent, &as_asked, earlier);
+    let prompt = q.prompt_in(survey.context.as_deref(), respondent, &as_asked, earlier);
     let per_call = cfg.chat_price.bill(estimate_tokens(&prompt), cfg.raw.chat.max_output_tokens).nano_usd;
     Estimate { calls: asked, usd: (asked * per_call) as f64 / NANO_PER_USD as f64 }
 }

@@ -96,6 +96,14 @@ impl Stream {
         ((self.0.next_u64() >> 32).wrapping_mul(n as u64) >> 32) as usize
     }
 
+    /// Shuffles `items` in place (Fisher-Yates, from the last position
+    /// down), a uniform permutation.
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i + 1));
+        }
+    }
+
     /// One element of a non-empty slice.
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]

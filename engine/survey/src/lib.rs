@@ -11,7 +11,8 @@
 //! - [`score`]: the held-out split, the baselines and every figure of
 //!   `sim-cli validate`, each with a bootstrap interval, weighted or not.
 //! - [`impute`]: the statistical imputer the model must beat (a
-//!   multinomial or ordered logit on the traits and the given answers).
+//!   multinomial or ordered logit on the traits and the given answers),
+//!   fitted by [`logit`].
 //! - [`interview`]: the transcript of the answers a respondent gave
 //!   earlier in the interview, as the model is shown them.
 //! - [`suite`]: the built-in `anes96` suite (944 respondents of the 1996
@@ -29,6 +30,7 @@ pub mod answers;
 pub mod calibrate;
 pub mod impute;
 pub mod interview;
+pub mod logit;
 pub mod panel;
 pub mod question;
 pub mod rectify;

@@ -66,26 +66,15 @@ impl Question {
     /// also what the scripted model reads.
     pub fn prompt(&self, context: Option<&str>, respondent: &Respondent) -> String {
         let as_asked: Vec<usize> = (0..self.options.len()).collect();
-        self.prompt_in(context, respondent, &as_asked)
+        self.prompt_in(context, respondent, &as_asked, "")
     }
 
-    /// [`Question::prompt`] with the options shown in `order`: the line
-    /// numbered `i + 1` shows option `order[i]` (from 0). An answer `d`
-    /// is option `order[d - 1] + 1`.
-    pub fn prompt_in(&self, context: Option<&str>, respondent: &Respondent, order: &[usize]) -> String {
-        self.prompt_after(context, respondent, order, "")
-    }
-
-    /// [`Question::prompt_in`] after the interview so far: `earlier`, a
-    /// [`crate::interview::transcript`], stands between the respondent's
-    /// description and the question.
-    pub fn prompt_after(
-        &self,
-        context: Option<&str>,
-        respondent: &Respondent,
-        order: &[usize],
-        earlier: &str,
-    ) -> String {
+    /// [`Question::prompt`] with the options shown in `order`, after the
+    /// interview so far. The line numbered `i + 1` shows option `order[i]`
+    /// (from 0): an answer `d` is option `order[d - 1] + 1`. `earlier`, a
+    /// [`crate::interview::transcript`] (empty for none), stands between
+    /// the respondent's description and the question.
+    pub fn prompt_in(&self, context: Option<&str>, respondent: &Respondent, order: &[usize], earlier: &str) -> String {
         let mut out = self.asked(context, respondent, order, earlier);
         out.push_str(&format!(
             "\nReply exactly in this format:\nANSWER: <the number of your option, 1 to {}>\nWHY: <one sentence in your own voice>\n",
@@ -97,13 +86,7 @@ impl Question {
     /// [`Question::prompt_in`] asking for the shares of people like the
     /// respondent who would choose each option (`verbalized` mode), not
     /// for one answer.
-    pub fn shares_prompt_in(&self, context: Option<&str>, respondent: &Respondent, order: &[usize]) -> String {
-        self.shares_prompt_after(context, respondent, order, "")
-    }
-
-    /// [`Question::shares_prompt_in`] after the interview so far (see
-    /// [`Question::prompt_after`]).
-    pub fn shares_prompt_after(
+    pub fn shares_prompt_in(
         &self,
         context: Option<&str>,
         respondent: &Respondent,

@@ -311,9 +311,7 @@ pub fn normalised(raw: &[f64]) -> Option<Vec<f64>> {
 pub fn held_out(n: usize, seed: u64) -> Vec<bool> {
     let mut order: Vec<usize> = (0..n).collect();
     let mut s = Stream::derive(seed, 0, 1, Purpose::Survey);
-    for i in (1..n).rev() {
-        order.swap(i, s.below(i + 1));
-    }
+    s.shuffle(&mut order);
     let mut out = vec![true; n];
     order.iter().take(n / 2).for_each(|&i| out[i] = false);
     out

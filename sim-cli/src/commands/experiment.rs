@@ -677,9 +677,7 @@ fn blind_export(
     let pairs = ::experiment::summary::pairs(records, main_lambda);
     let mut s = Stream::derive(seed, 0, 0, Purpose::Agent);
     let mut order: Vec<usize> = (0..pairs.len()).collect();
-    for i in (1..order.len()).rev() {
-        order.swap(i, s.below(i + 1));
-    }
+    s.shuffle(&mut order);
     let mut key = Vec::new();
     let mut sheet = format!("{},{},{},experiment\n", rate::PAIR, rate::SCORE_A, rate::SCORE_B);
     for (n, i) in order.iter().enumerate() {

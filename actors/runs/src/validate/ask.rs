@@ -53,10 +53,7 @@ pub fn option_order(question: &Question, respondent: &Respondent, permute: Optio
     let mut order: Vec<usize> = (0..k).collect();
     if let Some(seed) = permute {
         let key = DigestWriter::new("survey option order v1").u64(seed).str(&question.id).str(&respondent.id).finish();
-        let mut s = Stream::from_key(key.0);
-        for i in (1..k).rev() {
-            order.swap(i, s.below(i + 1));
-        }
+        Stream::from_key(key.0).shuffle(&mut order);
     }
     order
 }
@@ -219,9 +216,9 @@ where
             let order = option_order(q, r, round.permute);
             let earlier = round.earlier.get(p).map_or("", String::as_str);
             let prompt = match cfg.raw.answers.mode {
-                AnswerMode::Verbalized => q.shares_prompt_after(survey.context.as_deref(), r, &order, earlier),
+                AnswerMode::Verbalized => q.shares_prompt_in(survey.context.as_deref(), r, &order, earlier),
                 AnswerMode::Sample | AnswerMode::Probabilities => {
-                    q.prompt_after(survey.context.as_deref(), r, &order, earlier)
+                    q.prompt_in(survey.context.as_deref(), r, &order, earlier)
                 }
             };
             let asked = ask(i, q, prompt, order);
@@ -410,7 +407,7 @@ pub(super) fn ask_both(
                 let (q, r) = (&survey.questions[0], &respondents[0]);
                 let order = option_order(q, r, p1);
                 let earlier = earlier.first().map_or("", String::as_str);
-                let request = weigh_request(cfg, q, q.prompt_after(survey.context.as_deref(), r, &order, earlier));
+                let request = weigh_request(cfg, q, q.prompt_in(survey.context.as_deref(), r, &order, earlier));
                 match chat.option_probabilities(&request).await {
                     Err(e @ engine::chat::ChatError::Engine(_)) => return Err(Error::Chat(e)),
                     result => Some(result),
@@ -501,7 +498,7 @@ mod tests {
         assert!(orders.iter().any(|o| o[0] != 0) && orders.iter().any(|o| o[0] == 0), "first options vary");
         assert_eq!(option_order(&q, &person("r1"), Some(9)), orders[1]);
         assert!((0..40).any(|i| option_order(&q, &person(&format!("r{i}")), Some(10)) != orders[i]), "another seed");
-        let shown = q.prompt_in(None, &person("r1"), &[4, 3, 2, 1, 0]);
+        let shown = q.prompt_in(None, &person("r1"), &[4, 3, 2, 1, 0], "");
         assert!(shown.contains("1. e\n2. d\n3. c\n4. b\n5. a\n"), "{shown}");
     }
 

@@ -334,7 +334,7 @@ mod tests {
             for (r, person) in people.iter().enumerate() {
                 for q in &scored.questions {
                     let order: Vec<usize> = (0..q.options.len()).collect();
-                    let prompt = q.prompt_after(scored.context.as_deref(), person, &order, &earlier[r]);
+                    let prompt = q.prompt_in(scored.context.as_deref(), person, &order, &earlier[r]);
                     assert_eq!(prompt.matches(q.text.as_str()).count(), 1, "{}'s text is asked, once", q.id);
                     for (g, &gq) in at.iter().enumerate() {
                         let given_q = &suite.survey.questions[gq];

@@ -277,10 +277,7 @@ impl ScriptedPersonaModel {
         }
         candidates.push(("I want proof that a product delivers on its claims".into(), 5));
         // Shuffle deterministically, then keep the first few.
-        for i in (1..candidates.len()).rev() {
-            let j = s.below(i + 1);
-            candidates.swap(i, j);
-        }
+        s.shuffle(&mut candidates);
         let mut out = String::new();
         for (text, imp) in candidates.into_iter().take(3) {
             let _ = writeln!(out, "INSIGHT: {text} (importance {imp})");
