@@ -328,7 +328,12 @@ pub struct OptionProbabilities {
     /// The mass the options had before renormalising (1 where the model
     /// can answer nothing else).
     pub mass: f64,
-    /// What the call was billed.
+    /// Where `mass` was below `[answers] min_option_mass` and the options
+    /// were weighed again with their label tokens raised by `logit_bias`:
+    /// the mass they held then (the probabilities are that second
+    /// reading's). `None` when they were weighed once.
+    pub raised: Option<f64>,
+    /// What the call was billed (both weighings, when raised).
     pub spend: Spend,
     /// The tokens were estimated, not reported.
     pub estimated: bool,
@@ -340,21 +345,42 @@ pub const ANSWER_SLOT: &str = "ANSWER:";
 
 impl OptionProbabilities {
     /// The probabilities as a trace records them: one line,
-    /// `probabilities 0.25 0.75; mass 0.5`, each number in the shortest
-    /// form that reads back to the same bits.
+    /// `probabilities 0.25 0.75; mass 0.5`, then `; raised 0.99` when the
+    /// options were weighed again with their tokens raised, each number in
+    /// the shortest form that reads back to the same bits.
     pub fn to_text(&self) -> String {
-        probabilities_text(&self.probabilities, self.mass)
+        let mut s = probabilities_text(&self.probabilities, self.mass);
+        if let Some(r) = self.raised {
+            let _ = write!(s, "; raised {r}");
+        }
+        s
     }
 
     /// What [`OptionProbabilities::to_text`] wrote: the probabilities and
     /// the mass, to the bit; `None` for any other text.
     pub fn parse_text(text: &str) -> Option<(Vec<f64>, f64)> {
+        Self::read_text(text).map(|(p, mass, _)| (p, mass))
+    }
+
+    /// The weighing [`OptionProbabilities::to_text`] wrote, billed `spend`;
+    /// `None` for any other text.
+    pub fn from_text(text: &str, spend: Spend, estimated: bool) -> Option<OptionProbabilities> {
+        let (probabilities, mass, raised) = Self::read_text(text)?;
+        Some(OptionProbabilities { probabilities, mass, raised, spend, estimated })
+    }
+
+    fn read_text(text: &str) -> Option<(Vec<f64>, f64, Option<f64>)> {
         let rest = text.trim_end().strip_prefix("probabilities ")?;
         let (list, mass) = rest.split_once("; mass ")?;
+        let (mass, raised) = match mass.split_once("; raised ") {
+            Some((mass, raised)) => (mass, Some(raised.parse::<f64>().ok()?)),
+            None => (mass, None),
+        };
         let probabilities: Vec<f64> = list.split(' ').map(str::parse).collect::<std::result::Result<_, _>>().ok()?;
         let mass: f64 = mass.parse().ok()?;
         let valid = |p: &f64| p.is_finite() && (0.0..=1.0).contains(p);
-        (probabilities.len() >= 2 && probabilities.iter().all(valid) && valid(&mass)).then_some((probabilities, mass))
+        (probabilities.len() >= 2 && probabilities.iter().all(valid) && valid(&mass) && raised.iter().all(valid))
+            .then_some((probabilities, mass, raised))
     }
 }
 
@@ -503,6 +529,7 @@ mod tests {
         let p = OptionProbabilities {
             probabilities: vec![0.1, 1.0 / 3.0, 2.0 / 3.0 - 0.1, 1e-300],
             mass: 0.123_456_789_012_345_67,
+            raised: None,
             spend: Spend::default(),
             estimated: true,
         };
@@ -512,11 +539,18 @@ mod tests {
             p.probabilities.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
         );
         assert_eq!(mass.to_bits(), p.mass.to_bits());
+        let raised = OptionProbabilities { raised: Some(0.987_654_321_987_654_3), ..p.clone() };
+        let text = raised.to_text();
+        assert!(text.ends_with("; raised 0.9876543219876543"), "{text}");
+        let back = OptionProbabilities::from_text(&text, raised.spend, true).expect("reads");
+        assert_eq!(back.raised.map(f64::to_bits), raised.raised.map(f64::to_bits));
+        assert_eq!(OptionProbabilities::parse_text(&text).map(|(_, m)| m.to_bits()), Some(p.mass.to_bits()));
         for other in [
             "ANSWER: 3\nWHY: fine",
             "probabilities 0.5; mass 1",
             "probabilities 0.5 x; mass 1",
             "probabilities 0.5 1.5; mass 1",
+            "probabilities 0.5 0.5; mass 1; raised 2",
         ] {
             assert_eq!(OptionProbabilities::parse_text(other), None, "{other}");
         }

@@ -18,7 +18,7 @@ pub mod panel;
 mod prices;
 
 pub use crate::intent::{IntentMethod, IntentSection};
-pub use answers::{AnswerMode, AnswerOrder, AnswersSection, ProbeCalibration};
+pub use answers::{AnswerMode, AnswerOrder, AnswersSection, ProbeCalibration, DEFAULT_MIN_OPTION_MASS};
 pub use batch_api::{BatchSettings, ChatMode, MAX_BATCH_BYTES, MAX_BATCH_LINES};
 pub use chat::{is_scripted_model, ChatProvider, ChatSection, GgufLayout, GgufSettings, StructuredOutput};
 pub use kernel::KernelLevel;
@@ -542,8 +542,12 @@ impl RawConfig {
 }
 
 impl RawConfig {
-    /// `[intent]`.
+    /// `[intent]`, and `[answers]`' share.
     fn check_intent(&self) -> std::result::Result<(), Bad> {
+        let m = self.answers.min_option_mass;
+        if !(m.is_finite() && (0.0..=1.0).contains(&m)) {
+            return Err(bad("answers.min_option_mass", format!("must be a share in [0, 1], got {m}")));
+        }
         let i = &self.intent;
         if !(i.epsilon.is_finite() && (0.0..=1.0).contains(&i.epsilon)) {
             return Err(bad("intent.epsilon", format!("must be in [0, 1], got {}", i.epsilon)));

@@ -67,7 +67,9 @@ pub fn build_chat(cfg: &Config, seed: u64) -> engine::Result<Arc<dyn engine::cha
                 None => modelled,
             })
         }
-        engine::config::ChatProvider::Openai => Arc::new(chat::HttpChat::new(c)?),
+        engine::config::ChatProvider::Openai => {
+            Arc::new(chat::HttpChat::new(c)?.with_min_option_mass(cfg.raw.answers.min_option_mass))
+        }
         engine::config::ChatProvider::Gguf => gguf_chat(c)?,
     };
     let client = chat::ChatClient::new(upstream, c, cfg.chat_price, seed);

@@ -126,16 +126,39 @@ pub(crate) fn openai_server(
     stop: Arc<AtomicBool>,
     fail_every: usize,
 ) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
-    openai_server_paused(stop, fail_every, None, false)
+    openai_server_paused(stop, fail_every, None, Logprobs::Absent)
+}
+
+/// What an [`openai_server`] answers a request asking for `logprobs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Logprobs {
+    /// A reply without them.
+    Absent,
+    /// The 20 alternatives of a model whose 20 likeliest tokens are words
+    /// (option `o` is [`hidden_logit`]`(o)` against words at 0 to -0.95),
+    /// and `/tokenize` answering as llama.cpp's server does: option `o`'s
+    /// number is token `1000 + o`, ` o` two tokens. A request with
+    /// `logit_bias` is honoured, its alternatives listed as llama.cpp lists
+    /// them with `post_sampling_probs` (`top_probs`); or, when
+    /// `honours_bias` is false, refused with a 400 naming `logit_bias`.
+    Hidden {
+        /// Whether `logit_bias` is taken.
+        honours_bias: bool,
+    },
+}
+
+/// Option `o`'s logit in [`Logprobs::Hidden`]: below every listed word's.
+pub(crate) fn hidden_logit(o: usize) -> f64 {
+    -3.0 - 0.5 * o as f64
 }
 
 /// [`openai_server`] whose replies to a request asking for `logprobs` carry
-/// them: the answer token's 20 alternatives, the options' numbers among
-/// them with shares that follow the prompt's length.
+/// them, as `logprobs` says.
 pub(crate) fn openai_logprobs_server(
     stop: Arc<AtomicBool>,
+    logprobs: Logprobs,
 ) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
-    openai_server_paused(stop, 0, None, true)
+    openai_server_paused(stop, 0, None, logprobs)
 }
 
 /// A pause: after this many chat answers the server stops reading requests
@@ -153,7 +176,7 @@ fn openai_server_paused(
     stop: Arc<AtomicBool>,
     fail_every: usize,
     pause: Option<Pause>,
-    logprobs: bool,
+    logprobs: Logprobs,
 ) -> (String, Arc<parking_lot::Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     listener.set_nonblocking(true).expect("nonblocking");
@@ -217,11 +240,19 @@ fn openai_server_paused(
                 chats += 1;
                 seen.lock().push(format!("BODY {}", String::from_utf8_lossy(&body)));
                 served += 1;
-                let response = match logprobs && request["logprobs"] == true {
-                    true => logprobs_answer(&request),
-                    false => chat_answer(&request, fail_every > 0 && chats % fail_every == 0),
+                let response = match (logprobs, request["logprobs"] == true) {
+                    (Logprobs::Hidden { honours_bias }, true) => hidden_answer(&request, honours_bias),
+                    _ => chat_answer(&request, fail_every > 0 && chats % fail_every == 0),
                 };
                 let _ = sock.write_all(response.as_bytes());
+                continue;
+            }
+            if let Some(text) = request["content"].as_str() {
+                // `/tokenize`, as llama.cpp's server answers it.
+                let tokens: Vec<u64> =
+                    text.bytes().map(|b| if b.is_ascii_digit() { 1000 + u64::from(b - b'0') } else { 220 }).collect();
+                seen.lock().push(format!("TOKENIZE {text:?}"));
+                let _ = sock.write_all(ok(&serde_json::json!({"tokens": tokens}).to_string()).as_bytes());
                 continue;
             }
             let inputs = request["input"].as_array().map_or(0, Vec::len);
@@ -244,29 +275,53 @@ fn openai_server_paused(
     (url, auth, handle)
 }
 
-/// The answer to a request for the answer token's alternatives: "3", with
-/// ` 1` to ` 5` and fifteen other tokens listed, the options' shares set by
-/// the prompt's length.
-fn logprobs_answer(request: &serde_json::Value) -> String {
-    let prompt = request["messages"][0]["content"].as_str().unwrap_or_default();
-    let n = prompt.len() as f64;
-    let mut top: Vec<serde_json::Value> = (1..=5)
-        .map(|o| serde_json::json!({"token": format!(" {o}"), "logprob": -0.5 - ((n + 7.0 * f64::from(o)) % 13.0) / 4.0}))
-        .collect();
-    top.extend((0..15).map(|i| serde_json::json!({"token": format!("w{i}"), "logprob": -6.0 - f64::from(i)})));
-    let body = serde_json::json!({
-        "model": "loopback-model",
-        "choices": [{
-            "message": {"role": "assistant", "content": "3"},
-            "logprobs": {"content": [{"token": "3", "logprob": -1.0, "top_logprobs": top}]},
-        }],
-        "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": 1},
-    })
-    .to_string();
+/// A 200 answer carrying `body`.
+fn ok(body: &str) -> String {
     format!(
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )
+}
+
+/// [`Logprobs::Hidden`]'s answer to a weighing.
+fn hidden_answer(request: &serde_json::Value, honours_bias: bool) -> String {
+    let bias = &request["logit_bias"];
+    if bias.is_object() && !honours_bias {
+        let body =
+            r#"{"error":{"message":"logit_bias is not supported by this server","type":"invalid_request_error"}}"#;
+        return format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    }
+    let prompt = request["messages"][0]["content"].as_str().unwrap_or_default();
+    let k: usize = prompt.rsplit("from 1 to ").next().and_then(|t| t.trim_end_matches('.').parse().ok()).unwrap_or(5);
+    let mut vocab: Vec<(String, f64)> = (0..20).map(|i| (format!("w{i}"), -0.05 * f64::from(i))).collect();
+    for o in 1..=k {
+        let raise = bias[(1000 + o).to_string()].as_f64().unwrap_or(0.0);
+        vocab.push((o.to_string(), hidden_logit(o) + raise));
+    }
+    let top = vocab.iter().map(|v| v.1).fold(f64::NEG_INFINITY, f64::max);
+    let z: f64 = vocab.iter().map(|v| (v.1 - top).exp()).sum();
+    vocab.sort_by(|a, b| b.1.total_cmp(&a.1));
+    vocab.truncate(20);
+    let listed: Vec<serde_json::Value> = vocab
+        .iter()
+        .map(|(t, l)| match request["post_sampling_probs"] == true {
+            true => serde_json::json!({"token": t, "prob": (l - top).exp() / z}),
+            false => serde_json::json!({"token": t, "logprob": l - top - z.ln()}),
+        })
+        .collect();
+    let key = if request["post_sampling_probs"] == true { "top_probs" } else { "top_logprobs" };
+    let body = serde_json::json!({
+        "model": "loopback-model",
+        "choices": [{
+            "message": {"role": "assistant", "content": vocab[0].0},
+            "logprobs": {"content": [{"token": vocab[0].0, key: listed}]},
+        }],
+        "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": 1},
+    });
+    ok(&body.to_string())
 }
 
 /// How often each prompt was asked for shares, by every server of the
@@ -435,7 +490,7 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
     // The killed one: the server answers the probe and 9 calls (tick 1 and
     // part of tick 2), then holds the rest.
     let (stop, gate) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU8::new(PAUSED)));
-    let (url, seen, server) = openai_server_paused(stop.clone(), 0, Some((10, gate.clone())), false);
+    let (url, seen, server) = openai_server_paused(stop.clone(), 0, Some((10, gate.clone())), Logprobs::Absent);
     std::fs::write(dir.join("b.toml"), config(&url)).expect("write");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
         .args([&args[..], &["--config", "b.toml", "--out", "killed"]].concat())
@@ -782,7 +837,7 @@ fn answers_as_probabilities_are_recorded_and_replayed_with_no_call() {
     assert_eq!((r["provider_calls"].as_u64(), r["digest"].as_str()), (Some(0), Some(shares.as_str())), "{r}");
 
     let stop = Arc::new(AtomicBool::new(false));
-    let (url, seen, server) = openai_logprobs_server(stop.clone());
+    let (url, seen, server) = openai_logprobs_server(stop.clone(), Logprobs::Hidden { honours_bias: true });
     std::fs::write(
         dir.join("live.toml"),
         format!(
@@ -801,7 +856,12 @@ fn answers_as_probabilities_are_recorded_and_replayed_with_no_call() {
     server.join().expect("server");
     let bodies: Vec<String> = seen.lock().iter().filter(|l| l.starts_with("BODY ")).cloned().collect();
     let weighings: Vec<&String> = bodies.iter().filter(|b| b.contains("\"logprobs\":true")).collect();
-    assert_eq!(weighings.len(), 4, "one intent weighing per reaction: {bodies:#?}");
+    // The options are not among the top 20 alternatives: each reaction's
+    // weighing is asked again, the options' tokens raised.
+    assert_eq!(weighings.len(), 8, "one intent weighing per reaction, asked twice: {bodies:#?}");
+    let raised: Vec<&&String> = weighings.iter().filter(|b| b.contains("\"logit_bias\"")).collect();
+    let bias = r#""logit_bias":{"1001":100.0,"1002":100.0,"1003":100.0,"1004":100.0,"1005":100.0}"#;
+    assert!(raised.len() == 4 && raised.iter().all(|b| b.contains(bias)), "{raised:#?}");
     assert!(
         weighings.iter().all(|b| b.contains("Your reply so far:\\nREACTION:") && b.contains("INTENT:\\n")),
         "{weighings:#?}"

@@ -310,6 +310,72 @@ fn probabilities_mode_scores_each_personas_distribution() {
     assert!(!dir.join("l").exists(), "nothing kept: nothing was asked");
 }
 
+/// A server speaking the real protocol on loopback whose 20 top
+/// alternatives leave the options out: each weighing is asked again with
+/// the options' tokens (from its `/tokenize`) raised by `logit_bias`, and
+/// the model's own distribution over them is recovered; the summary gives
+/// their mass before and after. A server that refuses `logit_bias` is a
+/// named error pointing to `verbalized`, and nothing is kept.
+#[test]
+fn options_left_out_of_the_top_alternatives_are_weighed_again_raised() {
+    use crate::trace::{hidden_logit, openai_logprobs_server, Logprobs};
+    let dir = scratch("validate-raised");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, seen, server) = openai_logprobs_server(stop.clone(), Logprobs::Hidden { honours_bias: true });
+    let (refusing, _, refuser) = openai_logprobs_server(stop.clone(), Logprobs::Hidden { honours_bias: false });
+    for (file, url) in [("live.toml", &url), ("refuses.toml", &refusing)] {
+        let toml = format!(
+            "[chat]\nprovider = \"openai\"\nmodel = \"m\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n"
+        );
+        std::fs::write(dir.join(file), toml).expect("config");
+    }
+    let args = |config: &'static str, out: &'static str| {
+        ["validate", "--config", config, "--sample", "10", "--answer-mode", "probabilities", "--yes", "--json"]
+            .into_iter()
+            .chain(["--out", out])
+            .collect::<Vec<_>>()
+    };
+    let a = json(&sim(&dir, &args("live.toml", "a")));
+    let refused = sim(&dir, &args("refuses.toml", "r"));
+    stop.store(true, Ordering::Relaxed);
+    server.join().expect("server");
+    refuser.join().expect("server");
+    let masses = a["option_mass"].as_array().expect("option_mass");
+    assert_eq!(masses.len(), 3, "{masses:?}");
+    for m in masses {
+        let raised = &m["raised"];
+        assert_eq!((m["mean"].as_f64(), raised["respondents"].as_u64()), (Some(0.0), Some(10)), "{m}");
+        assert_eq!(raised["mean_before"].as_f64(), Some(0.0), "{m}");
+        assert!(raised["min_after"].as_f64().is_some_and(|x| x > 1.0 - 1e-12), "{m}");
+    }
+    let page = std::fs::read_to_string(dir.join("a").join(runs::dir::REPORT)).expect("the page");
+    assert!(
+        page.contains("were weighed again with their tokens raised by logit_bias: their mass went from 0.000 to 1.000")
+    );
+    let mut reader = csv::Reader::from_path(dir.join("a").join(runs::dir::ANSWERS)).expect("answers.csv");
+    let at = reader.headers().expect("header").iter().position(|h| h == "model_probabilities").expect("the column");
+    for row in reader.records() {
+        let row = row.expect("a row");
+        let shares: Vec<f64> = row[at].split(';').map(|p| p.parse().expect("a share")).collect();
+        let own: Vec<f64> = (1..=shares.len()).map(|o| hidden_logit(o).exp()).collect();
+        let total: f64 = own.iter().sum();
+        for (got, want) in shares.iter().zip(&own) {
+            assert!((got - want / total).abs() < 1e-6, "the model's own distribution: {shares:?}");
+        }
+    }
+    let seen = seen.lock();
+    let tokenized = seen.iter().filter(|l| l.starts_with("TOKENIZE")).count();
+    // Each label ("1" to "7", " 1" to " 7") once per chat client: the
+    // first weighing's, then the panel's.
+    assert_eq!(tokenized, 2 * 2 * 7, "{seen:#?}");
+    let err = stderr(&refused);
+    assert!(
+        refused.status.code() == Some(1) && err.contains("refuses logit_bias") && err.contains("\"verbalized\""),
+        "{err}"
+    );
+    assert!(!dir.join("r").exists(), "nothing kept: nothing was asked");
+}
+
 /// `verbalized` mode against a server speaking the real protocol on
 /// loopback: each persona is asked, under a schema of exactly k shares,
 /// for the shares of people like it; broken JSON and a list of the wrong

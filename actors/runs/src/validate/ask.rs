@@ -15,6 +15,7 @@ use engine::digest::DigestWriter;
 use engine::persona::reply::{parse_shares, parse_survey};
 use engine::rng::Stream;
 use futures::StreamExt;
+use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use survey::score::Answer;
@@ -40,6 +41,10 @@ pub struct Asked {
     /// In probabilities mode: the share of the model's probability the
     /// options held at the answer, before renormalising.
     pub mass: Option<f64>,
+    /// In probabilities mode, when `mass` was below `[answers]
+    /// min_option_mass`: the options' mass when weighed again with their
+    /// tokens raised (the probabilities are that reading's).
+    pub raised: Option<f64>,
 }
 
 /// Every reply of one run: `replies[q][r]`.
@@ -116,6 +121,7 @@ async fn ask_one(
                             estimated,
                             probabilities,
                             mass: None,
+                            raised: None,
                         }
                     }
                     Err(e) => why = format!("no valid answer after {} attempts: {e}", attempt + 1),
@@ -132,11 +138,12 @@ async fn ask_one(
                     estimated,
                     probabilities: None,
                     mass: None,
+                    raised: None,
                 };
             }
         }
     }
-    Asked { point: None, why, attempts: retries + 1, spend, estimated, probabilities: None, mass: None }
+    Asked { point: None, why, attempts: retries + 1, spend, estimated, probabilities: None, mass: None, raised: None }
 }
 
 /// The request that asks for `question`'s option probabilities.
@@ -151,7 +158,10 @@ fn weighed(result: ChatResult<OptionProbabilities>, question: &Question) -> crat
     match result {
         Ok(p) => {
             let answer = Answer::from_pmf(p.probabilities.clone(), question.kind);
-            let why = format!("the options had {:.4} of the model's probability at the answer", p.mass);
+            let mut why = format!("the options had {:.4} of the model's probability at the answer", p.mass);
+            if let Some(r) = p.raised {
+                let _ = write!(why, "; weighed again with their tokens raised, {r:.4}");
+            }
             Ok(Asked {
                 point: Some(answer.point),
                 why,
@@ -160,6 +170,7 @@ fn weighed(result: ChatResult<OptionProbabilities>, question: &Question) -> crat
                 estimated: p.estimated,
                 probabilities: Some(p.probabilities),
                 mass: Some(p.mass),
+                raised: p.raised,
             })
         }
         Err(e @ ChatError::Engine(_)) => Err(crate::Error::Chat(e)),
@@ -171,6 +182,7 @@ fn weighed(result: ChatResult<OptionProbabilities>, question: &Question) -> crat
             estimated: false,
             probabilities: None,
             mass: None,
+            raised: None,
         }),
     }
 }
@@ -517,6 +529,7 @@ mod tests {
             estimated: false,
             probabilities,
             mass: None,
+            raised: None,
         };
         assert_eq!(in_question_order(asked(1, None), &order, &q).point, Some(5), "shown first is the last option");
         let back = in_question_order(asked(3, Some(vec![0.7, 0.1, 0.1, 0.1, 0.0])), &order, &q);

@@ -103,6 +103,28 @@ pub struct OptionMass {
     pub min: f64,
     /// The most.
     pub max: f64,
+    /// The respondents whose options held less than `[answers]
+    /// min_option_mass` and were weighed again with their tokens raised by
+    /// `logit_bias`: their options' mass before and after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raised: Option<RaisedMass>,
+}
+
+/// The options' mass on the respondents weighed again, tokens raised.
+#[derive(Debug, Clone, Serialize)]
+pub struct RaisedMass {
+    /// How many were.
+    pub respondents: usize,
+    /// Their options' mean mass at the first weighing.
+    pub mean_before: f64,
+    /// Their options' mean mass with the tokens raised.
+    pub mean_after: f64,
+    /// The least mass with the tokens raised.
+    pub min_after: f64,
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
 }
 
 pub(super) fn option_mass(survey: &Survey, replies: &Replies) -> Vec<OptionMass> {
@@ -112,11 +134,19 @@ pub(super) fn option_mass(survey: &Survey, replies: &Replies) -> Vec<OptionMass>
         .zip(replies)
         .filter_map(|(q, column)| {
             let masses: Vec<f64> = column.iter().filter_map(|a| a.mass).collect();
+            let (before, after): (Vec<f64>, Vec<f64>) =
+                column.iter().filter_map(|a| Some((a.mass?, a.raised?))).unzip();
             (!masses.is_empty()).then(|| OptionMass {
                 question: q.id.clone(),
-                mean: masses.iter().sum::<f64>() / masses.len() as f64,
+                mean: mean(&masses),
                 min: masses.iter().copied().fold(f64::INFINITY, f64::min),
                 max: masses.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                raised: (!after.is_empty()).then(|| RaisedMass {
+                    respondents: after.len(),
+                    mean_before: mean(&before),
+                    mean_after: mean(&after),
+                    min_after: after.iter().copied().fold(f64::INFINITY, f64::min),
+                }),
             })
         })
         .collect()

@@ -58,11 +58,20 @@ fn people_line(q: &QuestionScore) -> String {
 
 /// The options' mass at the answer, in a sentence.
 fn mass_line(m: &OptionMass) -> String {
-    format!(
+    let mut line = format!(
         "the options held {:.3} of the model's probability at the answer on average ({:.3} to {:.3}); the rest went \
          to other text",
         m.mean, m.min, m.max
-    )
+    );
+    if let Some(r) = &m.raised {
+        let _ = write!(
+            line,
+            "; {} respondents' options, below [answers] min_option_mass, were weighed again with their tokens raised \
+             by logit_bias: their mass went from {:.3} to {:.3} on average (at least {:.3})",
+            r.respondents, r.mean_before, r.mean_after, r.min_after
+        );
+    }
+    line
 }
 
 /// The calibration of `q`, in a sentence, when the validation has one.

@@ -398,6 +398,7 @@ impl ChatPort for ScriptedPersonaModel {
         Box::pin(std::future::ready(Ok(crate::chat::OptionProbabilities {
             probabilities,
             mass: 1.0,
+            raised: None,
             spend,
             estimated: true,
         })))

@@ -127,7 +127,7 @@ impl From<AnswerOrder> for &'static str {
 }
 
 /// `[answers]`: how closed questions are answered.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AnswersSection {
     /// `sample` (default), `probabilities` or `verbalized`.
@@ -144,6 +144,28 @@ pub struct AnswersSection {
     /// run's configuration, so that replay needs no file).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub calibrated: Vec<ProbeCalibration>,
+    /// In `probabilities` mode on an OpenAI-compatible server: when the
+    /// options hold less than this share of the answer token's top 20
+    /// alternatives, the options are weighed again with their label tokens
+    /// raised by `logit_bias`, and read from that second answer (default
+    /// 0.5; 0 never asks again, 1 always does).
+    #[serde(skip_serializing_if = "AnswersSection::is_default_min_option_mass")]
+    pub min_option_mass: f64,
+}
+
+/// The default of `answers.min_option_mass`.
+pub const DEFAULT_MIN_OPTION_MASS: f64 = 0.5;
+
+impl Default for AnswersSection {
+    fn default() -> Self {
+        AnswersSection {
+            mode: AnswerMode::default(),
+            order: AnswerOrder::default(),
+            reasons: false,
+            calibrated: Vec::new(),
+            min_option_mass: DEFAULT_MIN_OPTION_MASS,
+        }
+    }
 }
 
 /// A calibration a run applies to one probe: the probe's distribution p
@@ -187,5 +209,9 @@ impl AnswersSection {
     /// which keeps every digest made before it existed).
     pub fn is_default(&self) -> bool {
         *self == AnswersSection::default()
+    }
+
+    fn is_default_min_option_mass(m: &f64) -> bool {
+        m.to_bits() == DEFAULT_MIN_OPTION_MASS.to_bits()
     }
 }

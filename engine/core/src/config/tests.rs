@@ -20,6 +20,9 @@ fn invalid_value_names_file_and_field() {
     let raw = RawConfig::from_toml("[embedding]\ndim = 2\n", "my.toml").expect("parses");
     let err = raw.resolve("my.toml").unwrap_err().to_string();
     assert!(err.contains("my.toml") && err.contains("embedding.dim"), "{err}");
+    let raw = RawConfig::from_toml("[answers]\nmin_option_mass = 1.5\n", "my.toml").expect("parses");
+    let err = raw.resolve("my.toml").unwrap_err().to_string();
+    assert!(err.contains("answers.min_option_mass") && err.contains("[0, 1], got 1.5"), "{err}");
 }
 
 #[test]

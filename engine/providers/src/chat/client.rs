@@ -242,6 +242,7 @@ impl ChatPort for ChatClient {
                 Some(Ok(w)) => Ok(engine::chat::OptionProbabilities {
                     probabilities: w.probabilities,
                     mass: w.mass,
+                    raised: w.raised,
                     spend: self.price.bill(w.prompt_tokens, w.completion_tokens),
                     estimated: false,
                 }),

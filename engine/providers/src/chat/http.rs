@@ -1,6 +1,8 @@
 //! An OpenAI-compatible `/chat/completions` upstream ([`HttpChat`]): one
 //! endpoint or a fleet, structured replies under the purpose's JSON Schema,
-//! the answer token's logprobs weighed as options.
+//! the answer token's logprobs weighed as options, asked again with the
+//! options' tokens raised by `logit_bias` when the top alternatives leave
+//! them out.
 
 use super::upstream::{ChatUpstream, TokenUsage, UpstreamCall, UpstreamReply, UpstreamWeighed, WeighError, Weighing};
 use crate::upstream::ProviderError;
@@ -22,6 +24,13 @@ pub struct HttpChat {
     temperature: f64,
     max_tokens: u64,
     structured: StructuredOutput,
+    /// `[answers] min_option_mass`: below it, the options are weighed again
+    /// with their tokens raised.
+    min_option_mass: f64,
+    /// Each option label's token on this server, as its `/tokenize` gave
+    /// it (`None`: the label is not one token), asked once per label (the
+    /// lock is held while asking).
+    label_tokens: tokio::sync::Mutex<std::collections::HashMap<String, Option<u64>>>,
 }
 
 impl std::fmt::Debug for HttpChat {
@@ -76,7 +85,17 @@ impl HttpChat {
             temperature: section.temperature,
             max_tokens: section.max_output_tokens,
             structured: section.structured_output,
+            min_option_mass: engine::config::DEFAULT_MIN_OPTION_MASS,
+            label_tokens: tokio::sync::Mutex::default(),
         })
+    }
+
+    /// The same upstream weighing the options again, tokens raised, when
+    /// they hold less than `share` of the answer token's top alternatives
+    /// (`[answers] min_option_mass`).
+    pub fn with_min_option_mass(mut self, share: f64) -> HttpChat {
+        self.min_option_mass = share;
+        self
     }
 
     /// The `/chat/completions` request body of `call`.
@@ -149,12 +168,35 @@ struct ChoiceLogprobs {
 struct TokenLogprob {
     #[serde(default)]
     top_logprobs: Vec<TopLogprob>,
+    /// llama.cpp's server, asked for `post_sampling_probs`, lists
+    /// probabilities here instead.
+    #[serde(default)]
+    top_probs: Vec<TopProb>,
 }
 
 #[derive(Deserialize)]
 struct TopLogprob {
     token: String,
     logprob: f64,
+}
+
+#[derive(Deserialize)]
+struct TopProb {
+    token: String,
+    prob: f64,
+}
+
+impl Completion {
+    /// The answer token's listed alternatives with their probabilities, in
+    /// either form; `None` when the reply lists none.
+    fn top_alternatives(&self) -> Option<Vec<(&str, f64)>> {
+        let token = self.choices.first()?.logprobs.as_ref()?.content.as_ref()?.first()?;
+        let listed: Vec<(&str, f64)> = match token.top_logprobs.is_empty() {
+            false => token.top_logprobs.iter().map(|t| (t.token.as_str(), t.logprob.exp())).collect(),
+            true => token.top_probs.iter().map(|t| (t.token.as_str(), t.prob)).collect(),
+        };
+        (!listed.is_empty()).then_some(listed)
+    }
 }
 
 /// The most alternatives OpenAI's `top_logprobs` returns.
@@ -165,14 +207,13 @@ const TOP_LOGPROBS: u32 = 20;
 /// option's number (` 4` and `4` both count for 4). Options missing from
 /// the list share the mass the list leaves unseen evenly; then the options
 /// are renormalised. Also the mass the listed options had.
-fn options_from_top(top: &[TopLogprob], k: usize) -> (Vec<f64>, f64) {
+fn options_from_top(top: &[(&str, f64)], k: usize) -> (Vec<f64>, f64) {
     let mut p = vec![0.0; k];
     let mut listed = 0.0;
-    for t in top {
-        let share = t.logprob.exp();
+    for (token, share) in top {
         listed += share;
-        if let Ok(n) = t.token.trim_start().parse::<usize>() {
-            if (1..=k).contains(&n) && !t.token.trim_start().starts_with('0') {
+        if let Ok(n) = token.trim_start().parse::<usize>() {
+            if (1..=k).contains(&n) && !token.trim_start().starts_with('0') {
                 p[n - 1] += share;
             }
         }
@@ -253,41 +294,147 @@ impl HttpChat {
     }
 }
 
+/// The bias added to each option's label tokens when they are weighed
+/// again: the most OpenAI accepts, enough to lift every option into the
+/// top 20 while leaving their ratios, which a common shift cannot change.
+const OPTION_BIAS: f64 = 100.0;
+
+/// What `/tokenize` answers (llama.cpp's server, vLLM): the token ids.
+#[derive(Deserialize)]
+struct Tokenized {
+    tokens: Vec<serde_json::Value>,
+}
+
+impl HttpChat {
+    /// The options' probabilities at the answer; asked again with the
+    /// options' tokens raised when they held less than `min_option_mass`.
+    async fn weigh(&self, request: &ChatRequest) -> UpstreamWeighed {
+        let url = &self.urls[0];
+        let k = usize::from(request.options);
+        let first: Completion =
+            crate::http::post_json(&self.client, url, self.key.as_deref(), &self.weigh_body(request), |_, _| None)
+                .await
+                .map_err(WeighError::Failed)?;
+        let Some(top) = first.top_alternatives() else {
+            return Err(WeighError::Unsupported(format!(
+                "the server at {} returned no logprobs for the answer token, which mode \"probabilities\" \
+                 reads; use mode \"verbalized\" (the persona states its shares) or \"sample\" \
+                 (--answer-mode verbalized|sample) with this server",
+                engine::chat::redact_url(url)
+            )));
+        };
+        let (probabilities, mass) = options_from_top(&top, k);
+        let usage = first.usage.as_ref().and_then(Usage::tokens);
+        let mut weighing = Weighing {
+            probabilities,
+            mass,
+            raised: None,
+            prompt_tokens: usage.map_or(0, |u| u.prompt),
+            completion_tokens: usage.map_or(1, |u| u.completion),
+        };
+        if mass >= self.min_option_mass {
+            return Ok(weighing);
+        }
+        let short = |why: String| {
+            WeighError::Unsupported(format!(
+                "the options held {mass:.4} of the answer token's top {TOP_LOGPROBS} alternatives at {}, below \
+                 [answers] min_option_mass = {}, and {why}; use mode \"verbalized\" (--answer-mode verbalized), \
+                 or set [answers] min_option_mass = 0 to keep the reading with the unseen mass spread evenly",
+                engine::chat::redact_url(url),
+                self.min_option_mass
+            ))
+        };
+        let tokens = self.option_tokens(k).await.map_err(short)?;
+        let raised: Completion = match crate::http::post_json(
+            &self.client,
+            url,
+            self.key.as_deref(),
+            &self.raised_body(request, &tokens),
+            |_, _| None,
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(e) if e.kind == crate::upstream::FailureKind::Permanent && e.message.contains("logit_bias") => {
+                return Err(short(format!("the server refuses logit_bias, which raising them needs ({})", e.message)))
+            }
+            Err(e) => return Err(WeighError::Failed(e)),
+        };
+        let Some(top) = raised.top_alternatives() else {
+            return Err(short("the server's answer with them raised listed no logprobs".into()));
+        };
+        let (probabilities, after) = options_from_top(&top, k);
+        let usage = raised.usage.as_ref().and_then(Usage::tokens);
+        weighing.probabilities = probabilities;
+        weighing.raised = Some(after);
+        weighing.prompt_tokens += usage.map_or(0, |u| u.prompt);
+        weighing.completion_tokens += usage.map_or(1, |u| u.completion);
+        Ok(weighing)
+    }
+
+    /// The weighing request with the options' `tokens` raised by
+    /// [`OPTION_BIAS`]. The options' shares survive the raise only when
+    /// nothing else reshapes or cuts the distribution: temperature 1, and,
+    /// for llama.cpp's server (which otherwise lists the alternatives as they
+    /// were before any bias), its probabilities after its samplers, each
+    /// sampler neutral. Other servers ignore those three fields.
+    fn raised_body(&self, request: &ChatRequest, tokens: &[u64]) -> serde_json::Value {
+        let mut body = self.weigh_body(request);
+        let bias: serde_json::Map<String, serde_json::Value> =
+            tokens.iter().map(|t| (t.to_string(), serde_json::json!(OPTION_BIAS))).collect();
+        body["logit_bias"] = serde_json::Value::Object(bias);
+        body["temperature"] = serde_json::json!(1.0);
+        body["post_sampling_probs"] = serde_json::json!(true);
+        body["top_k"] = serde_json::json!(0);
+        body["top_p"] = serde_json::json!(1.0);
+        body["min_p"] = serde_json::json!(0.0);
+        body
+    }
+
+    /// The tokens of options 1 to `k`'s labels (`3` and ` 3`), each label
+    /// that is one token on this server, from its `/tokenize` (at the
+    /// server's root, where llama.cpp and vLLM serve it); asked once per
+    /// label. Why not, when the server has no `/tokenize` or no label is
+    /// one token.
+    async fn option_tokens(&self, k: usize) -> std::result::Result<Vec<u64>, String> {
+        let base = self.urls[0].trim_end_matches("/chat/completions");
+        let root = base.strip_suffix("/v1").unwrap_or(base);
+        let url = format!("{root}/tokenize");
+        let mut tokens = Vec::new();
+        let mut known = self.label_tokens.lock().await;
+        for n in 1..=k {
+            for label in [n.to_string(), format!(" {n}")] {
+                let token = match known.get(&label) {
+                    Some(t) => *t,
+                    None => {
+                        let body = serde_json::json!({"content": label, "add_special": false});
+                        let reply: Tokenized =
+                            crate::http::post_json(&self.client, &url, self.key.as_deref(), &body, |_, _| None)
+                                .await
+                                .map_err(|e| format!("finding their tokens for logit_bias failed: {}", e.message))?;
+                        let one = match reply.tokens.as_slice() {
+                            [t] => t.as_u64(),
+                            _ => None,
+                        };
+                        known.insert(label, one);
+                        one
+                    }
+                };
+                tokens.extend(token);
+            }
+        }
+        tokens.sort_unstable();
+        tokens.dedup();
+        match tokens.is_empty() {
+            true => Err(format!("no option's number is one token at {}", engine::chat::redact_url(&url))),
+            false => Ok(tokens),
+        }
+    }
+}
+
 impl ChatUpstream for HttpChat {
     fn option_probabilities<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Option<UpstreamWeighed>> {
-        Box::pin(async move {
-            let url = &self.urls[0];
-            let body = self.weigh_body(request);
-            let reply: Completion =
-                match crate::http::post_json(&self.client, url, self.key.as_deref(), &body, |_, _| None).await {
-                    Ok(r) => r,
-                    Err(e) => return Some(Err(WeighError::Failed(e))),
-                };
-            let usage = reply.usage.as_ref().and_then(Usage::tokens);
-            let top = reply
-                .choices
-                .first()
-                .and_then(|c| c.logprobs.as_ref())
-                .and_then(|l| l.content.as_ref())
-                .and_then(|c| c.first())
-                .map(|t| &t.top_logprobs)
-                .filter(|t| !t.is_empty());
-            let Some(top) = top else {
-                return Some(Err(WeighError::Unsupported(format!(
-                    "the server at {} returned no logprobs for the answer token, which mode \"probabilities\" \
-                     reads; use mode \"verbalized\" (the persona states its shares) or \"sample\" \
-                     (--answer-mode verbalized|sample) with this server",
-                    engine::chat::redact_url(url)
-                ))));
-            };
-            let (probabilities, mass) = options_from_top(top, usize::from(request.options));
-            Some(Ok(Weighing {
-                probabilities,
-                mass,
-                prompt_tokens: usage.map_or(0, |u| u.prompt),
-                completion_tokens: usage.map_or(1, |u| u.completion),
-            }))
-        })
+        Box::pin(async move { Some(self.weigh(request).await) })
     }
 
     fn endpoints(&self) -> usize {

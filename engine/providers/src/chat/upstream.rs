@@ -70,6 +70,9 @@ pub struct Weighing {
     pub probabilities: Vec<f64>,
     /// The mass the options had before renormalising.
     pub mass: f64,
+    /// Their mass when weighed again with their tokens raised (the
+    /// probabilities are then that reading's); `None` when weighed once.
+    pub raised: Option<f64>,
     /// Tokens run as prompt.
     pub prompt_tokens: u64,
     /// Tokens generated (the answer token, for a server).

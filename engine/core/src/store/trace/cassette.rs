@@ -207,19 +207,16 @@ impl ChatPort for CassetteChat {
         if let Some(answer) = self.replies.get(&digest) {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
             let answer = match answer {
-                Ok(reply) => match crate::chat::OptionProbabilities::parse_text(&reply.text) {
-                    Some((probabilities, mass)) => Ok(crate::chat::OptionProbabilities {
-                        probabilities,
-                        mass,
-                        spend: reply.spend,
-                        estimated: reply.estimated,
-                    }),
-                    None => Err(Error::Format {
-                        file: "the trace".into(),
-                        cause: format!("weighing {} recorded no probabilities: {:?}", digest.hex(), reply.text),
+                Ok(reply) => {
+                    match crate::chat::OptionProbabilities::from_text(&reply.text, reply.spend, reply.estimated) {
+                        Some(p) => Ok(p),
+                        None => Err(Error::Format {
+                            file: "the trace".into(),
+                            cause: format!("weighing {} recorded no probabilities: {:?}", digest.hex(), reply.text),
+                        }
+                        .into()),
                     }
-                    .into()),
-                },
+                }
                 Err((cause, spend, attempts)) => {
                     Err(ChatError::Provider { cause: cause.clone(), spend: *spend, attempts: attempts.clone() })
                 }

@@ -127,6 +127,7 @@ impl ChatUpstream for Arc<GgufChat> {
                 Ok(Weighing {
                     probabilities: w.probabilities,
                     mass: w.mass,
+                    raised: None,
                     prompt_tokens: w.prompt_tokens,
                     completion_tokens: 0,
                 })
