@@ -150,6 +150,8 @@ pub async fn run(
         summary.embedding.truncated_texts = port.truncated_texts();
     }
     summary.chat.endpoints = shared.run.chat.endpoints();
+    summary.chat.response_cache =
+        shared.run.chat.cache_report().map(|c| c.with_bill(summary.cost.provider_total_nano_usd));
     summary.timings_ms.total = started.elapsed().as_secs_f64() * 1000.0;
     Ok(RunResult { summary, final_states })
 }

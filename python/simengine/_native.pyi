@@ -24,6 +24,7 @@ def run(
     confirm_live: bool,
     progress: Callable[[int, str, int, int], Any] | None,
     shard: tuple[int, int] | None = None,
+    cache: bool = True,
 ) -> tuple[str, str]: ...
 def summary_json(dir: str) -> str: ...
 def outcome_columns(dir: str) -> dict[str, list[Any]]: ...
@@ -50,6 +51,7 @@ def validate(
     weights: str | None,
     confirm_live: bool,
     progress: Callable[[int, str, int, int], Any] | None,
+    cache: bool = True,
 ) -> tuple[str, str, str]: ...
 
 # Only in a build with the agents workload (HAS_AGENTS; the `agents` feature).

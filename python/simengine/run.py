@@ -104,6 +104,15 @@ class Run:
         return str(self.summary["digest"])
 
     @property
+    def response_cache(self) -> dict[str, Any] | None:
+        """What the response cache did (``summary["chat"]["response_cache"]``):
+        ``cache_hits``, ``provider_calls``, ``billed_usd`` against
+        ``would_have_billed_usd``, and entries ``ignored``; ``None`` when the
+        run had none (a scripted model, ``cache=False``)."""
+        found = self.summary.get("chat", {}).get("response_cache")
+        return None if found is None else dict(found)
+
+    @property
     def full_digest(self) -> str:
         """The digest of everything recorded, costs included."""
         return str(self.summary["full_digest"])
@@ -258,6 +267,7 @@ def run(
     confirm_live: bool = False,
     progress: Progress = True,
     shard: tuple[int, int] | None = None,
+    cache: bool = True,
 ) -> Run:
     """Runs a panel, as ``sim-cli run`` does, and returns its ``Run``.
 
@@ -294,6 +304,12 @@ def run(
     ``runs/NAME/shard-000i-of-000n``; the same call on an unfinished
     shard's directory resumes it, on a finished one returns it.
     ``merge`` joins the shards into the unsharded run's digest.
+
+    ``cache=False`` neither serves answers from the response cache nor
+    keeps them there (``sim-cli run --no-cache``). By default a live
+    model's replies are kept under the user's cache directory (``[cache]
+    dir`` elsewhere), and a later run asking the same gets them with no
+    call and the same digests; ``Run.response_cache`` says what it did.
 
     ``resume=True`` continues the interrupted run in ``out`` (or give its
     directory), to the digest an uninterrupted run would have had.
@@ -342,6 +358,7 @@ def run(
             confirm_live=confirm_live,
             progress=callback,
             shard=shard,
+            cache=cache,
         )
         summary = json.loads(summary_json)
     finally:

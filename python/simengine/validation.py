@@ -33,6 +33,13 @@ class Validation:
         """The validation's digest (its answers and figures)."""
         return str(self.summary["digest"])
 
+    @property
+    def response_cache(self) -> dict[str, Any] | None:
+        """What the response cache did (``summary["calls"]["response_cache"]``),
+        as ``Run.response_cache`` describes; ``None`` without one."""
+        found = self.summary.get("calls", {}).get("response_cache")
+        return None if found is None else dict(found)
+
     def figures(self) -> "pandas.DataFrame":
         """One row per question, source and figure, on the held-out half:
         ``question``, ``kind`` (``ordinal`` or ``nominal``), ``source`` (the
@@ -251,6 +258,7 @@ def validate(
     weights: str | None = None,
     confirm_live: bool = False,
     progress: Progress = True,
+    cache: bool = True,
 ) -> Validation:
     """Checks a panel against real people (``sim-cli validate``): personas
     built from respondents answer the survey's questions on the configured
@@ -296,6 +304,10 @@ def validate(
     ``weights="COLUMN"`` weights every figure, baseline and fit by that
     column of your panel (map it ``{"ignore": True}``); not with
     ``rectify``.
+
+    ``cache=False`` neither serves answers from the response cache nor
+    keeps them (``sim-cli validate --no-cache``); see ``simengine.run``.
+    ``Validation.response_cache`` says what it did.
     """
     _counts(seed=(seed, 0), sample=(sample, 1), resamples=(resamples, 1))
     if isinstance(given, str):
@@ -332,6 +344,7 @@ def validate(
             weights=weights,
             confirm_live=confirm_live,
             progress=callback,
+            cache=cache,
         )
         summary = json.loads(summary_json)
     finally:

@@ -20,7 +20,7 @@ type Panel = (String, String, String, String);
 /// the same library call. Returns the run directory and its summary as
 /// JSON. A live (`openai`) chat model runs only with `confirm_live`.
 #[pyfunction]
-#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, answer_mode, calibration, confirm_live, progress, shard=None))]
+#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, answer_mode, calibration, confirm_live, progress, shard=None, cache=true))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.run`, one for one.
 fn run(
     py: Python<'_>,
@@ -39,6 +39,7 @@ fn run(
     confirm_live: bool,
     progress: Option<Bound<'_, PyAny>>,
     shard: Option<(u32, u32)>,
+    cache: bool,
 ) -> PyResult<(String, String)> {
     // `run.py` checks the pair; the library checks `I/N` again for any caller.
     if shard.is_some() && resume.is_some() {
@@ -69,6 +70,7 @@ fn run(
                 if let Some(mode) = mode {
                     config.raw.answers.mode = mode;
                 }
+                config.raw.cache.enabled &= cache;
                 let start = runs::Start {
                     scenario,
                     personas,
@@ -127,7 +129,7 @@ fn live_confirmation(
 /// Returns the validation's directory, its summary
 /// as JSON and the path of its answers file.
 #[pyfunction]
-#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, given, weights, confirm_live, progress))]
+#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, given, weights, confirm_live, progress, cache=true))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.validate`, one for one.
 fn validate(
     py: Python<'_>,
@@ -147,6 +149,7 @@ fn validate(
     weights: Option<String>,
     confirm_live: bool,
     progress: Option<Bound<'_, PyAny>>,
+    cache: bool,
 ) -> PyResult<(String, String, String)> {
     let mode = answer_mode
         .as_deref()
@@ -178,6 +181,7 @@ fn validate(
         if let Some(order) = order {
             config.raw.answers.order = order;
         }
+        config.raw.cache.enabled &= cache;
         let args = runs::Validate {
             config,
             suite,

@@ -445,3 +445,62 @@ def test_validate_scores_a_panel_against_people_as_the_cli_does(tmp_path: Path) 
         simengine.validate(suite="anes96", sample=20, answer_mode="logits", out=tmp_path / "q", progress=False)
     with pytest.raises(simengine.SimEngineError, match="no-such-suite"):
         simengine.validate(suite="no-such-suite", out=tmp_path / "y", progress=False)
+
+
+def test_a_second_validation_is_served_from_the_response_cache(tmp_path: Path) -> None:
+    """A server speaking the OpenAI protocol on loopback, weighing every
+    option: asked again, the validation is served from the cache with no
+    call and the same digest; ``cache=False`` asks the server again."""
+    import http.server
+    import threading
+
+    calls: list[str] = []
+
+    class Server(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the handler's protocol
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            calls.append(self.path)
+            top = [{"token": str(o), "logprob": -0.3 * o} for o in range(1, 8)]
+            reply = {
+                "model": "m",
+                "choices": [{"message": {"role": "assistant", "content": "1"}, "logprobs": {"content": [{"token": "1", "logprob": -0.3, "top_logprobs": top}]}}],
+                "usage": {"prompt_tokens": len(json.dumps(body)) // 4, "completion_tokens": 1},
+            }
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = tmp_path / "live.toml"
+    config.write_text(
+        f'[chat]\nprovider = "openai"\nmodel = "m"\n[chat.http]\nbase_url = "http://127.0.0.1:{server.server_port}/v1"\n'
+        f'api_key_env = ""\n[cache]\ndir = "kept"\n'
+    )
+    try:
+
+        def ask(out: str, cache: bool = True) -> simengine.Validation:
+            return simengine.validate(
+                config=config, sample=10, resamples=50, answer_mode="probabilities", confirm_live=True,
+                progress=False, out=tmp_path / out, cache=cache,
+            )
+
+        first = ask("a")
+        bought = len(calls)
+        second = ask("b")
+        assert len(calls) == bought, "no call"
+        assert second.digest == first.digest
+        assert first.response_cache is not None and second.response_cache is not None
+        assert (first.response_cache["cache_hits"], first.response_cache["provider_calls"]) == (0, bought)
+        assert (second.response_cache["cache_hits"], second.response_cache["provider_calls"]) == (bought, 0)
+        assert (tmp_path / "kept").is_dir(), "the directory is relative to the config's"
+        third = ask("c", cache=False)
+        assert third.response_cache is None and len(calls) == 2 * bought and third.digest == first.digest
+    finally:
+        server.shutdown()

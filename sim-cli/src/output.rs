@@ -113,6 +113,9 @@ pub fn print_summary(s: &RunSummary) {
         k.chat_price_label, k.embedding_price_label,
         if t.chat_input_cached > 0 { format!("\n  cached chat input is billed at {}", k.chat_cached_input_price) } else { String::new() }
     );
+    if let Some(cache) = &s.chat.response_cache {
+        println!("  {}", cache.line());
+    }
     let m = &s.timings_ms;
     println!(
         "Timings: total {:.0} ms; preparation {:.0} ms, chat {:.0} ms, memory finalisation {:.0} ms",

@@ -81,7 +81,7 @@ pub fn load_config_for(path: Option<&Path>, models: Models) -> Result<Config> {
         return Err(engine::Error::Config { source_name: name, field: field.into(), cause }.into());
     }
     let base = path.parent().unwrap_or(Path::new("."));
-    for file in [&mut raw.embedding.minilm.model_dir, &mut raw.chat.gguf.model_file] {
+    for file in [&mut raw.embedding.minilm.model_dir, &mut raw.chat.gguf.model_file, &mut raw.cache.dir] {
         if !file.is_empty() && Path::new(file.as_str()).is_relative() {
             *file = base.join(file.as_str()).display().to_string();
         }

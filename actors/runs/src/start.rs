@@ -345,6 +345,8 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     // A shard's ports get its share of the rate limits.
     let port_config = shard.map(|s| s.share_rates(&config));
     let (embedder, chat) = actors::run::default_ports(port_config.as_ref().unwrap_or(&config), seed)?;
+    // Answers kept by earlier commands are served from the response cache.
+    let chat = providers::with_response_cache(&config, seed, chat, &Arc::default());
     let ran = shard.map_or(personas, |s| s.personas(personas).len() as u32);
     let estimate = || crate::preflight::estimate(&config, &loaded.scenario, &Traits::builtin(), seed, ran, ticks);
     (watch.confirm)(&config, &estimate)?;

@@ -26,6 +26,7 @@ use engine::config::{AnswerMode, Config};
 use engine::cost::{estimate_tokens, NANO_PER_USD};
 use outputs::{Started, Table};
 use std::path::PathBuf;
+use std::sync::Arc;
 use survey::score::{self, Settings, Source};
 use survey::{Suite, Survey};
 
@@ -83,7 +84,8 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
     }
     let asked = announce(watch, cfg, &suite, respondents.len(), total);
     (watch.confirm)(cfg, &|| estimate(cfg, &suite.survey, &respondents[0], &earlier[0], asked))?;
-    let panel = ask::Panel { survey: &suite.survey, respondents: &respondents, earlier: &earlier };
+    let cache = Arc::default();
+    let panel = ask::Panel { survey: &suite.survey, respondents: &respondents, earlier: &earlier, cache: &cache };
     let [first, second] = ask::ask_both(cfg, args.seed, watch, panel, &out, resumed)?;
     let reasoned = match reasons {
         true => ask::ask_reasons(cfg, args.seed, watch, panel, &out)?,
@@ -132,7 +134,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         given: given_ids,
         weights: args.weights.clone(),
         imputer: imputer_fits,
-        calls: figures::calls(&[&first, &second, &reasoned]),
+        calls: figures::calls(&[&first, &second, &reasoned], cfg, &cache),
         scores,
         calibration,
         rectified,

@@ -464,6 +464,61 @@ pub trait ChatPort: Send + Sync {
     fn option_probabilities<'a>(&'a self, _request: &'a ChatRequest) -> BoxFuture<'a, ChatResult<OptionProbabilities>> {
         Box::pin(std::future::ready(Err(no_probabilities("here"))))
     }
+
+    /// What the response cache behind this port did; `None` without one.
+    /// Ports that wrap another pass it on.
+    fn cache_report(&self) -> Option<crate::chat::CacheReport> {
+        None
+    }
+}
+
+/// What the response cache did, for a summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CacheReport {
+    /// The cache's directory.
+    pub dir: String,
+    /// Answers the cache served.
+    pub cache_hits: u64,
+    /// Requests sent to the provider (answers the cache did not have).
+    pub provider_calls: u64,
+    /// Entries ignored as corrupt or not this key's (each with a warning).
+    pub ignored: u64,
+    /// Answers bought but not kept (the directory could not be written).
+    pub not_kept: u64,
+    /// What the served answers had been billed when bought, nano-USD: what
+    /// this command did not pay.
+    pub saved_nano_usd: u64,
+    /// What the command's answers would have been billed with no cache
+    /// (what its ledger records, which the digests cover), USD.
+    pub would_have_billed_usd: f64,
+    /// What was billed: that, less what the cache saved, USD.
+    pub billed_usd: f64,
+}
+
+impl CacheReport {
+    /// In a sentence, for the text reports.
+    pub fn line(&self) -> String {
+        format!(
+            "response cache {}: {} answers served, {} provider calls; billed ${:.6} of the ${:.6} the ledger records{}",
+            self.dir,
+            self.cache_hits,
+            self.provider_calls,
+            self.billed_usd,
+            self.would_have_billed_usd,
+            match self.ignored {
+                0 => String::new(),
+                n => format!("; {n} corrupt or foreign entries ignored"),
+            }
+        )
+    }
+
+    /// The report for a command whose ledger records `total_nano_usd`.
+    pub fn with_bill(mut self, total_nano_usd: u64) -> CacheReport {
+        let usd = |n: u64| n as f64 / crate::cost::NANO_PER_USD as f64;
+        self.would_have_billed_usd = usd(total_nano_usd);
+        self.billed_usd = usd(total_nano_usd.saturating_sub(self.saved_nano_usd));
+        self
+    }
 }
 
 /// A batch submitted to a provider's Batch API: its id, its input file and

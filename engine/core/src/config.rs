@@ -319,6 +319,52 @@ pub struct RawConfig {
     /// `[answers]`: how closed questions are answered.
     #[serde(skip_serializing_if = "AnswersSection::is_default")]
     pub answers: AnswersSection,
+    /// `[cache]`: the response cache across runs. Operational: out of every
+    /// hash and digest.
+    #[serde(skip_serializing_if = "CacheSection::is_default")]
+    pub cache: CacheSection,
+}
+
+/// `[cache]`: where `run` and `validate` keep a live model's replies and
+/// weighings, to serve them again with no call (the providers crate's
+/// `CachedChat`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheSection {
+    /// Whether they do (default true; `--no-cache` turns it off for one
+    /// command). The scripted and modelled providers never use it.
+    pub enabled: bool,
+    /// The directory; empty (the default) for `sim-engine/responses` under
+    /// `$XDG_CACHE_HOME`, else under `$HOME/.cache`. A relative path is
+    /// relative to the config file's directory.
+    pub dir: String,
+}
+
+impl Default for CacheSection {
+    fn default() -> Self {
+        CacheSection { enabled: true, dir: String::new() }
+    }
+}
+
+impl CacheSection {
+    fn is_default(&self) -> bool {
+        *self == CacheSection::default()
+    }
+
+    /// The cache's directory; `None` when it is off, or when no directory
+    /// is set and neither `XDG_CACHE_HOME` nor `HOME` names one.
+    pub fn directory(&self) -> Option<std::path::PathBuf> {
+        if !self.enabled {
+            return None;
+        }
+        if !self.dir.trim().is_empty() {
+            return Some(self.dir.clone().into());
+        }
+        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+        let root =
+            env("XDG_CACHE_HOME").filter(|p| p.is_absolute()).or_else(|| env("HOME").map(|h| h.join(".cache")))?;
+        Some(root.join("sim-engine").join("responses"))
+    }
 }
 
 /// The resolved, validated configuration.
@@ -589,8 +635,8 @@ impl Config {
 
     /// Hash of the canonical form; identifies the configuration of a run.
     /// The model's directory stays out (the weights' SHA-256 names the
-    /// model, wherever it lies), and so do `run.max_active_personas` and the
-    /// kernel levels of the GGUF and MiniLM models (every level gives the
+    /// model, wherever it lies), and so do `run.max_active_personas`,
+    /// `[cache]` and the kernel levels of the GGUF and MiniLM models (every level gives the
     /// same bits).
     pub fn hash(&self) -> Digest {
         let mut raw = self.raw.clone();
@@ -599,6 +645,7 @@ impl Config {
         raw.chat.gguf.kernel = KernelLevel::Auto;
         raw.embedding.minilm.kernel = KernelLevel::Auto;
         raw.run.max_active_personas = DEFAULT_MAX_ACTIVE_PERSONAS;
+        raw.cache = CacheSection::default();
         let text = toml::to_string(&raw).expect("a resolved config serialises; this is a bug");
         DigestWriter::new(CONFIG_HASH_DOMAIN).str(&text).finish()
     }
@@ -615,7 +662,8 @@ impl Config {
     /// are sent (concurrency, per-minute limits, transport retries and
     /// backoff, the endpoints and their timeouts, the modelled provider's
     /// latency and faults), the GGUF model's file (its SHA-256 stays), its
-    /// prefix cache, worker count and kernel level, prices and the panel's file name. They change costs, timing and request grouping, never
+    /// prefix cache, worker count and kernel level, prices, the response
+    /// cache (`[cache]`) and the panel's file name. They change costs, timing and request grouping, never
     /// what a persona sees or says.
     pub fn content(&self) -> RawConfig {
         let mut c = self.raw.clone();
@@ -658,6 +706,7 @@ impl Config {
         }
         c.chat.gguf.kernel = chat.gguf.kernel;
         c.prices = PricesSection::default();
+        c.cache = CacheSection::default();
         // Where the panel was read from is not what it holds.
         if let Some(panel) = &mut c.panel {
             panel.source.clear();

@@ -82,6 +82,12 @@ pub struct ChatTotals {
     /// prompt tokens).
     #[serde(default)]
     pub cached_share: f64,
+    /// What the response cache across runs did (`[cache]`): answers served,
+    /// calls sent, and the bill against what would have been billed. Absent
+    /// when the run had none (a scripted or modelled provider, `--no-cache`,
+    /// a replay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_cache: Option<crate::chat::CacheReport>,
 }
 
 pub use crate::chat::EndpointCount;

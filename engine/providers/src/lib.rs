@@ -34,6 +34,7 @@
 //! assert_eq!(batch.vectors[0].len(), 8);
 //! ```
 
+pub mod cache;
 pub mod chat;
 pub mod clock;
 pub mod embed;
@@ -82,6 +83,64 @@ pub fn build_chat(cfg: &Config, seed: u64) -> engine::Result<Arc<dyn engine::cha
         return Ok(Arc::new(batch));
     }
     Ok(Arc::new(client))
+}
+
+/// `port` behind the response cache `cfg`'s `[cache]` names, for `run` and
+/// `validate` (never `bench` or `soak`). The scripted and modelled
+/// providers, and a cache that is off or has no directory, give `port`
+/// back. `counters` may be shared by the ports of one command.
+pub fn with_response_cache(
+    cfg: &Config,
+    seed: u64,
+    port: Arc<dyn engine::chat::ChatPort>,
+    counters: &Arc<cache::CacheCounters>,
+) -> Arc<dyn engine::chat::ChatPort> {
+    match cache_directory(cfg) {
+        Some(dir) => Arc::new(cache::CachedChat::new(port, &dir, response_cache_base(cfg, seed), Arc::clone(counters))),
+        None => port,
+    }
+}
+
+/// The response cache's directory for `cfg`: `None` when `[cache]` is off
+/// or has none, or the provider never uses it (scripted, modelled).
+pub fn cache_directory(cfg: &Config) -> Option<std::path::PathBuf> {
+    use engine::config::ChatProvider;
+    let live = matches!(cfg.raw.chat.provider, ChatProvider::Openai | ChatProvider::Gguf);
+    cfg.raw.cache.directory().filter(|_| live)
+}
+
+/// What besides the request decides a live answer, as the response cache
+/// keys it: the run's seed; every `[chat]` setting that can change a reply
+/// (temperature, top_p, the layout, max tokens, structured output; the
+/// operational ones left out, as [`Config::content`] leaves them); the
+/// `[answers]` settings (the mode among them); how calls are sent (online
+/// or batch) and their prices, which the kept spend carries; and the
+/// provider's identity: the endpoints (without credentials) and model id,
+/// or the GGUF file's SHA-256.
+pub fn response_cache_base(cfg: &Config, seed: u64) -> engine::digest::Digest {
+    let content = cfg.content();
+    use engine::config::ChatProvider;
+    let identity = match cfg.raw.chat.provider {
+        ChatProvider::Gguf => format!("gguf sha256 {}", cfg.raw.chat.gguf.sha256),
+        ChatProvider::Openai | ChatProvider::Scripted | ChatProvider::Modelled => {
+            let urls: Vec<String> = cfg.raw.chat.http.endpoints().iter().map(|u| engine::chat::redact_url(u)).collect();
+            format!("endpoints {}", urls.join(" "))
+        }
+    };
+    engine::digest::DigestWriter::new("response cache base v1")
+        .u64(seed)
+        .str(&json(&content.chat))
+        .str(&json(&content.answers))
+        .str(&format!("{:?}", cfg.raw.chat.mode))
+        .str(&json(&cfg.chat_price))
+        .str(&json(&cfg.chat_batch_price))
+        .str(&identity)
+        .finish()
+}
+
+/// Canonical JSON of a setting, for [`response_cache_base`].
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("config values serialise; this is a bug")
 }
 
 /// The inference client over the provider `cfg.embedding` names, with its

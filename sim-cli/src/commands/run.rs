@@ -67,6 +67,13 @@ pub struct RunArgs {
     /// and a probe generates no reason. Overrides the config's `[answers] mode`.
     #[arg(long, value_name = "MODE", value_parser = answer_mode())]
     pub answer_mode: Option<AnswerMode>,
+    /// Neither serve answers from the response cache nor keep them there, for this command. By default a
+    /// live model's (OpenAI-compatible or GGUF) replies and weighings are kept under `sim-engine/responses`
+    /// in the user's cache directory (`[cache] dir` elsewhere), keyed by the request, the seed, every setting
+    /// that changes a reply and the provider's identity; a later run or validation asking the same gets them
+    /// with no call, and the same digests. The summary gives the calls made, the answers served and the bill.
+    #[arg(long)]
+    pub no_cache: bool,
     /// A calibration.json of `validate --calibrate` to apply to the scenario's probes that ask one of its
     /// questions (the same text and options): each persona's distribution is tempered and blended with the
     /// people's marginal as fitted. Needs the configuration and answer mode the validation used.
@@ -97,7 +104,7 @@ pub struct RunArgs {
     pub yes: bool,
     /// Continue the killed, interrupted or stopped run in DIR from its last committed tick (its trace
     /// holds every other setting). A finished run is left unchanged.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "answer_mode", "calibration", "outcomes", "panel", "shard"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "answer_mode", "no_cache", "calibration", "outcomes", "panel", "shard"])]
     pub resume: Option<PathBuf>,
     /// Run shard I of N: a contiguous 1/N of the panel's personas, each with the same outcomes as in
     /// the whole run. `auto/N` takes I from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs), then
@@ -166,6 +173,9 @@ fn start(args: &RunArgs, watch: &Watch<'_>) -> runs::Result<runs::Finished> {
     let mut config = runs::load_config(args.config.as_deref())?;
     if let Some(mode) = args.answer_mode {
         config.raw.answers.mode = mode;
+    }
+    if args.no_cache {
+        config.raw.cache.enabled = false;
     }
     let start = Start {
         config,

@@ -65,6 +65,13 @@ pub struct ValidateArgs {
     /// for servers without logprobs; asked twice). Overrides the config's `[answers] mode`.
     #[arg(long, value_name = "MODE", value_parser = answer_mode())]
     pub answer_mode: Option<AnswerMode>,
+    /// Neither serve answers from the response cache nor keep them there, for this command. By default a
+    /// live model's (OpenAI-compatible or GGUF) replies and weighings are kept under `sim-engine/responses`
+    /// in the user's cache directory (`[cache] dir` elsewhere), keyed by the request, the seed, every setting
+    /// that changes a reply and the provider's identity; a later run or validation asking the same gets them
+    /// with no call, and the same digests. The summary gives the calls made, the answers served and the bill.
+    #[arg(long)]
+    pub no_cache: bool,
     /// The order the options are shown in: "as_asked", or "permuted" (a seeded order per persona and question,
     /// the answer mapped back; the second run uses another order, so reliability measures order sensitivity).
     /// Overrides the config's `[answers] order`.
@@ -120,6 +127,9 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
     }
     if let Some(mode) = args.answer_mode {
         config.raw.answers.mode = mode;
+    }
+    if args.no_cache {
+        config.raw.cache.enabled = false;
     }
     let v = Validate {
         config,

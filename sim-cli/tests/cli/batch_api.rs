@@ -135,7 +135,7 @@ fn failed_and_expired_lines_fail_their_jobs_alone() {
 fn killed_during_first_batch(dir: &Path) -> Server {
     let s = server(dir, &["--hold", "2"]);
     config(dir, "batch.toml", s.port, "batch");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+    let mut child = crate::support::command()
         .args(["run", "--personas", "12", "--ticks", "3", "--config", "batch.toml", "--out", "k", "--yes", "--json"])
         .current_dir(dir)
         .stdout(Stdio::null())

@@ -87,7 +87,7 @@ fn vectors_do_not_depend_on_the_thread_count() {
     let embed = |threads: &str| {
         let mut args = vec!["embed", "text", "--config", &cfg, "--threads", threads, "--json"];
         args.extend(texts.iter().copied());
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+        let out = crate::support::command()
             .args(&args)
             .current_dir(&dir)
             .env("RAYON_NUM_THREADS", threads)
@@ -230,7 +230,7 @@ fn ssr_is_exact_across_threads_strategies_and_replay_and_compares_with_a_survey(
     let run = |out: &str, threads: &str| {
         let args =
             ["run", "--config", &cfg, "--personas", "30", "--ticks", "2", "--threads", threads, "--out", out, "--json"];
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+        let o = crate::support::command()
             .args(args)
             .current_dir(&dir)
             .env("RAYON_NUM_THREADS", threads)

@@ -3,9 +3,23 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+/// The `sim-cli` binary, with a response cache of its own (`sim-engine/
+/// responses` under a fresh `XDG_CACHE_HOME`): no command is served what
+/// another kept, so every call a test counts is made. A test of the cache
+/// names its directory in its config.
+pub fn command() -> Command {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cache = std::env::temp_dir().join(format!("sim-cli-test-cache-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sim-cli"));
+    command.env("XDG_CACHE_HOME", cache);
+    command
+}
+
 /// Runs `sim-cli` with `args` in `dir`.
 pub fn sim(dir: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sim-cli")).args(args).current_dir(dir).output().expect("sim-cli runs")
+    command().args(args).current_dir(dir).output().expect("sim-cli runs")
 }
 
 /// A fresh scratch directory for one test.
@@ -78,7 +92,7 @@ pub fn digest_on_every_kernel_level(
         let out = format!("run-{level}");
         let threads = if i % 2 == 0 { "2" } else { "1" };
         let args = ["run", "--config", cfg.to_str().expect("utf-8"), "--personas", personas, "--ticks", ticks];
-        let mut command = Command::new(env!("CARGO_BIN_EXE_sim-cli"));
+        let mut command = self::command();
         command.args(args).args(["--out", &out, "--threads", threads, "--json"]).current_dir(dir);
         command.env("RAYON_NUM_THREADS", threads);
         if *level == "avx2" {

@@ -492,7 +492,7 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
     let (stop, gate) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU8::new(PAUSED)));
     let (url, seen, server) = openai_server_paused(stop.clone(), 0, Some((10, gate.clone())), Logprobs::Absent);
     std::fs::write(dir.join("b.toml"), config(&url)).expect("write");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+    let mut child = crate::support::command()
         .args([&args[..], &["--config", "b.toml", "--out", "killed"]].concat())
         .current_dir(&dir)
         .stdout(Stdio::null())
@@ -657,7 +657,7 @@ fn ctrl_c_stops_at_a_tick_boundary_and_the_run_resumes() {
     let dir = scratch("ctrl-c");
     let args = ["run", "--personas", "2000", "--ticks", "4", "--seed", "5", "--json"];
     let expected = digest_of(&sim(&dir, &[&args[..], &["--out", "reference"]].concat()));
-    let child = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+    let child = crate::support::command()
         .args([&args[..], &["--out", "stopped"]].concat())
         .current_dir(&dir)
         .stdout(Stdio::null())
@@ -692,7 +692,7 @@ fn no_secret_from_the_environment_reaches_any_output() {
          [embedding.http]\nbase_url = \"{url}\"\napi_key_env = \"SIM_TEST_SECRET_KEY\"\n"
     );
     std::fs::write(dir.join("live.toml"), config).expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_sim-cli"))
+    let out = crate::support::command()
         .args(["run", "--personas", "10", "--ticks", "2", "--config", "live.toml", "--out", "r", "--json"])
         .current_dir(&dir)
         .env("SIM_TEST_SECRET_KEY", secret)

@@ -376,6 +376,83 @@ fn options_left_out_of_the_top_alternatives_are_weighed_again_raised() {
     assert!(!dir.join("r").exists(), "nothing kept: nothing was asked");
 }
 
+/// The response cache across runs: a validation and a run asked again
+/// into new directories are served from it, with no call to the server
+/// and the same digests, their summaries giving the bill against the
+/// ledger; `--no-cache` asks the server again.
+#[test]
+fn a_second_command_is_served_from_the_response_cache() {
+    use crate::trace::{openai_logprobs_server, Logprobs};
+    let dir = scratch("response-cache");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, seen, server) = openai_logprobs_server(stop.clone(), Logprobs::Hidden { honours_bias: true });
+    let toml = format!(
+        "[chat]\nprovider = \"openai\"\nmodel = \"m\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n\
+         [cache]\ndir = \"kept\"\n"
+    );
+    std::fs::write(dir.join("live.toml"), toml).expect("config");
+    let bodies = || seen.lock().iter().filter(|l| l.starts_with("BODY ")).count();
+    let ask = |out: &str, extra: &[&str]| {
+        let args = ["validate", "--config", "live.toml", "--sample", "10", "--answer-mode", "probabilities"];
+        sim(&dir, &[&args[..], &["--yes", "--json", "--out", out], extra].concat())
+    };
+    let validate = |out: &str, extra: &[&str]| json(&ask(out, extra));
+    let a = validate("a", &[]);
+    let asked = bodies();
+    let b = validate("b", &[]);
+    let served = bodies();
+    let c = validate("c", &["--no-cache"]);
+    let again = bodies();
+    // One entry altered: ignored with a warning, and asked again.
+    let entry = std::fs::read_dir(dir.join("kept"))
+        .expect("the cache")
+        .flat_map(|d| std::fs::read_dir(d.expect("a directory").path()).expect("entries"))
+        .map(|e| e.expect("an entry").path())
+        .next()
+        .expect("an entry");
+    let mut bytes = std::fs::read(&entry).expect("read");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x20;
+    std::fs::write(&entry, bytes).expect("alter");
+    let o = ask("d", &[]);
+    let (d, warned) = (json(&o), stderr(&o));
+    let name = entry.file_name().expect("a name").to_string_lossy().into_owned();
+    assert!(warned.contains("response cache: ignoring") && warned.contains(&name), "{warned}");
+    let cd = &d["calls"]["response_cache"];
+    assert_eq!(
+        (cd["ignored"].as_u64(), cd["provider_calls"].as_u64(), &d["digest"]),
+        (Some(1), Some(1), &a["digest"]),
+        "{cd}"
+    );
+    let run = |out: &str| {
+        let o = sim(
+            &dir,
+            &["run", "--config", "live.toml", "--personas", "3", "--ticks", "1", "--yes", "--json", "--out", out],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice::<Value>(&o.stdout).expect("json")
+    };
+    let (r1, r2) = (run("r1"), run("r2"));
+    let ran = bodies();
+    stop.store(true, Ordering::Relaxed);
+    server.join().expect("server");
+    let (ca, cb) = (&a["calls"]["response_cache"], &b["calls"]["response_cache"]);
+    assert!(asked > 0 && ca["cache_hits"] == 0 && ca["provider_calls"].as_u64() == Some(31), "{ca}");
+    assert_eq!(served, asked, "the second validation made no call");
+    assert_eq!((cb["cache_hits"].as_u64(), cb["provider_calls"].as_u64()), (Some(31), Some(0)), "{cb}");
+    assert_eq!(b["digest"], a["digest"], "the same digest");
+    assert_eq!(b["questions"], a["questions"], "the same figures");
+    assert_eq!((cb["billed_usd"].as_f64(), &cb["would_have_billed_usd"]), (Some(0.0), &a["calls"]["cost_usd"]), "{cb}");
+    assert!(c["calls"].get("response_cache").is_none() && again > served, "--no-cache asks the server");
+    assert_eq!(c["digest"], a["digest"]);
+    let (k1, k2) = (&r1["chat"]["response_cache"], &r2["chat"]["response_cache"]);
+    assert!(k1["provider_calls"].as_u64().is_some_and(|n| n > 0) && k1["cache_hits"] == 0, "{k1}");
+    assert_eq!((k2["provider_calls"].as_u64(), &k2["cache_hits"]), (Some(0), &k1["provider_calls"]), "{k2}");
+    assert!(ran > again, "the first run asked the server");
+    assert_eq!((&r2["digest"], &r2["full_digest"]), (&r1["digest"], &r1["full_digest"]));
+    assert_eq!(r2["cost"]["provider_total_nano_usd"], r1["cost"]["provider_total_nano_usd"], "the ledger as bought");
+}
+
 /// `verbalized` mode against a server speaking the real protocol on
 /// loopback: each persona is asked, under a schema of exactly k shares,
 /// for the shares of people like it; broken JSON and a list of the wrong

@@ -15,6 +15,7 @@ use engine::digest::DigestWriter;
 use engine::persona::reply::{parse_shares, parse_survey};
 use engine::rng::Stream;
 use futures::StreamExt;
+use providers::cache::CacheCounters;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -371,7 +372,7 @@ pub(super) fn ask_reasons(
     cfg: &Config,
     seed: u64,
     watch: &Watch<'_>,
-    Panel { survey, respondents, earlier }: Panel<'_>,
+    Panel { survey, respondents, earlier, cache }: Panel<'_>,
     out: &Path,
 ) -> Result<Replies> {
     let mut sampled = cfg.clone();
@@ -380,7 +381,7 @@ pub(super) fn ask_reasons(
     let round =
         Round { label: "reasons", progress: watch.progress.as_ref(), permute: permutation(cfg, seed, 1), earlier };
     rt.block_on(async {
-        let chat = open_chat_port(&sampled, seed, &crate::dir::validation_reasons_wal(out))?;
+        let chat = open_chat_port(&sampled, seed, &crate::dir::validation_reasons_wal(out), cache)?;
         Ok(ask_all(&sampled, chat, survey, respondents, &round).await)
     })
 }
@@ -392,6 +393,8 @@ pub(super) struct Panel<'a> {
     pub(super) survey: &'a Survey,
     pub(super) respondents: &'a [Respondent],
     pub(super) earlier: &'a [String],
+    /// What the response cache did, counted by every port that asks them.
+    pub(super) cache: &'a Arc<providers::cache::CacheCounters>,
 }
 
 /// Both runs of the panel (at `--seed` and `--seed + 1`), after the live
@@ -401,7 +404,7 @@ pub(super) fn ask_both(
     cfg: &Config,
     seed: u64,
     watch: &Watch<'_>,
-    Panel { survey, respondents, earlier }: Panel<'_>,
+    Panel { survey, respondents, earlier, cache }: Panel<'_>,
     out: &Path,
     resumed: bool,
 ) -> Result<[Replies; 2]> {
@@ -409,6 +412,7 @@ pub(super) fn ask_both(
     let progress = watch.progress.as_ref();
     let asked = rt.block_on(async {
         let chat = providers::build_chat(cfg, seed).map_err(actors::Error::from)?;
+        let chat = providers::with_response_cache(cfg, seed, chat, cache);
         let (p1, p2) = (permutation(cfg, seed, 1), permutation(cfg, seed, 2));
         let round = |label, permute| Round { label, progress, permute, earlier };
         // In probabilities mode the first question is weighed before
@@ -428,7 +432,7 @@ pub(super) fn ask_both(
             AnswerMode::Sample | AnswerMode::Verbalized => None,
         };
         crate::preflight::probe(cfg, chat.as_ref(), progress).await?;
-        let first = chat_port(cfg, seed, out, 1)?;
+        let first = chat_port(cfg, seed, out, 1, cache)?;
         if let Some(weighed) = weighed_first {
             if asked_once(cfg) {
                 let once = round("probabilities", p1);
@@ -437,12 +441,12 @@ pub(super) fn ask_both(
             }
             let first =
                 probabilities_all(cfg, first, survey, respondents, &round("run 1 of 2", p1), Some(weighed)).await?;
-            let rerun = chat_port(cfg, seed.wrapping_add(1), out, 2)?;
+            let rerun = chat_port(cfg, seed.wrapping_add(1), out, 2, cache)?;
             let second = probabilities_all(cfg, rerun, survey, respondents, &round("run 2 of 2", p2), None).await?;
             return Ok([first, second]);
         }
         let first = ask_all(cfg, first, survey, respondents, &round("run 1 of 2", p1)).await;
-        let rerun = chat_port(cfg, seed.wrapping_add(1), out, 2)?;
+        let rerun = chat_port(cfg, seed.wrapping_add(1), out, 2, cache)?;
         let second = ask_all(cfg, rerun, survey, respondents, &round("run 2 of 2", p2)).await;
         Ok([first, second])
     });
@@ -457,14 +461,26 @@ pub(super) fn ask_both(
 /// run's own write-ahead log in `out`, so that an interrupted validation
 /// continued with the same command buys no answer twice. (One log per run:
 /// both runs send the same requests, under different seeds.)
-pub(super) fn chat_port(cfg: &Config, seed: u64, out: &Path, n: u32) -> Result<Arc<dyn ChatPort>> {
-    open_chat_port(cfg, seed, &crate::dir::validation_chat_wal(out, n))
+pub(super) fn chat_port(
+    cfg: &Config,
+    seed: u64,
+    out: &Path,
+    n: u32,
+    cache: &Arc<CacheCounters>,
+) -> Result<Arc<dyn ChatPort>> {
+    open_chat_port(cfg, seed, &crate::dir::validation_chat_wal(out, n), cache)
 }
 
-/// [`chat_port`] logging to `path`.
-pub(super) fn open_chat_port(cfg: &Config, seed: u64, path: &Path) -> Result<Arc<dyn ChatPort>> {
+/// [`chat_port`] logging to `path`, behind the response cache.
+pub(super) fn open_chat_port(
+    cfg: &Config,
+    seed: u64,
+    path: &Path,
+    cache: &Arc<CacheCounters>,
+) -> Result<Arc<dyn ChatPort>> {
     use engine::store::trace::{cassette::CassetteChat, wal};
     let chat = providers::build_chat(cfg, seed).map_err(actors::Error::from)?;
+    let chat = providers::with_response_cache(cfg, seed, chat, cache);
     Ok(match cfg.raw.chat.provider {
         ChatProvider::Scripted => chat,
         ChatProvider::Modelled | ChatProvider::Openai | ChatProvider::Gguf => {

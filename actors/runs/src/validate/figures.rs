@@ -13,7 +13,7 @@ use survey::score::{Scores, Source};
 use survey::{Suite, Survey};
 
 /// What the calls cost, over both runs.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Calls {
     /// Questions asked (respondents x questions x 2 runs).
     pub asked: u64,
@@ -30,6 +30,11 @@ pub struct Calls {
     /// Some tokens are estimated (the scripted model, or a server that
     /// reported no usage), not reported.
     pub estimated: bool,
+    /// What the response cache across runs did: answers served, calls
+    /// sent, and the bill against what would have been billed (absent with
+    /// no cache).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_cache: Option<engine::chat::CacheReport>,
 }
 
 /// The summary: `summary.json`, and stdout with `--json`.
@@ -289,7 +294,7 @@ pub(super) fn digest(
     w.finish()
 }
 
-pub(super) fn calls(runs: &[&Replies]) -> Calls {
+pub(super) fn calls(runs: &[&Replies], cfg: &Config, cache: &providers::cache::CacheCounters) -> Calls {
     let mut spend = Spend::default();
     let mut c = Calls::default();
     for a in runs.iter().flat_map(|r| r.iter().flatten()) {
@@ -302,5 +307,6 @@ pub(super) fn calls(runs: &[&Replies]) -> Calls {
     c.input_tokens = spend.input_tokens;
     c.output_tokens = spend.output_tokens;
     c.cost_usd = spend.nano_usd as f64 / NANO_PER_USD as f64;
+    c.response_cache = providers::cache_directory(cfg).map(|dir| cache.report(&dir).with_bill(spend.nano_usd));
     c
 }

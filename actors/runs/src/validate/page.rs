@@ -214,6 +214,9 @@ pub fn text(s: &Summary) -> String {
         c.cost_usd,
         if c.estimated { " (estimated)" } else { "" }
     );
+    if let Some(cache) = &c.response_cache {
+        let _ = writeln!(out, "{}", cache.line());
+    }
     let _ = writeln!(out, "digest {}\nout {}", s.digest, s.out);
     if let Some(line) = design_line(s) {
         let _ = writeln!(out, "{line}");

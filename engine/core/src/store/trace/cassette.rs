@@ -244,6 +244,10 @@ impl ChatPort for CassetteChat {
         self.live.as_ref().and_then(|l| l.activity())
     }
 
+    fn cache_report(&self) -> Option<crate::chat::CacheReport> {
+        self.live.as_ref().and_then(|l| l.cache_report())
+    }
+
     fn conversation_started(&self) {
         if let Some(l) = &self.live {
             l.conversation_started();

@@ -197,6 +197,10 @@ impl ChatPort for WalChat {
         self.inner.activity()
     }
 
+    fn cache_report(&self) -> Option<crate::chat::CacheReport> {
+        self.inner.cache_report()
+    }
+
     fn conversation_started(&self) {
         self.inner.conversation_started();
     }
