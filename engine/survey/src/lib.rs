@@ -10,6 +10,8 @@
 //! - [`answers`]: the people's own [`Answers`].
 //! - [`score`]: the held-out split, the baselines and every figure of
 //!   `sim-cli validate`, each with a bootstrap interval, weighted or not.
+//! - [`compare`]: several models compared on the same respondents, paired,
+//!   and ranked.
 //! - [`impute`]: the statistical imputer the model must beat (a
 //!   multinomial or ordered logit on the traits and the given answers),
 //!   fitted by [`logit`].
@@ -28,6 +30,7 @@
 
 pub mod answers;
 pub mod calibrate;
+pub mod compare;
 pub mod impute;
 pub mod interview;
 pub mod logit;

@@ -514,7 +514,8 @@ impl Question<'_> {
     }
 }
 
-fn figure(value: Option<f64>, resampled: impl Iterator<Item = Option<f64>>) -> Figure {
+/// A figure of `value` with the 95% interval of its `resampled` values.
+pub(crate) fn figure(value: Option<f64>, resampled: impl Iterator<Item = Option<f64>>) -> Figure {
     let mut values: Vec<f64> = resampled.flatten().collect();
     Figure { value, interval: value.and(stats::interval95(&mut values)) }
 }
