@@ -52,6 +52,7 @@ def validate(
     confirm_live: bool,
     progress: Callable[[int, str, int, int], Any] | None,
     cache: bool = True,
+    configs: list[str] = ...,
 ) -> tuple[str, str, str]: ...
 
 # Only in a build with the agents workload (HAS_AGENTS; the `agents` feature).

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import _native
-from .errors import PanelError
+from .errors import ConfigError, PanelError
 from .inputs import PathLike, _counts, _csv, _map, _read
 from .progress import Progress, _progress
 from .tables import _pandas, _write_parquet
@@ -23,15 +23,95 @@ class Validation:
     """A validation (``simengine.validate`` or ``sim-cli validate``): a
     panel's answers scored against real people's, on the held-out half."""
 
-    def __init__(self, path: PathLike, summary: dict[str, Any], answers_path: PathLike) -> None:
+    def __init__(self, path: PathLike, summary: dict[str, Any], answers_path: PathLike | None) -> None:
         self.path: Path = Path(path)
         self.summary: dict[str, Any] = summary
-        self._answers = Path(answers_path)
+        self._answers = None if answers_path is None else Path(answers_path)
+
+    @property
+    def is_comparison(self) -> bool:
+        """Whether this compares several models (``validate(configs=...)``)."""
+        return "models" in self.summary
 
     @property
     def digest(self) -> str:
-        """The validation's digest (its answers and figures)."""
+        """The validation's digest (its answers and figures); a comparison
+        has one per model (``digests``), and raises ``ConfigError``."""
+        if self.is_comparison:
+            raise ConfigError("a comparison has one digest per model: see Validation.digests")
         return str(self.summary["digest"])
+
+    @property
+    def models(self) -> list[dict[str, Any]]:
+        """A comparison's models, in the order given: ``label``,
+        ``config``, ``chat_model``, and ``error`` for one that failed
+        (empty for one validation)."""
+        return [{k: v for k, v in m.items() if k != "summary"} for m in self.summary.get("models", [])]
+
+    @property
+    def digests(self) -> dict[str, str]:
+        """Each finished model's digest by its label (a comparison), or the
+        one digest under ``"model"``."""
+        if not self.is_comparison:
+            return {"model": self.digest}
+        return {m["label"]: m["summary"]["digest"] for m in self.summary["models"] if "summary" in m}
+
+    def _parts(self) -> list[tuple[str | None, dict[str, Any], Path]]:
+        """Each finished model's label, summary and answers file."""
+        if not self.is_comparison:
+            assert self._answers is not None
+            return [(None, self.summary, self._answers)]
+        return [
+            (m["label"], m["summary"], self.path / m["label"] / "answers.csv")
+            for m in self.summary["models"]
+            if "summary" in m
+        ]
+
+    def comparison(self) -> "pandas.DataFrame":
+        """A comparison's pairs: one row per question (and ``overall``) and
+        pair, ``a`` (a model) against ``b`` (another model or a baseline):
+        the ``figure`` (``log_loss``, lower is better, or ``exact_match``),
+        a's figure minus b's as ``value`` with its paired bootstrap
+        interval ``low`` and ``high``, the ``verdict`` (``a better``, ``b
+        better`` or ``tied``), and the same for the question's
+        ``distribution_figure``. Empty for one validation."""
+        pd = _pandas()
+        rows = []
+        c = self.summary.get("comparison") or {"questions": [], "overall": []}
+        blocks = [(q["question"], q["pairs"]) for q in c["questions"]] + [("overall", c["overall"])]
+        for question, pairs in blocks:
+            for p in pairs:
+                d, dd = p["difference"], p["distribution_difference"]
+                low, high = d.get("interval") or [None, None]
+                dlow, dhigh = dd.get("interval") or [None, None]
+                rows.append({
+                    "question": question, "a": p["a"], "b": p["b"], "figure": p["figure"], "value": d["value"],
+                    "low": low, "high": high, "verdict": p["verdict"], "distribution_figure": p["distribution_figure"],
+                    "distribution_value": dd["value"], "distribution_low": dlow, "distribution_high": dhigh,
+                })
+        columns = ["question", "a", "b", "figure", "value", "low", "high", "verdict", "distribution_figure", "distribution_value", "distribution_low", "distribution_high"]
+        floats = ["value", "low", "high", "distribution_value", "distribution_low", "distribution_high"]
+        dtypes = {c: ("Float64" if c in floats else "string") for c in columns}
+        typed: pandas.DataFrame = pd.DataFrame(rows, columns=columns).astype(dtypes)
+        return typed
+
+    def ranking(self) -> "pandas.DataFrame":
+        """A comparison's ranking: one row per question (and ``overall``)
+        and model: its ``rank`` (1 plus the models better beyond doubt, so
+        models whose paired interval covers 0 tie), the ``figure`` ranked
+        on and the model's ``value``. Empty for one validation."""
+        pd = _pandas()
+        c = self.summary.get("comparison") or {"questions": [], "ranking": []}
+        blocks = [(q["question"], q["ranking"]) for q in c["questions"]] + [("overall", c["ranking"])]
+        rows = [
+            {"question": question, "model": s["name"], "rank": s["rank"], "figure": s["figure"], "value": s["value"]}
+            for question, standings in blocks
+            for s in standings
+        ]
+        columns = ["question", "model", "rank", "figure", "value"]
+        dtypes = {"question": "string", "model": "string", "rank": "Int64", "figure": "string", "value": "Float64"}
+        typed: pandas.DataFrame = pd.DataFrame(rows, columns=columns).astype(dtypes)
+        return typed
 
     @property
     def response_cache(self) -> dict[str, Any] | None:
@@ -41,7 +121,8 @@ class Validation:
         return None if found is None else dict(found)
 
     def figures(self) -> "pandas.DataFrame":
-        """One row per question, source and figure, on the held-out half:
+        """One row per question, source and figure, on the held-out half (a
+        comparison's rows start with the ``model``, its label):
         ``question``, ``kind`` (``ordinal`` or ``nominal``), ``source`` (the
         model, and the baselines it must beat), ``figure`` (``ks_similarity``,
         ``wasserstein``, ``spread_ratio``, ``subgroup_correlation``,
@@ -52,27 +133,32 @@ class Validation:
         left out; an interval that cannot be drawn is ``<NA>``."""
         pd = _pandas()
         rows = []
-        for q in self.summary["questions"]:
-            for src in q["sources"]:
-                for figure, cell in src.items():
-                    if not isinstance(cell, dict) or "value" not in cell:
-                        continue
-                    interval = cell.get("interval") or [None, None]
-                    rows.append(
-                        {
-                            "question": q["id"],
-                            "kind": q["kind"],
-                            "source": src["name"],
-                            "figure": figure,
-                            "value": cell["value"],
-                            "low": interval[0],
-                            "high": interval[1],
-                            "answered": src.get("answered"),
-                            "missing": src.get("missing"),
-                        }
-                    )
+        for model, summary, _ in self._parts():
+            for q in summary["questions"]:
+                for src in q["sources"]:
+                    for figure, cell in src.items():
+                        if not isinstance(cell, dict) or "value" not in cell:
+                            continue
+                        interval = cell.get("interval") or [None, None]
+                        rows.append(
+                            {
+                                "model": model,
+                                "question": q["id"],
+                                "kind": q["kind"],
+                                "source": src["name"],
+                                "figure": figure,
+                                "value": cell["value"],
+                                "low": interval[0],
+                                "high": interval[1],
+                                "answered": src.get("answered"),
+                                "missing": src.get("missing"),
+                            }
+                        )
         columns = ["question", "kind", "source", "figure", "value", "low", "high", "answered", "missing"]
+        if self.is_comparison:
+            columns = ["model", *columns]
         dtypes = {
+            "model": "string",
             "question": "string",
             "kind": "string",
             "source": "string",
@@ -83,7 +169,7 @@ class Validation:
             "answered": "Int64",
             "missing": "Int64",
         }
-        typed: pandas.DataFrame = pd.DataFrame(rows, columns=columns).astype(dtypes)
+        typed: pandas.DataFrame = pd.DataFrame(rows, columns=columns).astype({c: dtypes[c] for c in columns})
         return typed
 
     def answers(self) -> "pandas.DataFrame":
@@ -91,13 +177,19 @@ class Validation:
         (``fitted`` or ``held_out``), ``question``, the person's answer
         ``human``, the model's ``model`` and its re-run ``model_rerun``
         (option numbers from 1; ``<NA>`` where none parsed), the
-        ``attempts``, ``cost_nano_usd`` and the model's ``why``."""
+        ``attempts``, ``cost_nano_usd`` and the model's ``why``; a
+        comparison's rows start with the model's ``label``."""
         pd = _pandas()
-        frame = pd.read_csv(self._answers, dtype={"respondent": "string", "half": "string", "question": "string", "why": "string"}, keep_default_na=False, na_values=[""])
-        for column in ("human", "model", "model_rerun", "attempts", "attempts_rerun", "cost_nano_usd"):
-            if column in frame:
-                frame[column] = frame[column].astype("Int64")
-        typed: pandas.DataFrame = frame
+        frames = []
+        for label, _, path in self._parts():
+            frame = pd.read_csv(path, dtype={"respondent": "string", "half": "string", "question": "string", "why": "string"}, keep_default_na=False, na_values=[""])
+            for column in ("human", "model", "model_rerun", "attempts", "attempts_rerun", "cost_nano_usd"):
+                if column in frame:
+                    frame[column] = frame[column].astype("Int64")
+            if label is not None:
+                frame.insert(0, "label", pd.array([label] * len(frame), dtype="string"))
+            frames.append(frame)
+        typed: pandas.DataFrame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         return typed
 
     def calibration(self) -> "pandas.DataFrame":
@@ -226,6 +318,9 @@ class Validation:
         ``directory``, and ``calibration.parquet`` and ``rectified.parquet``
         when the validation has them. Needs pyarrow."""
         frames = {"figures": self.figures(), "answers": self.answers()}
+        if self.is_comparison:
+            frames["comparison"] = self.comparison()
+            frames["ranking"] = self.ranking()
         if self.summary.get("calibration"):
             frames["calibration"] = self.calibration()
         if self.summary.get("rectified"):
@@ -234,6 +329,8 @@ class Validation:
 
     def __repr__(self) -> str:
         s = self.summary
+        if self.is_comparison:
+            return f"Validation({str(self.path)!r}, models={[m['label'] for m in self.models]!r})"
         return f"Validation({str(self.path)!r}, suite={s.get('suite')!r}, respondents={s.get('respondents')}, digest={self.digest[:16]}…)"
 
 
@@ -259,6 +356,7 @@ def validate(
     confirm_live: bool = False,
     progress: Progress = True,
     cache: bool = True,
+    configs: "Sequence[PathLike] | None" = None,
 ) -> Validation:
     """Checks a panel against real people (``sim-cli validate``): personas
     built from respondents answer the survey's questions on the configured
@@ -308,8 +406,25 @@ def validate(
     ``cache=False`` neither serves answers from the response cache nor
     keeps them (``sim-cli validate --no-cache``); see ``simengine.run``.
     ``Validation.response_cache`` says what it did.
+
+    ``configs=[a, b, ...]`` compares models (``sim-cli validate --config a
+    --config b``): each answers the same respondents, in a directory of its
+    own under ``out``, with the digest it has alone (``digests``). A model
+    that fails is reported as failed (``models``) and the others go on.
+    ``figures()`` and ``answers()`` then carry a ``model`` column;
+    ``comparison()`` gives every pair's paired difference (and each model's
+    against each baseline) with its interval and verdict, and
+    ``ranking()`` the models per question and overall, tied where an
+    interval covers 0.
     """
     _counts(seed=(seed, 0), sample=(sample, 1), resamples=(resamples, 1))
+    if isinstance(configs, (str, Path)):
+        raise ConfigError(f"validate: configs={configs!r}: give a list of config files, e.g. configs=[{str(configs)!r}, ...]")
+    config_list = [str(c) for c in (configs or [])]
+    if config_list and config is not None:
+        raise ConfigError("validate: give config= for one model or configs= for several, not both")
+    if len(config_list) == 1:
+        config, config_list = config_list[0], []
     if isinstance(given, str):
         raise PanelError(f"validate: given={given!r}: give a list of question ids, e.g. given=[{given!r}]")
     given_ids = [str(g) for g in (given or [])]
@@ -345,9 +460,10 @@ def validate(
             confirm_live=confirm_live,
             progress=callback,
             cache=cache,
+            configs=config_list,
         )
         summary = json.loads(summary_json)
     finally:
         if bar is not None:
             bar.close(None)
-    return Validation(directory, summary, answers_path)
+    return Validation(directory, summary, answers_path or None)

@@ -129,7 +129,7 @@ fn live_confirmation(
 /// Returns the validation's directory, its summary
 /// as JSON and the path of its answers file.
 #[pyfunction]
-#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, given, weights, confirm_live, progress, cache=true))]
+#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, given, weights, confirm_live, progress, cache=true, configs=Vec::new()))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.validate`, one for one.
 fn validate(
     py: Python<'_>,
@@ -150,6 +150,7 @@ fn validate(
     confirm_live: bool,
     progress: Option<Bound<'_, PyAny>>,
     cache: bool,
+    configs: Vec<PathBuf>,
 ) -> PyResult<(String, String, String)> {
     let mode = answer_mode
         .as_deref()
@@ -174,14 +175,18 @@ fn validate(
             }
             None => runs::validate::SuiteSource::Builtin(suite),
         };
-        let mut config = runs::load_config_for(config.as_deref(), runs::Models::Chat)?;
-        if let Some(mode) = mode {
-            config.raw.answers.mode = mode;
-        }
-        if let Some(order) = order {
-            config.raw.answers.order = order;
-        }
-        config.raw.cache.enabled &= cache;
+        let configure = |path: Option<&std::path::Path>| -> runs::Result<engine::config::Config> {
+            let mut config = runs::load_config_for(path, runs::Models::Chat)?;
+            if let Some(mode) = mode {
+                config.raw.answers.mode = mode;
+            }
+            if let Some(order) = order {
+                config.raw.answers.order = order;
+            }
+            config.raw.cache.enabled &= cache;
+            Ok(config)
+        };
+        let config = configure(config.as_deref())?;
         let args = runs::Validate {
             config,
             suite,
@@ -195,6 +200,16 @@ fn validate(
             given,
             weights,
         };
+        if configs.len() > 1 {
+            let mut models = Vec::new();
+            for path in &configs {
+                models.push((path.display().to_string(), configure(Some(path))?));
+            }
+            let done = runs::compare(runs::Compare { models, args }, &watch)?;
+            let summary = serde_json::to_string(&done)
+                .map_err(|e| runs::Error::Input(format!("cannot encode the comparison: {e}")))?;
+            return Ok((done.out, summary, String::new()));
+        }
         let done = runs::validate(args, &watch)?;
         let summary = serde_json::to_string(&done.summary)
             .map_err(|e| runs::Error::Input(format!("cannot encode the summary: {e}")))?;

@@ -492,15 +492,42 @@ def test_a_second_validation_is_served_from_the_response_cache(tmp_path: Path) -
             )
 
         first = ask("a")
-        bought = len(calls)
+        bought = len(calls) - 1  # the connection check is made live, outside the cache
         second = ask("b")
-        assert len(calls) == bought, "no call"
+        assert len(calls) == bought + 2, "no call but the second connection check"
         assert second.digest == first.digest
         assert first.response_cache is not None and second.response_cache is not None
         assert (first.response_cache["cache_hits"], first.response_cache["provider_calls"]) == (0, bought)
         assert (second.response_cache["cache_hits"], second.response_cache["provider_calls"]) == (bought, 0)
         assert (tmp_path / "kept").is_dir(), "the directory is relative to the config's"
         third = ask("c", cache=False)
-        assert third.response_cache is None and len(calls) == 2 * bought and third.digest == first.digest
+        assert third.response_cache is None and len(calls) == 2 * bought + 3 and third.digest == first.digest
     finally:
         server.shutdown()
+
+
+def test_models_compared_in_one_validation_as_the_cli_does(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.toml", tmp_path / "two.toml"
+    one.write_text("")
+    two.write_text("[chat]\nmalformed_rate = 0.0\n")
+    v = simengine.validate(configs=[one, two], sample=20, resamples=100, out=tmp_path / "c", progress=False)
+    assert v.is_comparison and [m["label"] for m in v.models] == ["1-scripted-persona-v1", "2-scripted-persona-v1"]
+    alone = simengine.validate(config=one, sample=20, resamples=100, out=tmp_path / "a", progress=False)
+    assert v.digests["1-scripted-persona-v1"] == alone.digest, "a model's digest whatever else is in the job"
+    figures = v.figures()
+    assert list(figures.columns)[:2] == ["model", "question"] and set(figures["model"]) == set(v.digests)
+    assert set(v.answers()["label"]) == set(v.digests)
+    pairs = v.comparison()
+    assert set(pairs["question"]) == {"selfLR", "PID", "vote", "overall"}
+    assert set(pairs["verdict"]) <= {"a better", "b better", "tied"}
+    assert set(v.ranking()["rank"].dropna()) <= {1, 2}
+    with pytest.raises(simengine.ConfigError, match="digests"):
+        _ = v.digest
+    cli = os.environ["SIM_CLI"]
+    out = subprocess.run(
+        [cli, "validate", "--config", str(one), "--config", str(two), "--sample", "20", "--resamples", "100", "--out", str(tmp_path / "cli"), "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(out.stdout)["comparison"] == v.summary["comparison"]

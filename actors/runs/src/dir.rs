@@ -49,6 +49,8 @@ pub const VALIDATION: &str = "validate.json";
 pub const ANSWERS: &str = "answers.csv";
 /// A validation's fitted calibration (`validate --calibrate`).
 pub const CALIBRATION: &str = "calibration.json";
+/// A comparison of models' validations (`validate --config A --config B`).
+pub const COMPARISON: &str = "comparison.json";
 /// A merge's spill files, removed when it ends.
 pub const MERGE_SPILL: &str = ".merge";
 

@@ -42,7 +42,7 @@ pub use start::{
     load_scenario, resume, runtime, start, Finished, LoadedScenario, OutcomesFile, PanelData, Start, TraceHooks,
     DEFAULT_PERSONAS,
 };
-pub use validate::{validate, Validate, Validation};
+pub use validate::{compare, validate, Compare, Validate, Validation};
 pub use watch::{Confirm, Interrupt, Watch};
 
 use engine::config::{Config, RawConfig};

@@ -67,15 +67,9 @@ pub async fn probe(cfg: &Config, chat: &dyn ChatPort, progress: &dyn Progress) -
          sentiment 0, intent 3, importance 1."
     );
     let request = ChatRequest::new(&cfg.raw.chat.model, ChatPurpose::Reaction, prompt);
-    let hits = || chat.cache_report().map_or(0, |c| c.cache_hits);
-    let before = hits();
     let reply = chat.complete(&request).await.map_err(|e| {
         Error::context(format!("the live chat model {} failed its check before the run", cfg.raw.chat.model), e)
     })?;
-    if hits() > before {
-        progress.note("connection check: served from the response cache (an earlier command's), no call made");
-        return Ok(());
-    }
     // The check is paid for but belongs to no persona: it is reported here
     // and stays out of the run's ledger.
     let model = reply.attempts.last().and_then(|a| a.model.clone()).unwrap_or_else(|| cfg.raw.chat.model.clone());

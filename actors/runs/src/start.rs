@@ -345,8 +345,6 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     // A shard's ports get its share of the rate limits.
     let port_config = shard.map(|s| s.share_rates(&config));
     let (embedder, chat) = actors::run::default_ports(port_config.as_ref().unwrap_or(&config), seed)?;
-    // Answers kept by earlier commands are served from the response cache.
-    let chat = providers::with_response_cache(&config, seed, chat, &Arc::default());
     let ran = shard.map_or(personas, |s| s.personas(personas).len() as u32);
     let estimate = || crate::preflight::estimate(&config, &loaded.scenario, &Traits::builtin(), seed, ran, ticks);
     (watch.confirm)(&config, &estimate)?;
@@ -356,8 +354,10 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     let dir = RunDir::create(out.as_deref(), &default, "--out")?;
     let interrupt = watch.interrupt.install(&runtime, dir.path())?;
     dir.write_config(&config)?;
-    // Live answers are logged as they are paid for, so a resume never buys
-    // them again.
+    // Answers kept by earlier commands are served from the response cache
+    // (the connection check above asked the server itself). Live answers
+    // are logged as they are paid for, so a resume never buys them again.
+    let chat = providers::with_response_cache(&config, seed, chat, &Arc::default());
     let chat: Arc<dyn engine::chat::ChatPort> = match config.raw.chat.provider {
         ChatProvider::Scripted => chat,
         ChatProvider::Modelled | ChatProvider::Openai | ChatProvider::Gguf => {

@@ -25,6 +25,7 @@ use crate::watch::Watch;
 use engine::config::{AnswerMode, Config};
 use engine::cost::{estimate_tokens, NANO_PER_USD};
 use outputs::{Started, Table};
+use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use survey::score::{self, Settings, Source};
@@ -51,12 +52,34 @@ impl Validation {
 /// Runs the validation `args` describes: both runs of the panel, the
 /// scores, and `summary.json`, `answers.csv` and `report.html` in its
 /// directory.
-pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
+pub fn validate(args: Validate, watch: &Watch<'_>) -> Result<Validation> {
+    validate_scored(args, watch).map(|(v, _)| v)
+}
+
+/// What a validation scored, kept to compare it with another model's on
+/// the same respondents.
+struct Scored {
+    survey: Survey,
+    human: Vec<Vec<Option<u8>>>,
+    weights: Vec<f64>,
+    /// The model's forecasts (or answers), as calibration takes them.
+    model: Source,
+    /// The baselines, the imputer's included.
+    baselines: Vec<Source>,
+}
+
+/// [`validate()`], with what it scored.
+fn validate_scored(mut args: Validate, watch: &Watch<'_>) -> Result<(Validation, Scored)> {
     // The embedder is needed, and so loaded, only for SSR.
     if args.config.raw.intent.ssr() {
         let name = "the config's embedder (SSR rates the free text with it)";
         providers::identify_embedder(&mut args.config).map_err(|e| Error::context(name, e))?;
     }
+    scored(args, watch)
+}
+
+/// The validation's sequence, once its embedder is identified.
+fn scored(args: Validate, watch: &Watch<'_>) -> Result<(Validation, Scored)> {
     let cfg = &args.config;
     crate::refuse_batch_mode(cfg, "validate")?;
     let mut suite = inputs::load_suite(&args.suite, args.subgroups.as_deref())?;
@@ -106,7 +129,7 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         crate::calibration::fitted(cfg, &suite, &model.name, &given_ids, fits)
     });
     let rectified = args.rectify.then(|| survey::rectify::shares(&suite.survey, &model, &human, &split));
-    sources.extend(baselines);
+    sources.extend(baselines.iter().cloned());
     let rerun = (!second.is_empty()).then(|| {
         Source::new(format!("a second run (seed {})", args.seed.wrapping_add(1)), ask::direct(&suite.survey, &second))
     });
@@ -149,7 +172,118 @@ pub fn validate(mut args: Validate, watch: &Watch<'_>) -> Result<Validation> {
         sources: &sources,
     };
     outputs::write_outputs(&out, &summary, &table)?;
-    Ok(Validation { dir: out, summary, resumed })
+    let scored = Scored { survey: suite.survey, human, weights, model, baselines };
+    Ok((Validation { dir: out, summary, resumed }, scored))
+}
+
+/// Several models validated on the same respondents and compared
+/// (`validate --config A --config B`).
+#[derive(Debug, Clone)]
+pub struct Compare {
+    /// Each model: its name (the config file's) and its configuration.
+    pub models: Vec<(String, Config)>,
+    /// Everything else, as for one model: its `config` is not used, and
+    /// `out` is the comparison's directory (each model's validation goes in
+    /// a directory of its own there).
+    pub args: Validate,
+}
+
+/// One model of a comparison.
+#[derive(Debug, Serialize)]
+pub struct ModelOutcome {
+    /// Its name in the comparison (`1-MODEL`), and its directory's.
+    pub label: String,
+    /// The config file it came from.
+    pub config: String,
+    /// The chat model.
+    pub chat_model: String,
+    /// Why it failed, when it did (the others go on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its validation's summary, when it finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+}
+
+/// A comparison: `comparison.json`, and stdout with `--json`.
+#[derive(Debug, Serialize)]
+pub struct ComparisonSummary {
+    /// The seed every model was asked and scored with.
+    pub seed: u64,
+    /// Each model, in the order given.
+    pub models: Vec<ModelOutcome>,
+    /// The finished models' paired differences and ranking.
+    pub comparison: survey::compare::Comparison,
+    /// The directory.
+    pub out: String,
+}
+
+impl ComparisonSummary {
+    /// The readable comparison, as `sim-cli validate` prints it.
+    pub fn text(&self) -> String {
+        page::comparison_text(self)
+    }
+}
+
+/// Validates each model of `c` on the same respondents, one directory each
+/// under its `out`, then compares them (`comparison.json` there). A model
+/// that fails is reported as failed and the others go on; when all fail,
+/// the first's error is the comparison's.
+pub fn compare(c: Compare, watch: &Watch<'_>) -> Result<ComparisonSummary> {
+    let out = c.args.out.clone().unwrap_or_else(|| crate::dir::fresh(&format!("runs/compare-s{}", c.args.seed)));
+    if std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(Error::Refused(format!(
+            "output directory {} already exists and is not empty; choose another --out (the response cache \
+             serves what an earlier comparison bought)",
+            out.display()
+        )));
+    }
+    std::fs::create_dir_all(&out).map_err(Error::io(format!("cannot create {}", out.display())))?;
+    let (mut outcomes, mut done, mut first_error) = (Vec::new(), Vec::new(), None);
+    let count = c.models.len();
+    for (i, (name, config)) in c.models.into_iter().enumerate() {
+        let slug: String = config
+            .raw
+            .chat
+            .model
+            .chars()
+            .map(|ch| if ch.is_ascii_alphanumeric() || ch == '.' { ch } else { '-' })
+            .collect();
+        let label = format!("{}-{slug}", i + 1);
+        watch.progress.note(&format!("model {} of {count}: {label} ({name})", i + 1));
+        let chat_model = config.raw.chat.model.clone();
+        let args = Validate { config, out: Some(out.join(&label)), ..c.args.clone() };
+        let (error, summary) = match validate_scored(args, watch) {
+            Ok((v, scored)) => {
+                done.push((label.clone(), scored));
+                (None, Some(v.summary))
+            }
+            Err(e) => {
+                // The error with its causes, as the command line prints one.
+                let mut text = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    text = format!("{text}: {c}");
+                    cause = c.source();
+                }
+                watch.progress.note(&format!("{label} failed: {text}"));
+                first_error.get_or_insert(e);
+                (Some(text), None)
+            }
+        };
+        outcomes.push(ModelOutcome { label, config: name, chat_model, error, summary });
+    }
+    let Some((_, base)) = done.first() else {
+        let _ = std::fs::remove_dir(&out);
+        return Err(first_error.unwrap_or_else(|| Error::Input("no model to compare".into())));
+    };
+    let models: Vec<Source> = done.iter().map(|(label, s)| Source { name: label.clone(), ..s.model.clone() }).collect();
+    let settings = Settings { seed: c.args.seed, resamples: c.args.resamples as usize };
+    let comparison =
+        survey::compare::compare(&base.survey, &base.human, &base.weights, &models, &base.baselines, settings);
+    let summary = ComparisonSummary { seed: c.args.seed, models: outcomes, comparison, out: out.display().to_string() };
+    outputs::write_comparison(&out, &summary)?;
+    Ok(summary)
 }
 
 /// What `asked` questions cost at most, priced on the first question's

@@ -379,7 +379,11 @@ impl OptionProbabilities {
         let probabilities: Vec<f64> = list.split(' ').map(str::parse).collect::<std::result::Result<_, _>>().ok()?;
         let mass: f64 = mass.parse().ok()?;
         let valid = |p: &f64| p.is_finite() && (0.0..=1.0).contains(p);
-        (probabilities.len() >= 2 && probabilities.iter().all(valid) && valid(&mass) && raised.iter().all(valid))
+        // A mass is the sum of the shares a server listed, which its own
+        // rounding (or a server's error) can carry past 1: any finite
+        // non-negative mass is kept as it was measured.
+        let measured = |m: &f64| m.is_finite() && *m >= 0.0;
+        (probabilities.len() >= 2 && probabilities.iter().all(valid) && measured(&mass) && raised.iter().all(measured))
             .then_some((probabilities, mass, raised))
     }
 }
@@ -600,12 +604,16 @@ mod tests {
         let back = OptionProbabilities::from_text(&text, raised.spend, true).expect("reads");
         assert_eq!(back.raised.map(f64::to_bits), raised.raised.map(f64::to_bits));
         assert_eq!(OptionProbabilities::parse_text(&text).map(|(_, m)| m.to_bits()), Some(p.mass.to_bits()));
+        let past_one = OptionProbabilities { mass: 2.51, raised: Some(1.000_000_000_6), ..p.clone() };
+        let back = OptionProbabilities::from_text(&past_one.to_text(), p.spend, true).expect("a mass past 1 reads");
+        assert_eq!((back.mass, back.raised), (2.51, Some(1.000_000_000_6)));
         for other in [
             "ANSWER: 3\nWHY: fine",
             "probabilities 0.5; mass 1",
             "probabilities 0.5 x; mass 1",
             "probabilities 0.5 1.5; mass 1",
-            "probabilities 0.5 0.5; mass 1; raised 2",
+            "probabilities 0.5 0.5; mass 1; raised -1",
+            "probabilities 0.5 0.5; mass inf",
         ] {
             assert_eq!(OptionProbabilities::parse_text(other), None, "{other}");
         }

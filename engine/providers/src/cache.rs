@@ -129,12 +129,23 @@ impl CachedChat {
             engine::store::frame::push_frame(&mut bytes, &payload).map_err(|e| e.to_string())?;
             let parent = path.parent().unwrap_or(&self.dir);
             std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-            // A name of its own per writer, so two commands filling the same
-            // entry never write one file.
+            // A name of its own per writer, created only if new, so two
+            // commands filling the same entry (shards, containers sharing
+            // the directory) never write one file.
             static NEXT: AtomicU64 = AtomicU64::new(0);
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let tmp = path.with_extension(format!("{}.{n}.partial", std::process::id()));
-            std::fs::write(&tmp, &bytes).map_err(|e| format!("{}: {e}", tmp.display()))?;
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            let tmp = path.with_extension(format!("{}.{nanos}.{n}.partial", std::process::id()));
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(|e| format!("{}: {e}", tmp.display()))?;
+            if let Err(e) = std::io::Write::write_all(&mut file, &bytes) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(format!("{}: {e}", tmp.display()));
+            }
+            drop(file);
             std::fs::rename(&tmp, &path).map_err(|e| {
                 let _ = std::fs::remove_file(&tmp);
                 format!("{}: {e}", path.display())

@@ -102,15 +102,23 @@ pub fn with_response_cache(
 }
 
 /// The response cache's directory for `cfg`: `None` when `[cache]` is off
-/// or has none, or the provider never uses it (scripted, modelled).
+/// or has none, or the provider never uses it (scripted, modelled, a GGUF
+/// model whose SHA-256 was not read).
 pub fn cache_directory(cfg: &Config) -> Option<std::path::PathBuf> {
     use engine::config::ChatProvider;
-    let live = matches!(cfg.raw.chat.provider, ChatProvider::Openai | ChatProvider::Gguf);
+    let live = match cfg.raw.chat.provider {
+        ChatProvider::Openai => true,
+        // A model file not identified (its SHA-256 unread) has no identity
+        // to key by.
+        ChatProvider::Gguf => !cfg.raw.chat.gguf.sha256.trim().is_empty(),
+        ChatProvider::Scripted | ChatProvider::Modelled => false,
+    };
     cfg.raw.cache.directory().filter(|_| live)
 }
 
 /// What besides the request decides a live answer, as the response cache
-/// keys it: the run's seed; every `[chat]` setting that can change a reply
+/// keys it: the engine's version (how requests go on the wire); the run's
+/// seed; every `[chat]` setting that can change a reply
 /// (temperature, top_p, the layout, max tokens, structured output; the
 /// operational ones left out, as [`Config::content`] leaves them); the
 /// `[answers]` settings (the mode among them); how calls are sent (online
@@ -128,6 +136,9 @@ pub fn response_cache_base(cfg: &Config, seed: u64) -> engine::digest::Digest {
         }
     };
     engine::digest::DigestWriter::new("response cache base v1")
+        // How requests go on the wire (the weighing's wording, the
+        // schemas, the samplers) can change with the engine.
+        .str(engine::store::trace::record::ENGINE_VERSION)
         .u64(seed)
         .str(&json(&content.chat))
         .str(&json(&content.answers))

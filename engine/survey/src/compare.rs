@@ -124,9 +124,11 @@ impl QuestionData<'_> {
             return PairDraw::default();
         }
         let (hp, xp, yp) = (stats::pmf(&hc), stats::pmf(&xc), stats::pmf(&yc));
+        // Higher is better for both kinds here: x's KS similarity minus
+        // y's, or y's total variation minus x's.
         let distribution = match self.kind {
             Kind::Ordinal => stats::ks_distance(&hp, &yp) - stats::ks_distance(&hp, &xp),
-            Kind::Nominal => stats::total_variation(&hp, &xp) - stats::total_variation(&hp, &yp),
+            Kind::Nominal => stats::total_variation(&hp, &yp) - stats::total_variation(&hp, &xp),
         };
         PairDraw { log_loss: (nl > 0.0).then(|| ll / nl), exact: Some(exact / n), distribution: Some(distribution) }
     }
@@ -239,8 +241,7 @@ pub fn compare(
         .collect();
     let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
     let model_names = &names[..models.len()];
-    let distribution_figure =
-        |kind: Kind| if kind == Kind::Ordinal { "ks_similarity" } else { "total_variation" };
+    let distribution_figure = |kind: Kind| if kind == Kind::Ordinal { "ks_similarity" } else { "total_variation" };
     let pick = |d: &PairDraw, log_loss: bool| if log_loss { d.log_loss } else { d.exact };
     let mut questions = Vec::new();
     for (q, d) in data.iter().enumerate() {
@@ -268,7 +269,11 @@ pub fn compare(
         let ranked = ranking(model_names, &out_pairs, |m| {
             (d.own(m, log_loss, weights), if log_loss { "log_loss" } else { "exact_match" })
         });
-        questions.push(QuestionComparison { question: survey.questions[q].id.clone(), pairs: out_pairs, ranking: ranked });
+        questions.push(QuestionComparison {
+            question: survey.questions[q].id.clone(),
+            pairs: out_pairs,
+            ranking: ranked,
+        });
     }
     // Overall: each pair's per-question differences averaged, on the same
     // resamples; the figure is log-loss when it was on every question.
@@ -295,7 +300,10 @@ pub fn compare(
     let log_loss = data.iter().all(|d| (0..models.len()).all(|m| (0..models.len()).all(|o| d.forecasts(m, o))));
     let ranking = ranking(model_names, &overall, |m| {
         let values: Option<Vec<f64>> = data.iter().map(|d| d.own(m, log_loss, weights)).collect();
-        (values.map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64), if log_loss { "log_loss" } else { "exact_match" })
+        (
+            values.map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64),
+            if log_loss { "log_loss" } else { "exact_match" },
+        )
     });
     Comparison { questions, overall, ranking }
 }
@@ -367,6 +375,24 @@ mod tests {
             let want = -0.6f64.ln() - k.ln();
             assert!((versus.difference.value.expect("defined") - want).abs() < 1e-12, "{}", q.question);
             assert_eq!(versus.verdict, "a better");
+            // The distribution figure as the question states it: fair's
+            // pooled forecasts against uniform's, on the held-out half.
+            let split = held_out(n, 42);
+            let (mut hc, mut fc) = (vec![0.0; question.options.len()], vec![0.0; question.options.len()]);
+            let qi = suite.survey.questions.iter().position(|x| x.id == q.question).expect("the question");
+            for (r, h) in human[qi].iter().enumerate() {
+                let (Some(h), true) = (h, split[r]) else { continue };
+                hc[usize::from(*h) - 1] += 1.0;
+                let f = models[1].answers[qi][r].as_ref().expect("answered");
+                fc.iter_mut().zip(&f.pmf).for_each(|(s, p)| *s += p);
+            }
+            let (hp, fp, up) = (stats::pmf(&hc), stats::pmf(&fc), vec![1.0 / k; question.options.len()]);
+            let want = match question.kind {
+                Kind::Ordinal => stats::ks_distance(&hp, &up) - stats::ks_distance(&hp, &fp),
+                Kind::Nominal => stats::total_variation(&hp, &fp) - stats::total_variation(&hp, &up),
+            };
+            let got = versus.distribution_difference.value.expect("defined");
+            assert!((got - want).abs() < 1e-12, "{}: {got} against {want}", q.question);
             let ranks: Vec<(&str, usize)> = q.ranking.iter().map(|s| (s.name.as_str(), s.rank)).collect();
             assert_eq!(ranks, [("good", 1), ("fair", 2), ("same", 2)], "{}", q.question);
             assert_eq!(q.pairs.len(), 3 + 3, "three model pairs, three against the baseline");

@@ -17,14 +17,18 @@ use std::path::PathBuf;
     sim-cli validate --sample 200 --config live.toml --yes\n  \
     sim-cli validate --panel people.csv --panel-map map.toml --answers answers.csv --questions survey.toml\n  \
     sim-cli validate --sample 200 --given PID     each persona first shown its own party identification\n  \
-    sim-cli validate --panel p.csv --panel-map m.toml --answers a.csv --questions s.toml --weights weight\n\n\
+    sim-cli validate --panel p.csv --panel-map m.toml --answers a.csv --questions s.toml --weights weight\n  \
+    sim-cli validate --sample 100 --config a.toml --config b.toml --answer-mode probabilities --yes\n\n\
     Each respondent becomes a persona stated in their own traits; the model answers every question\n\
     twice (at --seed and at --seed + 1, for reliability). Half the respondents (seeded) fit the\n\
     baselines (the marginal, the demographic cell, and an imputer: a multinomial or ordered logit on the\n\
     traits and the --given answers); every figure is scored on the other half, with a 95% bootstrap interval,\n\
     and the summary says per question whether the model beats the imputer.\n\
     The formats, the figures and the ANES suite are described in docs/GUIDE.md, \"Checked against people\".\n\
-    Writes summary.json, answers.csv (one line per respondent and question) and report.html to --out.")]
+    Writes summary.json, answers.csv (one line per respondent and question) and report.html to --out.\n\
+    With several --config, each model answers the same respondents, in a directory of its own under --out,\n\
+    and comparison.json gives every pair's paired difference (and each model's against each baseline) with\n\
+    its interval, and a ranking per question and overall, tied where the interval covers 0.")]
 pub struct ValidateArgs {
     /// A built-in suite: anes96 (944 respondents of the 1996 American National Election Study).
     /// The default when no --panel is given.
@@ -52,8 +56,9 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(10..))]
     pub sample: Option<u32>,
     /// Configuration TOML: the chat model that answers, and for SSR (intent method "ssr") the embedder.
+    /// Give it again to compare models: each answers the same respondents, and the comparison pairs them.
     #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub config: Vec<PathBuf>,
     /// Output directory. Default: a new directory runs/validate-SUITE-sSEED. Never overwritten; an unfinished
     /// validation there is continued.
     #[arg(long, value_name = "DIR")]
@@ -121,18 +126,28 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         }
         _ => SuiteSource::Builtin(args.suite.unwrap_or_else(|| "anes96".into())),
     };
-    let mut config = runs::load_config_for(args.config.as_deref(), runs::Models::Chat)?;
-    if let Some(order) = args.option_order {
-        config.raw.answers.order = order;
-    }
-    if let Some(mode) = args.answer_mode {
-        config.raw.answers.mode = mode;
-    }
-    if args.no_cache {
-        config.raw.cache.enabled = false;
+    let configure = |path: Option<&std::path::Path>| -> Result<Config> {
+        let mut config = runs::load_config_for(path, runs::Models::Chat)?;
+        if let Some(order) = args.option_order {
+            config.raw.answers.order = order;
+        }
+        if let Some(mode) = args.answer_mode {
+            config.raw.answers.mode = mode;
+        }
+        if args.no_cache {
+            config.raw.cache.enabled = false;
+        }
+        Ok(config)
+    };
+    let mut models = Vec::new();
+    for path in &args.config {
+        models.push((path.display().to_string(), configure(Some(path))?));
     }
     let v = Validate {
-        config,
+        config: match models.first() {
+            Some((_, c)) => c.clone(),
+            None => configure(None)?,
+        },
         suite,
         subgroups: args.subgroups,
         seed: args.seed,
@@ -150,6 +165,18 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
     };
     let (terminal, progress) = progress(0);
     let watch = Watch { threads: args.threads, progress, interrupt: Interrupt::Never, confirm: &confirm };
+    if models.len() > 1 {
+        let done = runs::compare(runs::Compare { models, args: v }, &watch);
+        if let Some(t) = &terminal {
+            t.finish();
+        }
+        let done = done?;
+        match args.json {
+            true => println!("{}", serde_json::to_string_pretty(&done)?),
+            false => print!("{}", done.text()),
+        }
+        return Ok(());
+    }
     let done = runs::validate(v, &watch);
     if let Some(t) = &terminal {
         t.finish();

@@ -437,9 +437,11 @@ fn a_second_command_is_served_from_the_response_cache() {
     stop.store(true, Ordering::Relaxed);
     server.join().expect("server");
     let (ca, cb) = (&a["calls"]["response_cache"], &b["calls"]["response_cache"]);
-    assert!(asked > 0 && ca["cache_hits"] == 0 && ca["provider_calls"].as_u64() == Some(31), "{ca}");
-    assert_eq!(served, asked, "the second validation made no call");
-    assert_eq!((cb["cache_hits"].as_u64(), cb["provider_calls"].as_u64()), (Some(31), Some(0)), "{cb}");
+    // 30 weighings (10 respondents, 3 questions), each asked again raised,
+    // and the connection check each command makes live, outside the cache.
+    assert!(asked == 2 * 30 + 1 && ca["cache_hits"] == 0 && ca["provider_calls"].as_u64() == Some(30), "{ca}");
+    assert_eq!(served, asked + 1, "the second validation made no call but its connection check");
+    assert_eq!((cb["cache_hits"].as_u64(), cb["provider_calls"].as_u64()), (Some(30), Some(0)), "{cb}");
     assert_eq!(b["digest"], a["digest"], "the same digest");
     assert_eq!(b["questions"], a["questions"], "the same figures");
     assert_eq!((cb["billed_usd"].as_f64(), &cb["would_have_billed_usd"]), (Some(0.0), &a["calls"]["cost_usd"]), "{cb}");
@@ -451,6 +453,69 @@ fn a_second_command_is_served_from_the_response_cache() {
     assert!(ran > again, "the first run asked the server");
     assert_eq!((&r2["digest"], &r2["full_digest"]), (&r1["digest"], &r1["full_digest"]));
     assert_eq!(r2["cost"]["provider_total_nano_usd"], r1["cost"]["provider_total_nano_usd"], "the ledger as bought");
+}
+
+/// Several models in one job: each answers the same respondents in its own
+/// directory, with the digest it has alone; the comparison pairs them
+/// (log-loss differences equal to the gap of their own figures, as every
+/// respondent was answered by both) and ranks them; a model whose server
+/// is down is reported as failed, and the others go on.
+#[test]
+fn several_models_are_compared_on_the_same_respondents() {
+    use crate::trace::{openai_logprobs_server, Logprobs};
+    let dir = scratch("compare-models");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, _, server) = openai_logprobs_server(stop.clone(), Logprobs::Hidden { honours_bias: true });
+    let live = |url: &str| {
+        format!("[chat]\nprovider = \"openai\"\nmodel = \"m\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n")
+    };
+    std::fs::write(dir.join("scripted.toml"), "").expect("config");
+    std::fs::write(dir.join("live.toml"), live(&url)).expect("config");
+    std::fs::write(dir.join("down.toml"), live("http://127.0.0.1:9/v1")).expect("config");
+    let common = ["validate", "--sample", "20", "--answer-mode", "probabilities", "--resamples", "200", "--yes"];
+    let configs = ["--config", "scripted.toml", "--config", "live.toml", "--config", "down.toml"];
+    let both = json(&sim(&dir, &[&common[..], &configs, &["--json", "--out", "c"]].concat()));
+    let alone = json(&sim(&dir, &[&common[..], &["--config", "scripted.toml", "--json", "--out", "a"]].concat()));
+    let text =
+        String::from_utf8_lossy(&sim(&dir, &[&common[..], &configs, &["--out", "t"]].concat()).stdout).into_owned();
+    stop.store(true, Ordering::Relaxed);
+    server.join().expect("server");
+    let models = both["models"].as_array().expect("models");
+    let labels: Vec<&str> = models.iter().map(|m| m["label"].as_str().expect("a label")).collect();
+    assert_eq!(labels, ["1-scripted-persona-v1", "2-m", "3-m"]);
+    assert_eq!(models[0]["summary"]["digest"], alone["digest"], "a model's digest whatever else is in the job");
+    assert!(models[2]["error"].as_str().is_some_and(|e| e.contains("127.0.0.1:9")), "{}", models[2]);
+    assert!(models[2].get("summary").is_none());
+    assert!(dir.join("c/1-scripted-persona-v1/answers.csv").exists() && dir.join("c/comparison.json").exists());
+    let c = &both["comparison"];
+    for (q, question) in c["questions"].as_array().expect("questions").iter().enumerate() {
+        let own = |m: usize| {
+            models[m]["summary"]["questions"][q]["sources"][0]["log_loss"]["value"].as_f64().expect("a figure")
+        };
+        let pair = &question["pairs"][0];
+        assert_eq!(
+            (pair["a"].as_str(), pair["b"].as_str(), pair["figure"].as_str()),
+            (Some("1-scripted-persona-v1"), Some("2-m"), Some("log_loss"))
+        );
+        let gap = pair["difference"]["value"].as_f64().expect("a difference");
+        assert!((gap - (own(0) - own(1))).abs() < 1e-12, "{gap} against {} - {}", own(0), own(1));
+        let interval = pair["difference"]["interval"].as_array().expect("an interval");
+        assert!(interval[0].as_f64() <= Some(gap) && Some(gap) <= interval[1].as_f64(), "{pair}");
+        let baselines: Vec<&str> =
+            question["pairs"].as_array().expect("pairs").iter().skip(1).map(|p| p["b"].as_str().expect("b")).collect();
+        assert!(
+            ["uniform", "marginal", "demographic", "imputer"].iter().all(|b| baselines.contains(b)),
+            "{baselines:?}"
+        );
+        assert_eq!(question["ranking"].as_array().map(Vec::len), Some(2), "the finished models");
+    }
+    assert_eq!(c["ranking"].as_array().map(Vec::len), Some(2));
+    assert!(
+        text.contains("3 models compared, 2 finished")
+            && text.contains("3-m (down.toml, m): FAILED")
+            && text.contains("Overall"),
+        "{text}"
+    );
 }
 
 /// `verbalized` mode against a server speaking the real protocol on

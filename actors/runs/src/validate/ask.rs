@@ -411,8 +411,10 @@ pub(super) fn ask_both(
     let rt = crate::runtime(watch.threads)?;
     let progress = watch.progress.as_ref();
     let asked = rt.block_on(async {
-        let chat = providers::build_chat(cfg, seed).map_err(actors::Error::from)?;
-        let chat = providers::with_response_cache(cfg, seed, chat, cache);
+        // The connection check asks the server itself; the first weighing
+        // goes through the response cache, as every answer does.
+        let live = providers::build_chat(cfg, seed).map_err(actors::Error::from)?;
+        let chat = providers::with_response_cache(cfg, seed, Arc::clone(&live), cache);
         let (p1, p2) = (permutation(cfg, seed, 1), permutation(cfg, seed, 2));
         let round = |label, permute| Round { label, progress, permute, earlier };
         // In probabilities mode the first question is weighed before
@@ -431,7 +433,7 @@ pub(super) fn ask_both(
             }
             AnswerMode::Sample | AnswerMode::Verbalized => None,
         };
-        crate::preflight::probe(cfg, chat.as_ref(), progress).await?;
+        crate::preflight::probe(cfg, live.as_ref(), progress).await?;
         let first = chat_port(cfg, seed, out, 1, cache)?;
         if let Some(weighed) = weighed_first {
             if asked_once(cfg) {

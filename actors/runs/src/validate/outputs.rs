@@ -82,6 +82,14 @@ pub(super) struct Table<'a> {
     pub(super) sources: &'a [Source],
 }
 
+/// Writes comparison.json into `out`.
+pub(super) fn write_comparison(out: &Path, summary: &super::ComparisonSummary) -> Result<()> {
+    let path = out.join(crate::dir::COMPARISON);
+    let encoded = serde_json::to_string_pretty(summary)
+        .map_err(|e| Error::Input(format!("cannot encode the comparison: {e}")))?;
+    std::fs::write(&path, encoded).map_err(Error::io(format!("cannot write {}", path.display())))
+}
+
 /// Writes summary.json, answers.csv and report.html into `out`.
 pub(super) fn write_outputs(out: &Path, summary: &Summary, t: &Table<'_>) -> Result<()> {
     let write = |name: &str, bytes: &[u8]| -> Result<()> {

@@ -471,3 +471,78 @@ pub fn html(s: &Summary) -> String {
     out.push_str("</body></html>\n");
     out
 }
+
+/// A comparison of models in text, as `sim-cli validate` prints it.
+pub(super) fn comparison_text(s: &super::ComparisonSummary) -> String {
+    let mut out = String::new();
+    let finished = s.models.iter().filter(|m| m.summary.is_some()).count();
+    let _ = writeln!(out, "{} models compared, {finished} finished; seed {}; out {}", s.models.len(), s.seed, s.out);
+    for m in &s.models {
+        match (&m.summary, &m.error) {
+            (Some(v), _) => {
+                let _ = writeln!(
+                    out,
+                    "  {} ({}, {}): digest {}, {} chat calls, ${:.4}{}",
+                    m.label,
+                    m.config,
+                    m.chat_model,
+                    &v.digest[..16.min(v.digest.len())],
+                    v.calls.calls,
+                    v.calls.cost_usd,
+                    match v.scores.held_out {
+                        0 => String::new(),
+                        n => format!(" (${:.6} per held-out respondent)", v.calls.cost_usd / n as f64),
+                    }
+                );
+            }
+            (None, error) => {
+                let _ = writeln!(
+                    out,
+                    "  {} ({}, {}): FAILED: {}",
+                    m.label,
+                    m.config,
+                    m.chat_model,
+                    error.as_deref().unwrap_or("")
+                );
+            }
+        }
+    }
+    let better = |f: &str| if f == "log_loss" { "lower is better" } else { "higher is better" };
+    let interval = |f: &Figure| match (f.value, f.interval) {
+        (Some(v), Some([lo, hi])) => format!("{v:+.4} [{lo:+.4}, {hi:+.4}]"),
+        (Some(v), None) => format!("{v:+.4}"),
+        _ => "n/a".into(),
+    };
+    let c = &s.comparison;
+    let standings = |r: &[survey::compare::Standing]| {
+        r.iter()
+            .map(|x| format!("{}. {} {}", x.rank, x.name, x.value.map_or("n/a".into(), |v| format!("{v:.4}"))))
+            .collect::<Vec<_>>()
+            .join("   ")
+    };
+    for q in &c.questions {
+        let figure = q.ranking.first().map_or("log_loss", |r| r.figure);
+        let _ = writeln!(out, "{} ({figure}, {}): {}", q.question, better(figure), standings(&q.ranking));
+        for p in &q.pairs {
+            let _ = writeln!(
+                out,
+                "  {} - {}: {} {} ({}); {} {}",
+                p.a,
+                p.b,
+                p.figure,
+                interval(&p.difference),
+                p.verdict,
+                p.distribution_figure,
+                interval(&p.distribution_difference)
+            );
+        }
+    }
+    let figure = c.ranking.first().map_or("log_loss", |r| r.figure);
+    let _ =
+        writeln!(out, "Overall ({figure} averaged over the questions, {}): {}", better(figure), standings(&c.ranking));
+    for p in c.overall.iter().filter(|p| c.ranking.iter().any(|r| r.name == p.b)) {
+        let _ = writeln!(out, "  {} - {}: {} {} ({})", p.a, p.b, p.figure, interval(&p.difference), p.verdict);
+    }
+    let _ = writeln!(out, "Ranks tie where the paired 95% interval of a difference covers 0.");
+    out
+}

@@ -364,6 +364,12 @@ impl HttpChat {
             return Err(short("the server's answer with them raised listed no logprobs".into()));
         };
         let (probabilities, after) = options_from_top(&top, k);
+        if after < self.min_option_mass {
+            return Err(short(format!(
+                "with their tokens raised by logit_bias they still held {after:.4}: the server reports the \
+                 alternatives as they were before any bias"
+            )));
+        }
         let usage = raised.usage.as_ref().and_then(Usage::tokens);
         weighing.probabilities = probabilities;
         weighing.raised = Some(after);
@@ -407,7 +413,10 @@ impl HttpChat {
                 let token = match known.get(&label) {
                     Some(t) => *t,
                     None => {
-                        let body = serde_json::json!({"content": label, "add_special": false});
+                        // llama.cpp's names and vLLM's: each server reads its own.
+                        let body = serde_json::json!({
+                            "content": label, "add_special": false, "prompt": label, "add_special_tokens": false,
+                        });
                         let reply: Tokenized =
                             crate::http::post_json(&self.client, &url, self.key.as_deref(), &body, |_, _| None)
                                 .await
