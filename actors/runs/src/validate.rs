@@ -157,7 +157,7 @@ fn scored(args: Validate, watch: &Watch<'_>) -> Result<(Validation, Scored)> {
         given: given_ids,
         weights: args.weights.clone(),
         imputer: imputer_fits,
-        calls: figures::calls(&[&first, &second, &reasoned], cfg, &cache),
+        calls: figures::calls(&[&first, &second, &reasoned], respondents.len(), cfg, &cache),
         scores,
         calibration,
         rectified,

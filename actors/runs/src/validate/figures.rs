@@ -27,6 +27,9 @@ pub struct Calls {
     pub output_tokens: u64,
     /// What they cost, USD.
     pub cost_usd: f64,
+    /// That per respondent asked (the fitted half's and the held-out
+    /// half's), USD: what a model costs per validated respondent.
+    pub cost_per_respondent_usd: f64,
     /// Some tokens are estimated (the scripted model, or a server that
     /// reported no usage), not reported.
     pub estimated: bool,
@@ -294,7 +297,12 @@ pub(super) fn digest(
     w.finish()
 }
 
-pub(super) fn calls(runs: &[&Replies], cfg: &Config, cache: &providers::cache::CacheCounters) -> Calls {
+pub(super) fn calls(
+    runs: &[&Replies],
+    respondents: usize,
+    cfg: &Config,
+    cache: &providers::cache::CacheCounters,
+) -> Calls {
     let mut spend = Spend::default();
     let mut c = Calls::default();
     for a in runs.iter().flat_map(|r| r.iter().flatten()) {
@@ -307,6 +315,7 @@ pub(super) fn calls(runs: &[&Replies], cfg: &Config, cache: &providers::cache::C
     c.input_tokens = spend.input_tokens;
     c.output_tokens = spend.output_tokens;
     c.cost_usd = spend.nano_usd as f64 / NANO_PER_USD as f64;
+    c.cost_per_respondent_usd = c.cost_usd / respondents.max(1) as f64;
     c.response_cache = providers::cache_directory(cfg).map(|dir| cache.report(&dir).with_bill(spend.nano_usd));
     c
 }

@@ -482,17 +482,14 @@ pub(super) fn comparison_text(s: &super::ComparisonSummary) -> String {
             (Some(v), _) => {
                 let _ = writeln!(
                     out,
-                    "  {} ({}, {}): digest {}, {} chat calls, ${:.4}{}",
+                    "  {} ({}, {}): digest {}, {} chat calls, ${:.4} (${:.6} per respondent)",
                     m.label,
                     m.config,
                     m.chat_model,
                     &v.digest[..16.min(v.digest.len())],
                     v.calls.calls,
                     v.calls.cost_usd,
-                    match v.scores.held_out {
-                        0 => String::new(),
-                        n => format!(" (${:.6} per held-out respondent)", v.calls.cost_usd / n as f64),
-                    }
+                    v.calls.cost_per_respondent_usd
                 );
             }
             (None, error) => {
