@@ -5,6 +5,7 @@ calibration and rectified estimates as pandas DataFrames."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -55,6 +56,21 @@ class Validation:
         if not self.is_comparison:
             return {"model": self.digest}
         return {m["label"]: m["summary"]["digest"] for m in self.summary["models"] if "summary" in m}
+
+    def model(self, label: str) -> Validation:
+        """A comparison's model ``label`` as a validation of its own (its
+        ``calibration()``, ``rectified()``, ``imputer()`` and
+        ``response_cache`` among the rest); raises ``ConfigError`` for a
+        label that did not finish, or on one validation."""
+        for m in self.summary.get("models", []):
+            if m["label"] == label and "summary" in m:
+                return Validation(self.path / label, m["summary"], self.path / label / "answers.csv")
+        finished = [m["label"] for m in self.summary.get("models", []) if "summary" in m]
+        raise ConfigError(f"no finished model {label!r} in this validation (finished: {finished})")
+
+    def _single(self, what: str) -> None:
+        if self.is_comparison:
+            raise ConfigError(f"a comparison has one {what} per model: use Validation.model(label).{what}()")
 
     def _parts(self) -> list[tuple[str | None, dict[str, Any], Path]]:
         """Each finished model's label, summary and answers file."""
@@ -116,7 +132,8 @@ class Validation:
     @property
     def response_cache(self) -> dict[str, Any] | None:
         """What the response cache did (``summary["calls"]["response_cache"]``),
-        as ``Run.response_cache`` describes; ``None`` without one."""
+        as ``Run.response_cache`` describes; ``None`` without one (and for a
+        comparison: see each ``model(label)``)."""
         found = self.summary.get("calls", {}).get("response_cache")
         return None if found is None else dict(found)
 
@@ -202,6 +219,7 @@ class Validation:
         (``fitted_log_loss_raw``, ``_temperature``, ``_blend_marginal``,
         ``_blend_demographic``, ``_blend_imputer``) and the ``digest`` of
         what the calibration fits. Empty without ``calibrate``."""
+        self._single("calibration")
         pd = _pandas()
         rows = []
         for c in (self.summary.get("calibration") or {}).get("questions", []):
@@ -245,6 +263,7 @@ class Validation:
         ``effective_n``, and the held-out people's actual share
         (``held_out_share``), which both estimates are scored against.
         Empty without ``rectify``."""
+        self._single("rectified")
         pd = _pandas()
         rows = []
         for r in self.summary.get("rectified") or []:
@@ -292,6 +311,7 @@ class Validation:
         ``educ=2``, ``cut 1|2``…) and ``value``, on the data's own scale. A
         question whose fit did not converge has one row, without
         coefficients."""
+        self._single("imputer")
         pd = _pandas()
         rows = []
         for f in self.summary.get("imputer") or []:
@@ -316,11 +336,14 @@ class Validation:
     def to_parquet(self, directory: PathLike) -> list[Path]:
         """Writes ``figures.parquet`` and ``answers.parquet`` into
         ``directory``, and ``calibration.parquet`` and ``rectified.parquet``
-        when the validation has them. Needs pyarrow."""
+        when the validation has them (a comparison: ``comparison.parquet``
+        and ``ranking.parquet``; each model's own through ``model(label)``).
+        Needs pyarrow."""
         frames = {"figures": self.figures(), "answers": self.answers()}
         if self.is_comparison:
             frames["comparison"] = self.comparison()
             frames["ranking"] = self.ranking()
+            return _write_parquet(directory, frames, "Validation.to_parquet")
         if self.summary.get("calibration"):
             frames["calibration"] = self.calibration()
         if self.summary.get("rectified"):
@@ -411,14 +434,15 @@ def validate(
     --config b``): each answers the same respondents, in a directory of its
     own under ``out``, with the digest it has alone (``digests``). A model
     that fails is reported as failed (``models``) and the others go on.
-    ``figures()`` and ``answers()`` then carry a ``model`` column;
+    ``figures()`` then starts with a ``model`` column and ``answers()``
+    with ``label``; ``model(label)`` is one model's validation;
     ``comparison()`` gives every pair's paired difference (and each model's
     against each baseline) with its interval and verdict, and
     ``ranking()`` the models per question and overall, tied where an
     interval covers 0.
     """
     _counts(seed=(seed, 0), sample=(sample, 1), resamples=(resamples, 1))
-    if isinstance(configs, (str, Path)):
+    if isinstance(configs, (str, bytes, os.PathLike)):
         raise ConfigError(f"validate: configs={configs!r}: give a list of config files, e.g. configs=[{str(configs)!r}, ...]")
     config_list = [str(c) for c in (configs or [])]
     if config_list and config is not None:

@@ -186,7 +186,9 @@ fn validate(
             config.raw.cache.enabled &= cache;
             Ok(config)
         };
-        let config = configure(config.as_deref())?;
+        // One entry in `configs` is one model: its config.
+        let one = config.or_else(|| configs.first().filter(|_| configs.len() == 1).cloned());
+        let config = configure(one.as_deref())?;
         let args = runs::Validate {
             config,
             suite,

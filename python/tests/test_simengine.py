@@ -523,6 +523,10 @@ def test_models_compared_in_one_validation_as_the_cli_does(tmp_path: Path) -> No
     assert set(v.ranking()["rank"].dropna()) <= {1, 2}
     with pytest.raises(simengine.ConfigError, match="digests"):
         _ = v.digest
+    with pytest.raises(simengine.ConfigError, match="model"):
+        v.imputer()
+    assert v.model("1-scripted-persona-v1").digest == alone.digest
+    assert len(v.model("2-scripted-persona-v1").imputer()) > 0
     cli = os.environ["SIM_CLI"]
     out = subprocess.run(
         [cli, "validate", "--config", str(one), "--config", str(two), "--sample", "20", "--resamples", "100", "--out", str(tmp_path / "cli"), "--json"],

@@ -238,6 +238,7 @@ pub fn compare(c: Compare, watch: &Watch<'_>) -> Result<ComparisonSummary> {
             out.display()
         )));
     }
+    let made = !out.exists();
     std::fs::create_dir_all(&out).map_err(Error::io(format!("cannot create {}", out.display())))?;
     let (mut outcomes, mut done, mut first_error) = (Vec::new(), Vec::new(), None);
     let count = c.models.len();
@@ -258,12 +259,22 @@ pub fn compare(c: Compare, watch: &Watch<'_>) -> Result<ComparisonSummary> {
                 done.push((label.clone(), scored));
                 (None, Some(v.summary))
             }
+            // What is wrong with the job, not with this model (the inputs,
+            // the directory, a live model not confirmed) stops it.
+            Err(
+                e
+                @ (Error::Input(_) | Error::Refused(_) | Error::NotConfirmed(_) | Error::Survey(_) | Error::Io { .. }),
+            ) => return Err(e),
             Err(e) => {
-                // The error with its causes, as the command line prints one.
+                // The error with its causes, each said once, as the command
+                // line prints one.
                 let mut text = e.to_string();
                 let mut cause = std::error::Error::source(&e);
                 while let Some(c) = cause {
-                    text = format!("{text}: {c}");
+                    let said = c.to_string();
+                    if !text.contains(&said) {
+                        text = format!("{text}: {said}");
+                    }
                     cause = c.source();
                 }
                 watch.progress.note(&format!("{label} failed: {text}"));
@@ -274,7 +285,9 @@ pub fn compare(c: Compare, watch: &Watch<'_>) -> Result<ComparisonSummary> {
         outcomes.push(ModelOutcome { label, config: name, chat_model, error, summary });
     }
     let Some((_, base)) = done.first() else {
-        let _ = std::fs::remove_dir(&out);
+        if made {
+            let _ = std::fs::remove_dir(&out);
+        }
         return Err(first_error.unwrap_or_else(|| Error::Input("no model to compare".into())));
     };
     let models: Vec<Source> = done.iter().map(|(label, s)| Source { name: label.clone(), ..s.model.clone() }).collect();

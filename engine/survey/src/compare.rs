@@ -173,28 +173,37 @@ fn verdict(log_loss: bool, difference: &Figure) -> &'static str {
     }
 }
 
-/// The models' ranking from the pairs among them.
-fn ranking(models: &[&str], pairs: &[Pair], value: impl Fn(usize) -> (Option<f64>, &'static str)) -> Vec<Standing> {
-    let mut out: Vec<Standing> = models
+/// Whether model `i` is better than model `j` beyond doubt, `difference(p)`
+/// being model pair `p`'s (the first minus the second) on the figure
+/// (log-loss when `log_loss`, else exact match).
+fn beats(pairs: &[(usize, usize)], log_loss: bool, i: usize, j: usize, difference: impl Fn(usize) -> Figure) -> bool {
+    let Some(p) = pairs.iter().position(|&x| x == (i.min(j), i.max(j))) else { return false };
+    verdict(log_loss, &difference(p)) == if i < j { "a better" } else { "b better" }
+}
+
+/// The models' ranking on one figure: `values[m]` is model m's (a model
+/// with none, having answered nobody, is left out), and `beats(i, j)` says
+/// whether model i is better than model j beyond doubt on that figure.
+fn ranking(
+    models: &[&str],
+    values: &[Option<f64>],
+    figure: &'static str,
+    beats: impl Fn(usize, usize) -> bool,
+) -> Vec<Standing> {
+    let ranked: Vec<usize> = (0..models.len()).filter(|&m| values[m].is_some()).collect();
+    let mut out: Vec<Standing> = ranked
         .iter()
-        .enumerate()
-        .map(|(m, name)| {
-            let beaten_by = pairs
-                .iter()
-                .filter(|p| {
-                    (p.b == *name && p.verdict == "a better" && models.contains(&p.a.as_str()))
-                        || (p.a == *name && p.verdict == "b better" && models.contains(&p.b.as_str()))
-                })
-                .count();
-            let (value, figure) = value(m);
-            Standing { name: (*name).to_string(), rank: 1 + beaten_by, figure, value }
+        .map(|&m| Standing {
+            name: models[m].to_string(),
+            rank: 1 + ranked.iter().filter(|&&o| o != m && beats(o, m)).count(),
+            figure,
+            value: values[m],
         })
         .collect();
+    let lower_first = figure == "log_loss";
     out.sort_by(|x, y| {
-        let lower_first = x.figure == "log_loss";
-        let v = |s: &Standing| s.value.unwrap_or(if lower_first { f64::INFINITY } else { f64::NEG_INFINITY });
-        let by_value = if lower_first { v(x).total_cmp(&v(y)) } else { v(y).total_cmp(&v(x)) };
-        x.rank.cmp(&y.rank).then(by_value)
+        let (a, b) = (x.value.unwrap_or(0.0), y.value.unwrap_or(0.0));
+        x.rank.cmp(&y.rank).then(if lower_first { a.total_cmp(&b) } else { b.total_cmp(&a) })
     });
     out
 }
@@ -264,29 +273,35 @@ pub fn compare(
                 distribution_difference,
             });
         }
-        let log_loss = (0..models.len()).all(|m| (0..models.len()).all(|o| m == o || d.forecasts(m, o)))
-            && (models.len() > 1 || d.forecasts(0, 0));
-        let ranked = ranking(model_names, &out_pairs, |m| {
-            (d.own(m, log_loss, weights), if log_loss { "log_loss" } else { "exact_match" })
-        });
+        // The ranking's one figure: log-loss when every model forecasts;
+        // each pair of models judged on it.
+        let log_loss = (0..models.len()).all(|m| d.forecasts(m, m));
+        let values: Vec<Option<f64>> = (0..models.len()).map(|m| d.own(m, log_loss, weights)).collect();
+        let difference = |p: usize| figure(pick(&full[q][p], log_loss), draws.iter().map(|x| pick(&x[q][p], log_loss)));
+        let better = |i, j| beats(&pairs, log_loss, i, j, difference);
+        let ranked = ranking(model_names, &values, if log_loss { "log_loss" } else { "exact_match" }, better);
         questions.push(QuestionComparison {
             question: survey.questions[q].id.clone(),
             pairs: out_pairs,
             ranking: ranked,
         });
     }
-    // Overall: each pair's per-question differences averaged, on the same
-    // resamples; the figure is log-loss when it was on every question.
+    // Overall: each pair's per-question differences averaged over the
+    // questions where the pair has one, on the same resamples (a resample
+    // missing one of those questions is dropped); the figure is log-loss
+    // when it was on every question.
+    let average = |p: usize, get: &dyn Fn(&PairDraw) -> Option<f64>| {
+        let defined: Vec<usize> = (0..data.len()).filter(|&q| get(&full[q][p]).is_some()).collect();
+        let mean = |per_q: &[Vec<PairDraw>]| {
+            let values: Option<Vec<f64>> = defined.iter().map(|&q| get(&per_q[q][p])).collect();
+            values.filter(|v| !v.is_empty()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        figure(mean(&full), draws.iter().map(|x| mean(x)))
+    };
     let mut overall = Vec::new();
     for (p, &(a, b)) in pairs.iter().enumerate() {
         let log_loss = data.iter().all(|d| d.forecasts(a, b));
-        let mean = |per_q: &[Vec<PairDraw>], get: &dyn Fn(&PairDraw) -> Option<f64>| {
-            let values: Option<Vec<f64>> = per_q.iter().map(|x| get(&x[p])).collect();
-            values.filter(|v| !v.is_empty()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
-        };
-        let main = |x: &PairDraw| pick(x, log_loss);
-        let dist = |x: &PairDraw| x.distribution;
-        let difference = figure(mean(&full, &main), draws.iter().map(|x| mean(x, &main)));
+        let difference = average(p, &|x: &PairDraw| pick(x, log_loss));
         overall.push(Pair {
             a: names[a].to_string(),
             b: names[b].to_string(),
@@ -294,17 +309,18 @@ pub fn compare(
             verdict: verdict(log_loss, &difference),
             difference,
             distribution_figure: "distribution_score",
-            distribution_difference: figure(mean(&full, &dist), draws.iter().map(|x| mean(x, &dist))),
+            distribution_difference: average(p, &|x: &PairDraw| x.distribution),
         });
     }
-    let log_loss = data.iter().all(|d| (0..models.len()).all(|m| (0..models.len()).all(|o| d.forecasts(m, o))));
-    let ranking = ranking(model_names, &overall, |m| {
-        let values: Option<Vec<f64>> = data.iter().map(|d| d.own(m, log_loss, weights)).collect();
-        (
-            values.map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64),
-            if log_loss { "log_loss" } else { "exact_match" },
-        )
-    });
+    let log_loss = data.iter().all(|d| (0..models.len()).all(|m| d.forecasts(m, m)));
+    let values: Vec<Option<f64>> = (0..models.len())
+        .map(|m| {
+            let own: Vec<f64> = data.iter().filter_map(|d| d.own(m, log_loss, weights)).collect();
+            (!own.is_empty()).then(|| own.iter().sum::<f64>() / own.len() as f64)
+        })
+        .collect();
+    let better = |i, j| beats(&pairs, log_loss, i, j, |p| average(p, &|x: &PairDraw| pick(x, log_loss)));
+    let ranking = ranking(model_names, &values, if log_loss { "log_loss" } else { "exact_match" }, better);
     Comparison { questions, overall, ranking }
 }
 
@@ -313,6 +329,27 @@ mod tests {
     use super::*;
     use crate::score::Answer;
     use crate::Suite;
+
+    /// A source answering respondent `r`, whose answer is `h`, to a question
+    /// of `k` options, as `answer(r, h, k, kind)` says.
+    fn source(suite: &Suite, name: &str, answer: &dyn Fn(usize, u8, usize, Kind) -> Option<Answer>) -> Source {
+        let answers = suite
+            .survey
+            .questions
+            .iter()
+            .zip(&suite.answers.by_question)
+            .map(|(q, column)| {
+                column.iter().enumerate().map(|(r, h)| h.and_then(|h| answer(r, h, q.options.len(), q.kind))).collect()
+            })
+            .collect();
+        Source::new(name, answers)
+    }
+
+    /// A forecast giving the answer `h` probability `own`, the rest spread.
+    fn forecast(own: f64, h: u8, k: usize, kind: Kind) -> Answer {
+        let rest = (1.0 - own) / (k - 1) as f64;
+        Answer::from_pmf((1..=k).map(|o| if o == usize::from(h) { own } else { rest }).collect(), kind)
+    }
 
     /// Models that forecast each respondent's own answer with 0.9, 0.6 and
     /// 0.6 (the rest spread evenly): the first beats both, the other two
@@ -323,43 +360,9 @@ mod tests {
         let suite = Suite::builtin("anes96").expect("built in");
         let human = &suite.answers.by_question;
         let n = suite.panel.respondents.len();
-        let model = |name: &str, own: f64| {
-            let answers = suite
-                .survey
-                .questions
-                .iter()
-                .zip(human)
-                .map(|(q, column)| {
-                    let k = q.options.len();
-                    column
-                        .iter()
-                        .map(|h| {
-                            h.map(|h| {
-                                let rest = (1.0 - own) / (k - 1) as f64;
-                                let f: Vec<f64> =
-                                    (1..=k).map(|o| if o == usize::from(h) { own } else { rest }).collect();
-                                Answer::from_pmf(f, q.kind)
-                            })
-                        })
-                        .collect()
-                })
-                .collect();
-            Source::new(name, answers)
-        };
+        let model = |name: &str, own: f64| source(&suite, name, &|_, h, k, kind| Some(forecast(own, h, k, kind)));
         let models = [model("good", 0.9), model("fair", 0.6), model("same", 0.6)];
-        let uniform = Source::new(
-            "uniform",
-            suite
-                .survey
-                .questions
-                .iter()
-                .zip(human)
-                .map(|(q, c)| {
-                    let k = q.options.len();
-                    c.iter().map(|h| h.map(|_| Answer::from_pmf(vec![1.0 / k as f64; k], q.kind))).collect()
-                })
-                .collect(),
-        );
+        let uniform = source(&suite, "uniform", &|_, _, k, kind| Some(Answer::from_pmf(vec![1.0 / k as f64; k], kind)));
         let weights = vec![1.0; n];
         let c = compare(&suite.survey, human, &weights, &models, &[uniform], Settings { seed: 42, resamples: 200 });
         for (q, question) in c.questions.iter().zip(&suite.survey.questions) {
@@ -400,6 +403,48 @@ mod tests {
         let ranks: Vec<(&str, usize)> = c.ranking.iter().map(|s| (s.name.as_str(), s.rank)).collect();
         assert_eq!(ranks, [("good", 1), ("fair", 2), ("same", 2)]);
         assert_eq!(c.overall[0].verdict, "a better");
+    }
+
+    /// Pairing at work: two models whose forecasts swing from respondent to
+    /// respondent, one always a little better, differ beyond doubt only
+    /// because each resample scores both on the same respondents. Sampled
+    /// answers are judged by exact match ("b better" when the second is
+    /// right); a model that answered nobody is left out of the ranking.
+    #[test]
+    fn pairing_exact_match_and_a_silent_model() {
+        let suite = Suite::builtin("anes96").expect("built in");
+        let human = &suite.answers.by_question;
+        let source =
+            |name: &str, answer: &dyn Fn(usize, u8, usize, Kind) -> Option<Answer>| source(&suite, name, answer);
+        let swing = |r: usize| 0.35 + 0.6 * ((r * 7919) % 100) as f64 / 100.0;
+        let models = [
+            source("worse", &|r, h, k, kind| Some(forecast(swing(r) - 0.02, h, k, kind))),
+            source("better", &|r, h, k, kind| Some(forecast(swing(r), h, k, kind))),
+            source("silent", &|_, _, _, _| None),
+        ];
+        let weights = vec![1.0; suite.panel.respondents.len()];
+        let c = compare(&suite.survey, human, &weights, &models, &[], Settings { seed: 7, resamples: 300 });
+        assert_eq!(c.questions.len(), suite.survey.questions.len());
+        for q in &c.questions {
+            let pair = question_pair(q, "worse", "better");
+            let [lo, hi] = pair.difference.interval.expect("an interval");
+            assert!(pair.verdict == "b better" && 0.0 < lo && hi < 0.1, "{}: [{lo}, {hi}]", q.question);
+            let silent = question_pair(q, "worse", "silent");
+            assert_eq!((silent.difference.value, silent.verdict), (None, "tied"));
+            let ranks: Vec<(&str, usize)> = q.ranking.iter().map(|s| (s.name.as_str(), s.rank)).collect();
+            assert_eq!(ranks, [("better", 1), ("worse", 2)], "{}: the silent model is left out", q.question);
+        }
+        let direct = [
+            source("wrong", &|_, h, k, _| Some(Answer::direct((h % k as u8) + 1, k))),
+            source("right", &|_, h, k, _| Some(Answer::direct(h, k))),
+        ];
+        let c = compare(&suite.survey, human, &weights, &direct, &[], Settings { seed: 7, resamples: 100 });
+        for q in &c.questions {
+            let pair = question_pair(q, "wrong", "right");
+            assert_eq!((pair.figure, pair.difference.value, pair.verdict), ("exact_match", Some(-1.0), "b better"));
+            assert_eq!(q.ranking[0].name, "right");
+        }
+        assert_eq!((c.ranking[0].name.as_str(), c.ranking[0].value), ("right", Some(1.0)));
     }
 
     fn question_pair<'a>(q: &'a QuestionComparison, a: &str, b: &str) -> &'a Pair {

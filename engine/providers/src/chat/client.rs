@@ -252,7 +252,10 @@ impl ChatPort for ChatClient {
                     cause,
                 })),
                 Some(Err(WeighError::Failed(e))) => {
-                    Err(ChatError::Provider { cause: e.message, spend: Spend::default(), attempts: Vec::new() })
+                    // What a failed weighing was billed (a first answer
+                    // before a failed second one) stays with its job.
+                    let spend = e.billed_tokens.map_or_else(Spend::default, |t| self.price.bill(t, 0));
+                    Err(ChatError::Provider { cause: e.message, spend, attempts: Vec::new() })
                 }
             }
         })

@@ -358,7 +358,11 @@ impl HttpChat {
             Err(e) if e.kind == crate::upstream::FailureKind::Permanent && e.message.contains("logit_bias") => {
                 return Err(short(format!("the server refuses logit_bias, which raising them needs ({})", e.message)))
             }
-            Err(e) => return Err(WeighError::Failed(e)),
+            Err(mut e) => {
+                // The first weighing was answered, and billed.
+                e.billed_tokens = Some(e.billed_tokens.unwrap_or(0) + weighing.prompt_tokens);
+                return Err(WeighError::Failed(e));
+            }
         };
         let Some(top) = raised.top_alternatives() else {
             return Err(short("the server's answer with them raised listed no logprobs".into()));
