@@ -25,6 +25,7 @@ def run(
     progress: Callable[[int, str, int, int], Any] | None,
     shard: tuple[int, int] | None = None,
     cache: bool = True,
+    pilot: int = 3,
 ) -> tuple[str, str]: ...
 def summary_json(dir: str) -> str: ...
 def outcome_columns(dir: str) -> dict[str, list[Any]]: ...
@@ -53,6 +54,7 @@ def validate(
     progress: Callable[[int, str, int, int], Any] | None,
     cache: bool = True,
     configs: list[str] = ...,
+    pilot: int = 3,
 ) -> tuple[str, str, str]: ...
 
 # Only in a build with the agents workload (HAS_AGENTS; the `agents` feature).

@@ -113,6 +113,17 @@ class Run:
         return None if found is None else dict(found)
 
     @property
+    def estimate(self) -> dict[str, Any] | None:
+        """The pre-flight estimate made before a live or local model's run
+        (``summary["estimate"]``): ``calls``, ``low_usd``, ``expected_usd``,
+        ``high_usd``, ``low_tokens``, ``expected_tokens``, ``high_tokens``,
+        the ``pilot`` it rests on (jobs, calls and their ``spend``) and its
+        ``assumptions``; compare it with ``summary["cost"]``. ``None`` for a
+        scripted model (and a resumed or replayed run)."""
+        found = self.summary.get("estimate")
+        return None if found is None else dict(found)
+
+    @property
     def full_digest(self) -> str:
         """The digest of everything recorded, costs included."""
         return str(self.summary["full_digest"])
@@ -268,6 +279,7 @@ def run(
     progress: Progress = True,
     shard: tuple[int, int] | None = None,
     cache: bool = True,
+    pilot: int = 3,
 ) -> Run:
     """Runs a panel, as ``sim-cli run`` does, and returns its ``Run``.
 
@@ -311,6 +323,14 @@ def run(
     dir`` elsewhere), and a later run asking the same gets them with no
     call and the same digests; ``Run.response_cache`` says what it did.
 
+    On a live or local model (OpenAI-compatible or GGUF), the first
+    ``pilot`` jobs of tick 1 are conversed before the run (billed, and
+    served to the run: nothing is paid twice, as ``sim-cli run --pilot``)
+    to measure its prompt and reply lengths; ``Run.estimate`` is the range
+    built on them (``low_usd``, ``expected_usd``, ``high_usd``, tokens
+    likewise, and its ``assumptions``). ``pilot=0`` prices every reply at
+    ``max_output_tokens``.
+
     ``resume=True`` continues the interrupted run in ``out`` (or give its
     directory), to the digest an uninterrupted run would have had.
     ``progress`` is True (a tqdm.auto bar when tqdm is installed, silence
@@ -322,7 +342,7 @@ def run(
     ``ProviderError``, ``BudgetError``, or ``Interrupted`` (Ctrl-C, with
     ``run_dir`` to resume).
     """
-    _counts(personas=(personas, 1), ticks=(ticks, 1), seed=(seed, 0), threads=(threads, 1))
+    _counts(personas=(personas, 1), ticks=(ticks, 1), seed=(seed, 0), threads=(threads, 1), pilot=(pilot, 0))
     if shard is not None:
         pair = tuple(shard) if isinstance(shard, (tuple, list)) else ()
         if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
@@ -359,6 +379,7 @@ def run(
             progress=callback,
             shard=shard,
             cache=cache,
+            pilot=pilot,
         )
         summary = json.loads(summary_json)
     finally:

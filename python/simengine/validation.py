@@ -130,6 +130,15 @@ class Validation:
         return typed
 
     @property
+    def estimate(self) -> dict[str, Any] | None:
+        """The pre-flight estimate made before a live or local model's
+        validation (``summary["estimate"]``), as ``Run.estimate`` describes;
+        ``None`` for a scripted model (and for a comparison: see each
+        ``model(label)``)."""
+        found = self.summary.get("estimate")
+        return None if found is None else dict(found)
+
+    @property
     def response_cache(self) -> dict[str, Any] | None:
         """What the response cache did (``summary["calls"]["response_cache"]``),
         as ``Run.response_cache`` describes; ``None`` without one (and for a
@@ -380,6 +389,7 @@ def validate(
     progress: Progress = True,
     cache: bool = True,
     configs: "Sequence[PathLike] | None" = None,
+    pilot: int = 3,
 ) -> Validation:
     """Checks a panel against real people (``sim-cli validate``): personas
     built from respondents answer the survey's questions on the configured
@@ -428,7 +438,11 @@ def validate(
 
     ``cache=False`` neither serves answers from the response cache nor
     keeps them (``sim-cli validate --no-cache``); see ``simengine.run``.
-    ``Validation.response_cache`` says what it did.
+    ``Validation.response_cache`` says what it did. On a live or local
+    model, every question of the first respondents (at least ``pilot``
+    questions) is asked first, billed and reused, to measure prompt and
+    reply lengths: ``Validation.estimate`` is the range built on them
+    (``sim-cli validate --pilot``; ``pilot=0`` prices replies at their cap).
 
     ``configs=[a, b, ...]`` compares models (``sim-cli validate --config a
     --config b``): each answers the same respondents, in a directory of its
@@ -441,7 +455,7 @@ def validate(
     ``ranking()`` the models per question and overall, tied where an
     interval covers 0.
     """
-    _counts(seed=(seed, 0), sample=(sample, 1), resamples=(resamples, 1))
+    _counts(seed=(seed, 0), sample=(sample, 1), resamples=(resamples, 1), pilot=(pilot, 0))
     if isinstance(configs, (str, bytes, os.PathLike)):
         raise ConfigError(f"validate: configs={configs!r}: give a list of config files, e.g. configs=[{str(configs)!r}, ...]")
     config_list = [str(c) for c in (configs or [])]
@@ -485,6 +499,7 @@ def validate(
             progress=callback,
             cache=cache,
             configs=config_list,
+            pilot=pilot,
         )
         summary = json.loads(summary_json)
     finally:

@@ -20,7 +20,7 @@ type Panel = (String, String, String, String);
 /// the same library call. Returns the run directory and its summary as
 /// JSON. A live (`openai`) chat model runs only with `confirm_live`.
 #[pyfunction]
-#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, answer_mode, calibration, confirm_live, progress, shard=None, cache=true))]
+#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, answer_mode, calibration, confirm_live, progress, shard=None, cache=true, pilot=runs::preflight::DEFAULT_PILOT))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.run`, one for one.
 fn run(
     py: Python<'_>,
@@ -40,6 +40,7 @@ fn run(
     progress: Option<Bound<'_, PyAny>>,
     shard: Option<(u32, u32)>,
     cache: bool,
+    pilot: u32,
 ) -> PyResult<(String, String)> {
     // `run.py` checks the pair; the library checks `I/N` again for any caller.
     if shard.is_some() && resume.is_some() {
@@ -81,6 +82,7 @@ fn run(
                     budget_usd,
                     calibration,
                     shard: shard.map(|(index, count)| format!("{index}/{count}")),
+                    pilot,
                     ..runs::Start::new(config)
                 };
                 runs::start(start, &watch)?
@@ -106,20 +108,21 @@ fn settle<T>(py: Python<'_>, done: crate::wait::Outcome<runs::Result<T>>, inputs
     }
 }
 
-/// The go-ahead for a billed model: refused unless the caller passed
-/// `confirm_live`.
+/// The go-ahead for a billed model: refused, before any call, unless the
+/// caller passed `confirm_live`. A run on a live or local model then makes
+/// its estimate (the connection check and the pilot), kept in its summary.
 fn live_confirmation(
     confirm_live: bool,
-) -> impl Fn(&engine::config::Config, &dyn Fn() -> runs::preflight::Estimate) -> runs::Result<()> {
-    move |cfg, _| {
-        if cfg.raw.chat.provider == engine::config::ChatProvider::Openai && !confirm_live {
-            return Err(runs::Error::NotConfirmed(
-                "the config names a live chat model (provider \"openai\"), which is billed: pass confirm_live=True \
-                 to run it; nothing was run"
-                    .into(),
-            ));
-        }
-        Ok(())
+) -> impl Fn(&engine::config::Config, &dyn Fn() -> runs::Result<runs::preflight::Estimate>) -> runs::Result<()> {
+    use engine::config::ChatProvider;
+    move |cfg, estimate| match cfg.raw.chat.provider {
+        ChatProvider::Openai if !confirm_live => Err(runs::Error::NotConfirmed(
+            "the config names a live chat model (provider \"openai\"), which is billed: pass confirm_live=True \
+             to run it; nothing was run"
+                .into(),
+        )),
+        ChatProvider::Scripted => Ok(()),
+        ChatProvider::Modelled | ChatProvider::Openai | ChatProvider::Gguf => estimate().map(|_| ()),
     }
 }
 
@@ -129,7 +132,7 @@ fn live_confirmation(
 /// Returns the validation's directory, its summary
 /// as JSON and the path of its answers file.
 #[pyfunction]
-#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, given, weights, confirm_live, progress, cache=true, configs=Vec::new()))]
+#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, given, weights, confirm_live, progress, cache=true, configs=Vec::new(), pilot=runs::preflight::DEFAULT_PILOT))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.validate`, one for one.
 fn validate(
     py: Python<'_>,
@@ -151,6 +154,7 @@ fn validate(
     progress: Option<Bound<'_, PyAny>>,
     cache: bool,
     configs: Vec<PathBuf>,
+    pilot: u32,
 ) -> PyResult<(String, String, String)> {
     let mode = answer_mode
         .as_deref()
@@ -201,6 +205,7 @@ fn validate(
             rectify,
             given,
             weights,
+            pilot,
         };
         if configs.len() > 1 {
             let mut models = Vec::new();

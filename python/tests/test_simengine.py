@@ -493,6 +493,12 @@ def test_a_second_validation_is_served_from_the_response_cache(tmp_path: Path) -
 
         first = ask("a")
         bought = len(calls) - 1  # the connection check is made live, outside the cache
+        # The estimate rests on a pilot of the first respondent's three
+        # questions, which the validation reused (30 weighings bought once).
+        estimate = first.estimate
+        assert estimate is not None and estimate["pilot"]["jobs"] == 3 and bought == 30
+        used = first.summary["calls"]["input_tokens"] + first.summary["calls"]["output_tokens"]
+        assert estimate["low_tokens"] <= used <= estimate["high_tokens"], (used, estimate)
         second = ask("b")
         assert len(calls) == bought + 2, "no call but the second connection check"
         assert second.digest == first.digest

@@ -184,6 +184,10 @@ pub struct Start {
     /// A `validate --calibrate` file (`calibration.json`) to apply to the
     /// probes that ask one of its questions.
     pub calibration: Option<PathBuf>,
+    /// Jobs of tick 1 asked before a live run, to measure its prompts and
+    /// replies for the estimate; the run reuses their answers. Default
+    /// [`crate::preflight::DEFAULT_PILOT`]; 0 prices replies at their cap.
+    pub pilot: u32,
 }
 
 impl Start {
@@ -203,6 +207,7 @@ impl Start {
             shard: None,
             calibration: None,
             hooks: TraceHooks::default(),
+            pilot: crate::preflight::DEFAULT_PILOT,
         }
     }
 }
@@ -346,18 +351,17 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     let port_config = shard.map(|s| s.share_rates(&config));
     let (embedder, chat) = actors::run::default_ports(port_config.as_ref().unwrap_or(&config), seed)?;
     let ran = shard.map_or(personas, |s| s.personas(personas).len() as u32);
-    let estimate = || crate::preflight::estimate(&config, &loaded.scenario, &Traits::builtin(), seed, ran, ticks);
-    (watch.confirm)(&config, &estimate)?;
     let runtime = runtime(watch.threads)?;
-    runtime.block_on(crate::preflight::probe(&config, chat.as_ref(), watch.progress.as_ref()))?;
+    let traits = Traits::builtin();
+    let held = shard.map_or(0..personas, |s| s.personas(personas));
+    let plan = crate::preflight::Plan::new(&config, &loaded.scenario, &traits, seed, held, ticks);
+    let (chat, estimate) = preflight(plan, start.pilot, chat, &runtime, watch)?;
     let default = crate::dir::default_base(&loaded.scenario.name, seed, personas, ticks);
     let dir = RunDir::create(out.as_deref(), &default, "--out")?;
     let interrupt = watch.interrupt.install(&runtime, dir.path())?;
     dir.write_config(&config)?;
-    // Answers kept by earlier commands are served from the response cache
-    // (the connection check above asked the server itself). Live answers
-    // are logged as they are paid for, so a resume never buys them again.
-    let chat = providers::with_response_cache(&config, seed, chat, &Arc::default());
+    // Live answers are logged as they are paid for, so a resume never buys
+    // them again.
     let chat: Arc<dyn engine::chat::ChatPort> = match config.raw.chat.provider {
         ChatProvider::Scripted => chat,
         ChatProvider::Modelled | ChatProvider::Openai | ChatProvider::Gguf => {
@@ -369,7 +373,7 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     let spec = RunSpec {
         config,
         scenario: loaded.scenario,
-        traits: Traits::builtin(),
+        traits,
         seed,
         personas,
         shard,
@@ -387,8 +391,28 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
         writer.write_tick(&report)?;
         trace.send(Record::Tick(Box::new(report.into_frame())))
     }));
-    let summary = result.map_err(|e| stopped(e.into(), &dir))?.summary;
+    let mut summary = result.map_err(|e| stopped(e.into(), &dir))?.summary;
+    summary.estimate = estimate;
     close(trace, dir, summary)
+}
+
+/// The connection check, the pilot and the estimate, as `watch.confirm`
+/// asks for them; returns the port the run asks: answers kept by earlier
+/// commands served from the response cache (the connection check asks the
+/// server itself), and the pilot's answers served to the run.
+fn preflight(
+    plan: crate::preflight::Plan<'_>,
+    pilot: u32,
+    live: Arc<dyn engine::chat::ChatPort>,
+    runtime: &tokio::runtime::Runtime,
+    watch: &Watch<'_>,
+) -> Result<(Arc<dyn engine::chat::ChatPort>, Option<crate::preflight::Estimate>)> {
+    let config = plan.cfg;
+    let cached = providers::with_response_cache(config, plan.seed, Arc::clone(&live), &Arc::default());
+    let ports = (live.as_ref(), cached.as_ref());
+    let preflight = crate::preflight::Preflight::new(plan, pilot, ports, runtime, watch.progress.as_ref());
+    (watch.confirm)(config, &|| preflight.estimate())?;
+    preflight.finish(Arc::clone(&cached))
 }
 
 /// The shard `text` names for a panel of `personas`, noting where an

@@ -10,6 +10,7 @@
 //! page and the text). No part imports this module.
 
 mod ask;
+mod estimate;
 mod figures;
 mod inputs;
 mod outputs;
@@ -20,10 +21,8 @@ pub use figures::{Calls, OptionMass, Summary};
 pub use inputs::{SuiteSource, Validate};
 
 use crate::error::{Error, Result};
-use crate::preflight::Estimate;
 use crate::watch::Watch;
 use engine::config::{AnswerMode, Config};
-use engine::cost::{estimate_tokens, NANO_PER_USD};
 use outputs::{Started, Table};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -105,11 +104,10 @@ fn scored(args: Validate, watch: &Watch<'_>) -> Result<(Validation, Scored)> {
             out.display()
         ));
     }
-    let asked = announce(watch, cfg, &suite, respondents.len(), total);
-    (watch.confirm)(cfg, &|| estimate(cfg, &suite.survey, &respondents[0], &earlier[0], asked))?;
+    announce(watch, cfg, &suite, respondents.len(), total);
     let cache = Arc::default();
     let panel = ask::Panel { survey: &suite.survey, respondents: &respondents, earlier: &earlier, cache: &cache };
-    let [first, second] = ask::ask_both(cfg, args.seed, watch, panel, &out, resumed)?;
+    let ([first, second], estimate) = ask::ask_both(cfg, args.seed, watch, panel, (&out, resumed), args.pilot)?;
     let reasoned = match reasons {
         true => ask::ask_reasons(cfg, args.seed, watch, panel, &out)?,
         false => Vec::new(),
@@ -161,6 +159,7 @@ fn scored(args: Validate, watch: &Watch<'_>) -> Result<(Validation, Scored)> {
         scores,
         calibration,
         rectified,
+        estimate,
         out: out.display().to_string(),
     };
     let table = Table {
@@ -299,18 +298,8 @@ pub fn compare(c: Compare, watch: &Watch<'_>) -> Result<ComparisonSummary> {
     Ok(summary)
 }
 
-/// What `asked` questions cost at most, priced on the first question's
-/// prompt to the first respondent at the reply's token limit.
-fn estimate(cfg: &Config, survey: &Survey, respondent: &survey::Respondent, earlier: &str, asked: u64) -> Estimate {
-    let q = &survey.questions[0];
-    let as_asked: Vec<usize> = (0..q.options.len()).collect();
-    let prompt = q.prompt_in(survey.context.as_deref(), respondent, &as_asked, earlier);
-    let per_call = cfg.chat_price.bill(estimate_tokens(&prompt), cfg.raw.chat.max_output_tokens).nano_usd;
-    Estimate { calls: asked, usd: (asked * per_call) as f64 / NANO_PER_USD as f64 }
-}
-
-/// Says what will be asked; returns how many questions.
-fn announce(watch: &Watch<'_>, cfg: &Config, suite: &Suite, respondents: usize, total: usize) -> u64 {
+/// Says what will be asked.
+fn announce(watch: &Watch<'_>, cfg: &Config, suite: &Suite, respondents: usize, total: usize) {
     let once = ask::asked_once(cfg);
     let reasons = cfg.raw.answers.mode != AnswerMode::Sample && cfg.raw.answers.reasons;
     let rounds = if once { 1 } else { 2 } + usize::from(reasons);
@@ -329,5 +318,4 @@ fn announce(watch: &Watch<'_>, cfg: &Config, suite: &Suite, respondents: usize, 
         cfg.raw.chat.model,
         cfg.raw.answers.mode.as_str()
     ));
-    asked
 }

@@ -61,8 +61,10 @@ fn ctrl_c(runtime: &tokio::runtime::Runtime, dir: &Path) -> Result<Arc<AtomicBoo
 }
 
 /// The go-ahead for a run: given its configuration and its estimate
-/// (computed only when called), an error stops it with nothing written.
-pub type Confirm<'a> = dyn Fn(&Config, &dyn Fn() -> Estimate) -> Result<()> + 'a;
+/// (made only when called: for a live model, the connection check and a
+/// billed pilot of the first jobs, which the run then reuses), an error
+/// stops it with nothing written.
+pub type Confirm<'a> = dyn Fn(&Config, &dyn Fn() -> Result<Estimate>) -> Result<()> + 'a;
 
 /// Where a run reports and how it is stopped.
 pub struct Watch<'a> {
@@ -72,7 +74,7 @@ pub struct Watch<'a> {
     pub progress: Arc<dyn Progress>,
     /// What stops the run at a tick boundary.
     pub interrupt: Interrupt,
-    /// Asked before a live run is started, with its estimate (drawn only
+    /// Asked before a live run is started, with its estimate (made only
     /// when called); an error stops it with nothing written.
     pub confirm: &'a Confirm<'a>,
 }

@@ -47,6 +47,7 @@ pub mod cost;
 pub mod digest;
 pub mod embed;
 pub mod error;
+pub mod estimate;
 pub mod intent;
 pub mod maintenance;
 pub mod memory;

@@ -270,6 +270,11 @@ pub struct RunSummary {
     pub timings_ms: Timings,
     /// Where the run was written.
     pub out_dir: String,
+    /// The pre-flight estimate of a live run, made before it started
+    /// (outside the digests; absent for a scripted model, a resume or a
+    /// replay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<crate::estimate::Estimate>,
 }
 
 impl RunSummary {

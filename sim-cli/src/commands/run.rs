@@ -74,6 +74,12 @@ pub struct RunArgs {
     /// with no call, and the same digests. The summary gives the calls made, the answers served and the bill.
     #[arg(long)]
     pub no_cache: bool,
+    /// Before a live or local model's run, converse the first N jobs of tick 1 (billed, and reused by the
+    /// run: nothing is paid twice) to measure its prompt and reply lengths; the estimate printed before the
+    /// run, and kept in the summary as `estimate`, is a range built on them, with its assumptions. 0 prices
+    /// every reply at max_output_tokens.
+    #[arg(long, value_name = "N", default_value_t = runs::preflight::DEFAULT_PILOT)]
+    pub pilot: u32,
     /// A calibration.json of `validate --calibrate` to apply to the scenario's probes that ask one of its
     /// questions (the same text and options): each persona's distribution is tempered and blended with the
     /// people's marginal as fitted. Needs the configuration and answer mode the validation used.
@@ -96,7 +102,8 @@ pub struct RunArgs {
     /// Print the summary as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-    /// A live run estimated above this many USD asks for confirmation first (or needs --yes when piped).
+    /// A live run whose estimate's high end is above this many USD asks for confirmation first (or
+    /// needs --yes when piped).
     #[arg(long, value_name = "USD", default_value_t = 1.0)]
     pub confirm_above_usd: f64,
     /// Run a live panel above --confirm-above-usd without asking.
@@ -104,7 +111,7 @@ pub struct RunArgs {
     pub yes: bool,
     /// Continue the killed, interrupted or stopped run in DIR from its last committed tick (its trace
     /// holds every other setting). A finished run is left unchanged.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "answer_mode", "no_cache", "calibration", "outcomes", "panel", "shard"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "ticks", "seed", "scenario", "config", "out", "budget_usd", "answer_mode", "no_cache", "pilot", "calibration", "outcomes", "panel", "shard"])]
     pub resume: Option<PathBuf>,
     /// Run shard I of N: a contiguous 1/N of the panel's personas, each with the same outcomes as in
     /// the whole run. `auto/N` takes I from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs), then
@@ -143,9 +150,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     // A resumed run's ticks are in its trace.
     let (terminal, progress) = progress(if args.resume.is_some() { 0 } else { args.ticks });
-    let confirm = |cfg: &Config, estimate: &dyn Fn() -> Estimate| {
+    let confirm = |cfg: &Config, estimate: &dyn Fn() -> runs::Result<Estimate>| {
         crate::preflight::confirm(cfg, estimate, args.confirm_above_usd, args.yes)
-            .map_err(|e| runs::Error::NotConfirmed(format!("{e:#}")))
     };
     let watch = Watch { threads: args.threads, progress, interrupt: Interrupt::CtrlC, confirm: &confirm };
     let finished = match &args.resume {
@@ -194,6 +200,7 @@ fn start(args: &RunArgs, watch: &Watch<'_>) -> runs::Result<runs::Finished> {
         shard: args.shard.clone(),
         hooks: args.hooks.into(),
         calibration: args.calibration.clone(),
+        pilot: args.pilot,
     };
     runs::start(start, watch)
 }

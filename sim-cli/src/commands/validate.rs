@@ -77,6 +77,12 @@ pub struct ValidateArgs {
     /// with no call, and the same digests. The summary gives the calls made, the answers served and the bill.
     #[arg(long)]
     pub no_cache: bool,
+    /// Before a live or local model's validation, ask every question of the first respondents (at least N
+    /// questions; billed, and reused by the validation: nothing is paid twice) to measure its prompt and
+    /// reply lengths; the estimate printed before it, and kept in the summary as `estimate`, is a range
+    /// built on them, with its assumptions. 0 prices every reply at max_output_tokens.
+    #[arg(long, value_name = "N", default_value_t = runs::preflight::DEFAULT_PILOT)]
+    pub pilot: u32,
     /// The order the options are shown in: "as_asked", or "permuted" (a seeded order per persona and question,
     /// the answer mapped back; the second run uses another order, so reliability measures order sensitivity).
     /// Overrides the config's `[answers] order`.
@@ -110,7 +116,8 @@ pub struct ValidateArgs {
     /// Print the summary as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-    /// A live validation estimated above this many USD asks for confirmation first (or needs --yes when piped).
+    /// A live validation whose estimate's high end is above this many USD asks for confirmation
+    /// first (or needs --yes when piped).
     #[arg(long, value_name = "USD", default_value_t = 1.0)]
     pub confirm_above_usd: f64,
     /// Run a live validation above --confirm-above-usd without asking.
@@ -158,10 +165,11 @@ pub fn validate(args: ValidateArgs) -> Result<()> {
         rectify: args.rectify,
         given: args.given,
         weights: args.weights,
+        pilot: args.pilot,
     };
     let (above, yes) = (args.confirm_above_usd, args.yes);
-    let confirm = |cfg: &Config, estimate: &dyn Fn() -> Estimate| {
-        crate::preflight::confirm(cfg, estimate, above, yes).map_err(|e| runs::Error::NotConfirmed(format!("{e:#}")))
+    let confirm = |cfg: &Config, estimate: &dyn Fn() -> runs::Result<Estimate>| {
+        crate::preflight::confirm(cfg, estimate, above, yes)
     };
     let (terminal, progress) = progress(0);
     let watch = Watch { threads: args.threads, progress, interrupt: Interrupt::Never, confirm: &confirm };

@@ -15,6 +15,9 @@ mod bad_input;
 // Traces: replay, divergence, inspect, damage, parts, resume, no secrets.
 #[cfg(feature = "agents")]
 mod trace;
+// The pre-flight estimate and its pilot against a live run's bill (scripts/prefix-cache-server).
+#[cfg(feature = "agents")]
+mod estimate;
 // `[chat] mode = "batch"` against a loopback Batch API server: price, digest, failures, resume.
 #[cfg(feature = "agents")]
 mod batch_api;

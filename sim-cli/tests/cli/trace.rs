@@ -569,10 +569,19 @@ fn a_live_run_is_estimated_confirmed_and_probed_first() {
     let refused = sim(&dir, &[&args[..], &["--out", "a"]].concat());
     assert!(!refused.status.success());
     assert!(stderr(&refused).contains("above --confirm-above-usd 1.00: pass --yes"), "{}", stderr(&refused));
-    assert!(!dir.join("a").exists() && seen.lock().is_empty(), "nothing written, nothing called");
-    let agreed = sim(&dir, &[&args[..], &["--out", "b", "--yes"]].concat());
+    // The connection check and the pilot's three jobs were asked (and billed) for the estimate.
+    let posts = || seen.lock().iter().filter(|l| l.starts_with("POST")).count();
+    assert!(!dir.join("a").exists() && posts() == 4, "nothing written; {:?}", seen.lock());
+    // Without a pilot nothing is asked before the go-ahead but the check.
+    let unpiloted = sim(&dir, &[&args[..], &["--out", "a", "--pilot", "0"]].concat());
+    assert!(!unpiloted.status.success() && !dir.join("a").exists() && posts() == 5);
+    let agreed = sim(&dir, &[&args[..], &["--out", "b", "--yes", "--json"]].concat());
     assert!(agreed.status.success(), "{}", stderr(&agreed));
-    assert!(stderr(&agreed).contains("live run: at least 4 chat calls"), "{}", stderr(&agreed));
+    assert!(stderr(&agreed).contains("chat price): about 4 chat calls to loopback-model"), "{}", stderr(&agreed));
+    // The pilot's answers were served to the run: it has the digests of a
+    // run without one, costs included.
+    let unpiloted = sim(&dir, &[&args[..], &["--out", "c", "--yes", "--json", "--pilot", "0"]].concat());
+    assert_eq!(digest_of(&agreed), digest_of(&unpiloted));
     stop.store(true, Ordering::Relaxed);
     let _ = server.join();
     // A server that refuses the key: the probe fails, with its message.
@@ -598,11 +607,11 @@ fn a_live_run_is_estimated_confirmed_and_probed_first() {
         "[chat]\nprovider = \"openai\"\nmodel = \"loopback-model\"\n[chat.http]\nbase_url = \"{url}\"\napi_key_env = \"\"\n"
     );
     std::fs::write(dir.join("bad-key.toml"), config).expect("write");
-    let probed = sim(&dir, &["run", "--personas", "2", "--ticks", "1", "--config", "bad-key.toml", "--out", "c"]);
+    let probed = sim(&dir, &["run", "--personas", "2", "--ticks", "1", "--config", "bad-key.toml", "--out", "d"]);
     assert!(!probed.status.success());
     let err = stderr(&probed);
     assert!(err.contains("failed its check before the run") && err.contains("Incorrect API key"), "{err}");
-    assert!(!dir.join("c").exists(), "nothing written");
+    assert!(!dir.join("d").exists(), "nothing written");
 }
 
 /// A model that refuses every call (after passing the probe) trips the

@@ -5,6 +5,7 @@
 
 use crate::dir::VALIDATION;
 use crate::error::{Error, Result};
+use crate::preflight::Estimate;
 use crate::watch::Watch;
 use actors::progress::Progress;
 use engine::chat::schema::to_lines;
@@ -203,8 +204,8 @@ pub struct Round<'a> {
     pub earlier: &'a [String],
 }
 
-/// `ask` for every question of every respondent (job `i` in
-/// respondent-major order, the prompt in the respondent's option order, that order), at
+/// `ask` for every question of every respondent (in respondent-major
+/// order, the prompt in the respondent's option order, that order), at
 /// most `cfg.chat.concurrency` at once, in a fixed order; a bar counts
 /// them. `out[q][r]`.
 async fn over_panel<'s, T, Fut>(
@@ -212,7 +213,7 @@ async fn over_panel<'s, T, Fut>(
     survey: &'s Survey,
     people: &'s [Respondent],
     round: &Round<'_>,
-    ask: impl Fn(usize, &'s Question, String, Vec<usize>) -> Fut,
+    ask: impl Fn(&'s Question, String, Vec<usize>) -> Fut,
 ) -> Vec<Vec<T>>
 where
     Fut: std::future::Future<Output = T>,
@@ -222,9 +223,9 @@ where
     // Respondent by respondent, so that a local model's prefix cache serves
     // a respondent's description to its every question (the answers do not
     // depend on the order).
-    let jobs = people.iter().enumerate().flat_map(|(p, r)| survey.questions.iter().map(move |q| (q, p, r))).enumerate();
+    let jobs = people.iter().enumerate().flat_map(|(p, r)| survey.questions.iter().map(move |q| (q, p, r)));
     let flat: Vec<T> = futures::stream::iter(jobs)
-        .map(|(i, (q, p, r))| {
+        .map(|(q, p, r)| {
             let done = &done;
             let order = option_order(q, r, round.permute);
             let earlier = round.earlier.get(p).map_or("", String::as_str);
@@ -234,7 +235,7 @@ where
                     q.prompt_in(survey.context.as_deref(), r, &order, earlier)
                 }
             };
-            let asked = ask(i, q, prompt, order);
+            let asked = ask(q, prompt, order);
             async move {
                 let asked = asked.await;
                 let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -254,26 +255,18 @@ where
 }
 
 /// [`ask_all`] in probabilities mode: each question's option
-/// probabilities for every respondent, no reply generated. `first`, when
-/// given, is the first job's result already asked for (the validation's
-/// check that the provider gives probabilities at all).
+/// probabilities for every respondent, no reply generated.
 pub async fn probabilities_all(
     cfg: &Config,
     chat: Arc<dyn ChatPort>,
     survey: &Survey,
     people: &[Respondent],
     round: &Round<'_>,
-    first: Option<ChatResult<OptionProbabilities>>,
 ) -> crate::Result<Replies> {
-    let first = std::sync::Mutex::new(first);
-    let asked = over_panel(cfg, survey, people, round, |i, q, prompt, order| {
-        let known = if i == 0 { first.lock().ok().and_then(|mut f| f.take()) } else { None };
+    let asked = over_panel(cfg, survey, people, round, |q, prompt, order| {
         let chat = chat.clone();
         async move {
-            let result = match known {
-                Some(r) => r,
-                None => chat.option_probabilities(&weigh_request(cfg, q, prompt)).await,
-            };
+            let result = chat.option_probabilities(&weigh_request(cfg, q, prompt)).await;
             weighed(result, q).map(|a| in_question_order(a, &order, q))
         }
     })
@@ -293,7 +286,7 @@ pub async fn ask_all(
     let model = cfg.raw.chat.model.as_str();
     let retries = cfg.raw.chat.max_guardrail_retries;
     let shares = cfg.raw.answers.mode == AnswerMode::Verbalized;
-    over_panel(cfg, survey, people, round, |_, q, prompt, order| {
+    over_panel(cfg, survey, people, round, |q, prompt, order| {
         let chat = chat.clone();
         async move { in_question_order(ask_one(chat.as_ref(), model, prompt, q, retries, shares).await, &order, q) }
     })
@@ -381,7 +374,8 @@ pub(super) fn ask_reasons(
     let round =
         Round { label: "reasons", progress: watch.progress.as_ref(), permute: permutation(cfg, seed, 1), earlier };
     rt.block_on(async {
-        let chat = open_chat_port(&sampled, seed, &crate::dir::validation_reasons_wal(out), cache)?;
+        let provider = providers::build_chat(&sampled, seed).map_err(actors::Error::from)?;
+        let chat = open_chat_port(&sampled, (&provider, seed), &crate::dir::validation_reasons_wal(out), cache)?;
         Ok(ask_all(&sampled, chat, survey, respondents, &round).await)
     })
 }
@@ -398,65 +392,113 @@ pub(super) struct Panel<'a> {
 }
 
 /// Both runs of the panel (at `--seed` and `--seed + 1`), after the live
-/// model's connection check; when that check fails on a new directory, the
-/// directory is removed again, since nothing was bought.
+/// model's connection check and the go-ahead on the estimate (made, when
+/// asked for, on a pilot of the first respondents' questions, logged in
+/// run 1's chat log so that the run is served them); when the
+/// validation fails on a new directory before any answer was bought but
+/// the first weighing (which the response cache keeps), the directory is
+/// removed again.
 pub(super) fn ask_both(
     cfg: &Config,
     seed: u64,
     watch: &Watch<'_>,
-    Panel { survey, respondents, earlier, cache }: Panel<'_>,
-    out: &Path,
-    resumed: bool,
-) -> Result<[Replies; 2]> {
+    panel: Panel<'_>,
+    (out, resumed): (&Path, bool),
+    pilot: u32,
+) -> Result<([Replies; 2], Option<Estimate>)> {
+    let Panel { survey, respondents, earlier, cache } = panel;
     let rt = crate::runtime(watch.threads)?;
     let progress = watch.progress.as_ref();
-    let asked = rt.block_on(async {
+    let piloted = std::cell::Cell::new(false);
+    let asked = (|| {
         // The connection check asks the server itself; the first weighing
         // goes through the response cache, as every answer does.
         let live = providers::build_chat(cfg, seed).map_err(actors::Error::from)?;
-        let chat = providers::with_response_cache(cfg, seed, Arc::clone(&live), cache);
         let (p1, p2) = (permutation(cfg, seed, 1), permutation(cfg, seed, 2));
         let round = |label, permute| Round { label, progress, permute, earlier };
         // In probabilities mode the first question is weighed before
         // anything else, so that a provider that cannot give probabilities
-        // says so before any file is kept; its answer is the first job's.
-        let weighed_first = match cfg.raw.answers.mode {
-            AnswerMode::Probabilities => {
-                let (q, r) = (&survey.questions[0], &respondents[0]);
-                let order = option_order(q, r, p1);
-                let earlier = earlier.first().map_or("", String::as_str);
-                let request = weigh_request(cfg, q, q.prompt_in(survey.context.as_deref(), r, &order, earlier));
-                match chat.option_probabilities(&request).await {
-                    Err(e @ engine::chat::ChatError::Engine(_)) => return Err(Error::Chat(e)),
-                    result => Some(result),
-                }
+        // says so before anything is bought.
+        let first = chat_port(cfg, (&live, seed), out, 1, cache)?;
+        if cfg.raw.answers.mode == AnswerMode::Probabilities {
+            let (q, r) = (&survey.questions[0], &respondents[0]);
+            let order = option_order(q, r, p1);
+            let earlier = earlier.first().map_or("", String::as_str);
+            let request = weigh_request(cfg, q, q.prompt_in(survey.context.as_deref(), r, &order, earlier));
+            if let Err(e @ engine::chat::ChatError::Engine(_)) = rt.block_on(first.option_probabilities(&request)) {
+                return Err(Error::Chat(e));
             }
-            AnswerMode::Sample | AnswerMode::Verbalized => None,
-        };
-        crate::preflight::probe(cfg, live.as_ref(), progress).await?;
-        let first = chat_port(cfg, seed, out, 1, cache)?;
-        if let Some(weighed) = weighed_first {
-            if asked_once(cfg) {
-                let once = round("probabilities", p1);
-                let first = probabilities_all(cfg, first, survey, respondents, &once, Some(weighed)).await?;
-                return Ok([first, Vec::new()]);
-            }
-            let first =
-                probabilities_all(cfg, first, survey, respondents, &round("run 1 of 2", p1), Some(weighed)).await?;
-            let rerun = chat_port(cfg, seed.wrapping_add(1), out, 2, cache)?;
-            let second = probabilities_all(cfg, rerun, survey, respondents, &round("run 2 of 2", p2), None).await?;
-            return Ok([first, second]);
         }
-        let first = ask_all(cfg, first, survey, respondents, &round("run 1 of 2", p1)).await;
-        let rerun = chat_port(cfg, seed.wrapping_add(1), out, 2, cache)?;
-        let second = ask_all(cfg, rerun, survey, respondents, &round("run 2 of 2", p2)).await;
-        Ok([first, second])
-    });
-    if asked.is_err() && !resumed && std::fs::read_dir(out).map(|d| d.count()).unwrap_or(0) <= 1 {
-        let _ = std::fs::remove_file(out.join(VALIDATION));
-        let _ = std::fs::remove_dir(out);
+        let checked = std::cell::Cell::new(false);
+        let check = || -> Result<()> {
+            if !checked.get() {
+                rt.block_on(crate::preflight::probe(cfg, live.as_ref(), progress))?;
+                checked.set(true);
+            }
+            Ok(())
+        };
+        let made = std::cell::RefCell::new(None);
+        let estimate = || -> Result<Estimate> {
+            check()?;
+            let ask = pilot > 0 && cfg.raw.chat.provider != ChatProvider::Scripted;
+            let k = survey.questions.len().max(1);
+            let people = &respondents[..(pilot as usize).div_ceil(k).min(respondents.len())];
+            let asked = if ask {
+                progress.note(&format!("pilot: asking every question of the first {} respondent(s)", people.len()));
+                piloted.set(true);
+                // Reopened, so that the first weighing is served from the log.
+                let port = chat_port(cfg, (&live, seed), out, 1, cache)?;
+                Some(rt.block_on(answers(cfg, port, survey, people, &round("pilot", p1)))?)
+            } else {
+                None
+            };
+            let spent: Option<Vec<(u32, Spend)>> =
+                asked.map(|replies| replies.iter().flatten().map(|a| (a.attempts, a.spend)).collect());
+            let runs = if asked_once(cfg) { 1.0 } else { 2.0 };
+            let asking = super::estimate::Asking { survey, respondents, earlier, runs };
+            let e = super::estimate::estimate(cfg, asking, people, spent.as_deref());
+            *made.borrow_mut() = Some(e.clone());
+            Ok(e)
+        };
+        (watch.confirm)(cfg, &estimate)?;
+        check()?;
+        let estimate = made.into_inner();
+        // Reopened: what was asked so far is served from the log.
+        let first = chat_port(cfg, (&live, seed), out, 1, cache)?;
+        rt.block_on(async {
+            if asked_once(cfg) {
+                let once = answers(cfg, first, survey, respondents, &round("probabilities", p1)).await?;
+                return Ok(([once, Vec::new()], estimate));
+            }
+            let once = answers(cfg, first, survey, respondents, &round("run 1 of 2", p1)).await?;
+            let provider = providers::build_chat(cfg, seed.wrapping_add(1)).map_err(actors::Error::from)?;
+            let rerun = chat_port(cfg, (&provider, seed.wrapping_add(1)), out, 2, cache)?;
+            let second = answers(cfg, rerun, survey, respondents, &round("run 2 of 2", p2)).await?;
+            Ok(([once, second], estimate))
+        })
+    })();
+    if asked.is_err() && !resumed && !piloted.get() {
+        let _ = std::fs::remove_file(crate::dir::validation_chat_wal(out, 1));
+        if std::fs::read_dir(out).map(|d| d.count()).unwrap_or(0) <= 1 {
+            let _ = std::fs::remove_file(out.join(VALIDATION));
+            let _ = std::fs::remove_dir(out);
+        }
     }
     asked
+}
+
+/// Every question of every one of `people`, in the configured answer mode.
+async fn answers(
+    cfg: &Config,
+    chat: Arc<dyn ChatPort>,
+    survey: &Survey,
+    people: &[Respondent],
+    round: &Round<'_>,
+) -> Result<Replies> {
+    match cfg.raw.answers.mode {
+        AnswerMode::Probabilities => probabilities_all(cfg, chat, survey, people, round).await,
+        AnswerMode::Sample | AnswerMode::Verbalized => Ok(ask_all(cfg, chat, survey, people, round).await),
+    }
 }
 
 /// The chat port of run `n` (1 or 2): for a live provider, behind the
@@ -465,24 +507,24 @@ pub(super) fn ask_both(
 /// both runs send the same requests, under different seeds.)
 pub(super) fn chat_port(
     cfg: &Config,
-    seed: u64,
+    (provider, seed): (&Arc<dyn ChatPort>, u64),
     out: &Path,
     n: u32,
     cache: &Arc<CacheCounters>,
 ) -> Result<Arc<dyn ChatPort>> {
-    open_chat_port(cfg, seed, &crate::dir::validation_chat_wal(out, n), cache)
+    open_chat_port(cfg, (provider, seed), &crate::dir::validation_chat_wal(out, n), cache)
 }
 
-/// [`chat_port`] logging to `path`, behind the response cache.
+/// [`chat_port`] logging to `path`: `provider` (built for `seed`) behind
+/// the response cache.
 pub(super) fn open_chat_port(
     cfg: &Config,
-    seed: u64,
+    (provider, seed): (&Arc<dyn ChatPort>, u64),
     path: &Path,
     cache: &Arc<CacheCounters>,
 ) -> Result<Arc<dyn ChatPort>> {
     use engine::store::trace::{cassette::CassetteChat, wal};
-    let chat = providers::build_chat(cfg, seed).map_err(actors::Error::from)?;
-    let chat = providers::with_response_cache(cfg, seed, chat, cache);
+    let chat = providers::with_response_cache(cfg, seed, Arc::clone(provider), cache);
     Ok(match cfg.raw.chat.provider {
         ChatProvider::Scripted => chat,
         ChatProvider::Modelled | ChatProvider::Openai | ChatProvider::Gguf => {

@@ -96,6 +96,10 @@ pub struct Summary {
     /// PPI++ estimates of the share, against the held-out people's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rectified: Option<Vec<survey::rectify::QuestionShares>>,
+    /// The pre-flight estimate of a live or local model's validation, made
+    /// before it started (absent for a scripted model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<crate::preflight::Estimate>,
     /// The output directory.
     pub out: String,
 }

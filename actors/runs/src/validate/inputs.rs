@@ -74,6 +74,11 @@ pub struct Validate {
     /// The panel column holding each respondent's survey weight (mapped
     /// `{ ignore = true }`): every figure, baseline and fit is weighted.
     pub weights: Option<String>,
+    /// Questions asked before a live or local model's validation (every
+    /// question of the first respondents, at least this many), to measure
+    /// its prompts and replies for the estimate; the validation reuses
+    /// their answers. Default [`crate::preflight::DEFAULT_PILOT`].
+    pub pilot: u32,
 }
 
 impl Validate {
@@ -92,6 +97,7 @@ impl Validate {
             rectify: false,
             given: Vec::new(),
             weights: None,
+            pilot: crate::preflight::DEFAULT_PILOT,
         }
     }
 }

@@ -217,6 +217,9 @@ pub fn text(s: &Summary) -> String {
     if let Some(cache) = &c.response_cache {
         let _ = writeln!(out, "{}", cache.line());
     }
+    if let Some(e) = &s.estimate {
+        let _ = writeln!(out, "{}", e.against(c.cost_usd, c.input_tokens + c.output_tokens));
+    }
     let _ = writeln!(out, "digest {}\nout {}", s.digest, s.out);
     if let Some(line) = design_line(s) {
         let _ = writeln!(out, "{line}");

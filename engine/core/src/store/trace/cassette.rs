@@ -14,6 +14,7 @@ use crate::cost::Spend;
 use crate::digest::Digest;
 use crate::embed::{EmbedBatch, EmbedKey, EmbeddingPort};
 use crate::error::{Error, Result};
+use crate::turn::ChatCallRecord;
 use crate::BoxFuture;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
@@ -141,23 +142,28 @@ impl CassetteChat {
     /// A cassette of every chat call in `ticks`, with an optional live
     /// fallback for requests it does not hold.
     pub fn new(ticks: &[TickFrame], live: Option<Arc<dyn ChatPort>>) -> Self {
-        let mut replies = BTreeMap::new();
-        for t in ticks {
-            for o in &t.outcomes {
-                for c in &o.chat_calls {
-                    replies.entry(c.request).or_insert_with(|| match &c.failed {
-                        None => Ok(ChatReply {
-                            text: c.reply.clone(),
-                            spend: c.spend,
-                            estimated: c.estimated,
-                            attempts: c.attempts.clone(),
-                        }),
-                        Some(why) => Err((why.clone(), c.spend, c.attempts.clone())),
-                    });
-                }
-            }
+        let cassette = CassetteChat { replies: BTreeMap::new(), live, stats: CassetteStats::default() };
+        cassette.with_calls(ticks.iter().flat_map(|t| &t.outcomes).flat_map(|o| &o.chat_calls), true)
+    }
+
+    /// The cassette with `calls` added (where it holds no answer to the
+    /// same request yet): their replies, and their failures when
+    /// `failures` is set (otherwise a failed call is asked again).
+    pub fn with_calls<'c>(mut self, calls: impl IntoIterator<Item = &'c ChatCallRecord>, failures: bool) -> Self {
+        for c in calls {
+            let answer = match &c.failed {
+                None => Ok(ChatReply {
+                    text: c.reply.clone(),
+                    spend: c.spend,
+                    estimated: c.estimated,
+                    attempts: c.attempts.clone(),
+                }),
+                Some(why) if failures => Err((why.clone(), c.spend, c.attempts.clone())),
+                Some(_) => continue,
+            };
+            self.replies.entry(c.request).or_insert(answer);
         }
-        CassetteChat { replies, live, stats: CassetteStats::default() }
+        self
     }
 
     /// The same cassette, also serving the answers of a chat write-ahead
