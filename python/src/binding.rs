@@ -19,8 +19,10 @@ type Panel = (String, String, String, String);
 /// Runs a panel, or resumes the run in `resume`: `sim-cli run`'s work, by
 /// the same library call. Returns the run directory and its summary as
 /// JSON. A live (`openai`) chat model runs only with `confirm_live`.
+/// `pilot` defaults to `runs::preflight::DEFAULT_PILOT` (written as a
+/// literal, which the stubs can check).
 #[pyfunction]
-#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, answer_mode, calibration, confirm_live, progress, shard=None, cache=true, pilot=runs::preflight::DEFAULT_PILOT))]
+#[pyo3(signature = (*, scenario, personas, ticks, seed, config, out, panel, resume, threads, budget_usd, answer_mode, calibration, confirm_live, progress, shard=None, cache=true, pilot=3))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.run`, one for one.
 fn run(
     py: Python<'_>,
@@ -132,7 +134,7 @@ fn live_confirmation(
 /// Returns the validation's directory, its summary
 /// as JSON and the path of its answers file.
 #[pyfunction]
-#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, given, weights, confirm_live, progress, cache=true, configs=Vec::new(), pilot=runs::preflight::DEFAULT_PILOT))]
+#[pyo3(signature = (*, suite, texts, subgroups, config, seed, sample, out, resamples, answer_mode, option_order, calibrate, rectify, given, weights, confirm_live, progress, cache=true, configs=Vec::new(), pilot=3))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `simengine.validate`, one for one.
 fn validate(
     py: Python<'_>,

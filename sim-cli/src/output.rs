@@ -114,8 +114,7 @@ pub fn print_summary(s: &RunSummary) {
         if t.chat_input_cached > 0 { format!("\n  cached chat input is billed at {}", k.chat_cached_input_price) } else { String::new() }
     );
     let cache = s.chat.response_cache.as_ref().map(engine::chat::CacheReport::line);
-    let chat_usd = k.chat_nano_usd as f64 / engine::cost::NANO_PER_USD as f64;
-    let estimate = s.estimate.as_ref().map(|e| e.against(chat_usd, t.chat_input + t.chat_output));
+    let estimate = s.estimate.as_ref().map(|e| e.against(k.chat_nano_usd, t.chat_input + t.chat_output));
     for line in [cache, estimate].into_iter().flatten() {
         println!("  {line}");
     }

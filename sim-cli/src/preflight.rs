@@ -32,7 +32,7 @@ pub fn confirm(
     for a in &e.assumptions {
         eprintln!("  assumes {a}");
     }
-    // A local model is not billed: its estimate is in tokens and time.
+    // A local model is not billed: its estimate is in tokens.
     if cfg.raw.chat.provider != ChatProvider::Openai || e.high_usd <= confirm_above_usd || yes {
         return Ok(());
     }
@@ -43,7 +43,11 @@ pub fn confirm(
             " (the pilot's {} calls, ${:.4}, were billed{})",
             p.calls,
             p.spend.nano_usd as f64 / engine::cost::NANO_PER_USD as f64,
-            if cfg.raw.cache.enabled { "; the response cache keeps their answers for the next try" } else { "" }
+            if providers::cache_directory(cfg).is_some() {
+                "; the response cache keeps their answers for the next try"
+            } else {
+                ""
+            }
         ),
         None => String::new(),
     };

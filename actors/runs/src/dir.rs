@@ -116,28 +116,35 @@ pub struct RunDir {
 }
 
 impl RunDir {
+    /// Refuses `out` when it holds a run or is not empty: checked before
+    /// anything is bought, and again by [`RunDir::create`].
+    pub fn check_out(out: Option<&Path>, option: &str) -> Result<()> {
+        if let Some(p) = out {
+            if p.join(TRACE).exists() {
+                return Err(Error::Refused(format!(
+                    "output directory {} already holds a run ({TRACE}), and a run is never overwritten. If it was \
+                 interrupted, continue it with `sim-cli run --resume {}`; otherwise choose another {option}",
+                    p.display(),
+                    p.display()
+                )));
+            }
+            if p.exists() && !(p.is_dir() && is_empty_dir(p)) {
+                return Err(Error::Refused(format!(
+                "output directory {} already exists and is not empty; a run is never overwritten. Choose another {option} or remove it",
+                p.display()
+            )));
+            }
+        }
+        Ok(())
+    }
+
     /// Creates a run directory: `out` if given (it must not exist or be
     /// empty; a run is never overwritten), else the first free
     /// [`fresh`]`(default)`. `option` names `out` in a refusal (`--out`).
     pub fn create(out: Option<&Path>, default: &str, option: &str) -> Result<RunDir> {
+        Self::check_out(out, option)?;
         let path = match out {
-            Some(p) => {
-                if p.join(TRACE).exists() {
-                    return Err(Error::Refused(format!(
-                        "output directory {} already holds a run ({TRACE}), and a run is never overwritten. If it was \
-                         interrupted, continue it with `sim-cli run --resume {}`; otherwise choose another {option}",
-                        p.display(),
-                        p.display()
-                    )));
-                }
-                if p.exists() && !(p.is_dir() && is_empty_dir(p)) {
-                    return Err(Error::Refused(format!(
-                        "output directory {} already exists and is not empty; a run is never overwritten. Choose another {option} or remove it",
-                        p.display()
-                    )));
-                }
-                p.to_path_buf()
-            }
+            Some(p) => p.to_path_buf(),
             None => fresh(default),
         };
         std::fs::create_dir_all(&path)

@@ -191,7 +191,7 @@ fn measured(cfg: &Config, pilot: Option<&Pilot>) -> Measured {
     let (mut per_job, mut prompt, mut reply, mut probe_reply) =
         (Observed::default(), Observed::default(), Observed::default(), Observed::default());
     let (mut memory, mut importance) = (Observed::default(), Observed::default());
-    let (mut served, mut local) = (0u64, 0u64);
+    let (mut served, mut local, mut measured) = (0u64, 0u64, 0u64);
     for job in &pilot.jobs {
         let calls = &pilot.calls[job.calls.clone()];
         let reactions: Vec<_> = calls.iter().filter(|c| c.purpose == ChatPurpose::Reaction).collect();
@@ -206,6 +206,7 @@ fn measured(cfg: &Config, pilot: Option<&Pilot>) -> Measured {
         if let Some(c) = calls.iter().find(|c| c.request == job.reaction && c.failed.is_none()) {
             served += c.spend.input_tokens;
             local += job.local_prompt;
+            measured += 1;
         }
         if let Some((i, m)) = job.reacted {
             importance.add(f64::from(i));
@@ -232,12 +233,13 @@ fn measured(cfg: &Config, pilot: Option<&Pilot>) -> Measured {
     Measured {
         per_job: per_job.span().unwrap_or(Span::exact(1.0)),
         prompt: prompt.span().unwrap_or_default(),
-        // Three replies do not show a model's longest: the high case takes
-        // twice their mean (at least their longest), under the cap.
-        reply: Span::new(reply.low, reply.expected, reply.high.max(2.0 * reply.expected).min(cap)),
+        // Three replies show neither a model's shortest nor its longest:
+        // the low case takes half their shortest, the high case twice
+        // their mean (at least their longest), under the cap.
+        reply: Span::new(reply.low / 2.0, reply.expected, reply.high.max(2.0 * reply.expected).min(cap)),
         probe_reply: probe_reply.span(),
         ratio,
-        local_prompt: local as f64 / pilot.jobs.iter().filter(|j| j.reacted.is_some()).count().max(1) as f64,
+        local_prompt: local as f64 / measured.max(1) as f64,
         memory: memory.span().unwrap_or_default(),
         importance: importance.span().map_or(Span::new(1.0, 10.0, 10.0), |s| Span::new(s.low, s.expected, 10.0)),
         importance_sd: importance.sd(),
@@ -274,14 +276,14 @@ fn counted(plan: &Plan<'_>, profiles: &[Profile]) -> Counted {
         let probes = scenario.probes_at(tick).count() as f64;
         let now = Clock::with_hours_per_tick(cfg.raw.run.hours_per_tick).at(tick);
         let ctx = TickContext { cfg, scenario, tick, now };
-        let mut asked = std::collections::BTreeSet::new();
         for (i, job) in jobs.iter().enumerate() {
             let slot = (job.persona - first) as usize;
             let earlier = f64::from(c.per_persona[slot]);
             let recalled = (earlier.min(k), if earlier > 0.0 { k } else { 0.0 });
             c.jobs += 1.0;
             c.recalled = (c.recalled.0 + recalled.0, c.recalled.1 + recalled.1);
-            if job.exposure == 0 && probes > 0.0 && asked.insert(slot) {
+            // Every job of a first exposure asks the tick's probes.
+            if job.exposure == 0 && probes > 0.0 {
                 c.probes += probes;
                 c.probe_recalled = (c.probe_recalled.0 + probes * recalled.0, c.probe_recalled.1 + probes * recalled.1);
             }
@@ -480,15 +482,26 @@ impl<'a> Preflight<'a> {
     }
 
     /// After the go-ahead: the connection check if it was not made yet,
-    /// then the port the run asks (the pilot's answers served first) and
-    /// the estimate, if one was made.
-    pub fn finish(self, chat: Arc<dyn ChatPort>) -> Result<(Arc<dyn ChatPort>, Option<Estimate>)> {
+    /// then the port the run asks (the pilot's answers served first), the
+    /// estimate if one was made, and the pilot's calls (for the run's
+    /// chat log).
+    pub fn finish(self, chat: Arc<dyn ChatPort>) -> Result<Finished> {
         self.check()?;
         Ok(match self.done.into_inner() {
-            Some((e, pilot)) => (pilot.serve(chat), Some(e)),
-            None => (chat, None),
+            Some((e, pilot)) => Finished { chat: pilot.serve(chat), estimate: Some(e), paid: pilot.calls },
+            None => Finished { chat, estimate: None, paid: Vec::new() },
         })
     }
+}
+
+/// What a preflight leaves the run.
+pub struct Finished {
+    /// The port the run asks.
+    pub chat: Arc<dyn ChatPort>,
+    /// The estimate, if one was made.
+    pub estimate: Option<Estimate>,
+    /// The pilot's calls, bought before the run's chat log was opened.
+    pub paid: Vec<ChatCallRecord>,
 }
 
 /// One request through the live chat port: a failure stops the run before

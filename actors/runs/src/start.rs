@@ -355,21 +355,19 @@ pub fn start(start: Start, watch: &Watch<'_>) -> Result<Finished> {
     let traits = Traits::builtin();
     let held = shard.map_or(0..personas, |s| s.personas(personas));
     let plan = crate::preflight::Plan::new(&config, &loaded.scenario, &traits, seed, held, ticks);
-    let (chat, estimate) = preflight(plan, start.pilot, chat, &runtime, watch)?;
+    // The directory is checked before the pilot is bought.
+    RunDir::check_out(out.as_deref(), "--out")?;
+    let crate::preflight::Finished { chat, estimate, paid } = preflight(plan, start.pilot, chat, &runtime, watch)?;
     let default = crate::dir::default_base(&loaded.scenario.name, seed, personas, ticks);
     let dir = RunDir::create(out.as_deref(), &default, "--out")?;
     let interrupt = watch.interrupt.install(&runtime, dir.path())?;
     dir.write_config(&config)?;
-    // Live answers are logged as they are paid for, so a resume never buys
-    // them again.
-    let chat: Arc<dyn engine::chat::ChatPort> = match config.raw.chat.provider {
-        ChatProvider::Scripted => chat,
-        ChatProvider::Modelled | ChatProvider::Openai | ChatProvider::Gguf => {
-            Arc::new(engine::store::trace::wal::WalChat::open(&dir.chat_wal(), chat)?)
-        }
-    };
+    let logged = chat_log(&config, &dir, &chat)?;
     let split = shard.map(Split::Shard);
     let mut trace = TraceSink::new(start.hooks.apply(dir.create_trace(&header, split.as_ref())?));
+    // The pilot's answers are logged once the trace exists (a retried
+    // shard then resumes, and is served them).
+    let chat = logged_pilot(logged, chat, &paid)?;
     let spec = RunSpec {
         config,
         scenario: loaded.scenario,
@@ -406,13 +404,45 @@ fn preflight(
     live: Arc<dyn engine::chat::ChatPort>,
     runtime: &tokio::runtime::Runtime,
     watch: &Watch<'_>,
-) -> Result<(Arc<dyn engine::chat::ChatPort>, Option<crate::preflight::Estimate>)> {
+) -> Result<crate::preflight::Finished> {
     let config = plan.cfg;
     let cached = providers::with_response_cache(config, plan.seed, Arc::clone(&live), &Arc::default());
     let ports = (live.as_ref(), cached.as_ref());
     let preflight = crate::preflight::Preflight::new(plan, pilot, ports, runtime, watch.progress.as_ref());
     (watch.confirm)(config, &|| preflight.estimate())?;
     preflight.finish(Arc::clone(&cached))
+}
+
+/// The run's chat log, for every provider but the scripted one: live
+/// answers are logged as they are paid for, so a resume never buys them
+/// again.
+fn chat_log(
+    config: &Config,
+    dir: &RunDir,
+    chat: &Arc<dyn engine::chat::ChatPort>,
+) -> Result<Option<Arc<engine::store::trace::wal::WalChat>>> {
+    Ok(match config.raw.chat.provider {
+        ChatProvider::Scripted => None,
+        ChatProvider::Modelled | ChatProvider::Openai | ChatProvider::Gguf => {
+            Some(Arc::new(engine::store::trace::wal::WalChat::open(&dir.chat_wal(), Arc::clone(chat))?))
+        }
+    })
+}
+
+/// The port the run asks: `chat` behind its log, which first logs the
+/// pilot's answers (`paid`).
+fn logged_pilot(
+    logged: Option<Arc<engine::store::trace::wal::WalChat>>,
+    chat: Arc<dyn engine::chat::ChatPort>,
+    paid: &[engine::turn::ChatCallRecord],
+) -> Result<Arc<dyn engine::chat::ChatPort>> {
+    Ok(match logged {
+        Some(logged) => {
+            logged.log_paid(paid)?;
+            logged
+        }
+        None => chat,
+    })
 }
 
 /// The shard `text` names for a panel of `personas`, noting where an

@@ -157,9 +157,10 @@ impl Estimate {
 }
 
 impl Estimate {
-    /// The estimate against what the chat calls were billed and used, for
-    /// a summary: says when either fell outside its range.
-    pub fn against(&self, billed_usd: f64, tokens: u64) -> String {
+    /// The estimate against what the chat calls were billed (nano-USD)
+    /// and used, for a summary: says when either fell outside its range.
+    pub fn against(&self, billed_nano_usd: u64, tokens: u64) -> String {
+        let billed_usd = billed_nano_usd as f64 / NANO_PER_USD as f64;
         let outside = |inside: bool| if inside { "" } else { ", outside the range" };
         let billed = outside(self.low_usd <= billed_usd && billed_usd <= self.high_usd);
         let used = outside(self.low_tokens <= tokens && tokens <= self.high_tokens);

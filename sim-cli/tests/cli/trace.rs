@@ -487,8 +487,9 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
         serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("json")["cost"]["provider_total_nano_usd"].clone()
     };
     let (expected, expected_cost) = (digest_of(&reference).0, cost(&reference));
-    // The killed one: the server answers the probe and 9 calls (tick 1 and
-    // part of tick 2), then holds the rest.
+    // The killed one: the server answers the probe and 9 calls (the
+    // pilot's 3 and the run's next 6: tick 1 and part of tick 2), then
+    // holds the rest.
     let (stop, gate) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU8::new(PAUSED)));
     let (url, seen, server) = openai_server_paused(stop.clone(), 0, Some((10, gate.clone())), Logprobs::Absent);
     std::fs::write(dir.join("b.toml"), config(&url)).expect("write");
@@ -505,11 +506,13 @@ fn a_killed_live_run_never_pays_for_an_answer_twice() {
     // the log now were logged as they came, not at a commit.
     let wal = dir.join("killed/chat.wal");
     let logged = || engine::store::trace::wal::read_wal(&wal).map_or(0, |(paid, _)| paid.len());
-    assert!(wait_until(Duration::from_secs(60), || logged() >= 9), "the answers were never logged");
+    // The pilot's three answers are logged first, then the run's nine
+    // (its first three served from the pilot): twelve entries.
+    assert!(wait_until(Duration::from_secs(60), || logged() >= 12), "the answers were never logged");
     let _ = child.kill();
     let _ = child.wait();
     let (paid, _) = engine::store::trace::wal::read_wal(&wal).expect("the log reads");
-    assert_eq!(paid.len(), 9, "every answer was logged before the kill (the probe is not a persona's)");
+    assert_eq!(paid.len(), 12, "every answer was logged before the kill (the probe is not a persona's)");
     // The killed run's unanswered requests are dropped unread before the
     // resume starts, so each request the server reads is a live one.
     gate.store(DRAIN, Ordering::Relaxed);

@@ -395,9 +395,9 @@ pub(super) struct Panel<'a> {
 /// model's connection check and the go-ahead on the estimate (made, when
 /// asked for, on a pilot of the first respondents' questions, logged in
 /// run 1's chat log so that the run is served them); when the
-/// validation fails on a new directory before any answer was bought but
-/// the first weighing (which the response cache keeps), the directory is
-/// removed again.
+/// validation fails on a new directory before the go-ahead and before any
+/// answer was bought but the first weighing, the directory is removed
+/// again.
 pub(super) fn ask_both(
     cfg: &Config,
     seed: u64,
@@ -409,7 +409,7 @@ pub(super) fn ask_both(
     let Panel { survey, respondents, earlier, cache } = panel;
     let rt = crate::runtime(watch.threads)?;
     let progress = watch.progress.as_ref();
-    let piloted = std::cell::Cell::new(false);
+    let (piloted, confirmed) = (std::cell::Cell::new(false), std::cell::Cell::new(false));
     let asked = (|| {
         // The connection check asks the server itself; the first weighing
         // goes through the response cache, as every answer does.
@@ -461,6 +461,7 @@ pub(super) fn ask_both(
             Ok(e)
         };
         (watch.confirm)(cfg, &estimate)?;
+        confirmed.set(true);
         check()?;
         let estimate = made.into_inner();
         // Reopened: what was asked so far is served from the log.
@@ -477,7 +478,7 @@ pub(super) fn ask_both(
             Ok(([once, second], estimate))
         })
     })();
-    if asked.is_err() && !resumed && !piloted.get() {
+    if asked.is_err() && !resumed && !piloted.get() && !confirmed.get() {
         let _ = std::fs::remove_file(crate::dir::validation_chat_wal(out, 1));
         if std::fs::read_dir(out).map(|d| d.count()).unwrap_or(0) <= 1 {
             let _ = std::fs::remove_file(out.join(VALIDATION));

@@ -218,7 +218,8 @@ pub fn text(s: &Summary) -> String {
         let _ = writeln!(out, "{}", cache.line());
     }
     if let Some(e) = &s.estimate {
-        let _ = writeln!(out, "{}", e.against(c.cost_usd, c.input_tokens + c.output_tokens));
+        let billed = (c.cost_usd * engine::cost::NANO_PER_USD as f64).round() as u64;
+        let _ = writeln!(out, "{}", e.against(billed, c.input_tokens + c.output_tokens));
     }
     let _ = writeln!(out, "digest {}\nout {}", s.digest, s.out);
     if let Some(line) = design_line(s) {

@@ -130,6 +130,23 @@ impl WalChat {
         Ok(WalChat { inner, path: path.to_path_buf(), frames, layout })
     }
 
+    /// Logs the answers of `calls`, bought before the log was opened (a
+    /// run's pilot), so that a resume is served them even if the run never
+    /// asked them. Failed calls are left out: the run asks them again, and
+    /// its own answer is the one a resume must serve.
+    pub fn log_paid(&self, calls: &[crate::turn::ChatCallRecord]) -> Result<()> {
+        for c in calls.iter().filter(|c| c.failed.is_none()) {
+            let reply = ChatReply {
+                text: c.reply.clone(),
+                spend: c.spend,
+                estimated: c.estimated,
+                attempts: c.attempts.clone(),
+            };
+            self.append(WalEntry { request: c.request, answer: Ok(reply) })?;
+        }
+        Ok(())
+    }
+
     fn append(&self, entry: WalEntry) -> Result<()> {
         let payload = with_layout(self.layout, || encode(&self.path, &WalFrame::Call(entry)))?;
         self.frames.lock().append(&payload).map(|_| ())
