@@ -36,6 +36,23 @@ pub struct ChatCallRecord {
     pub attempts: Vec<crate::chat::ChatAttempt>,
 }
 
+impl ChatCallRecord {
+    /// The answer as a port gave it: the reply, or the failure with what it
+    /// billed and its transport attempts (how the chat log and a cassette
+    /// keep it).
+    pub fn answer(&self) -> Result<crate::chat::ChatReply, (String, Spend, Vec<crate::chat::ChatAttempt>)> {
+        match &self.failed {
+            None => Ok(crate::chat::ChatReply {
+                text: self.reply.clone(),
+                spend: self.spend,
+                estimated: self.estimated,
+                attempts: self.attempts.clone(),
+            }),
+            Some(why) => Err((why.clone(), self.spend, self.attempts.clone())),
+        }
+    }
+}
+
 /// Why a job's chat stage failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChatFailure {

@@ -150,18 +150,8 @@ impl CassetteChat {
     /// same request yet): their replies, and their failures when
     /// `failures` is set (otherwise a failed call is asked again).
     pub fn with_calls<'c>(mut self, calls: impl IntoIterator<Item = &'c ChatCallRecord>, failures: bool) -> Self {
-        for c in calls {
-            let answer = match &c.failed {
-                None => Ok(ChatReply {
-                    text: c.reply.clone(),
-                    spend: c.spend,
-                    estimated: c.estimated,
-                    attempts: c.attempts.clone(),
-                }),
-                Some(why) if failures => Err((why.clone(), c.spend, c.attempts.clone())),
-                Some(_) => continue,
-            };
-            self.replies.entry(c.request).or_insert(answer);
+        for c in calls.into_iter().filter(|c| failures || c.failed.is_none()) {
+            self.replies.entry(c.request).or_insert_with(|| c.answer());
         }
         self
     }

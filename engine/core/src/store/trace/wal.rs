@@ -136,13 +136,7 @@ impl WalChat {
     /// its own answer is the one a resume must serve.
     pub fn log_paid(&self, calls: &[crate::turn::ChatCallRecord]) -> Result<()> {
         for c in calls.iter().filter(|c| c.failed.is_none()) {
-            let reply = ChatReply {
-                text: c.reply.clone(),
-                spend: c.spend,
-                estimated: c.estimated,
-                attempts: c.attempts.clone(),
-            };
-            self.append(WalEntry { request: c.request, answer: Ok(reply) })?;
+            self.append(WalEntry { request: c.request, answer: c.answer() })?;
         }
         Ok(())
     }
